@@ -1,0 +1,27 @@
+"""Triton deployment toolkit: convert, configure, serve, check and measure models on Triton Inference Server."""
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+__version__ = "0.1.0"
+
+
+def _hide_scripts_folder_named_triton() -> None:
+    """The repo's `triton/` scripts folder is importable as a namespace package when the repo root is on
+    sys.path; torch then mistakes it for OpenAI Triton and fails inside torch._dynamo. Hide it."""
+    if "triton" in sys.modules:
+        return
+    try:
+        spec = importlib.util.find_spec("triton")
+    except (ImportError, ValueError):
+        return
+    if spec is None or spec.origin not in (None, "namespace"):
+        return
+    locations = list(spec.submodule_search_locations or [])
+    if locations and all((Path(p) / "convert_model.py").exists() for p in locations):
+        sys.modules["triton"] = None  # type: ignore[assignment]  # `import triton` now raises ImportError
+
+
+_hide_scripts_folder_named_triton()

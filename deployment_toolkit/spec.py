@@ -1,0 +1,232 @@
+"""The contract between stages: tensor signatures and the manifest written next to every artifact.
+
+Every later stage (config generator, client, perf runner, report) reads the manifest instead of
+re-deriving the model. Shapes here are per sample: the batch axis is implicit and always dynamic
+when `max_batch_size > 0` (Triton's convention); `-1` marks another dynamic axis.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+MANIFEST_NAME = "manifest.json"
+
+# numpy dtype name -> Triton datatype (the protocol's names, also used in config.pbtxt as TYPE_<x>)
+_NP_TO_TRITON = {
+    "bool": "BOOL",
+    "uint8": "UINT8",
+    "int8": "INT8",
+    "int16": "INT16",
+    "int32": "INT32",
+    "int64": "INT64",
+    "float16": "FP16",
+    "float32": "FP32",
+    "float64": "FP64",
+    "object": "BYTES",
+}
+_TRITON_TO_NP = {v: k for k, v in _NP_TO_TRITON.items()}
+
+FORMATS = ("ts-trace", "ts-script", "onnx", "trt")
+ARTIFACT_NAMES = {"ts-trace": "model.pt", "ts-script": "model.pt", "onnx": "model.onnx", "trt": "model.plan"}
+
+
+class SpecError(ValueError):
+    """A signature or manifest that contradicts itself or the model."""
+
+
+def triton_dtype(np_dtype: str) -> str:
+    try:
+        return _NP_TO_TRITON[np.dtype(np_dtype).name]
+    except (KeyError, TypeError) as err:
+        raise SpecError(f"dtype {np_dtype!r} has no Triton equivalent; use one of {sorted(_NP_TO_TRITON)}") from err
+
+
+def numpy_dtype(triton: str) -> str:
+    key = triton.upper().removeprefix("TYPE_")
+    try:
+        return _TRITON_TO_NP[key]
+    except KeyError as err:
+        raise SpecError(f"Triton datatype {triton!r} is not supported; use one of {sorted(_TRITON_TO_NP)}") from err
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """One input or output. `shape` excludes the batch axis; -1 marks a dynamic axis whose size for
+    examples and perf runs comes from `example_shape`."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str = "float32"
+    example_shape: tuple[int, ...] | None = None
+    # Inputs that are not data (e.g. band wavelengths, a timestep): perf/accuracy tools fill them with
+    # `value` instead of random numbers when set.
+    value: list[Any] | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
+        if self.example_shape is not None:
+            object.__setattr__(self, "example_shape", tuple(int(d) for d in self.example_shape))
+            if len(self.example_shape) != len(self.shape) or any(
+                s != -1 and s != e for s, e in zip(self.shape, self.example_shape)
+            ):
+                raise SpecError(f"{self.name}: example_shape {self.example_shape} does not fit shape {self.shape}")
+        if any(d < -1 or d == 0 for d in self.shape):
+            raise SpecError(f"{self.name}: dims must be positive or -1, got {self.shape}")
+        if -1 in self.shape and self.example_shape is None:
+            raise SpecError(f"{self.name}: dynamic dims need an example_shape for examples and perf runs")
+        triton_dtype(self.dtype)
+
+    @property
+    def concrete_shape(self) -> tuple[int, ...]:
+        return self.example_shape if self.example_shape is not None else self.shape
+
+    @property
+    def triton_dtype(self) -> str:
+        return triton_dtype(self.dtype)
+
+    @property
+    def is_dynamic(self) -> bool:
+        return -1 in self.shape
+
+    def nbytes(self, batch: int = 1) -> int:
+        return int(np.prod(self.concrete_shape, dtype=np.int64)) * np.dtype(self.dtype).itemsize * max(batch, 1)
+
+    def example(self, batch: int, rng: np.random.Generator | None = None, kind: str = "random") -> np.ndarray:
+        """A batch for this tensor: the fixed `value` if the spec has one, else random or zero data."""
+        shape = (batch, *self.concrete_shape) if batch > 0 else self.concrete_shape
+        if self.value is not None:
+            one = np.asarray(self.value, dtype=self.dtype).reshape(self.concrete_shape)
+            return np.broadcast_to(one, shape).copy()
+        if kind == "zero":
+            return np.zeros(shape, dtype=self.dtype)
+        rng = rng or np.random.default_rng(0)
+        if np.issubdtype(np.dtype(self.dtype), np.floating):
+            return rng.standard_normal(shape).astype(self.dtype)
+        if np.dtype(self.dtype) == np.bool_:
+            return rng.integers(0, 2, size=shape).astype(bool)
+        return rng.integers(0, 10, size=shape).astype(self.dtype)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["shape"] = list(self.shape)
+        d["example_shape"] = list(self.example_shape) if self.example_shape is not None else None
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "TensorSpec":
+        return cls(
+            name=d["name"],
+            shape=tuple(d["shape"]),
+            dtype=d.get("dtype", "float32"),
+            example_shape=tuple(d["example_shape"]) if d.get("example_shape") is not None else None,
+            value=d.get("value"),
+        )
+
+
+@dataclass(frozen=True)
+class ModelSignature:
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+
+    def __post_init__(self) -> None:
+        names = [t.name for t in (*self.inputs, *self.outputs)]
+        dup = {n for n in names if names.count(n) > 1}
+        if dup:
+            raise SpecError(f"tensor names must be unique across inputs and outputs, repeated: {sorted(dup)}")
+        if not self.inputs or not self.outputs:
+            raise SpecError("a signature needs at least one input and one output")
+
+    def examples(self, batch: int, seed: int = 0, kind: str = "random") -> dict[str, np.ndarray]:
+        rng = np.random.default_rng(seed)
+        return {t.name: t.example(batch, rng, kind) for t in self.inputs}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"inputs": [t.to_dict() for t in self.inputs], "outputs": [t.to_dict() for t in self.outputs]}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "ModelSignature":
+        return cls(
+            inputs=tuple(TensorSpec.from_dict(t) for t in d["inputs"]),
+            outputs=tuple(TensorSpec.from_dict(t) for t in d["outputs"]),
+        )
+
+
+@dataclass
+class Manifest:
+    """What convert_model writes next to an artifact; the single source of truth for later stages."""
+
+    model: str
+    preset: str
+    family: str
+    task: str
+    metric: str
+    format: str
+    artifact: str
+    signature: ModelSignature
+    max_batch_size: int
+    precision: str = "fp32"
+    export_options: dict[str, Any] = field(default_factory=dict)
+    verification: dict[str, Any] = field(default_factory=dict)
+    versions: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.format not in FORMATS:
+            raise SpecError(f"unknown format {self.format!r}; choose one of {', '.join(FORMATS)}")
+        if self.max_batch_size < 0:
+            raise SpecError("max_batch_size must be >= 0")
+
+    @property
+    def inputs(self) -> tuple[TensorSpec, ...]:
+        return self.signature.inputs
+
+    @property
+    def outputs(self) -> tuple[TensorSpec, ...]:
+        return self.signature.outputs
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["signature"] = self.signature.to_dict()
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Manifest":
+        d = dict(d)
+        d["signature"] = ModelSignature.from_dict(d["signature"])
+        return cls(**d)
+
+    def save(self, directory: str | Path) -> Path:
+        path = Path(directory) / MANIFEST_NAME
+        atomic_write_text(path, json.dumps(self.to_dict(), indent=2) + "\n")
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Manifest":
+        path = Path(path)
+        if path.is_dir():
+            path = path / MANIFEST_NAME
+        if not path.exists():
+            raise FileNotFoundError(f"no manifest at {path}: run triton/convert_model.py first")
+        return cls.from_dict(json.loads(path.read_text()))
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    """Write via a temporary file and rename, so a crash never leaves half a file behind."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
