@@ -1,0 +1,117 @@
+"""One entry point for every format: build the registered model, export, verify, write the manifest."""
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..models import get_model
+from ..spec import ARTIFACT_NAMES, FORMATS, Manifest
+from .errors import ConversionError, VerificationError
+from .onnx import export_onnx
+from .tensorrt import build_engine
+from .torchscript import export_torchscript
+from .verify import torch_callable, verify
+
+
+@dataclass
+class ConvertOptions:
+    preset: str = "small"
+    opset: int = 17
+    simplify: bool = False
+    precision: str = "fp32"  # fp32 | fp16 (TensorRT and TorchScript)
+    max_batch_size: int | None = None  # default: the preset's
+    trt_min_batch: int = 1
+    trt_opt_batch: int | None = None  # default: max batch
+    trt_workspace_bytes: int = 1 << 30
+    verify: bool = True
+    verify_batch_sizes: tuple[int, ...] = (1, 2)
+    seed: int = 0
+
+
+def _versions() -> dict[str, str]:
+    import onnx
+    import onnxruntime
+    import torch
+
+    return {"torch": torch.__version__, "onnx": onnx.__version__, "onnxruntime": onnxruntime.__version__}
+
+
+def convert(model_name: str, fmt: str, output_dir: str | Path, options: ConvertOptions | None = None) -> Manifest:
+    """Convert `model_name` to `fmt` in `output_dir` (artifact + manifest.json). Raises ConversionError,
+    FormatUnavailable (host lacks the format) or VerificationError (outputs disagree; manifest still written)."""
+    import torch
+
+    opts = options or ConvertOptions()
+    if fmt not in FORMATS:
+        raise ConversionError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    entry = get_model(model_name)
+    preset = entry.preset(opts.preset)
+    signature = preset.signature
+    max_batch = opts.max_batch_size if opts.max_batch_size is not None else preset.max_batch_size
+    out = Path(output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    artifact = out / ARTIFACT_NAMES[fmt]
+
+    t0 = time.perf_counter()
+    model = entry.build(opts.preset, seed=opts.seed)
+    examples = signature.examples(min(2, max(max_batch, 1)), seed=opts.seed)
+    example_args = tuple(torch.from_numpy(examples[t.name]) for t in signature.inputs)
+    if fmt == "onnx":
+        export_options = export_onnx(model, signature, example_args, artifact, opset=opts.opset, simplify=opts.simplify)
+    elif fmt in ("ts-trace", "ts-script"):
+        export_options = export_torchscript(model, example_args, artifact, mode=fmt.split("-")[1])
+    else:  # trt: through a temporary ONNX file
+        with tempfile.TemporaryDirectory() as tmp:
+            onnx_path = Path(tmp) / "model.onnx"
+            export_onnx(model, signature, example_args, onnx_path, opset=opts.opset, simplify=opts.simplify)
+            export_options = build_engine(
+                onnx_path, signature, artifact, precision=opts.precision, min_batch=opts.trt_min_batch,
+                opt_batch=opts.trt_opt_batch or max_batch, max_batch=max(max_batch, 1),
+                workspace_bytes=opts.trt_workspace_bytes,
+            )
+    export_seconds = time.perf_counter() - t0
+
+    manifest = Manifest(
+        model=entry.name, preset=opts.preset, family=entry.family, task=entry.task, metric=entry.metric,
+        format=fmt, artifact=artifact.name, signature=signature, max_batch_size=max_batch,
+        precision=opts.precision, export_options={**export_options, "export_seconds": round(export_seconds, 3)},
+        versions=_versions(),
+    )
+    if opts.verify:
+        result = verify_artifact(manifest, out, model=model, batch_sizes=opts.verify_batch_sizes, seed=opts.seed)
+        manifest.verification = result.to_dict()
+        manifest.save(out)
+        if not result.passed:
+            raise VerificationError(f"{entry.name} as {fmt}: verification failed: {result.message}")
+    else:
+        manifest.save(out)
+    return manifest
+
+
+def verify_artifact(manifest: Manifest, directory: str | Path, model=None, batch_sizes=(1, 2), seed: int = 0):
+    """Compare the artifact in `directory` with the framework model it came from."""
+    from ..repository.python_runtime.runtimes import load_runtime
+
+    entry = get_model(manifest.model)
+    model = model if model is not None else entry.build(manifest.preset, seed=seed)
+    in_names = [t.name for t in manifest.inputs]
+    out_names = [t.name for t in manifest.outputs]
+    device = "cuda:0" if manifest.format == "trt" else "cpu"
+    runtime = load_runtime(str(Path(directory) / manifest.artifact), manifest.format, in_names, out_names,
+                           device=device, precision=manifest.precision)
+    sizes = tuple(b for b in batch_sizes if manifest.max_batch_size == 0 or b <= manifest.max_batch_size) or (1,)
+    return verify(torch_callable(model, in_names, out_names), runtime, manifest.signature, manifest.task,
+                  precision=manifest.precision, batch_sizes=sizes, seed=seed)
+
+
+def copy_artifact(src_dir: str | Path, dst_dir: str | Path) -> Manifest:
+    """Copy artifact + manifest (e.g. into a model repository version directory)."""
+    manifest = Manifest.load(src_dir)
+    dst = Path(dst_dir)
+    dst.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(Path(src_dir) / manifest.artifact, dst / manifest.artifact)
+    manifest.save(dst)
+    return manifest

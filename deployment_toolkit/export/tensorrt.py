@@ -1,0 +1,62 @@
+"""ONNX -> TensorRT engine (plan) with an optimization profile over the batch axis.
+
+Needs an NVIDIA GPU and the `tensorrt` Python package (the `gpu` extra); on other hosts it raises
+FormatUnavailable, which the conversion matrix records as a skip with this reason.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..spec import ModelSignature
+from .errors import ConversionError, FormatUnavailable
+
+
+def tensorrt_available() -> tuple[bool, str]:
+    try:
+        import tensorrt  # noqa: F401
+    except Exception as err:  # ImportError, or OSError when libnvinfer is missing
+        return False, f"TensorRT is not installed here ({type(err).__name__}: {err}); install the `gpu` extra on a GPU host"
+    try:
+        import torch
+
+        if not torch.cuda.is_available():
+            return False, "TensorRT needs an NVIDIA GPU and none is visible (torch.cuda.is_available() is False)"
+    except ImportError:
+        pass
+    return True, ""
+
+
+def build_engine(onnx_path: Path, signature: ModelSignature, path: Path, *, precision: str = "fp32",
+                 min_batch: int = 1, opt_batch: int = 1, max_batch: int = 8,
+                 workspace_bytes: int = 1 << 30) -> dict:
+    ok, why = tensorrt_available()
+    if not ok:
+        raise FormatUnavailable(why)
+    import tensorrt as trt
+
+    if not (1 <= min_batch <= opt_batch <= max_batch):
+        raise ConversionError(f"profile needs 1 <= min <= opt <= max batch, got {min_batch}/{opt_batch}/{max_batch}")
+    logger = trt.Logger(trt.Logger.WARNING)
+    builder = trt.Builder(logger)
+    network = builder.create_network(0)  # explicit batch is the only mode in TensorRT 10
+    parser = trt.OnnxParser(network, logger)
+    if not parser.parse(Path(onnx_path).read_bytes()):
+        errors = [str(parser.get_error(i)) for i in range(parser.num_errors)]
+        raise ConversionError("TensorRT could not parse the ONNX model:\n" + "\n".join(errors))
+    config = builder.create_builder_config()
+    config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, workspace_bytes)
+    if precision == "fp16":
+        if not builder.platform_has_fast_fp16:
+            raise FormatUnavailable("this GPU has no fast fp16; build the engine in fp32")
+        config.set_flag(trt.BuilderFlag.FP16)
+    profile = builder.create_optimization_profile()
+    for spec in signature.inputs:
+        dims = spec.concrete_shape
+        profile.set_shape(spec.name, (min_batch, *dims), (opt_batch, *dims), (max_batch, *dims))
+    config.add_optimization_profile(profile)
+    plan = builder.build_serialized_network(network, config)
+    if plan is None:
+        raise ConversionError("TensorRT failed to build the engine (see the TensorRT log above)")
+    path.write_bytes(bytes(plan))
+    return {"precision": precision, "profile": [min_batch, opt_batch, max_batch], "workspace_bytes": workspace_bytes,
+            "tensorrt": trt.__version__}

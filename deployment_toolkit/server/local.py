@@ -1,0 +1,394 @@
+"""The embedded server: the real `tritonserver` binary shipped in the `nvidia-pytriton` wheel.
+
+It runs on any Linux host (no Docker, no GPU): models are served by Triton's Python backend, which
+runs the artifact with ONNX Runtime or TorchScript inside `model.py`. This module finds the binary,
+assembles a backend directory with the stub for the running Python, binds every port to loopback,
+waits for readiness by health check and stops cleanly.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+from .errors import (
+    ModelLoadError,
+    PortInUseError,
+    ServerExitedError,
+    ServerNotFoundError,
+    ServerStartTimeout,
+)
+
+DEFAULT_START_TIMEOUT_S = 120.0
+# Lines of the server log that explain a failure.
+_WHY_PATTERN = re.compile(r"^(E\d{4}|W\d{4}).*|.*(error|failed|Traceback|Exception|No module named).*", re.I)
+
+
+@dataclass(frozen=True)
+class TritonInstallation:
+    """Where the pieces of the wheel's server live."""
+
+    root: Path  # site-packages/pytriton/tritonserver
+    binary: Path
+    libs: Path  # site-packages/nvidia_pytriton.libs
+    python_backend: Path
+    stub: Path
+
+
+def find_installation(python_version: str | None = None) -> TritonInstallation:
+    """Locate tritonserver inside the installed nvidia-pytriton wheel, with actionable errors."""
+    spec = importlib.util.find_spec("pytriton")
+    if spec is None or not spec.submodule_search_locations:
+        raise ServerNotFoundError(
+            "the embedded tritonserver comes with the nvidia-pytriton wheel, which is not installed in "
+            f"{sys.prefix}: run `pip install nvidia-pytriton==0.7.0` (or `make install`)"
+        )
+    pkg = Path(list(spec.submodule_search_locations)[0])
+    root = pkg / "tritonserver"
+    binary = root / "bin" / "tritonserver"
+    libs = pkg.parent / "nvidia_pytriton.libs"
+    pyver = python_version or f"{sys.version_info.major}.{sys.version_info.minor}"
+    stub = root / "python_backend_stubs" / pyver / "triton_python_backend_stub"
+    python_backend = root / "backends" / "python"
+    for what, path in (("tritonserver binary", binary), ("python backend", python_backend)):
+        if not path.exists():
+            raise ServerNotFoundError(f"{what} not found at {path}: reinstall nvidia-pytriton==0.7.0")
+    if not stub.exists():
+        have = sorted(p.name for p in (root / "python_backend_stubs").iterdir())
+        raise ServerNotFoundError(
+            f"no Python backend stub for Python {pyver} in nvidia-pytriton (it has {', '.join(have)}): "
+            "run the toolkit with one of those Python versions"
+        )
+    return TritonInstallation(root=root, binary=binary, libs=libs, python_backend=python_backend, stub=stub)
+
+
+def backend_directory(inst: TritonInstallation, cache_root: Path | None = None) -> Path:
+    """A backend directory holding `python/` = the Python backend plus the stub for this Python.
+
+    Built once per installation (keyed by its path) and reused; built in a temporary folder and
+    renamed so that concurrent servers never see half a directory.
+    """
+    cache_root = cache_root or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "deployment_toolkit"
+    key = hashlib.sha1(f"{inst.root}:{inst.stub}".encode()).hexdigest()[:12]
+    target = cache_root / f"backends-{key}"
+    if (target / "python" / "triton_python_backend_stub").exists():
+        return target
+    cache_root.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=cache_root, prefix=".backends-"))
+    shutil.copytree(inst.python_backend, tmp / "python")
+    shutil.copy2(inst.stub, tmp / "python" / "triton_python_backend_stub")
+    try:
+        tmp.rename(target)
+    except OSError:  # another process won the race
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def server_environment(inst: TritonInstallation) -> dict[str, str]:
+    """The environment tritonserver (and its Python stub) need, independent of the user's shell.
+
+    The stub finds its Python environment by searching PATH for `python`: the directory of this
+    interpreter goes first so models see this environment's numpy/onnxruntime/torch.
+    """
+    env = dict(os.environ)
+    env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (str(inst.libs), env.get("LD_LIBRARY_PATH", "")) if p)
+    env["PATH"] = os.pathsep.join(p for p in (str(Path(sys.executable).parent), env.get("PATH", "")) if p)
+    return env
+
+
+@dataclass
+class ServerConfig:
+    model_repository: Path
+    http_port: int = 0  # 0 = pick a free port
+    grpc_port: int = 0
+    metrics_port: int = 0
+    address: str = "127.0.0.1"
+    model_control_mode: str = "none"  # none | poll | explicit
+    load_models: tuple[str, ...] = ()  # with explicit mode: models loaded at start
+    repository_poll_secs: int = 5
+    log_dir: Path | None = None
+    log_verbose: int = 0
+    exit_on_error: bool = True
+    start_timeout_s: float = DEFAULT_START_TIMEOUT_S
+    extra_args: tuple[str, ...] = ()
+    backend_config: dict[str, str] = field(default_factory=dict)
+
+
+class LocalTritonServer:
+    """`with LocalTritonServer(ServerConfig(repo)) as server: server.grpc_url ...`"""
+
+    def __init__(self, config: ServerConfig, installation: TritonInstallation | None = None):
+        self.config = config
+        self.installation = installation or find_installation()
+        self.process: subprocess.Popen | None = None
+        self._log_fh = None
+        self.http_port = config.http_port
+        self.grpc_port = config.grpc_port
+        self.metrics_port = config.metrics_port
+        self.log_path: Path | None = None
+
+    # ---- addresses -------------------------------------------------------------------------
+    @property
+    def http_url(self) -> str:
+        return f"{self._client_host}:{self.http_port}"
+
+    @property
+    def grpc_url(self) -> str:
+        return f"{self._client_host}:{self.grpc_port}"
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://{self._client_host}:{self.metrics_port}/metrics"
+
+    @property
+    def _client_host(self) -> str:
+        return "127.0.0.1" if self.config.address in ("0.0.0.0", "127.0.0.1") else self.config.address
+
+    # ---- lifecycle -------------------------------------------------------------------------
+    def command(self) -> list[str]:
+        cfg = self.config
+        cmd = [
+            str(self.installation.binary),
+            f"--model-repository={Path(cfg.model_repository).resolve()}",
+            f"--backend-directory={backend_directory(self.installation)}",
+            f"--http-address={cfg.address}",
+            f"--http-port={self.http_port}",
+            f"--grpc-address={cfg.address}",
+            f"--grpc-port={self.grpc_port}",
+            f"--metrics-address={cfg.address}",
+            f"--metrics-port={self.metrics_port}",
+            f"--model-control-mode={cfg.model_control_mode}",
+            f"--exit-on-error={'true' if cfg.exit_on_error else 'false'}",
+            f"--log-verbose={cfg.log_verbose}",
+            "--allow-gpu-metrics=false",
+        ]
+        if cfg.model_control_mode == "poll":
+            cmd.append(f"--repository-poll-secs={cfg.repository_poll_secs}")
+        for name in cfg.load_models:
+            cmd.append(f"--load-model={name}")
+        for key, value in cfg.backend_config.items():
+            cmd.append(f"--backend-config=python,{key}={value}")
+        cmd.extend(cfg.extra_args)
+        return cmd
+
+    def start(self) -> "LocalTritonServer":
+        cfg = self.config
+        repo = Path(cfg.model_repository)
+        if not repo.is_dir():
+            raise FileNotFoundError(f"model repository {repo} does not exist: run triton/config_model_on_triton.py first")
+        self._claim_ports()
+        log_dir = Path(cfg.log_dir) if cfg.log_dir else Path(tempfile.mkdtemp(prefix="tritonserver-"))
+        log_dir.mkdir(parents=True, exist_ok=True)
+        self.log_path = log_dir / "tritonserver.log"
+        self._log_fh = open(self.log_path, "ab")
+        self.process = subprocess.Popen(
+            self.command(),
+            stdout=self._log_fh,
+            stderr=subprocess.STDOUT,
+            env=server_environment(self.installation),
+            start_new_session=True,  # Ctrl-C in the terminal goes to us; we stop the server cleanly
+        )
+        try:
+            self.wait_ready(cfg.start_timeout_s)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _claim_ports(self) -> None:
+        taken: set[int] = set()
+        for attr in ("http_port", "grpc_port", "metrics_port"):
+            port = getattr(self, attr)
+            if port == 0:
+                port = free_port()
+                while port in taken:
+                    port = free_port()
+                setattr(self, attr, port)
+            elif not port_is_free(port, self.config.address if self.config.address != "0.0.0.0" else "127.0.0.1"):
+                flag = "--" + attr.replace("_", "-")
+                raise PortInUseError(
+                    f"port {port} ({attr.replace('_port', '')}) is already in use on {self.config.address}: "
+                    f"stop whatever holds it (`ss -ltnp | grep :{port}`) or pass another {flag} (0 picks a free one)"
+                )
+            taken.add(port)
+
+    def wait_ready(self, timeout_s: float = DEFAULT_START_TIMEOUT_S) -> None:
+        """Poll /v2/health/ready; fail fast with the log's reasons if the process exits."""
+        deadline = time.monotonic() + timeout_s
+        url = f"http://{self.http_url}/v2/health/ready"
+        while True:
+            code = self.process.poll() if self.process else None
+            if code is not None:
+                self._raise_exited(code)
+            if _http_status(url) == 200:
+                return
+            if time.monotonic() > deadline:
+                raise ServerStartTimeout(
+                    f"tritonserver did not become ready within {timeout_s:.0f} s (log: {self.log_path}). "
+                    f"Last log lines:\n{self.log_tail(20)}"
+                )
+            time.sleep(0.1)  # polling interval of the health check, not a fixed wait
+
+    def _raise_exited(self, code: int) -> None:
+        log = self.log_text()
+        failed = sorted(set(re.findall(r"failed to load '([^']+)'", log)))
+        why = "\n".join(explain_lines(log)) or self.log_tail(20)
+        if "address already in use" in log.lower() or "failed to start" in log.lower() and "bind" in log.lower():
+            raise PortInUseError(f"tritonserver could not bind its ports ({self.http_port}/{self.grpc_port}/"
+                                 f"{self.metrics_port}):\n{why}")
+        if failed:
+            raise ModelLoadError(
+                f"tritonserver exited (code {code}) because model(s) {', '.join(failed)} failed to load. "
+                f"From the server log ({self.log_path}):\n{why}",
+                models=failed,
+            )
+        raise ServerExitedError(f"tritonserver exited with code {code} (log: {self.log_path}):\n{why}")
+
+    def stop(self, timeout_s: float = 15.0) -> None:
+        proc = self.process
+        if proc is not None and proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            try:
+                proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                proc.wait(timeout=10)
+        if self._log_fh is not None:
+            self._log_fh.close()
+            self._log_fh = None
+
+    def is_alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def __enter__(self) -> "LocalTritonServer":
+        if self.process is None:
+            self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def metadata(self) -> dict:
+        """Server metadata from /v2: name, version (the binary has no --version flag), extensions."""
+        return _http_json(f"http://{self.http_url}/v2") or {}
+
+    # ---- models ----------------------------------------------------------------------------
+    def repository_index(self) -> list[dict]:
+        return _http_json(f"http://{self.http_url}/v2/repository/index", method="POST", body={}) or []
+
+    def model_ready(self, name: str, version: str = "") -> bool:
+        path = f"/v2/models/{name}" + (f"/versions/{version}" if version else "") + "/ready"
+        return _http_status(f"http://{self.http_url}{path}") == 200
+
+    def require_models(self, names: Iterable[str]) -> None:
+        """Raise ModelLoadError quoting the server's reasons for any model that is not ready."""
+        missing = [n for n in names if not self.model_ready(n)]
+        if not missing:
+            return
+        reasons = {e.get("name"): e.get("reason", "") for e in self.repository_index()}
+        log = self.log_text()
+        lines = [f"  {n}: {reasons.get(n) or 'not in the repository index'}" for n in missing]
+        why = "\n".join(explain_lines(log, missing)) or self.log_tail(20)
+        raise ModelLoadError(
+            "model(s) not ready: " + ", ".join(missing) + "\n" + "\n".join(lines) + f"\nServer log ({self.log_path}):\n{why}",
+            models=missing,
+        )
+
+    def load_model(self, name: str) -> None:
+        self._repository_call(name, "load")
+        self.require_models([name])
+
+    def unload_model(self, name: str) -> None:
+        self._repository_call(name, "unload")
+
+    def _repository_call(self, name: str, action: str) -> None:
+        url = f"http://{self.http_url}/v2/repository/models/{name}/{action}"
+        status, body = _http_request(url, method="POST", body={})
+        if status != 200:
+            detail = body.decode(errors="replace") if body else ""
+            raise ModelLoadError(
+                f"{action} of model {name!r} failed (HTTP {status}): {detail}\n"
+                + "\n".join(explain_lines(self.log_text(), [name])),
+                models=[name],
+            )
+
+    # ---- log -------------------------------------------------------------------------------
+    def log_text(self) -> str:
+        if self._log_fh is not None:
+            self._log_fh.flush()
+        if self.log_path is None or not self.log_path.exists():
+            return ""
+        return self.log_path.read_text(errors="replace")
+
+    def log_tail(self, lines: int = 30) -> str:
+        return "\n".join(self.log_text().splitlines()[-lines:])
+
+
+def explain_lines(log: str, models: Iterable[str] = (), limit: int = 25) -> list[str]:
+    """The log lines that say why something failed: error lines, tracebacks, and lines naming `models`."""
+    names = [m for m in models if m]
+    out: list[str] = []
+    for line in log.splitlines():
+        if _WHY_PATTERN.match(line) or any(f"'{m}'" in line or f'"{m}"' in line for m in names):
+            if "successfully loaded" in line:
+                continue
+            out.append(line.rstrip())
+    return out[-limit:]
+
+
+def _http_request(url: str, method: str = "GET", body: dict | None = None, timeout: float = 5.0) -> tuple[int, bytes]:
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read()
+    except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
+        return 0, b""
+
+
+def _http_status(url: str) -> int:
+    return _http_request(url, timeout=2.0)[0]
+
+
+def _http_json(url: str, method: str = "GET", body: dict | None = None):
+    status, data = _http_request(url, method=method, body=body, timeout=30.0)
+    if status != 200:
+        return None
+    return json.loads(data or b"null")
