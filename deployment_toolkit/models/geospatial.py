@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import torch
 from torch import nn
-from torch.nn import functional as F
 
 from ..compat import import_timm
 from ..spec import ModelSignature, TensorSpec
@@ -82,7 +81,7 @@ def wavelength_embedding(wavelengths_um: torch.Tensor, dim: int) -> torch.Tensor
 
 
 class WavelengthHypernetwork(nn.Module):
-    """Wavelengths -> patch-embedding conv weight (embed_dim, bands, p, p) and bias (embed_dim,).
+    """Wavelengths -> patch-embedding weight (bands * p * p, embed_dim) and bias (embed_dim,).
 
     Like DOFA's `Dynamic_MLP_OFA`: the wavelength embeddings pass a residual MLP, then one transformer
     layer together with learned weight tokens and a bias token; each band's output token is projected to
@@ -110,7 +109,7 @@ class WavelengthHypernetwork(nn.Module):
         out = self.mixer(tokens)[0]
         band_tokens = out[self.num_tokens:-1] + emb  # slice ends at -1: no band count baked into the graph
         p, e = self.patch_size, self.embed_dim
-        weight = self.to_weight(band_tokens).reshape(-1, p, p, e).permute(3, 0, 1, 2)  # (E, bands, p, p)
+        weight = self.to_weight(band_tokens).reshape(-1, e)  # (bands * p * p, E), rows ordered (band, i, j)
         bias = self.to_bias(out[-1])
         return weight * self.scale, bias * self.scale
 
@@ -138,14 +137,21 @@ class DOFAEncoder(nn.Module):
         self.blocks = nn.Sequential(*[Block(embed_dim, num_heads, mlp_ratio, qkv_bias=True) for _ in range(depth)])
         self.fc_norm = nn.LayerNorm(embed_dim)
 
+    def _patchify(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, bands, H, W) -> (B, patches, bands * p * p). The legacy ONNX exporter refuses a conv whose
+        kernel comes from the graph with an unknown band count, while reshape/matmul keep that axis dynamic."""
+        p = self.patch_size
+        hp, wp = x.shape[-2] // p, x.shape[-1] // p
+        x = x.reshape(x.shape[0], -1, hp, p, wp, p).permute(0, 2, 4, 1, 3, 5)  # (B, hp, wp, bands, p, p)
+        return x.reshape(x.shape[0], hp * wp, -1)
+
     def forward(self, x: torch.Tensor, wavelengths: torch.Tensor) -> torch.Tensor:
         if not (torch.jit.is_tracing() or torch.jit.is_scripting()) and wavelengths.dim() == 2:
             if not bool(torch.all(wavelengths == wavelengths[:1])):
                 raise ValueError("wavelengths must be the same for every sample of a batch")
         waves = wavelengths[0] if wavelengths.dim() == 2 else wavelengths
         weight, bias = self.patch_embed(waves)
-        x = F.conv2d(x, weight, bias, stride=self.patch_size)  # (B, E, H/p, W/p)
-        x = x.flatten(2).transpose(1, 2)
+        x = self._patchify(x) @ weight + bias  # (B, patches, E): a stride-p conv written as a matmul
         x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1) + self.pos_embed
         x = self.blocks(x)
         return self.fc_norm(x[:, 1:].mean(dim=1))  # DOFA pools the patch tokens (global_pool="avg")

@@ -1,0 +1,229 @@
+"""Triton model configs built as Triton's own ModelConfig protobuf, validated, written as config.pbtxt.
+
+`runtime="python"` serves the artifact through the Python backend (the embedded server on any host);
+`runtime="native"` maps the artifact format to Triton's own backend (NGC container):
+  ts-trace / ts-script -> pytorch_libtorch, onnx -> onnxruntime_onnx, trt -> tensorrt_plan.
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from google.protobuf import text_format
+from tritonclient.grpc import model_config_pb2 as mc
+
+from ..spec import Manifest, SpecError, numpy_dtype
+
+NATIVE_PLATFORM = {"ts-trace": "pytorch_libtorch", "ts-script": "pytorch_libtorch", "onnx": "onnxruntime_onnx",
+                   "trt": "tensorrt_plan"}
+MODEL_FORMATS = ("python", *NATIVE_PLATFORM)  # --model-format choices; python = Python backend runtime
+ACCELERATORS = ("none", "cuda", "trt", "openvino")
+
+
+class ConfigError(ValueError):
+    """A config Triton would reject, or one that contradicts the model."""
+
+
+class HostMismatchWarning(UserWarning):
+    """A config written for another host (e.g. KIND_GPU on a host without a GPU)."""
+
+
+@dataclass
+class ConfigOptions:
+    model_name: str
+    runtime: str = "python"  # python | native
+    max_batch_size: int | None = None  # default: the manifest's
+    dynamic_batching: bool = True
+    preferred_batch_sizes: tuple[int, ...] = ()
+    max_queue_delay_us: int = 0
+    preserve_ordering: bool = False
+    instances: int = 1
+    instance_kind: str = "auto"  # auto | cpu | gpu
+    gpu_ids: tuple[int, ...] = ()
+    backend_accelerator: str = "none"  # none | cuda | trt | openvino
+    precision: str | None = None  # default: the manifest's
+    trt_workspace_bytes: int = 1 << 30
+    capture_cuda_graph: bool = False
+    intra_op_threads: int = 0  # runtime threads per instance (python runtime / onnxruntime / libtorch)
+    warmup_batch_sizes: tuple[int, ...] = ()
+    response_cache: bool = False
+    version_policy: str = "latest"  # latest | all | specific:1,2
+    host_has_gpu: bool | None = None  # None: detect
+    extra_parameters: dict[str, str] = field(default_factory=dict)
+
+
+def host_has_gpu() -> bool:
+    try:
+        import torch
+
+        return bool(torch.cuda.is_available())
+    except ImportError:  # pragma: no cover
+        return False
+
+
+def _dims(shape) -> list[int]:
+    return [int(d) for d in shape]
+
+
+def build_config(manifest: Manifest, opts: ConfigOptions) -> mc.ModelConfig:
+    """Everything comes from the manifest; options only add serving choices. Raises ConfigError."""
+    if opts.runtime not in ("python", "native"):
+        raise ConfigError(f"runtime must be python or native, got {opts.runtime!r}")
+    max_batch = manifest.max_batch_size if opts.max_batch_size is None else opts.max_batch_size
+    precision = opts.precision or manifest.precision
+    gpu = host_has_gpu() if opts.host_has_gpu is None else opts.host_has_gpu
+    _check(manifest, opts, max_batch, precision, gpu)
+
+    cfg = mc.ModelConfig(name=opts.model_name, max_batch_size=max_batch)
+    if opts.runtime == "python":
+        cfg.backend = "python"
+    else:
+        cfg.platform = NATIVE_PLATFORM[manifest.format]
+        cfg.default_model_filename = manifest.artifact
+    for spec, coll in [(t, cfg.input) for t in manifest.inputs] + [(t, cfg.output) for t in manifest.outputs]:
+        tensor = coll.add()
+        tensor.name = spec.name
+        tensor.data_type = mc.DataType.Value(f"TYPE_{spec.triton_dtype}")
+        tensor.dims.extend(_dims(spec.shape))
+    if max_batch > 0 and opts.dynamic_batching:
+        db = cfg.dynamic_batching
+        db.preferred_batch_size.extend(opts.preferred_batch_sizes)
+        db.max_queue_delay_microseconds = opts.max_queue_delay_us
+        db.preserve_ordering = opts.preserve_ordering
+    kind = _instance_kind(opts, gpu)
+    group = cfg.instance_group.add()
+    group.count = opts.instances
+    group.kind = mc.ModelInstanceGroup.Kind.Value(kind)
+    if kind == "KIND_GPU" and opts.gpu_ids:
+        group.gpus.extend(opts.gpu_ids)
+    _version_policy(cfg, opts.version_policy)
+    _optimization(cfg, manifest, opts, precision)
+    params = dict(opts.extra_parameters)
+    if opts.runtime == "python":
+        params.update({"artifact": manifest.artifact, "format": manifest.format, "precision": precision,
+                       "accelerator": opts.backend_accelerator})
+        if opts.intra_op_threads:
+            params["intra_op_threads"] = str(opts.intra_op_threads)
+    elif opts.intra_op_threads:
+        key = "intra_op_thread_count" if manifest.format == "onnx" else "INTRA_OP_THREAD_COUNT"
+        params[key] = str(opts.intra_op_threads)
+    for key, value in params.items():
+        cfg.parameters[key].string_value = str(value)
+    for batch in opts.warmup_batch_sizes:
+        _warmup(cfg, manifest, batch)
+    if opts.response_cache:
+        cfg.response_cache.enable = True
+    return cfg
+
+
+def _check(manifest: Manifest, opts: ConfigOptions, max_batch: int, precision: str, gpu: bool) -> None:
+    if max_batch < 0:
+        raise ConfigError("--max-batch-size must be >= 0")
+    if manifest.max_batch_size and max_batch > manifest.max_batch_size and manifest.format == "trt":
+        raise ConfigError(f"--max-batch-size {max_batch} exceeds the TensorRT engine's profile max "
+                          f"{manifest.max_batch_size}: rebuild the engine with a larger max batch")
+    bad = [b for b in opts.preferred_batch_sizes if b < 1 or b > max_batch]
+    if bad:
+        raise ConfigError(f"preferred batch sizes {bad} are outside 1..max_batch_size ({max_batch})")
+    if opts.preferred_batch_sizes and (max_batch == 0 or not opts.dynamic_batching):
+        raise ConfigError("preferred batch sizes need dynamic batching and max_batch_size > 0")
+    if opts.max_queue_delay_us < 0:
+        raise ConfigError("--max-queue-delay-us must be >= 0")
+    if opts.instances < 1:
+        raise ConfigError("--number-of-model-instances must be >= 1")
+    if opts.backend_accelerator not in ACCELERATORS:
+        raise ConfigError(f"--backend-accelerator must be one of {ACCELERATORS}")
+    native = opts.runtime == "native"
+    fmt = manifest.format
+    if opts.backend_accelerator in ("trt", "openvino") and fmt != "onnx":
+        raise ConfigError(f"--backend-accelerator {opts.backend_accelerator} is an ONNX Runtime execution accelerator; "
+                          f"the model format is {fmt}")
+    if opts.backend_accelerator == "openvino" and opts.instance_kind == "gpu":
+        raise ConfigError("the OpenVINO accelerator runs on CPU instances; use --instance-kind cpu")
+    if opts.capture_cuda_graph and not (native and fmt == "trt"):
+        raise ConfigError("--capture-cuda-graph is a TensorRT backend option: it needs --model-format trt with the "
+                          "native backend")
+    if fmt == "trt" and not native:
+        if not gpu:
+            warnings.warn("a TensorRT plan served by the Python runtime needs a GPU host", HostMismatchWarning, stacklevel=3)
+    if precision != manifest.precision and fmt == "trt":
+        raise ConfigError(f"precision {precision} contradicts the TensorRT engine, built in {manifest.precision}")
+    if precision not in ("fp32", "fp16"):
+        raise ConfigError(f"--precision must be fp32 or fp16, got {precision!r}")
+    if opts.instance_kind not in ("auto", "cpu", "gpu"):
+        raise ConfigError("--instance-kind must be auto, cpu or gpu")
+    if fmt == "trt" and opts.instance_kind == "cpu":
+        raise ConfigError("a TensorRT engine runs on GPU instances only; use --instance-kind gpu")
+    if opts.instance_kind == "gpu" and not gpu:
+        warnings.warn("instance kind GPU on a host without a GPU: this config is for another host and will not load "
+                      "here", HostMismatchWarning, stacklevel=3)
+    if opts.backend_accelerator in ("cuda", "trt") and not gpu:
+        warnings.warn(f"--backend-accelerator {opts.backend_accelerator} needs a GPU host; this one has none",
+                      HostMismatchWarning, stacklevel=3)
+    for spec in manifest.inputs:
+        try:
+            numpy_dtype(spec.triton_dtype)
+        except SpecError as err:
+            raise ConfigError(str(err)) from err
+
+
+def _instance_kind(opts: ConfigOptions, gpu: bool) -> str:
+    if opts.instance_kind == "auto":
+        return "KIND_GPU" if gpu else "KIND_CPU"
+    return f"KIND_{opts.instance_kind.upper()}"
+
+
+def _version_policy(cfg: mc.ModelConfig, policy: str) -> None:
+    if policy == "latest":
+        cfg.version_policy.latest.num_versions = 1
+    elif policy == "all":
+        cfg.version_policy.all.SetInParent()
+    elif policy.startswith("specific:"):
+        versions = [int(v) for v in policy.split(":", 1)[1].split(",") if v]
+        if not versions:
+            raise ConfigError("version policy specific: needs versions, e.g. specific:1,2")
+        cfg.version_policy.specific.versions.extend(versions)
+    else:
+        raise ConfigError(f"version policy must be latest, all or specific:N[,M], got {policy!r}")
+
+
+def _optimization(cfg: mc.ModelConfig, manifest: Manifest, opts: ConfigOptions, precision: str) -> None:
+    if opts.runtime != "native":
+        return
+    accel = opts.backend_accelerator
+    if manifest.format == "onnx" and accel == "trt":
+        a = cfg.optimization.execution_accelerators.gpu_execution_accelerator.add()
+        a.name = "tensorrt"
+        a.parameters["precision_mode"] = "FP16" if precision == "fp16" else "FP32"
+        a.parameters["max_workspace_size_bytes"] = str(opts.trt_workspace_bytes)
+    elif manifest.format == "onnx" and accel == "openvino":
+        cfg.optimization.execution_accelerators.cpu_execution_accelerator.add().name = "openvino"
+    if manifest.format == "trt" and opts.capture_cuda_graph:
+        cfg.optimization.cuda.graphs = True
+
+
+def _warmup(cfg: mc.ModelConfig, manifest: Manifest, batch: int) -> None:
+    w = cfg.model_warmup.add()
+    w.name = f"warmup_batch_{batch}"
+    w.batch_size = batch if cfg.max_batch_size > 0 else 1
+    for spec in manifest.inputs:
+        data = w.inputs[spec.name]
+        data.data_type = mc.DataType.Value(f"TYPE_{spec.triton_dtype}")
+        data.dims.extend(_dims(spec.concrete_shape))
+        data.random_data = True
+
+
+def to_text(cfg: mc.ModelConfig) -> str:
+    return text_format.MessageToString(cfg)
+
+
+def parse_text(text: str) -> mc.ModelConfig:
+    try:
+        return text_format.Parse(text, mc.ModelConfig())
+    except text_format.ParseError as err:
+        raise ConfigError(f"not a valid Triton model config: {err}") from err
+
+
+def read_config(path: str | Path) -> mc.ModelConfig:
+    return parse_text(Path(path).read_text())
