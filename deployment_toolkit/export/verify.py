@@ -29,16 +29,18 @@ class VerificationResult:
         return asdict(self)
 
 
-def torch_callable(model, input_names: list[str], output_names: list[str]) -> Callable[[dict], dict]:
+def torch_callable(model, input_names: list[str], output_names: list[str], device: str = "cpu") -> Callable[[dict], dict]:
     """Wrap an nn.Module as numpy-in / numpy-out, like the converted runtimes."""
     import torch
 
+    model = model.to(device)
+
     def run(inputs: dict) -> dict:
         with torch.inference_mode():
-            out = model(*[torch.from_numpy(np.ascontiguousarray(inputs[n])) for n in input_names])
+            out = model(*[torch.from_numpy(np.ascontiguousarray(inputs[n])).to(device) for n in input_names])
         if not isinstance(out, (list, tuple)):
             out = [out]
-        return {n: o.detach().float().numpy() for n, o in zip(output_names, out)}
+        return {n: o.detach().float().cpu().numpy() for n, o in zip(output_names, out)}
 
     return run
 

@@ -35,6 +35,9 @@ from .errors import (
 
 DEFAULT_START_TIMEOUT_S = 120.0
 # Lines of the server log that explain a failure.
+# Lines every CPU-only start prints; they never explain a failure.
+_BENIGN = ("Unable to allocate pinned system memory", "CudaDriverHelper has not been initialized",
+           "successfully loaded")
 _WHY_PATTERN = re.compile(r"^(E\d{4}|W\d{4}).*|.*(error|failed|Traceback|Exception|No module named).*", re.I)
 
 
@@ -365,7 +368,7 @@ def explain_lines(log: str, models: Iterable[str] = (), limit: int = 25) -> list
     out: list[str] = []
     for line in log.splitlines():
         if _WHY_PATTERN.match(line) or any(f"'{m}'" in line or f'"{m}"' in line for m in names):
-            if "successfully loaded" in line:
+            if any(b in line for b in _BENIGN):
                 continue
             out.append(line.rstrip())
     return out[-limit:]
