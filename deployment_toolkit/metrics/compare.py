@@ -1,21 +1,20 @@
-"""Task-level agreement between two output arrays of the same model (framework vs converted/served)."""
+"""Task-level agreement between two outputs of the same model (framework vs converted/served), with the
+same metric definitions and names as calculate_metrics.py uses against a reference dump."""
 from __future__ import annotations
 
 import numpy as np
 
+from .classification import top1_agreement
+from .denoising import psnr_metrics
+from .regression import cosine_per_sample
+from .segmentation import dice_scores
+
 
 def task_agreement(task: str, ref: np.ndarray, got: np.ndarray) -> dict[str, float]:
     if task == "classification":
-        return {"top1_agreement": float(np.mean(ref.argmax(axis=-1) == got.argmax(axis=-1)))}
+        return {"top1_agreement": top1_agreement(got, ref)}
     if task == "segmentation":
-        a, b = ref.argmax(axis=1), got.argmax(axis=1)
-        dices = []
-        for c in range(ref.shape[1]):
-            inter = np.sum((a == c) & (b == c))
-            total = np.sum(a == c) + np.sum(b == c)
-            dices.append(1.0 if total == 0 else 2.0 * inter / total)
-        return {"dice_agreement": float(np.mean(dices))}
-    flat_r = ref.reshape(len(ref), -1)
-    flat_g = got.reshape(len(got), -1)
-    cos = np.sum(flat_r * flat_g, axis=1) / np.maximum(np.linalg.norm(flat_r, axis=1) * np.linalg.norm(flat_g, axis=1), 1e-12)
-    return {"cosine_min": float(np.min(cos))}
+        return {"dice_agreement_mean": dice_scores(got, ref, target_is_prediction=True).mean}
+    if task == "denoising":
+        return psnr_metrics(got, ref)
+    return {"cosine_min": float(np.min(cosine_per_sample(got, ref)))}

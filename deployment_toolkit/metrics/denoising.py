@@ -27,6 +27,8 @@ def psnr_per_sample(pred: np.ndarray, ref: np.ndarray, data_range: float | None 
         return 10.0 * np.log10(rng**2 / mse)
 
 
-def psnr_metrics(pred: np.ndarray, ref: np.ndarray, data_range: float | None = None, prefix: str = "psnr") -> dict[str, float]:
+def psnr_metrics(
+    pred: np.ndarray, ref: np.ndarray, data_range: float | None = None, prefix: str = "psnr"
+) -> dict[str, float]:
     values = psnr_per_sample(pred, ref, data_range)
     return {f"{prefix}_mean": float(np.mean(values)), f"{prefix}_min": float(np.min(values))}

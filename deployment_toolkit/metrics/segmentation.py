@@ -59,7 +59,9 @@ def _check_integral(arr: np.ndarray, what: str) -> np.ndarray:
     return arr.astype(np.int64)
 
 
-def prediction_to_mask(pred: np.ndarray, binary_threshold: float = 0.0, what: str = "prediction") -> tuple[np.ndarray, int | None]:
+def prediction_to_mask(
+    pred: np.ndarray, binary_threshold: float = 0.0, what: str = "prediction"
+) -> tuple[np.ndarray, int | None]:
     """(mask (N, *spatial) int64, number of classes if the prediction carried a class axis, else None)."""
     arr = np.asarray(pred)
     if arr.ndim < 2 or arr.shape[0] == 0:
@@ -87,7 +89,9 @@ def target_to_mask(target: np.ndarray, mask_shape: tuple[int, ...], what: str = 
     raise MetricInputError(f"{what} shape {arr.shape} does not match the prediction masks {mask_shape}")
 
 
-def dice_from_masks(pred: np.ndarray, target: np.ndarray, num_classes: int, include_background: bool = False) -> DiceResult:
+def dice_from_masks(
+    pred: np.ndarray, target: np.ndarray, num_classes: int, include_background: bool = False
+) -> DiceResult:
     """Per-sample, per-class Dice 2|P∩T| / (|P| + |T|) of two (N, *spatial) integer masks."""
     if pred.shape != target.shape:
         raise MetricInputError(f"mask shapes differ: {pred.shape} vs {target.shape}")

@@ -1,0 +1,50 @@
+"""Accuracy metrics over inference dumps: labels metrics per task and agreement with a reference run.
+
+Pure numpy; `calculate_metrics` is the entry point used by triton/calculate_metrics.py.
+"""
+from .calculate import (
+    MetricsError,
+    Threshold,
+    ThresholdsFailed,
+    ThresholdSyntaxError,
+    UnknownMetricError,
+    calculate_metrics,
+    check_thresholds,
+    compute_metrics,
+    format_table,
+    load_thresholds,
+    parse_threshold,
+    parse_thresholds,
+    write_metrics_csv,
+)
+from .classification import top1_agreement, topk_accuracy, topk_overlap
+from .denoising import psnr_metrics, psnr_per_sample
+from .regression import MetricInputError, cosine_per_sample, error_stats
+from .segmentation import DiceResult, dice_from_masks, dice_scores
+
+__all__ = [
+    "DiceResult",
+    "MetricInputError",
+    "MetricsError",
+    "Threshold",
+    "ThresholdSyntaxError",
+    "ThresholdsFailed",
+    "UnknownMetricError",
+    "calculate_metrics",
+    "check_thresholds",
+    "compute_metrics",
+    "cosine_per_sample",
+    "dice_from_masks",
+    "dice_scores",
+    "error_stats",
+    "format_table",
+    "load_thresholds",
+    "parse_threshold",
+    "parse_thresholds",
+    "psnr_metrics",
+    "psnr_per_sample",
+    "top1_agreement",
+    "topk_accuracy",
+    "topk_overlap",
+    "write_metrics_csv",
+]

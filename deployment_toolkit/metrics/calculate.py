@@ -1,0 +1,306 @@
+"""Pick and compute the metrics for a dump, and judge them against thresholds.
+
+Which metrics run (task from dump.json, overridable):
+
+=============== ========================================= =============================================
+task            vs labels (dump has labels/)              vs reference dump (--reference-dir)
+=============== ========================================= =============================================
+classification  top1_accuracy, top5_accuracy              top1_agreement, top5_overlap
+segmentation    dice_mean, dice_class_<c>                 dice_agreement_mean, dice_agreement_class_<c>
+denoising       label_psnr_mean, label_psnr_min           psnr_mean, psnr_min
+embedding       (none)                                    (error statistics only)
+=============== ========================================= =============================================
+
+Every reference comparison also reports the error statistics max_abs_err, mean_abs_err, max_rel_err,
+rmse, cosine_mean, cosine_min of the primary output; further outputs get the same statistics with the
+tensor name appended, e.g. `max_abs_err[output__1]`. `num_samples` is always reported. The primary
+output is the first one in dump.json unless `output=` names another; likewise the label tensor.
+When the dump has no labels but the reference has, the reference's labels are used (paired by id).
+"""
+from __future__ import annotations
+
+import csv
+import difflib
+import io
+import math
+import operator
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Sequence, Union
+
+import numpy as np
+
+from ..client.dump import Dump, DumpMismatchError, align, load_dump
+from ..models.registry import TASKS
+from ..spec import atomic_write_text
+from .classification import classification_label_metrics, classification_reference_metrics
+from .denoising import psnr_metrics
+from .regression import DEFAULT_REL_EPS, MetricInputError, error_stats
+from .segmentation import dice_scores
+
+ThresholdsLike = Union[Mapping[str, Any], Sequence[Union[str, "Threshold"]], str, Path]
+
+
+class MetricsError(ValueError):
+    """Metrics that cannot be computed as asked (unknown task or tensor, nothing to compare)."""
+
+
+class ThresholdSyntaxError(ValueError):
+    """A threshold that does not read as `<metric><op><number>` with op one of >=, <=, >, <, ==."""
+
+
+class UnknownMetricError(ValueError):
+    """Thresholds naming metrics that were not computed: a typo must not pass silently."""
+
+
+class ThresholdsFailed(Exception):
+    """Raised by calculate_metrics(..., thresholds=...) when a metric misses its bound."""
+
+    def __init__(self, failures: list[str], metrics: dict[str, float]):
+        super().__init__("metrics out of bounds:\n  " + "\n  ".join(failures))
+        self.failures = failures
+        self.metrics = metrics
+
+
+_OPS: dict[str, Callable[[float, float], bool]] = {
+    ">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt, "==": operator.eq,
+}
+_BOUND_RE = re.compile(r"^\s*(>=|<=|==|>|<)\s*(\S+)\s*$")
+_THRESHOLD_RE = re.compile(r"^\s*([^<>=\s]+)\s*(>=|<=|==|>|<)\s*(\S+)\s*$")
+
+
+@dataclass(frozen=True)
+class Threshold:
+    metric: str
+    op: str
+    bound: float
+
+    def passes(self, value: float) -> bool:
+        """NaN never passes: a broken run must not satisfy a bound by accident."""
+        return not math.isnan(value) and _OPS[self.op](value, self.bound)
+
+    @property
+    def text(self) -> str:
+        return f"{self.op} {self.bound:g}"
+
+
+def _bound(metric: str, op: str, number: str) -> Threshold:
+    try:
+        value = float(number)
+    except ValueError:
+        raise ThresholdSyntaxError(f"threshold for {metric!r}: {number!r} is not a number") from None
+    if math.isnan(value):
+        raise ThresholdSyntaxError(f"threshold for {metric!r}: the bound cannot be NaN")
+    return Threshold(metric, op, value)
+
+
+def parse_threshold(text: str) -> Threshold:
+    """'dice_mean>=0.9' -> Threshold('dice_mean', '>=', 0.9) (the CLI's --threshold form)."""
+    m = _THRESHOLD_RE.match(text)
+    if not m:
+        raise ThresholdSyntaxError(
+            f"cannot read threshold {text!r}; write e.g. 'dice_mean>=0.9' or 'max_abs_err<=1e-4'"
+        )
+    return _bound(m.group(1), m.group(2), m.group(3))
+
+
+def _parse_entry(metric: str, spec: Any) -> list[Threshold]:
+    if isinstance(spec, str):
+        m = _BOUND_RE.match(spec)
+        if not m:
+            raise ThresholdSyntaxError(
+                f"threshold for {metric!r}: cannot read {spec!r}; write e.g. '>=0.9' or '<=1e-4'"
+            )
+        return [_bound(metric, m.group(1), m.group(2))]
+    if isinstance(spec, Mapping):  # {min: 0.9, max: 1.0}
+        unknown = set(spec) - {"min", "max"}
+        if unknown or not spec:
+            raise ThresholdSyntaxError(f"threshold for {metric!r}: use keys min/max, got {sorted(map(str, spec))}")
+        return [_bound(metric, ">=" if k == "min" else "<=", str(v)) for k, v in spec.items()]
+    if isinstance(spec, (list, tuple)):
+        return [t for item in spec for t in _parse_entry(metric, item)]
+    raise ThresholdSyntaxError(
+        f"threshold for {metric!r}: {spec!r} is ambiguous; write a quoted bound such as \">={spec}\" or \"<={spec}\""
+    )
+
+
+def load_thresholds(path: str | Path) -> list[Threshold]:
+    """Thresholds from YAML: `metric: ">=0.9"` (quote it: a bare >= starts a YAML block scalar),
+    `metric: {min: 0.9}`, or a list of such bounds. A top-level `thresholds:` key is unwrapped."""
+    import yaml
+
+    path = Path(path)
+    if not path.is_file():
+        raise ThresholdSyntaxError(f"thresholds file {path} does not exist")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as err:
+        raise ThresholdSyntaxError(
+            f"{path} is not valid YAML ({err.__class__.__name__}); quote bounds: dice_mean: \">=0.9\""
+        ) from err
+    if isinstance(data, Mapping) and set(data) == {"thresholds"}:
+        data = data["thresholds"]
+    if not isinstance(data, Mapping):
+        raise ThresholdSyntaxError(f"{path} must map metric names to bounds, e.g. max_abs_err: \"<=1e-4\"")
+    return parse_thresholds(data)
+
+
+def parse_thresholds(thresholds: ThresholdsLike | None) -> list[Threshold]:
+    """Normalize a mapping {metric: bound}, a list of 'metric>=x' strings / Thresholds, or a YAML path."""
+    if thresholds is None:
+        return []
+    if isinstance(thresholds, (str, Path)):
+        return load_thresholds(thresholds)
+    if isinstance(thresholds, Mapping):
+        return [t for metric, spec in thresholds.items() for t in _parse_entry(str(metric), spec)]
+    return [t if isinstance(t, Threshold) else parse_threshold(t) for t in thresholds]
+
+
+def check_thresholds(metrics: Mapping[str, float], thresholds: ThresholdsLike | None) -> list[str]:
+    """One message per bound a metric misses, e.g. 'dice_mean = 0.81 fails >= 0.9'. Raises
+    UnknownMetricError when a threshold names a metric that was not computed."""
+    parsed = parse_thresholds(thresholds)
+    unknown = sorted({t.metric for t in parsed if t.metric not in metrics})
+    if unknown:
+        hints = []
+        for name in unknown:
+            close = difflib.get_close_matches(name, list(metrics), n=2)
+            hints.append(f"{name!r}" + (f" (did you mean {', '.join(close)}?)" if close else ""))
+        raise UnknownMetricError(
+            f"thresholds name metrics that were not computed: {', '.join(hints)}; computed: {', '.join(metrics)}"
+        )
+    return [
+        f"{t.metric} = {metrics[t.metric]:.6g} fails {t.text}" for t in parsed if not t.passes(float(metrics[t.metric]))
+    ]
+
+
+def _pick(tensors: Mapping[str, np.ndarray], name: str | None, what: str, where: str) -> str:
+    if name is None:
+        return next(iter(tensors))
+    if name not in tensors:
+        raise MetricsError(f"{what} {name!r} is not in {where}; it holds {', '.join(tensors)}")
+    return name
+
+
+def resolve_task(dump: Dump, reference: Dump | None, task: str | None) -> str:
+    if task is None:
+        tasks = {d.task for d in (dump, reference) if d is not None and d.task}
+        if len(tasks) > 1:
+            raise DumpMismatchError(f"the dumps come from different tasks {sorted(tasks)}; compare runs of one model")
+        if not tasks:
+            raise MetricsError(f"{dump.directory}/dump.json names no task; pass --task ({', '.join(TASKS)})")
+        task = tasks.pop()
+    if task not in TASKS:
+        raise MetricsError(f"unknown task {task!r}; choose one of {', '.join(TASKS)}")
+    return task
+
+
+def _scored(context: str, fn: Callable[..., dict[str, float]], *args: Any, **kwargs: Any) -> dict[str, float]:
+    try:
+        return fn(*args, **kwargs)
+    except MetricInputError as err:
+        raise MetricsError(f"{context}: {err}") from err
+
+
+def compute_metrics(
+    dump: Dump,
+    reference: Dump | None = None,
+    task: str | None = None,
+    *,
+    output: str | None = None,
+    label: str | None = None,
+    include_background: bool = False,
+    num_classes: int | None = None,
+    data_range: float | None = None,
+    rel_eps: float = DEFAULT_REL_EPS,
+) -> dict[str, float]:
+    """The metrics of loaded dumps (see the module doc for names). Mismatched dumps raise DumpMismatchError."""
+    task = resolve_task(dump, reference, task)
+    out_name = _pick(dump.outputs, output, "output", f"{dump.directory} outputs")
+    pred = dump.outputs[out_name]
+    metrics: dict[str, float] = {"num_samples": float(dump.num_samples)}
+
+    aligned = align(dump, reference, "outputs") if reference is not None else None
+    labels = dump.labels
+    if not labels and reference is not None and reference.labels and aligned is not None:
+        labels = {n: v[aligned.b_index] for n, v in reference.labels.items()}
+
+    if labels and task != "embedding":
+        lab_name = _pick(labels, label, "label", "the labels")
+        y = labels[lab_name]
+        ctx = f"{out_name} vs labels {lab_name}"
+        if task == "classification":
+            metrics.update(_scored(ctx, classification_label_metrics, pred, y))
+        elif task == "segmentation":
+            metrics.update(_scored(ctx, lambda: dice_scores(
+                pred, y, num_classes=num_classes, include_background=include_background).as_metrics("dice")))
+        elif task == "denoising":
+            metrics.update(_scored(ctx, psnr_metrics, pred, y, data_range, prefix="label_psnr"))
+
+    if aligned is not None:
+        ref = aligned.b[out_name]
+        ctx = f"{out_name} vs reference {reference.directory}"  # type: ignore[union-attr]
+        if task == "classification":
+            metrics.update(_scored(ctx, classification_reference_metrics, pred, ref))
+        elif task == "segmentation":
+            metrics.update(_scored(ctx, lambda: dice_scores(
+                pred, ref, num_classes=num_classes, include_background=include_background,
+                target_is_prediction=True).as_metrics("dice_agreement")))
+        elif task == "denoising":
+            metrics.update(_scored(ctx, psnr_metrics, pred, ref, data_range, prefix="psnr"))
+        metrics.update(_scored(ctx, error_stats, pred, ref, rel_eps))
+        for name in aligned.a:
+            if name != out_name:
+                stats = _scored(f"{name} vs reference", error_stats, aligned.a[name], aligned.b[name], rel_eps)
+                metrics.update({f"{k}[{name}]": v for k, v in stats.items()})
+
+    if len(metrics) == 1:
+        why = "the embedding task has no label metrics" if task == "embedding" else f"{dump.directory} has no labels"
+        raise MetricsError(f"nothing to compute: {why}; pass --reference-dir with a framework run's dump")
+    return metrics
+
+
+def calculate_metrics(
+    dump_dir: str | Path,
+    reference_dir: str | Path | None = None,
+    task: str | None = None,
+    thresholds: ThresholdsLike | None = None,
+    **options: Any,
+) -> dict[str, float]:
+    """Load the dump(s), compute the task's metrics, and when thresholds are given raise
+    ThresholdsFailed (carrying the metrics) if any is missed. `options` go to compute_metrics."""
+    parsed = parse_thresholds(thresholds)  # a malformed bound fails before the (slow) loading
+    dump = load_dump(dump_dir)
+    reference = load_dump(reference_dir) if reference_dir is not None else None
+    metrics = compute_metrics(dump, reference, task, **options)
+    failures = check_thresholds(metrics, parsed)
+    if failures:
+        raise ThresholdsFailed(failures, metrics)
+    return metrics
+
+
+def write_metrics_csv(metrics: Mapping[str, float], path: str | Path) -> Path:
+    """One header row of metric names and one row of values (the DLE accuracy_metrics.csv shape)."""
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(list(metrics))
+    writer.writerow([repr(float(v)) for v in metrics.values()])
+    atomic_write_text(path, buf.getvalue())
+    return Path(path)
+
+
+def format_table(metrics: Mapping[str, float], thresholds: Iterable[Threshold] = ()) -> str:
+    """A readable table; with thresholds, each bounded metric shows its bound and ok/FAIL."""
+    bounds: dict[str, list[Threshold]] = {}
+    for t in thresholds:
+        bounds.setdefault(t.metric, []).append(t)
+    rows = [("metric", "value", "bound", "status")]
+    for name, value in metrics.items():
+        ts = bounds.get(name, [])
+        status = "" if not ts else ("ok" if all(t.passes(float(value)) for t in ts) else "FAIL")
+        rows.append((name, f"{float(value):.6g}", ", ".join(t.text for t in ts), status))
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)

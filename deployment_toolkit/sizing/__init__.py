@@ -1,0 +1,1 @@
+"""Fleet sizing from measured perf curves (planned: issue 9)."""
