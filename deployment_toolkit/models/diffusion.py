@@ -63,7 +63,8 @@ class OneStepDenoiser(nn.Module):
         super().__init__()
         self.unet = unet
 
-    def forward(self, sample: torch.Tensor, timestep: torch.Tensor, encoder_hidden_states: torch.Tensor) -> torch.Tensor:
+    def forward(self, sample: torch.Tensor, timestep: torch.Tensor,
+                encoder_hidden_states: torch.Tensor) -> torch.Tensor:
         return self.unet(sample, timestep.reshape(-1), encoder_hidden_states, return_dict=False)[0]
 
 

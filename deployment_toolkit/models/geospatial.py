@@ -108,8 +108,7 @@ class WavelengthHypernetwork(nn.Module):
         tokens = torch.cat([self.weight_tokens, emb[None], self.bias_token], dim=1)
         out = self.mixer(tokens)[0]
         band_tokens = out[self.num_tokens:-1] + emb  # slice ends at -1: no band count baked into the graph
-        p, e = self.patch_size, self.embed_dim
-        weight = self.to_weight(band_tokens).reshape(-1, e)  # (bands * p * p, E), rows ordered (band, i, j)
+        weight = self.to_weight(band_tokens).reshape(-1, self.embed_dim)  # (bands*p*p, E), rows (band, i, j)
         bias = self.to_bias(out[-1])
         return weight * self.scale, bias * self.scale
 

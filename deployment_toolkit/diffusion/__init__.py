@@ -1,0 +1,22 @@
+"""Diffusion sampling around one-step denoisers: pure numpy, so it runs in-process and in a Triton Python backend."""
+from .samplers import (
+    SAMPLERS,
+    Denoiser,
+    chunked,
+    ddim_sample,
+    edm_heun_sample,
+    edm_preconditioning,
+    evaluations,
+    get_sampler,
+)
+
+__all__ = [
+    "SAMPLERS",
+    "Denoiser",
+    "chunked",
+    "ddim_sample",
+    "edm_heun_sample",
+    "edm_preconditioning",
+    "evaluations",
+    "get_sampler",
+]
