@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 import os
 import threading
+import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -59,8 +60,12 @@ class TritonClient:
             raise ValueError("shared_memory must be none or system (CUDA shared memory: use perf_analyzer --shared-memory cuda)")
         self.url, self.protocol, self.shared_memory, self.timeout_s = url, protocol, shared_memory, timeout_s
         self.module = _client_module(protocol)
-        self.client = self.module.InferenceServerClient(url=url)
-        self._regions: list[tuple[str, object]] = []
+        if protocol == "http":  # the HTTP client takes its network timeout at construction
+            self.client = self.module.InferenceServerClient(url=url, network_timeout=timeout_s,
+                                                            connection_timeout=timeout_s)
+        else:
+            self.client = self.module.InferenceServerClient(url=url)
+        self._regions: dict[str, tuple[str, object, int]] = {}
 
     def close(self) -> None:
         self._free_regions()
@@ -122,64 +127,77 @@ class TritonClient:
               version: str = "") -> Arrays:
         m = self.module
         outputs = [o if isinstance(o, OutputRequest) else OutputRequest(o, 0) for o in outputs]
-        req_inputs, req_outputs, regions = [], [], []
+        shm = self.shared_memory == "system"
+        req_inputs, req_outputs = [], []
+        for name, array in inputs.items():
+            array = np.ascontiguousarray(array)
+            inp = m.InferInput(name, list(array.shape), _triton_dtype(array.dtype))
+            if shm:
+                region, handle = self._region(f"in_{name}", array.nbytes)
+                _shm_module().set_shared_memory_region(handle, [array])
+                inp.set_shared_memory(region, array.nbytes)
+            else:
+                inp.set_data_from_numpy(array)
+            req_inputs.append(inp)
+        batch = len(next(iter(inputs.values()))) if inputs else 1
+        for out in outputs:
+            req = m.InferRequestedOutput(out.name)
+            handle = None
+            if shm:
+                if not out.nbytes_per_sample:
+                    raise ValueError(f"output {out.name}: shared memory needs its size (from the manifest)")
+                size = out.nbytes_per_sample * batch
+                region, handle = self._region(f"out_{out.name}", size)
+                req.set_shared_memory(region, size)
+            req_outputs.append((out.name, req, handle))
+        extra = {"client_timeout": self.timeout_s} if self.protocol == "grpc" else {}
         try:
-            for name, array in inputs.items():
-                array = np.ascontiguousarray(array)
-                inp = m.InferInput(name, list(array.shape), _triton_dtype(array.dtype))
-                if self.shared_memory == "system":
-                    region = self._region(array.nbytes, regions)
-                    _shm_module().set_shared_memory_region(region[1], [array])
-                    inp.set_shared_memory(region[0], array.nbytes)
-                else:
-                    inp.set_data_from_numpy(array)
-                req_inputs.append(inp)
-            batch = len(next(iter(inputs.values()))) if inputs else 1
-            for out in outputs:
-                req = m.InferRequestedOutput(out.name)
-                if self.shared_memory == "system":
-                    if not out.nbytes_per_sample:
-                        raise ValueError(f"output {out.name}: shared memory needs its size (from the manifest)")
-                    size = out.nbytes_per_sample * batch
-                    region = self._region(size, regions)
-                    req.set_shared_memory(region[0], size)
-                req_outputs.append((out.name, req, regions[-1] if self.shared_memory == "system" else None))
-            try:
-                result = self.client.infer(model, req_inputs, model_version=version,
-                                           outputs=[r for _, r, _ in req_outputs], client_timeout=self.timeout_s)
-            except Exception as err:
-                raise InferenceError(f"inference on {model!r} failed: {err}") from err
-            return {name: self._read_output(result, name, region) for name, _, region in req_outputs}
-        finally:
-            self._release(regions)
+            result = self.client.infer(model, req_inputs, model_version=version,
+                                       outputs=[r for _, r, _ in req_outputs], **extra)
+        except Exception as err:
+            raise InferenceError(f"inference on {model!r} failed: {err}") from err
+        return {name: self._read_output(result, name, handle) for name, _, handle in req_outputs}
 
-    def _read_output(self, result, name: str, region) -> np.ndarray:
-        if region is None:
+    def _read_output(self, result, name: str, handle) -> np.ndarray:
+        if handle is None:
             return result.as_numpy(name)
         out = result.get_output(name)
         if self.protocol == "grpc":
             shape, datatype = list(out.shape), out.datatype
         else:
             shape, datatype = out["shape"], out["datatype"]
-        return _shm_module().get_contents_as_numpy(region[1], np.dtype(numpy_dtype(datatype)), shape).copy()
+        return _shm_module().get_contents_as_numpy(handle, np.dtype(numpy_dtype(datatype)), shape).copy()
 
-    def _region(self, size: int, regions: list) -> tuple[str, object]:
-        name = f"dtk_{os.getpid()}_{threading.get_ident()}_{next(self._region_ids)}"
+    def _region(self, role: str, size: int) -> tuple[str, object]:
+        """A registered region for `role` of at least `size` bytes, reused across requests: registering
+        per request costs two round trips, and the server may still hold a region just answered."""
+        have = self._regions.get(role)
+        if have is not None and have[2] >= size:
+            return have[0], have[1]
+        if have is not None:
+            self._drop(have)
+        name = f"dtk_{os.getpid()}_{id(self)}_{next(self._region_ids)}"
         handle = _shm_module().create_shared_memory_region(name, f"/{name}", size)
         self.client.register_system_shared_memory(name, f"/{name}", size)
-        regions.append((name, handle))
+        self._regions[role] = (name, handle, size)
         return name, handle
 
-    def _release(self, regions: list) -> None:
-        for name, handle in regions:
+    def _drop(self, region: tuple[str, object, int]) -> None:
+        name, handle, _ = region
+        for attempt in range(50):
             try:
                 self.client.unregister_system_shared_memory(name)
-            finally:
-                _shm_module().destroy_shared_memory_region(handle)
-        regions.clear()
+                break
+            except Exception as err:  # "currently in use" right after a response: the server lets go shortly
+                if "in use" not in str(err) or attempt == 49:
+                    break
+                time.sleep(0.01)
+        _shm_module().destroy_shared_memory_region(handle)
 
     def _free_regions(self) -> None:
-        self._release(self._regions)
+        for region in self._regions.values():
+            self._drop(region)
+        self._regions.clear()
 
 
 def _triton_dtype(dtype: np.dtype) -> str:

@@ -1,0 +1,104 @@
+"""`make demo`: the whole workflow for one model on the embedded server, through the user-facing scripts.
+
+Each step runs the same `python triton/<script>.py ...` command a user would type (printed before it
+runs), so the demo doubles as a tutorial and as an end-to-end check of the scripts.
+"""
+from __future__ import annotations
+
+import argparse
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from .server.local import LocalTritonServer, ServerConfig
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class StepFailed(RuntimeError):
+    pass
+
+
+def _run(step: str, script: str, *args: str) -> None:
+    cmd = [sys.executable, str(ROOT / "triton" / script), *args]
+    shown = " ".join(shlex.quote(c) for c in ["python", f"triton/{script}", *args])
+    print(f"\n=== {step}\n$ {shown}", flush=True)
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=ROOT)
+    if proc.returncode != 0:
+        raise StepFailed(f"step '{step}' failed (exit {proc.returncode}): {shown}")
+    print(f"--- {step}: {time.perf_counter() - t0:.1f} s", flush=True)
+
+
+def run_demo(model: str, preset: str, run_name: str, workspace: Path, repository: Path, results: Path,
+             max_batch: int, concurrency: str, batch_sizes: str, measurement_interval_ms: int) -> Path:
+    art = workspace / model
+    result_dir = results / run_name
+    t0 = time.perf_counter()
+    for fmt in ("ts-trace", "onnx"):
+        _run(f"convert to {fmt}", "convert_model.py", "--model", model, "--preset", preset, "--output-type", fmt,
+             "--output-path", str(art / fmt), "--max-batch-size", str(max_batch))
+    _run("configure on Triton (Python backend runs ONNX Runtime)", "config_model_on_triton.py",
+         "--model-repository", str(repository), "--model-path", str(art / "onnx"), "--model-format", "python",
+         "--model-name", model, "--max-batch-size", str(max_batch), "--preferred-batch-sizes", str(max_batch),
+         "--max-queue-delay-us", "1000", "--number-of-model-instances", "1")
+    print(f"\n=== start the embedded tritonserver on {repository}", flush=True)
+    with LocalTritonServer(ServerConfig(repository, log_dir=workspace / "logs")) as server:
+        server.require_models([model])
+        print(f"ready: gRPC {server.grpc_url}, HTTP {server.http_url}, log {server.log_path}", flush=True)
+        common = ["--num-samples", "32", "--batch-size", str(max_batch), "--data-dir", "synthetic"]
+        _run("inference through Triton (system shared memory)", "run_inference_on_triton.py",
+             "--server-url", server.grpc_url, "--model-name", model, "--manifest", str(art / "onnx" / "manifest.json"),
+             "--shared-memory", "system", "--output-dir", str(art / "dump_triton"), *common)
+        _run("inference in the framework (PyTorch eager)", "run_inference_on_fw.py",
+             "--model-path", str(art / "onnx"), "--runtime", "framework", "--output-dir", str(art / "dump_fw"), *common)
+        result_dir.mkdir(parents=True, exist_ok=True)
+        _run("accuracy: Triton vs framework", "calculate_metrics.py", "--dump-dir", str(art / "dump_triton"),
+             "--reference-dir", str(art / "dump_fw"), "--csv", str(result_dir / "accuracy_metrics.csv"),
+             "--threshold", "max_abs_err<=1e-4", "--threshold", "top1_agreement>=1.0")
+        perf = ["--server-url", server.grpc_url, "--model-name", model, "--manifest",
+                str(art / "onnx" / "manifest.json"), "--result-path", str(result_dir), "--shared-memory", "system",
+                "--measurement-interval", str(measurement_interval_ms), "--number-of-model-instances", "1"]
+        _run("offline performance (static batching, client batch sweep)", "run_offline_performance_test_on_triton.py",
+             *perf, "--batch-sizes", batch_sizes)
+        _run("online performance (dynamic batching, concurrency sweep)", "run_online_performance_test_on_triton.py",
+             *perf, "--concurrency", concurrency)
+    minutes = (time.perf_counter() - t0) / 60
+    print(f"\nDemo finished in {minutes:.1f} min. Results in {result_dir}:")
+    for name in ("accuracy_metrics.csv", "offline.csv", "online.csv", "report.md", "report.html", "run.json"):
+        path = result_dir / name
+        print(f"  {path}{'' if path.exists() else '  (missing!)'}")
+    online_md = result_dir / "online.md"
+    if online_md.exists():
+        print("\n" + online_md.read_text())
+    return result_dir
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="example:\n  python -m deployment_toolkit.demo --model resnet50 --preset full --run-name demo-resnet50")
+    p.add_argument("--model", default="resnet50")
+    p.add_argument("--preset", default="full")
+    p.add_argument("--run-name", default="demo-resnet50-onnx-cpu")
+    p.add_argument("--workspace", default=str(ROOT / "workspace"))
+    p.add_argument("--model-repository", default=str(ROOT / "model_repository"))
+    p.add_argument("--results", default=str(ROOT / "results"))
+    p.add_argument("--max-batch-size", type=int, default=8)
+    p.add_argument("--concurrency", default="1:8:1")
+    p.add_argument("--batch-sizes", default="1,2,4,8")
+    p.add_argument("--measurement-interval", type=int, default=3000, help="perf_analyzer window, ms")
+    args = p.parse_args(argv)
+    try:
+        run_demo(args.model, args.preset, args.run_name, Path(args.workspace), Path(args.model_repository),
+                 Path(args.results), args.max_batch_size, args.concurrency, args.batch_sizes, args.measurement_interval)
+    except StepFailed as err:
+        print(f"\nerror: {err}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
