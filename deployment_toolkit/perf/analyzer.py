@@ -1,0 +1,626 @@
+"""perf_analyzer: find it, build its command, run one measurement point, parse what it writes.
+
+Facts this module is built on (checked against the perf_analyzer that ships in tritonclient 2.50.0):
+- its CSV rows are sorted by throughput, not by load level, and every time in it is in microseconds;
+- `--verbose-csv` adds `Avg latency` (and `request/response`, `response wait`); `--percentile` drops `Avg latency`;
+- a level that never stabilises prints "Failed to obtain stable measurement ..." and is simply missing from the
+  CSV: with one level the exit code is 2 and no CSV is written, with a range the exit code is 0;
+- `--output-shared-memory-size` is per sample: perf_analyzer allocates `size x batch` per output;
+- JSON `--input-data` entries are batch-1 samples (`{"b64": ...}` or `{"content": [...], "shape": [...]}`) that
+  perf_analyzer repeats to fill a batch.
+"""
+from __future__ import annotations
+
+import base64
+import csv
+import io
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any, Iterable, Protocol, Sequence
+
+import numpy as np
+
+from ..spec import TensorSpec, atomic_write_text
+
+PERF_ANALYZER = "perf_analyzer"
+DEFAULT_OUTPUT_SHM_BYTES = 100 * 1024  # perf_analyzer's own default
+# perf_analyzer CSV header -> the column names of the DLE "Full tabular data" tables
+CSV_TO_SEED = {
+    "Concurrency": "Concurrent client requests",
+    "Request Rate": "Request rate",
+    "Inferences/Second": "Inferences/second",
+    "Client Send": "Client Send",
+    "Network+Server Send/Recv": "Network+server Send/recv",
+    "Server Queue": "Server Queue",
+    "Server Compute Input": "Server Compute Input",
+    "Server Compute Infer": "Server Compute Infer",
+    "Server Compute Output": "Server Compute Output",
+    "Client Recv": "Client Recv",
+    "p50 latency": "P50 Latency",
+    "p90 latency": "P90 Latency",
+    "p95 latency": "P95 Latency",
+    "p99 latency": "P99 Latency",
+    "Avg latency": "Avg Latency",
+}
+THROUGHPUT = "Inferences/second"
+RESIDUAL = "Network+server Send/recv"
+BREAKDOWN_COLUMNS = (
+    "Client Send",
+    "Network+server Send/recv",
+    "Server Queue",
+    "Server Compute Input",
+    "Server Compute Infer",
+    "Server Compute Output",
+    "Client Recv",
+)
+LATENCY_COLUMNS = ("P50 Latency", "P90 Latency", "P95 Latency", "P99 Latency", "Avg Latency")
+# Measured values of one point, in the order of the seed's online table (times in ms).
+MEASURE_COLUMNS = (THROUGHPUT, *BREAKDOWN_COLUMNS, *LATENCY_COLUMNS)
+
+_UNSTABLE = re.compile(
+    r"Failed to obtain stable measurement(?: within (\d+) measurement windows for (concurrency|request rate) ([\d.]+))?"
+)
+_PASS = re.compile(r"Pass \[(\d+)\] throughput: ([\d.eE+-]+) infer/sec\. (?:Avg|p\d+) latency: (\d+) usec")
+_CONNECTION = re.compile(
+    r"failed to connect|couldn't connect|connection refused|socket closed|connection reset|broken pipe|"
+    r"unavailable|empty reply from server|failed to get model metadata: .*(connect|unavailable)",
+    re.I,
+)
+_MISSING_LIB = re.compile(r"error while loading shared libraries: (\S+?):")
+
+
+# ---- finding the binary ------------------------------------------------------------------------
+
+class PerfAnalyzerNotFound(RuntimeError):
+    """perf_analyzer is missing or cannot start; the message says what to install."""
+
+
+class PerfAnalyzerError(RuntimeError):
+    """perf_analyzer ran but failed for a reason other than an unstable measurement."""
+
+    def __init__(self, message: str, *, returncode: int | None = None, output: str = "", connection: bool = False):
+        super().__init__(message)
+        self.returncode = returncode
+        self.output = output
+        self.connection = connection
+
+
+_INSTALL_HINT = (
+    "perf_analyzer ships in the tritonclient 2.50.0 wheel (later wheels dropped it): "
+    "`pip install 'tritonclient[all]==2.50.0'`; it also needs `apt-get install libb64-0d` and "
+    "`pip install nvidia-cuda-runtime-cu12` (libcudart.so.12, even on CPU hosts)"
+)
+_LIB_HINTS = {
+    "libcudart": "`pip install nvidia-cuda-runtime-cu12` (the toolkit puts its lib/ on LD_LIBRARY_PATH itself)",
+    "libb64": "`apt-get install libb64-0d`",
+}
+
+
+def find_perf_analyzer() -> Path:
+    """perf_analyzer next to this interpreter (the venv's bin/), else on PATH."""
+    here = Path(sys.executable).parent / PERF_ANALYZER
+    if here.exists():
+        return here
+    found = shutil.which(PERF_ANALYZER)
+    if found:
+        return Path(found)
+    raise PerfAnalyzerNotFound(f"perf_analyzer not found next to {sys.executable} nor on PATH. {_INSTALL_HINT}")
+
+
+def cuda_runtime_lib_dirs() -> list[str]:
+    """lib/ folders of the pip CUDA runtime wheel (nvidia-cuda-runtime-cu12) in this environment."""
+    dirs = []
+    for base in map(Path, sys.path):
+        candidate = base / "nvidia" / "cuda_runtime" / "lib"
+        if (candidate / "libcudart.so.12").exists() and str(candidate) not in dirs:
+            dirs.append(str(candidate))
+    return dirs
+
+
+def perf_environment(base: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment perf_analyzer needs: libcudart.so.12 from the pip wheel on LD_LIBRARY_PATH."""
+    env = dict(os.environ if base is None else base)
+    parts = [*cuda_runtime_lib_dirs(), *[p for p in env.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p]]
+    env["LD_LIBRARY_PATH"] = os.pathsep.join(dict.fromkeys(parts))
+    return env
+
+
+def missing_libraries(text: str) -> list[str]:
+    """Shared libraries named in a loader error or as `=> not found` in ldd output."""
+    libs = _MISSING_LIB.findall(text)
+    libs += re.findall(r"^\s*(\S+) => not found", text, re.M)
+    return list(dict.fromkeys(libs))
+
+
+def check_perf_analyzer(binary: str | Path | None = None) -> tuple[Path, str]:
+    """Return (binary, version line); raise PerfAnalyzerNotFound naming any missing .so and how to get it."""
+    path = Path(binary) if binary else find_perf_analyzer()
+    env = perf_environment()
+    try:
+        proc = subprocess.run([str(path), "--version"], capture_output=True, text=True, env=env, timeout=30)
+    except OSError as err:
+        raise PerfAnalyzerNotFound(f"cannot execute {path}: {err}. {_INSTALL_HINT}") from err
+    text = proc.stdout + proc.stderr
+    libs = missing_libraries(text)
+    if not libs and proc.returncode != 0 and shutil.which("ldd"):
+        ldd = subprocess.run(["ldd", str(path)], capture_output=True, text=True, env=env, timeout=30)
+        libs = missing_libraries(ldd.stdout + ldd.stderr)
+    if libs:
+        hints = [f"{lib}: " + next((h for k, h in _LIB_HINTS.items() if lib.startswith(k)), "install the package providing it")
+                 for lib in libs]
+        raise PerfAnalyzerNotFound(f"{path} cannot start, missing shared libraries:\n  " + "\n  ".join(hints))
+    if proc.returncode != 0:
+        raise PerfAnalyzerNotFound(f"`{path} --version` failed (exit {proc.returncode}): {text.strip()}. {_INSTALL_HINT}")
+    version = next((line.strip() for line in text.splitlines() if "version" in line.lower()), text.strip())
+    return path, version
+
+
+# ---- options and command -----------------------------------------------------------------------
+
+class HasSignature(Protocol):
+    """A Manifest or a ModelSignature: anything with inputs and outputs."""
+
+    @property
+    def inputs(self) -> Sequence[TensorSpec]: ...
+
+    @property
+    def outputs(self) -> Sequence[TensorSpec]: ...
+
+
+@dataclass(frozen=True)
+class PerfOptions:
+    """How perf_analyzer measures a point. Fields that change the numbers go into a sweep's fingerprint."""
+
+    protocol: str = "grpc"  # grpc | http
+    shared_memory: str = "none"  # system | cuda | none
+    output_shared_memory_size: int | None = None  # bytes per sample; None = from the manifest
+    input_data: str = "random"  # random | zero | path to a JSON file or directory
+    measurement_mode: str = "time_windows"  # time_windows | count_windows
+    measurement_interval_ms: int = 5000
+    measurement_request_count: int = 50
+    stability_percentage: float = 10.0
+    max_trials: int = 10
+    percentile: int | None = None  # stabilise on this latency percentile instead of the average
+    async_mode: bool = False
+    extra_args: tuple[str, ...] = ()
+    # retries of an unstable point (not part of the measurement definition)
+    max_attempts: int = 5
+    retry_interval_step_ms: int = 2000
+    retry_request_count_step: int = 50
+    relaxed_fallback: bool = True  # after the last unstable attempt, measure once with stability unchecked
+    timeout_s: float | None = None  # per perf_analyzer call; None = derived from the window settings
+
+    def __post_init__(self) -> None:
+        checks = {
+            "protocol": (self.protocol, ("grpc", "http")),
+            "shared_memory": (self.shared_memory, ("system", "cuda", "none")),
+            "measurement_mode": (self.measurement_mode, ("time_windows", "count_windows")),
+        }
+        for name, (value, allowed) in checks.items():
+            if value not in allowed:
+                raise ValueError(f"{name}={value!r}: choose one of {', '.join(allowed)}")
+        if self.measurement_interval_ms <= 0 or self.measurement_request_count <= 0 or self.max_trials <= 0:
+            raise ValueError("measurement interval, request count and max trials must be positive")
+        if self.max_attempts < 1:
+            raise ValueError("max_attempts must be >= 1")
+        object.__setattr__(self, "extra_args", tuple(self.extra_args))
+
+    def measurement_fields(self) -> dict[str, Any]:
+        """The fields that define what is measured (for fingerprints and run.json)."""
+        skip = {"max_attempts", "retry_interval_step_ms", "retry_request_count_step", "relaxed_fallback", "timeout_s"}
+        return {k: v if not isinstance(v, tuple) else list(v) for k, v in asdict(self).items() if k not in skip}
+
+    def lengthened(self) -> "PerfOptions":
+        """The next retry's options: a longer window, as the DLE runner does (+2000 ms or +50 requests)."""
+        if self.measurement_mode == "time_windows":
+            return replace(self, measurement_interval_ms=self.measurement_interval_ms + self.retry_interval_step_ms)
+        return replace(self, measurement_request_count=self.measurement_request_count + self.retry_request_count_step)
+
+    def window_label(self) -> str:
+        if self.measurement_mode == "time_windows":
+            return f"{self.measurement_interval_ms} ms windows"
+        return f"{self.measurement_request_count}-request windows"
+
+    def call_timeout_s(self) -> float:
+        if self.timeout_s is not None:
+            return self.timeout_s
+        if self.measurement_mode == "time_windows":
+            return 60.0 + 3.0 * self.max_trials * self.measurement_interval_ms / 1000.0
+        return 600.0
+
+
+def output_shared_memory_size(outputs: Iterable[TensorSpec], headroom: float = 1.25) -> int:
+    """Bytes per sample for `--output-shared-memory-size`: the largest output with headroom.
+
+    perf_analyzer multiplies this by the batch size (checked: 8 bytes at -b 4 gives a 32-byte region), so
+    a per-sample size is right; it never goes below perf_analyzer's 100 KB default.
+    """
+    largest = max((t.nbytes(1) for t in outputs), default=0)
+    return max(DEFAULT_OUTPUT_SHM_BYTES, int(math.ceil(largest * headroom / 4096.0)) * 4096)
+
+
+def needs_input_file(signature: HasSignature) -> bool:
+    return any(t.value is not None for t in signature.inputs)
+
+
+def write_input_data_json(signature: HasSignature, path: str | Path, kind: str = "random", seed: int = 0) -> Path:
+    """A perf_analyzer `--input-data` JSON file: fixed `value`s for non-data inputs, random/zero data for the rest.
+
+    One batch-1 entry; perf_analyzer repeats it to fill larger batches. Binary tensors are base64 encoded
+    (compact for image-sized inputs); string tensors are listed as content.
+    """
+    if kind not in ("random", "zero"):
+        raise ValueError(f"generated input data is 'random' or 'zero', not {kind!r}")
+    rng = np.random.default_rng(seed)
+    entry: dict[str, Any] = {}
+    for spec in signature.inputs:
+        sample = spec.example(0, rng, kind)
+        shape = list(spec.concrete_shape)
+        if sample.dtype == object:
+            entry[spec.name] = {"content": [str(v) for v in sample.ravel()], "shape": shape}
+        else:
+            data = np.ascontiguousarray(sample).tobytes()
+            entry[spec.name] = {"b64": base64.b64encode(data).decode("ascii"), "shape": shape}
+    atomic_write_text(path, json.dumps({"data": [entry]}) + "\n")
+    return Path(path)
+
+
+def shape_args(signature: HasSignature) -> list[str]:
+    """`--shape NAME:d1,d2` for every input with a dynamic (-1) dim, from its example shape."""
+    args: list[str] = []
+    for spec in signature.inputs:
+        if spec.is_dynamic:
+            args += ["--shape", f"{spec.name}:" + ",".join(str(d) for d in spec.concrete_shape)]
+    return args
+
+
+def build_command(
+    model_name: str,
+    url: str,
+    batch_size: int,
+    concurrency: int | None,
+    signature: HasSignature,
+    options: PerfOptions,
+    csv_path: str | Path,
+    *,
+    request_rate: float | None = None,
+    model_version: str = "",
+    input_data: str | None = None,
+    binary: str | Path | None = None,
+) -> list[str]:
+    """The perf_analyzer argument list for one load level (a concurrency or a request rate)."""
+    if (concurrency is None) == (request_rate is None):
+        raise ValueError("give exactly one of concurrency or request_rate")
+    data = input_data or options.input_data
+    if data in ("random", "zero") and needs_input_file(signature):
+        fixed = [t.name for t in signature.inputs if t.value is not None]
+        raise ValueError(
+            f"inputs {fixed} have fixed values: pass input_data= a JSON file from write_input_data_json() "
+            "so perf_analyzer does not send random numbers there"
+        )
+    cmd = [
+        str(binary or find_perf_analyzer()),
+        "-m", model_name,
+        "-u", url,
+        "-i", options.protocol,
+        "-b", str(int(batch_size)),
+        "--input-data", str(data),
+        "--measurement-mode", options.measurement_mode,
+        "--stability-percentage", f"{options.stability_percentage:g}",
+        "--max-trials", str(options.max_trials),
+        "-f", str(csv_path),
+        "--verbose-csv",
+        "-v",
+    ]
+    if model_version:
+        cmd += ["-x", str(model_version)]
+    if concurrency is not None:
+        cmd += ["--concurrency-range", f"{int(concurrency)}:{int(concurrency)}:1"]
+    else:
+        cmd += ["--request-rate-range", f"{request_rate:g}:{request_rate:g}:1"]
+    if options.measurement_mode == "time_windows":
+        cmd += ["--measurement-interval", str(options.measurement_interval_ms)]
+    else:
+        cmd += ["--measurement-request-count", str(options.measurement_request_count)]
+    if options.shared_memory != "none":
+        size = options.output_shared_memory_size or output_shared_memory_size(signature.outputs)
+        cmd += ["--shared-memory", options.shared_memory, "--output-shared-memory-size", str(size)]
+    if options.percentile is not None:
+        cmd += ["--percentile", str(options.percentile)]
+    if options.async_mode:
+        cmd.append("--async")
+    cmd += shape_args(signature)
+    cmd += list(options.extra_args)
+    return cmd
+
+
+# ---- parsing -----------------------------------------------------------------------------------
+
+def parse_csv(source: str | Path) -> list[dict[str, Any]]:
+    """Rows of a perf_analyzer CSV, sorted by load level, times converted from µs to ms.
+
+    Keys are the seed's column names; a column perf_analyzer did not write is NaN. The residual
+    "Network+server Send/recv" is clamped to 0 when negative and the row gets `residual_clamped=True`
+    (also when perf_analyzer already clamped it but the parts add up to more than the average latency).
+    Repeated header lines and blank or short lines (a file appended to, or cut off) are skipped.
+    """
+    text = Path(source).read_text() if isinstance(source, Path) or "\n" not in str(source) else str(source)
+    reader = csv.reader(io.StringIO(text))
+    header: list[str] | None = None
+    rows: list[dict[str, Any]] = []
+    for record in reader:
+        if not record or not any(cell.strip() for cell in record):
+            continue
+        cells = [c.strip() for c in record]
+        if cells[0] in ("Concurrency", "Request Rate"):
+            header = cells
+            continue
+        if header is None or len(cells) < len(header):
+            continue
+        raw = dict(zip(header, cells))
+        try:
+            rows.append(_convert_row(raw))
+        except ValueError:
+            continue
+    key = "Concurrent client requests" if rows and "Concurrent client requests" in rows[0] else "Request rate"
+    rows.sort(key=lambda r: r.get(key, 0))
+    return rows
+
+
+def _convert_row(raw: dict[str, str]) -> dict[str, Any]:
+    row: dict[str, Any] = {}
+    for csv_name, seed_name in CSV_TO_SEED.items():
+        if csv_name not in raw:
+            if seed_name in MEASURE_COLUMNS:
+                row[seed_name] = math.nan
+            continue
+        value = float(raw[csv_name])
+        if csv_name == "Concurrency":
+            row[seed_name] = int(value)
+        elif csv_name in ("Request Rate", "Inferences/Second"):
+            row[seed_name] = value
+        else:
+            row[seed_name] = value / 1000.0  # µs -> ms
+    clamped = False
+    if row[RESIDUAL] < 0:
+        row[RESIDUAL] = 0.0
+        clamped = True
+    avg = row.get("Avg Latency", math.nan)
+    parts = sum(row[c] for c in BREAKDOWN_COLUMNS if c != RESIDUAL and not math.isnan(row[c]))
+    if not math.isnan(avg) and row[RESIDUAL] == 0.0 and parts > avg * 1.001:
+        clamped = True
+    row["residual_clamped"] = clamped
+    return row
+
+
+@dataclass
+class OutputDiagnosis:
+    """What perf_analyzer's console output says besides the numbers."""
+
+    unstable: bool = False
+    unstable_levels: list[float] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    connection_error: bool = False
+    last_pass: dict[str, float] | None = None  # from `-v` "Pass [n]" lines: throughput, latency (ms)
+
+
+def diagnose_output(text: str) -> OutputDiagnosis:
+    diag = OutputDiagnosis()
+    for match in _UNSTABLE.finditer(text):
+        diag.unstable = True
+        if match.group(3):
+            diag.unstable_levels.append(float(match.group(3)))
+    for line in text.splitlines():
+        s = line.strip()
+        low = s.lower()
+        if not s or s.startswith("Failed to obtain stable measurement"):
+            continue
+        if low.startswith("error") or "had error" in low or low.startswith("failed to") or "unrecognized option" in low:
+            diag.errors.append(s)
+    diag.connection_error = any(_CONNECTION.search(e) for e in diag.errors)
+    passes = _PASS.findall(text)
+    if passes:
+        _, thr, lat = passes[-1]
+        diag.last_pass = {THROUGHPUT: float(thr), "latency_ms": int(lat) / 1000.0}
+    return diag
+
+
+# ---- one measurement point ---------------------------------------------------------------------
+
+@dataclass
+class PointResult:
+    """One measured load level. `stable=False` means perf_analyzer never stabilised; the values are the
+    best numbers there are (a final run with the stability check relaxed), and `note` says which."""
+
+    batch_size: int
+    concurrency: int | None
+    values: dict[str, float]
+    stable: bool
+    attempts: int
+    residual_clamped: bool = False
+    request_rate: float | None = None
+    note: str = ""
+    window: str = ""
+    command: list[str] = field(default_factory=list)
+    csv_path: Path | None = None
+    log_path: Path | None = None
+
+    def row(self) -> dict[str, Any]:
+        return {
+            "Client Batch Size": self.batch_size,
+            "Concurrent client requests": self.concurrency,
+            **{c: self.values.get(c, math.nan) for c in MEASURE_COLUMNS},
+            "stable": self.stable,
+            "residual_clamped": self.residual_clamped,
+            "attempts": self.attempts,
+            "window": self.window,
+            "note": self.note,
+        }
+
+
+def run_point(
+    model_name: str,
+    url: str,
+    batch_size: int,
+    concurrency: int | None,
+    signature: HasSignature,
+    options: PerfOptions,
+    csv_path: str | Path,
+    *,
+    request_rate: float | None = None,
+    model_version: str = "",
+    input_data: str | None = None,
+    log_path: str | Path | None = None,
+    binary: str | Path | None = None,
+) -> PointResult:
+    """Measure one load level; retry an unstable one with longer windows; never hide instability.
+
+    Raises PerfAnalyzerError for anything that is not instability (a dead server, a model error, a bad
+    flag), with perf_analyzer's output in the message.
+    """
+    csv_path = Path(csv_path)
+    csv_path.parent.mkdir(parents=True, exist_ok=True)
+    log_path = Path(log_path) if log_path else csv_path.with_suffix(".log")
+    log_path.unlink(missing_ok=True)
+    binary = binary or find_perf_analyzer()
+    if input_data is None and needs_input_file(signature) and options.input_data in ("random", "zero"):
+        input_data = str(write_input_data_json(signature, csv_path.parent / "input_data.json", options.input_data))
+    level = {"concurrency": concurrency, "request_rate": request_rate}
+
+    def attempt(opts: PerfOptions, tag: str) -> tuple[dict[str, Any] | None, OutputDiagnosis, list[str], int]:
+        cmd = build_command(model_name, url, batch_size, concurrency, signature, opts, csv_path,
+                            request_rate=request_rate, model_version=model_version, input_data=input_data, binary=binary)
+        csv_path.unlink(missing_ok=True)
+        rc, output = _execute(cmd, opts.call_timeout_s())
+        with open(log_path, "a") as fh:
+            fh.write(f"### {tag}: {' '.join(cmd)}\n### exit code {rc}\n{output}\n")
+        diag = diagnose_output(output)
+        row = _pick_row(parse_csv(csv_path), concurrency, request_rate) if csv_path.exists() else None
+        if row is None and not diag.unstable:
+            what = "\n".join(diag.errors) or output.strip()[-2000:]
+            raise PerfAnalyzerError(
+                f"perf_analyzer failed at batch {batch_size}, {_level_text(**level)} (exit {rc}):\n{what}\n"
+                f"command: {' '.join(cmd)}\nfull output: {log_path}",
+                returncode=rc, output=output, connection=diag.connection_error,
+            )
+        return row, diag, cmd, rc
+
+    opts = options
+    last_diag = OutputDiagnosis()
+    cmd: list[str] = []
+    for n in range(1, options.max_attempts + 1):
+        row, last_diag, cmd, _ = attempt(opts, f"attempt {n} ({opts.window_label()})")
+        if row is not None and not last_diag.unstable:
+            return _result(batch_size, concurrency, request_rate, row, True, n, "", opts, cmd, csv_path, log_path)
+        if n < options.max_attempts:
+            opts = opts.lengthened()
+    note = f"unstable after {options.max_attempts} attempt(s) up to {opts.window_label()}"
+    if options.relaxed_fallback:
+        relaxed = replace(opts, stability_percentage=100000.0, max_trials=3)
+        row, diag, cmd, _ = attempt(relaxed, "relaxed run (stability not checked)")
+        if row is not None:
+            return _result(batch_size, concurrency, request_rate, row, False, options.max_attempts + 1,
+                           note + "; numbers from a final run with the stability check off", opts, cmd, csv_path, log_path)
+        last_diag = diag if diag.last_pass else last_diag
+    values = {c: math.nan for c in MEASURE_COLUMNS}
+    if last_diag.last_pass:
+        values[THROUGHPUT] = last_diag.last_pass[THROUGHPUT]
+        key = "Avg Latency" if options.percentile is None else f"P{options.percentile} Latency"
+        if key in values:
+            values[key] = last_diag.last_pass["latency_ms"]
+        note += "; numbers from the last measurement window only"
+    return PointResult(batch_size, concurrency, values, False, options.max_attempts, False, request_rate, note,
+                       opts.window_label(), cmd, None, log_path)
+
+
+def _result(batch, concurrency, rate, row, stable, attempts, note, opts, cmd, csv_path, log_path) -> PointResult:
+    values = {c: row.get(c, math.nan) for c in MEASURE_COLUMNS}
+    if row.get("residual_clamped"):
+        note = "; ".join(filter(None, [note, "Network+server Send/recv clamped to 0 (window too short?)"]))
+    return PointResult(batch, concurrency, values, stable, attempts, bool(row.get("residual_clamped")), rate, note,
+                       opts.window_label(), cmd, csv_path, log_path)
+
+
+def _pick_row(rows: list[dict[str, Any]], concurrency: int | None, rate: float | None) -> dict[str, Any] | None:
+    for row in rows:
+        if concurrency is not None and row.get("Concurrent client requests") == concurrency:
+            return row
+        if rate is not None and math.isclose(row.get("Request rate", math.nan), rate, rel_tol=1e-6):
+            return row
+    return None
+
+
+def _level_text(concurrency: int | None, request_rate: float | None) -> str:
+    return f"concurrency {concurrency}" if concurrency is not None else f"request rate {request_rate:g}/s"
+
+
+def _execute(cmd: list[str], timeout_s: float) -> tuple[int, str]:
+    """Run perf_analyzer (argument list, no shell); stdout and stderr together; a timeout is an error."""
+    try:
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              env=perf_environment(), timeout=timeout_s)
+    except subprocess.TimeoutExpired as err:
+        out = err.output.decode(errors="replace") if isinstance(err.output, bytes) else (err.output or "")
+        raise PerfAnalyzerError(
+            f"perf_analyzer did not finish within {timeout_s:.0f} s (server hung?). Command: {' '.join(cmd)}\n{out[-2000:]}",
+            returncode=None, output=out,
+        ) from err
+    except FileNotFoundError as err:
+        raise PerfAnalyzerNotFound(f"{cmd[0]} not found. {_INSTALL_HINT}") from err
+    output = proc.stdout or ""
+    libs = missing_libraries(output)
+    if libs:
+        check_perf_analyzer(cmd[0])  # raises with install hints
+    return proc.returncode, output
+
+
+# ---- command-line flags (shared by the offline and online scripts) -----------------------------
+
+def add_perf_arguments(parser) -> None:
+    """The perf_analyzer flags of triton/run_*_performance_test_on_triton.py (names follow perf_analyzer's)."""
+    g = parser.add_argument_group("perf_analyzer")
+    g.add_argument("--protocol", choices=("grpc", "http"), default="grpc", help="default: %(default)s")
+    g.add_argument("--shared-memory", choices=("auto", "system", "cuda", "none"), default="auto",
+                   help="tensor transport; auto = system for a server on this host (loopback URL), else none")
+    g.add_argument("--output-shared-memory-size", type=int, default=None, metavar="BYTES",
+                   help="per sample and output; default: the manifest's largest output + 25%% (min 100 KB)")
+    g.add_argument("--input-data", default="random", metavar="random|zero|PATH",
+                   help="inputs with fixed values in the manifest always get those values (default: %(default)s)")
+    g.add_argument("--measurement-mode", choices=("time_windows", "count_windows"), default="time_windows")
+    g.add_argument("--measurement-interval", type=int, default=5000, metavar="MS",
+                   help="window length for time_windows (default: %(default)s)")
+    g.add_argument("--measurement-request-count", type=int, default=50,
+                   help="requests per window for count_windows (default: %(default)s)")
+    g.add_argument("--stability-percentage", type=float, default=10.0, help="default: %(default)s")
+    g.add_argument("--max-trials", type=int, default=10, help="windows per attempt (default: %(default)s)")
+    g.add_argument("--percentile", type=int, default=None, help="stabilise on this latency percentile (e.g. 99)")
+    g.add_argument("--async", dest="async_mode", action="store_true", help="perf_analyzer --async")
+    g.add_argument("--max-attempts", type=int, default=5,
+                   help="attempts per point, each with a longer window (+2000 ms or +50 requests); default %(default)s")
+    g.add_argument("--perf-analyzer-arg", action="append", default=[], metavar="ARG",
+                   help="extra argument passed to perf_analyzer as is (repeatable)")
+
+
+def perf_options_from_args(args, shared_memory: str | None = None) -> PerfOptions:
+    return PerfOptions(
+        protocol=args.protocol,
+        shared_memory=shared_memory or args.shared_memory,
+        output_shared_memory_size=args.output_shared_memory_size,
+        input_data=args.input_data,
+        measurement_mode=args.measurement_mode,
+        measurement_interval_ms=args.measurement_interval,
+        measurement_request_count=args.measurement_request_count,
+        stability_percentage=args.stability_percentage,
+        max_trials=args.max_trials,
+        percentile=args.percentile,
+        async_mode=args.async_mode,
+        max_attempts=args.max_attempts,
+        extra_args=tuple(args.perf_analyzer_arg),
+    )

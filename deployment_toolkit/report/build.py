@@ -1,0 +1,91 @@
+"""Turn a run folder (CSV + run.json) into report.md, report.html and PNGs; compare two runs."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from ..runinfo import read_run_json
+from ..spec import atomic_write_text
+from . import html as html_report
+from .plots import plots_for
+from .tables import KINDS, config_table, fmt, full_table, hardware_section, load_rows, markdown_table
+
+THROUGHPUT = "Inferences/second"
+P99 = "P99 Latency"
+
+
+def build_report(run_dir: str | Path) -> dict[str, Path]:
+    """Write report.md, report.html and one PNG per plot into run_dir; return their paths by name."""
+    run_dir = Path(run_dir)
+    meta = read_run_json(run_dir)
+    sections = []
+    for kind in KINDS:
+        rows = load_rows(run_dir, kind)
+        if rows:
+            sections.append({"kind": kind, "rows": rows, "plots": plots_for(kind, rows, run_dir)})
+    if not sections:
+        raise FileNotFoundError(f"{run_dir} has no online.csv or offline.csv: run a performance test first")
+    model = meta.get("config", {}).get("model_name", run_dir.name)
+    title = f"Triton performance report: {model} ({run_dir.name})"
+
+    md = [f"# {title}", "", hardware_section(meta), "", f"Command: `{meta.get('command', 'n/a')}`", ""]
+    for section in sections:
+        kind = section["kind"]
+        md += [f"## {kind.capitalize()} scenario", "", config_table(meta, kind), ""]
+        for name, path in section["plots"].items():
+            md += [f"![{name}]({path.name})", ""]
+        md += ["Full tabular data", "", full_table(kind, section["rows"]), "",
+               "Times in milliseconds; throughput in inferences per second.", ""]
+    paths: dict[str, Path] = {name: p for s in sections for name, p in s["plots"].items()}
+    paths["report.md"] = run_dir / "report.md"
+    atomic_write_text(paths["report.md"], "\n".join(md))
+    paths["report.html"] = run_dir / "report.html"
+    atomic_write_text(paths["report.html"], html_report.render(title, meta, sections))
+    return paths
+
+
+def _delta(a: float | None, b: float | None) -> tuple[str, str]:
+    if a is None or b is None or math.isnan(a) or math.isnan(b):
+        return "n/a", "n/a"
+    pct = f"{(b - a) / a * 100:+.1f}%" if a else "n/a"
+    return f"{b - a:+.4g}", pct
+
+
+def compare_runs(run_a: str | Path, run_b: str | Path, out: str | Path | None = None) -> str:
+    """Per-point throughput and p99 deltas of run B against baseline A (absolute and %); writes compare.md
+    (into run B unless `out` is given) and returns the text."""
+    run_a, run_b = Path(run_a), Path(run_b)
+    lines = [f"# {run_b.name} vs {run_a.name}", "",
+             f"Baseline A: `{run_a}`  ", f"Compared B: `{run_b}`", "",
+             "Throughput in inferences/s, P99 latency in ms; deltas are B - A. `*` marks a point unstable in A or B.",
+             ""]
+    found = False
+    for kind in KINDS:
+        rows_a = {(r["Client Batch Size"], r["Concurrent client requests"]): r for r in load_rows(run_a, kind)}
+        rows_b = {(r["Client Batch Size"], r["Concurrent client requests"]): r for r in load_rows(run_b, kind)}
+        if not rows_a and not rows_b:
+            continue
+        found = True
+        common = sorted(set(rows_a) & set(rows_b), key=lambda k: (k[1], k[0]) if kind == "online" else k)
+        body = []
+        for key in common:
+            a, b = rows_a[key], rows_b[key]
+            mark = "*" if a.get("stable") is False or b.get("stable") is False else ""
+            dt, dtp = _delta(a[THROUGHPUT], b[THROUGHPUT])
+            dl, dlp = _delta(a[P99], b[P99])
+            body.append([str(key[0]), str(key[1]) + mark, fmt(a[THROUGHPUT], THROUGHPUT), fmt(b[THROUGHPUT], THROUGHPUT),
+                         dt, dtp, fmt(a[P99]), fmt(b[P99]), dl, dlp])
+        headers = ["Client Batch Size", "Concurrent client requests", "Throughput A", "Throughput B", "Δ throughput",
+                   "Δ throughput %", "P99 A", "P99 B", "Δ P99", "Δ P99 %"]
+        lines += [f"## {kind.capitalize()}", ""]
+        lines += [markdown_table(headers, body) if body else "(no common points)", ""]
+        only_a = sorted(set(rows_a) - set(rows_b))
+        only_b = sorted(set(rows_b) - set(rows_a))
+        if only_a or only_b:
+            lines += [f"Points only in A (batch, concurrency): {only_a or 'none'}; only in B: {only_b or 'none'}", ""]
+    if not found:
+        raise FileNotFoundError(f"neither {run_a} nor {run_b} has online.csv or offline.csv")
+    text = "\n".join(lines)
+    target = Path(out) if out else run_b / "compare.md"
+    atomic_write_text(target, text + "\n")
+    return text

@@ -1,0 +1,187 @@
+"""Markdown tables in the layout of NVIDIA's DLE Triton READMEs ("Full tabular data", "Parameter Name |
+Parameter Value"), built from a run folder's CSVs (already in ms) and run.json."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from ..perf.analyzer import MEASURE_COLUMNS, RESIDUAL, THROUGHPUT
+from ..perf.sweep import read_store_csv
+
+ONLINE_COLUMNS = ("Concurrent client requests", *MEASURE_COLUMNS)
+OFFLINE_COLUMNS = ("Precision", "Client Batch Size", THROUGHPUT, "P90 Latency", "P95 Latency", "P99 Latency", "Avg Latency")
+KINDS = ("offline", "online")
+UNSTABLE_NOTE = (
+    "(unstable): perf_analyzer never reached a stable measurement for this point, even with longer windows; "
+    "its numbers come from a run with the stability check off. Treat them as indicative."
+)
+CLAMPED_NOTE = (
+    "(clamped): the residual Network+server Send/recv came out negative (the parts add up to more than the "
+    "client latency, usually a too-short window) and is shown as 0."
+)
+
+
+def key_column(kind: str) -> str:
+    return "Concurrent client requests" if kind == "online" else "Client Batch Size"
+
+
+def sort_rows(kind: str, rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """perf_analyzer orders by throughput; tables go by load level."""
+    return sorted(rows, key=lambda r: (r.get(key_column(kind)) or 0, r.get("Client Batch Size") or 0,
+                                       r.get("Concurrent client requests") or 0))
+
+
+def load_rows(run_dir: str | Path, kind: str) -> list[dict[str, Any]]:
+    path = Path(run_dir) / f"{kind}.csv"
+    return sort_rows(kind, read_store_csv(path)) if path.exists() else []
+
+
+def fmt(value: Any, column: str = "") -> str:
+    """Like the seed tables: throughput to 0.1, times to 0.001 ms, no trailing zeros, n/a for missing."""
+    if value is None or value == "":
+        return "n/a"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, (int, float)):
+        if isinstance(value, float) and math.isnan(value):
+            return "n/a"
+        if isinstance(value, int):
+            return str(value)
+        digits = 1 if column == THROUGHPUT else 3
+        text = f"{value:.{digits}f}".rstrip("0").rstrip(".")
+        return "0" if text in ("-0", "") else text
+    return str(value)
+
+
+def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], align: Sequence[str] | None = None) -> str:
+    """A GitHub-flavoured markdown table; align: 'l' or 'r' per column (numbers right)."""
+    align = align or ["r"] * len(headers)
+    rule = [(":" + "-" * max(len(h) + 1, 3)) if a == "l" else ("-" * max(len(h) + 1, 3) + ":")
+            for h, a in zip(headers, align)]
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join(rule) + "|"]
+    for row in rows:
+        lines.append("| " + " | ".join(str(c) for c in row) + " |")
+    return "\n".join(lines)
+
+
+def full_table(kind: str, rows: Iterable[dict[str, Any]]) -> str:
+    """The seed's "Full tabular data" table for an online (per concurrency) or offline (per batch) sweep.
+
+    Unstable points keep their row, marked "(unstable)" in the first column; a clamped residual reads
+    "0 (clamped)"; a footnote explains each mark that occurs.
+    """
+    rows = sort_rows(kind, rows)
+    columns = ONLINE_COLUMNS if kind == "online" else OFFLINE_COLUMNS
+    key = key_column(kind)
+    body = []
+    for r in rows:
+        cells = []
+        for col in columns:
+            text = fmt(r.get(col), col)
+            if col == key and r.get("stable") is False:
+                text += " (unstable)"
+            if col == RESIDUAL and r.get("residual_clamped"):
+                text += " (clamped)"
+            cells.append(text)
+        body.append(cells)
+    align = ["l" if c == "Precision" else "r" for c in columns]
+    table = markdown_table(columns, body, align)
+    notes = []
+    if any(r.get("stable") is False for r in rows):
+        notes.append(UNSTABLE_NOTE)
+    if kind == "online" and any(r.get("residual_clamped") for r in rows):
+        notes.append(CLAMPED_NOTE)
+    if not rows:
+        notes.append("(no points measured yet)")
+    return table + ("\n\n" + "\n\n".join(notes) if notes else "")
+
+
+def config_rows(meta: dict[str, Any], kind: str | None = None) -> list[tuple[str, str]]:
+    """Parameter Name / Parameter Value pairs from run.json (model config as the server reported it)."""
+    cfg = meta.get("config", {})
+    mc = cfg.get("model_config") or {}
+    dyn = mc.get("dynamic_batching")
+    groups = mc.get("instance_group") or []
+    accel = (mc.get("optimization") or {}).get("execution_accelerators") or {}
+    accel_names = [a.get("name", "") for side in ("gpu_execution_accelerator", "cpu_execution_accelerator")
+                   for a in accel.get(side, []) or []]
+    kinds = sorted({str(g.get("kind", "KIND_AUTO")).replace("KIND_", "") for g in groups}) or ["AUTO"]
+    rows = [
+        ("Model Name", cfg.get("model_name", "n/a")),
+        ("Model Format", _model_format(cfg, mc)),
+        ("Backend Accelerator", ", ".join(a for a in accel_names if a) or "none"),
+        ("Precision", cfg.get("precision", "n/a")),
+        ("Max Batch Size", str(mc.get("max_batch_size", "n/a"))),
+        ("Number of model instances", str(cfg.get("triton_instances", "n/a"))),
+        ("Instance Kind", ", ".join(kinds)),
+        ("Dynamic Batching", "enabled" if dyn is not None else "disabled"),
+    ]
+    if dyn is not None:
+        rows += [
+            ("Triton Max Queue Delay", f"{int(dyn.get('max_queue_delay_microseconds', 0) or 0)} us"),
+            ("Triton Preferred Batch Sizes", " ".join(str(b) for b in dyn.get("preferred_batch_size", []) or []) or "n/a"),
+        ]
+    sweeps = cfg.get("sweeps", {})
+    for name in ([kind] if kind else sorted(sweeps)):
+        opts = (sweeps.get(name) or {}).get("perf_options")
+        if not opts:
+            continue
+        prefix = "" if kind else f"{name.capitalize()}: "
+        window = (f"{opts['measurement_interval_ms']} ms windows" if opts.get("measurement_mode") == "time_windows"
+                  else f"{opts.get('measurement_request_count')}-request windows")
+        rows += [
+            (f"{prefix}Protocol", str(opts.get("protocol", "n/a")).upper()),
+            (f"{prefix}Shared Memory", str(opts.get("shared_memory", "n/a"))),
+            (f"{prefix}Input Data", str(opts.get("input_data", "n/a"))),
+            (f"{prefix}Measurement", f"{opts.get('measurement_mode')}, {window}, stability "
+                                     f"{opts.get('stability_percentage')}%, max {opts.get('max_trials')} trials"),
+        ]
+    return rows
+
+
+def _model_format(cfg: dict[str, Any], mc: dict[str, Any]) -> str:
+    manifest = cfg.get("manifest")
+    fmt_name = None
+    if manifest:
+        try:
+            import json
+
+            path = Path(manifest)
+            path = path / "manifest.json" if path.is_dir() else path
+            fmt_name = json.loads(path.read_text()).get("format")
+        except (OSError, ValueError):
+            fmt_name = None
+    backend = mc.get("backend") or mc.get("platform") or "n/a"
+    return f"{fmt_name} ({backend} backend)" if fmt_name else f"{backend} backend"
+
+
+def config_table(meta: dict[str, Any], kind: str | None = None) -> str:
+    return markdown_table(("Parameter Name", "Parameter Value"), config_rows(meta, kind), ("l", "l"))
+
+
+def hardware_lines(meta: dict[str, Any]) -> list[str]:
+    """The "Our results were obtained using the following configuration" bullets."""
+    hw = meta.get("hardware", {})
+    cpu = hw.get("cpu", {})
+    gpu = hw.get("gpu", "none")
+    gpu_text = ", ".join(f"{g.get('name')} ({g.get('memory')})" for g in gpu) if isinstance(gpu, list) else str(gpu)
+    versions = meta.get("versions", {})
+    git = meta.get("git", {})
+    sha = (git.get("sha") or "unknown")[:12] + (" (uncommitted changes)" if git.get("dirty") else "")
+    lines = [
+        f"GPU: {gpu_text}",
+        f"CPU: {cpu.get('model', 'n/a')} ({cpu.get('usable_cores', cpu.get('logical_cores', '?'))} cores usable)",
+        f"Memory: {hw.get('memory_gib', 'n/a')} GiB",
+        f"Triton server: {versions.get('tritonserver', 'n/a')}; tritonclient {versions.get('tritonclient', 'n/a')}",
+        f"Python {versions.get('python', 'n/a')}, numpy {versions.get('numpy', 'n/a')}, "
+        f"torch {versions.get('torch', 'n/a')}, onnxruntime {versions.get('onnxruntime', 'n/a')}",
+        f"Toolkit commit: {sha}",
+        f"Measured: {meta.get('timestamp', 'n/a')}",
+    ]
+    return lines
+
+
+def hardware_section(meta: dict[str, Any]) -> str:
+    return "Our results were obtained using the following configuration:\n\n" + "\n".join(
+        f"- {line}" for line in hardware_lines(meta))

@@ -1,0 +1,243 @@
+"""The offline/online runners against the real embedded tritonserver and the real perf_analyzer.
+
+A tiny Python-backend model (OUTPUT__0 = 2 * INPUT__0) keeps every point around two seconds; windows are
+short (500 ms) and the stability bar loose, because these tests check the plumbing (CSV, resume, server
+death, run.json, report), not the numbers.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from deployment_toolkit.perf import (
+    STORE_COLUMNS,
+    PerfAnalyzerNotFound,
+    PerfOptions,
+    ServerDiedError,
+    ServerNotReady,
+    check_perf_analyzer,
+    read_store_csv,
+    run_offline,
+    run_online,
+)
+from deployment_toolkit.perf.sweep import SweepPoint
+from deployment_toolkit.spec import ModelSignature, TensorSpec
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[2]
+SIG = ModelSignature(inputs=(TensorSpec("INPUT__0", (16,)),), outputs=(TensorSpec("OUTPUT__0", (16,)),))
+FAST = PerfOptions(protocol="grpc", shared_memory="system", measurement_interval_ms=500, stability_percentage=50,
+                   max_trials=6, max_attempts=2)
+
+DOUBLE_CONFIG = """
+name: "double"
+backend: "python"
+max_batch_size: 8
+dynamic_batching { }
+input [ { name: "INPUT__0" data_type: TYPE_FP32 dims: [ 16 ] } ]
+output [ { name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ 16 ] } ]
+instance_group [ { count: 1 kind: KIND_CPU } ]
+"""
+DOUBLE_MODEL = '''
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            x = pb_utils.get_input_tensor_by_name(request, "INPUT__0").as_numpy()
+            out = pb_utils.Tensor("OUTPUT__0", (x * 2).astype(np.float32))
+            responses.append(pb_utils.InferenceResponse(output_tensors=[out]))
+        return responses
+'''
+# SCALE is a non-data input (like band wavelengths): the model refuses any value but 3, so random data fails
+SCALED_CONFIG = """
+name: "scaled"
+backend: "python"
+max_batch_size: 8
+input [ { name: "INPUT__0" data_type: TYPE_FP32 dims: [ -1 ] }, { name: "SCALE" data_type: TYPE_FP32 dims: [ 1 ] } ]
+output [ { name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ -1 ] } ]
+instance_group [ { count: 2 kind: KIND_CPU } ]
+"""
+SCALED_MODEL = '''
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            x = pb_utils.get_input_tensor_by_name(request, "INPUT__0").as_numpy()
+            s = pb_utils.get_input_tensor_by_name(request, "SCALE").as_numpy()
+            if not np.all(s == 3.0):
+                responses.append(pb_utils.InferenceResponse(error=pb_utils.TritonError(f"SCALE must be 3, got {s.ravel()[:2]}")))
+                continue
+            responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT__0", (x * s).astype(np.float32))]))
+        return responses
+'''
+
+
+def _write_model(repo: Path, name: str, config: str, code: str) -> None:
+    (repo / name / "1").mkdir(parents=True)
+    (repo / name / "config.pbtxt").write_text(textwrap.dedent(config).lstrip())
+    (repo / name / "1" / "model.py").write_text(code.lstrip())
+
+
+@pytest.fixture(scope="module")
+def repository(tmp_path_factory) -> Path:
+    try:
+        check_perf_analyzer()
+        from deployment_toolkit.server.local import find_installation
+
+        find_installation()
+    except (PerfAnalyzerNotFound, Exception) as err:  # noqa: BLE001
+        pytest.skip(f"needs perf_analyzer and the embedded tritonserver: {err}")
+    repo = tmp_path_factory.mktemp("model_repository")
+    _write_model(repo, "double", DOUBLE_CONFIG, DOUBLE_MODEL)
+    _write_model(repo, "scaled", SCALED_CONFIG, SCALED_MODEL)
+    return repo
+
+
+def _start(repo: Path, log_dir: Path):
+    from deployment_toolkit.server.local import LocalTritonServer, ServerConfig
+
+    server = LocalTritonServer(ServerConfig(model_repository=repo, log_dir=log_dir))
+    server.start()  # waits on /v2/health/ready, no fixed sleep
+    return server
+
+
+@pytest.fixture(scope="module")
+def server(repository, tmp_path_factory):
+    srv = _start(repository, tmp_path_factory.mktemp("server_log"))
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="module")
+def online_run(server, tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("results") / "run"
+    outcome = run_online("double", None, SIG, [1, 2], FAST, run_dir, protocol="grpc", server=server, progress=False)
+    return run_dir, outcome
+
+
+def test_online_sweep_writes_csv_tables_run_json_and_report(online_run):
+    run_dir, outcome = online_run
+    assert [p.concurrency for p in outcome.measured] == [1, 2]
+    rows = read_store_csv(run_dir / "online.csv")
+    header = (run_dir / "online.csv").read_text().splitlines()[0].split(",")
+    assert header == list(STORE_COLUMNS)
+    assert [(r["Client Batch Size"], r["Concurrent client requests"]) for r in rows] == [(1, 1), (1, 2)]
+    for r in rows:
+        assert r["Inferences/second"] > 50
+        assert 0 < r["Avg Latency"] < 1000 and 0 < r["P50 Latency"] <= r["P99 Latency"]
+        assert r["Server Compute Infer"] > 0 and r["Triton Instances"] == 1 and r["Precision"] == "FP32"
+        assert isinstance(r["stable"], bool)
+    for c in (1, 2):
+        assert (run_dir / "raw" / f"online_b1_c{c}.csv").exists() and (run_dir / "raw" / f"online_b1_c{c}.log").exists()
+    md = (run_dir / "online.md").read_text()
+    assert "| Concurrent client requests | Inferences/second | Client Send |" in md
+    meta = json.loads((run_dir / "run.json").read_text())
+    cfg = meta["config"]
+    assert cfg["model_config"]["instance_group"][0]["count"] == 1 and cfg["triton_instances"] == 1
+    assert cfg["sweeps"]["online"]["completed"] == 2
+    assert "--verbose-csv" in cfg["sweeps"]["online"]["perf_command_example"]
+    assert meta["versions"]["tritonserver"] and meta["versions"]["numpy"].startswith("1.")
+    assert meta["hardware"]["cpu"]["logical_cores"] >= 1 and "sha" in meta["git"]
+    assert (run_dir / "report.html").exists() and (run_dir / "online_latency_breakdown.png").exists()
+
+
+def test_offline_cli_into_the_same_run_folder(online_run, server):
+    run_dir, _ = online_run
+    cmd = [sys.executable, str(ROOT / "triton" / "run_offline_performance_test_on_triton.py"),
+           "--server-url", server.grpc_url, "--model-name", "double", "--batch-sizes", "1,2",
+           "--measurement-interval", "500", "--stability-percentage", "50", "--max-trials", "6", "--max-attempts", "2",
+           "--number-of-model-instances", "1", "--result-path", str(run_dir), "--no-progress"]
+    out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "| Precision | Client Batch Size | Inferences/second | P90 Latency |" in out.stdout
+    rows = read_store_csv(run_dir / "offline.csv")
+    assert [r["Client Batch Size"] for r in rows] == [1, 2] and all(r["Concurrent client requests"] == 1 for r in rows)
+    meta = json.loads((run_dir / "run.json").read_text())
+    assert set(meta["config"]["sweeps"]) == {"online", "offline"}, "the online section survives the offline run"
+    assert "run_offline_performance_test_on_triton.py" in meta["command"]
+    report = (run_dir / "report.md").read_text()
+    assert "## Offline scenario" in report and "## Online scenario" in report
+
+
+def test_resume_measures_only_the_missing_point(online_run, server, tmp_path, capsys):
+    src, _ = online_run
+    run_dir = tmp_path / "copy"
+    shutil.copytree(src, run_dir)
+    lines = (run_dir / "online.csv").read_text().splitlines()
+    (run_dir / "online.csv").write_text("\n".join(l for l in lines if not l.startswith("FP32,1,2,")) + "\n")
+    outcome = run_online("double", None, SIG, [1, 2], FAST, run_dir, server=server, progress=False, build_report=False)
+    assert outcome.measured == [SweepPoint(1, 2)] and outcome.skipped == [SweepPoint(1, 1)]
+    assert "skipping 1 completed points" in capsys.readouterr().out
+    assert [r["Concurrent client requests"] for r in read_store_csv(run_dir / "online.csv")] == [1, 2]
+
+
+def test_fixed_value_inputs_get_their_values_and_dynamic_dims_a_shape(server, tmp_path):
+    sig = ModelSignature(
+        inputs=(TensorSpec("INPUT__0", (-1,), example_shape=(4,)), TensorSpec("SCALE", (1,), value=[3.0])),
+        outputs=(TensorSpec("OUTPUT__0", (-1,), example_shape=(4,)),),
+    )
+    outcome = run_offline("scaled", server.grpc_url, sig, [2], FAST, tmp_path / "run", progress=False,
+                          build_report=False)
+    (row,) = outcome.rows
+    assert row["Inferences/second"] > 0 and row["Triton Instances"] == 2
+    assert json.loads((tmp_path / "run" / "raw" / "offline_input_data.json").read_text())["data"][0]["SCALE"]
+
+
+def test_unknown_model_fails_fast_with_the_reason(server, tmp_path):
+    with pytest.raises(ServerNotReady, match="'nope' is not ready"):
+        run_online("nope", server.grpc_url, SIG, [1], FAST, tmp_path / "run", progress=False, ready_timeout_s=0.5)
+
+
+def test_server_killed_mid_sweep_keeps_points_and_resumes(repository, tmp_path):
+    run_dir = tmp_path / "run"
+    first = _start(repository, tmp_path / "log1")
+
+    def kill_after_first(point, result):
+        if point.concurrency == 1:
+            os.killpg(first.process.pid, signal.SIGKILL)
+            first.process.wait(timeout=30)
+
+    try:
+        with pytest.raises(ServerDiedError) as info:
+            run_online("double", None, SIG, [1, 2], FAST, run_dir, server=first, progress=False,
+                       on_point_done=kill_after_first, build_report=False)
+    finally:
+        first.stop()
+    msg = str(info.value)
+    assert "concurrency 2" in msg and "1 completed point(s) are kept" in msg and "rerun the same command" in msg
+    assert "Server log tail" in msg and "double" in msg
+    assert [r["Concurrent client requests"] for r in read_store_csv(run_dir / "online.csv")] == [1]
+
+    second = _start(repository, tmp_path / "log2")  # new ports: the URL is not part of the fingerprint
+    try:
+        outcome = run_online("double", None, SIG, [1, 2], FAST, run_dir, server=second, progress=False)
+    finally:
+        second.stop()
+    assert outcome.measured == [SweepPoint(1, 2)] and outcome.skipped == [SweepPoint(1, 1)]
+    assert [r["Concurrent client requests"] for r in outcome.rows] == [1, 2]
+    assert (run_dir / "report.html").exists()
+
+
+def test_cli_exits_non_zero_when_the_server_is_gone(repository, tmp_path):
+    cmd = [sys.executable, str(ROOT / "triton" / "run_online_performance_test_on_triton.py"),
+           "--server-url", "127.0.0.1:1", "--model-name", "double", "--concurrency", "1:2:1",
+           "--result-path", str(tmp_path / "run"), "--ready-timeout", "0.5", "--no-progress"]
+    out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert out.returncode == 1
+    assert "does not answer" in out.stderr and "Traceback" not in out.stderr
