@@ -35,6 +35,11 @@ test-unit: install
 test-integration: install
 	$(PY) -m pytest -q -ra tests/integration
 
+# Train a small U-Net on synthetic shapes, deploy it (ONNX, embedded Triton) and show that Triton and the
+# framework give the same Dice vs labels.
+accuracy: install
+	$(PY) triton/accuracy_demo.py
+
 doctor: install
 	$(PY) -m deployment_toolkit doctor
 

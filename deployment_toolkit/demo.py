@@ -33,7 +33,8 @@ def _run(step: str, script: str, *args: str) -> None:
 
 
 def run_demo(model: str, preset: str, run_name: str, workspace: Path, repository: Path, results: Path,
-             max_batch: int, concurrency: str, batch_sizes: str, measurement_interval_ms: int) -> Path:
+             max_batch: int, concurrency: str, batch_sizes: str, measurement_interval_ms: int,
+             max_attempts: int = 2) -> Path:
     art = workspace / model
     result_dir = results / run_name
     t0 = time.perf_counter()
@@ -60,7 +61,8 @@ def run_demo(model: str, preset: str, run_name: str, workspace: Path, repository
              "--threshold", "max_abs_err<=1e-4", "--threshold", "top1_agreement>=1.0")
         perf = ["--server-url", server.grpc_url, "--model-name", model, "--manifest",
                 str(art / "onnx" / "manifest.json"), "--result-path", str(result_dir), "--shared-memory", "system",
-                "--measurement-interval", str(measurement_interval_ms), "--number-of-model-instances", "1"]
+                "--measurement-interval", str(measurement_interval_ms), "--number-of-model-instances", "1",
+                "--max-attempts", str(max_attempts), "--max-trials", "6"]
         _run("offline performance (static batching, client batch sweep)", "run_offline_performance_test_on_triton.py",
              *perf, "--batch-sizes", batch_sizes)
         _run("online performance (dynamic batching, concurrency sweep)", "run_online_performance_test_on_triton.py",
@@ -90,10 +92,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--concurrency", default="1:8:1")
     p.add_argument("--batch-sizes", default="1,2,4,8")
     p.add_argument("--measurement-interval", type=int, default=3000, help="perf_analyzer window, ms")
+    p.add_argument("--max-attempts", type=int, default=2,
+                   help="tries per point before it is kept as unstable (each retry lengthens the window)")
     args = p.parse_args(argv)
     try:
         run_demo(args.model, args.preset, args.run_name, Path(args.workspace), Path(args.model_repository),
-                 Path(args.results), args.max_batch_size, args.concurrency, args.batch_sizes, args.measurement_interval)
+                 Path(args.results), args.max_batch_size, args.concurrency, args.batch_sizes, args.measurement_interval,
+                 args.max_attempts)
     except StepFailed as err:
         print(f"\nerror: {err}", file=sys.stderr)
         return 1

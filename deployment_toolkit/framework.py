@@ -10,6 +10,17 @@ from .repository.python_runtime.runtimes import load_runtime, run_batched
 from .spec import Manifest
 
 
+def framework_model(manifest: Manifest, model_dir: str | Path, seed: int = 0):
+    """The PyTorch model an artifact came from: the registry's builder, with the trained weights the
+    manifest names (export_options["weights"], a safetensors file next to the artifact) when it has them."""
+    weights = manifest.export_options.get("weights")
+    if weights:
+        from .train import build_trained
+
+        return build_trained(manifest.model, manifest.preset, Path(model_dir) / weights)
+    return get_model(manifest.model).build(manifest.preset, seed=seed)
+
+
 def framework_predictor(model_path: str | Path, runtime: str = "framework", device: str = "cpu",
                         seed: int = 0) -> tuple[Callable, Manifest, str]:
     """Returns (predict(inputs) -> outputs, manifest, source name for the dump)."""
@@ -17,7 +28,7 @@ def framework_predictor(model_path: str | Path, runtime: str = "framework", devi
     in_names = [t.name for t in manifest.inputs]
     out_names = [t.name for t in manifest.outputs]
     if runtime == "framework":
-        model = get_model(manifest.model).build(manifest.preset, seed=seed)
+        model = framework_model(manifest, model_path, seed)
         return torch_callable(model, in_names, out_names, device), manifest, "torch"
     rt = load_runtime(str(Path(model_path) / manifest.artifact), manifest.format, in_names, out_names,
                       device=device, precision=manifest.precision)

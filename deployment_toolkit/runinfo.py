@@ -118,7 +118,8 @@ def perf_analyzer_version() -> str | None:
 
 
 def git_state(repo: str | Path = REPO_ROOT) -> dict[str, Any]:
-    """Commit sha and whether tracked files had uncommitted changes when the run was made."""
+    """Commit sha, whether tracked files had uncommitted changes, and how many untracked files there were
+    (a run made with uncommitted new scripts is not reproducible from the sha alone)."""
     git = shutil.which("git")
     if not git:
         return {"sha": None, "dirty": None}
@@ -130,8 +131,9 @@ def git_state(repo: str | Path = REPO_ROOT) -> dict[str, Any]:
         sha = run("rev-parse", "HEAD")
         if sha.returncode != 0:
             return {"sha": None, "dirty": None}
-        status = run("status", "--porcelain", "--untracked-files=no")
-        return {"sha": sha.stdout.strip(), "dirty": bool(status.stdout.strip())}
+        status = run("status", "--porcelain", "--untracked-files=all").stdout.splitlines()
+        untracked = sum(1 for line in status if line.startswith("??"))
+        return {"sha": sha.stdout.strip(), "dirty": len(status) > untracked, "untracked_files": untracked}
     except (OSError, subprocess.TimeoutExpired):
         return {"sha": None, "dirty": None}
 

@@ -95,8 +95,9 @@ def verify_artifact(manifest: Manifest, directory: str | Path, model=None, batch
     """Compare the artifact in `directory` with the framework model it came from."""
     from ..repository.python_runtime.runtimes import load_runtime
 
-    entry = get_model(manifest.model)
-    model = model if model is not None else entry.build(manifest.preset, seed=seed)
+    from ..framework import framework_model
+
+    model = model if model is not None else framework_model(manifest, directory, seed)
     in_names = [t.name for t in manifest.inputs]
     out_names = [t.name for t in manifest.outputs]
     device = "cuda:0" if manifest.format == "trt" else "cpu"

@@ -1,0 +1,18 @@
+"""Data sets the toolkit can make itself, so accuracy checks need no download.
+
+`deployment_toolkit.data.shapes` is imported on first use, not here: `python -m
+deployment_toolkit.data.shapes` would otherwise find it imported twice (runpy warns about that).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["CLASSES", "ShapesConfig", "draw_sample", "make_split", "write_npz_folder"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        from . import shapes
+
+        return getattr(shapes, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
