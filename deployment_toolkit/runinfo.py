@@ -87,6 +87,8 @@ def hardware() -> dict[str, Any]:
         "memory_gib": memory_gib(),
         "gpu": gpu_info(),
         "hostname": platform.node(),
+        # other work on the host skews timings: readers should see how busy it was when the run started
+        "load_average_1_5_15m": [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None,
         "os": platform.platform(),
     }
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from ..runinfo import read_run_json
 from ..spec import atomic_write_text
+from .sections import include_extra_sections
 from . import html as html_report
 from .plots import plots_for
 from .tables import KINDS, config_table, fmt, full_table, hardware_section, load_rows, markdown_table
@@ -41,6 +42,7 @@ def build_report(run_dir: str | Path) -> dict[str, Path]:
     atomic_write_text(paths["report.md"], "\n".join(md))
     paths["report.html"] = run_dir / "report.html"
     atomic_write_text(paths["report.html"], html_report.render(title, meta, sections))
+    paths.update(include_extra_sections(run_dir))  # sizing / search sections written next to the run
     return paths
 
 

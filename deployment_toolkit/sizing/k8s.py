@@ -1,0 +1,358 @@
+"""Kubernetes manifests for a sized fleet: Deployment + Service + HorizontalPodAutoscaler of the NGC Triton image,
+and a KServe InferenceService using the Triton runtime.
+
+The Deployment, Service and HPA are validated against the Kubernetes OpenAPI schemas shipped in the
+`kubernetes-validate` wheel (offline, strict: unknown fields fail). KServe's CRDs are not in those schemas, so
+`check_inference_service` checks the InferenceService structurally (required fields, types, enums, quantities,
+storage URI scheme) instead.
+
+The model repository on the volume must be configured for the NGC container's native backends
+(`triton/config_model_on_triton.py --model-format onnx|ts-trace|trt`), not for the embedded server's Python
+backend.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .plan import Plan, SizingError
+
+TRITON_IMAGE = "nvcr.io/nvidia/tritonserver:24.10-py3"
+K8S_VERSION = "1.31"
+PORTS = (("http", 8000), ("grpc", 8001), ("metrics", 8002))
+HPA_METRIC = "triton_inference_requests_per_second"
+_QUANTITY = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+|[numkMGTPE]|[KMGTPE]i)?$")
+_DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+_STORAGE_SCHEMES = ("pvc://", "s3://", "gs://", "https://", "http://", "hdfs://", "webhdfs://", "oci://", "hf://")
+
+HPA_HEADER = """\
+# The HPA scales on a per-pod custom metric, {metric} (requests/s), that Triton does not export as such:
+# Triton exports the counter nv_inference_request_success on :8002/metrics. With prometheus-adapter, a rule like
+#   - seriesQuery: 'nv_inference_request_success{{namespace!="",pod!=""}}'
+#     resources: {{overrides: {{namespace: {{resource: namespace}}, pod: {{resource: pod}}}}}}
+#     name: {{matches: "nv_inference_request_success", as: "{metric}"}}
+#     metricsQuery: 'sum(rate(<<.Series>>{{<<.LabelMatchers>>}}[1m])) by (<<.GroupBy>>)'
+# makes it available. Target per pod = sustainable requests/s / (1 + headroom); minReplicas = the sized count.
+"""
+
+
+@dataclass
+class FleetSpec:
+    """What the manifests need besides the plan."""
+
+    name: str
+    pvc: str = "triton-model-repository"
+    repository_subpath: str = ""
+    image: str = TRITON_IMAGE
+    namespace: str | None = None
+    max_replicas: int | None = None
+    memory: str = "8Gi"
+    cpu: str | None = None  # default: the measuring host's usable cores for CPU plans, 4 for GPU plans
+    shm_size: str = "1Gi"
+    node_selector: bool = True
+    storage_uri: str | None = None  # KServe; default pvc://<pvc>/<subpath>
+    extra_args: list[str] = field(default_factory=list)
+
+
+def dns_name(text: str, prefix: str = "triton") -> str:
+    """A DNS-1035 label (what a Service name must be): lowercase, [-a-z0-9], starts with a letter, <= 63."""
+    s = re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")
+    s = re.sub(r"-{2,}", "-", s)
+    if not s or not s[0].isalpha():
+        s = f"{prefix}-{s}".strip("-")
+    return s[:63].rstrip("-")
+
+
+def gpu_product_label(device: str) -> str:
+    """GPU feature discovery's nvidia.com/gpu.product value for an nvidia-smi name (spaces -> dashes)."""
+    s = re.sub(r"[^A-Za-z0-9_.-]+", "-", device.strip()).strip("-_.")
+    return s[:63].rstrip("-_.")
+
+
+def _milli(value: float) -> str:
+    """A quantity: integer if whole, else milli-units (Kubernetes quantities have no floats with many digits)."""
+    if abs(value - round(value)) < 1e-9:
+        return str(int(round(value)))
+    return f"{int(math.floor(value * 1000))}m"
+
+
+def _resources(plan: Plan, spec: FleetSpec) -> dict[str, Any]:
+    run = plan.run
+    cpu = spec.cpu
+    if cpu is None:
+        cores = ((run.meta.get("hardware") or {}).get("cpu") or {}).get("usable_cores")
+        cpu = str(cores) if (not run.gpu and cores) else "4"
+    limits: dict[str, Any] = {"memory": spec.memory}
+    if run.gpu:
+        limits["nvidia.com/gpu"] = run.gpus_per_replica
+    return {"requests": {"cpu": cpu, "memory": spec.memory}, "limits": limits}
+
+
+def _labels(spec: FleetSpec) -> dict[str, str]:
+    return {"app.kubernetes.io/name": spec.name, "app.kubernetes.io/component": "tritonserver"}
+
+
+def _meta(spec: FleetSpec, plan: Plan, **extra: Any) -> dict[str, Any]:
+    m: dict[str, Any] = {"name": spec.name, "labels": _labels(spec)}
+    if spec.namespace:
+        m["namespace"] = spec.namespace
+    annotations = {
+        "sizing.deployment-toolkit/run": str(plan.run.path),
+        "sizing.deployment-toolkit/config": plan.run.label[:200],
+        "sizing.deployment-toolkit/slo-p99-ms": f"{plan.demand.slo_ms:g}",
+        "sizing.deployment-toolkit/sustainable-inferences-per-s": f"{plan.sustainable.throughput:.6g}",
+        **extra,
+    }
+    m["annotations"] = annotations
+    return m
+
+
+def _probe(path: str, period: int, failures: int, initial: int = 0) -> dict[str, Any]:
+    p: dict[str, Any] = {"httpGet": {"path": path, "port": "http"}, "periodSeconds": period,
+                         "timeoutSeconds": 2, "failureThreshold": failures}
+    if initial:
+        p["initialDelaySeconds"] = initial
+    return p
+
+
+def _max_replicas(plan: Plan, spec: FleetSpec) -> int:
+    return max(spec.max_replicas or 2 * plan.replicas, plan.replicas)
+
+
+def _per_pod_request_target(plan: Plan) -> float:
+    """Requests/s per pod above which the headroom is being eaten: sustainable / batch / (1 + headroom)."""
+    s = plan.sustainable
+    return s.point.request_rate / (1.0 + plan.demand.headroom)
+
+
+def deployment(plan: Plan, spec: FleetSpec) -> dict[str, Any]:
+    run = plan.run
+    args = ["--model-repository=/models", "--strict-readiness=true", "--http-port=8000", "--grpc-port=8001",
+            "--metrics-port=8002", *spec.extra_args]
+    mount: dict[str, Any] = {"name": "model-repository", "mountPath": "/models", "readOnly": True}
+    if spec.repository_subpath:
+        mount["subPath"] = spec.repository_subpath.strip("/")
+    pod: dict[str, Any] = {
+        "containers": [{
+            "name": "tritonserver",
+            "image": spec.image,
+            "imagePullPolicy": "IfNotPresent",
+            "command": ["tritonserver"],
+            "args": args,
+            "ports": [{"name": n, "containerPort": p, "protocol": "TCP"} for n, p in PORTS],
+            "resources": _resources(plan, spec),
+            "startupProbe": _probe("/v2/health/ready", 5, 120),  # model loading: up to 10 minutes
+            "readinessProbe": _probe("/v2/health/ready", 5, 3),
+            "livenessProbe": _probe("/v2/health/live", 10, 3),
+            "volumeMounts": [mount, {"name": "dshm", "mountPath": "/dev/shm"}],
+        }],
+        "volumes": [
+            {"name": "model-repository", "persistentVolumeClaim": {"claimName": spec.pvc, "readOnly": True}},
+            {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": spec.shm_size}},
+        ],
+        "terminationGracePeriodSeconds": 30,
+    }
+    if run.gpu and spec.node_selector:
+        pod["nodeSelector"] = {"nvidia.com/gpu.product": gpu_product_label(run.device)}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": _meta(spec, plan),
+        "spec": {
+            "replicas": plan.replicas,
+            "selector": {"matchLabels": _labels(spec)},
+            "template": {
+                "metadata": {"labels": _labels(spec),
+                             "annotations": {"prometheus.io/scrape": "true", "prometheus.io/port": "8002",
+                                             "prometheus.io/path": "/metrics"}},
+                "spec": pod,
+            },
+        },
+    }
+
+
+def service(plan: Plan, spec: FleetSpec) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _meta(spec, plan),
+        "spec": {
+            "type": "ClusterIP",
+            "selector": _labels(spec),
+            "ports": [{"name": n, "port": p, "targetPort": n, "protocol": "TCP"} for n, p in PORTS],
+        },
+    }
+
+
+def hpa(plan: Plan, spec: FleetSpec) -> dict[str, Any]:
+    return {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": _meta(spec, plan),
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": spec.name},
+            "minReplicas": plan.replicas,
+            "maxReplicas": _max_replicas(plan, spec),
+            "metrics": [{
+                "type": "Pods",
+                "pods": {
+                    "metric": {"name": HPA_METRIC},
+                    "target": {"type": "AverageValue", "averageValue": _milli(_per_pod_request_target(plan))},
+                },
+            }],
+            "behavior": {"scaleDown": {"stabilizationWindowSeconds": 300}},
+        },
+    }
+
+
+def inference_service(plan: Plan, spec: FleetSpec) -> dict[str, Any]:
+    run = plan.run
+    sub = spec.repository_subpath.strip("/")
+    uri = spec.storage_uri or f"pvc://{spec.pvc}" + (f"/{sub}" if sub else "")
+    version = spec.image.rsplit(":", 1)[-1] if ":" in spec.image else "24.10-py3"
+    triton: dict[str, Any] = {"storageUri": uri, "runtimeVersion": version, "resources": _resources(plan, spec)}
+    if spec.extra_args:
+        triton["args"] = list(spec.extra_args)
+    predictor: dict[str, Any] = {
+        "minReplicas": plan.replicas,
+        "maxReplicas": _max_replicas(plan, spec),
+        "scaleMetric": "rps",
+        "scaleTarget": max(1, int(_per_pod_request_target(plan))),
+        "triton": triton,
+    }
+    if run.gpu and spec.node_selector:
+        predictor["nodeSelector"] = {"nvidia.com/gpu.product": gpu_product_label(run.device)}
+    return {
+        "apiVersion": "serving.kserve.io/v1beta1",
+        "kind": "InferenceService",
+        "metadata": _meta(spec, plan),
+        "spec": {"predictor": predictor},
+    }
+
+
+def fleet_manifests(plan: Plan, spec: FleetSpec) -> dict[str, dict[str, Any]]:
+    """File name -> resource, for a reachable plan."""
+    if not plan.reachable:
+        raise SizingError(f"{plan.run.name}: no fleet to emit, the SLO is unreachable")
+    spec.name = dns_name(spec.name)
+    return {
+        "deployment.yaml": deployment(plan, spec),
+        "service.yaml": service(plan, spec),
+        "hpa.yaml": hpa(plan, spec),
+        "kserve-inferenceservice.yaml": inference_service(plan, spec),
+    }
+
+
+def write_manifests(manifests: dict[str, dict[str, Any]], out_dir: str | Path) -> dict[str, Path]:
+    import yaml
+
+    from ..spec import atomic_write_text
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = {}
+    for name, doc in manifests.items():
+        header = f"# generated by triton/size_fleet.py ({doc['kind']})\n"
+        if doc["kind"] == "HorizontalPodAutoscaler":
+            header += HPA_HEADER.format(metric=HPA_METRIC)
+        if doc["kind"] == "InferenceService":
+            header += ("# KServe CRD (serving.kserve.io/v1beta1): not in the Kubernetes schemas, checked structurally.\n"
+                       "# scaleMetric rps / scaleTarget: requests/s per pod = sustainable / (1 + headroom).\n")
+        path = out_dir / name
+        atomic_write_text(path, header + yaml.safe_dump(doc, sort_keys=False, default_flow_style=False, width=1000))
+        paths[name] = path
+    return paths
+
+
+# ---- validation ---------------------------------------------------------------------------------
+
+def validate_kubernetes(doc: dict[str, Any], version: str = K8S_VERSION) -> str:
+    """Validate against the Kubernetes schemas shipped in kubernetes-validate (strict); returns the schema
+    version used, raises kubernetes_validate.ValidationError."""
+    import kubernetes_validate
+
+    return kubernetes_validate.validate(doc, version, strict=True)
+
+
+def check_inference_service(doc: dict[str, Any]) -> list[str]:
+    """Structural check of a KServe v1beta1 InferenceService with a Triton predictor; [] when fine."""
+    problems: list[str] = []
+
+    def need(cond: bool, msg: str) -> None:
+        if not cond:
+            problems.append(msg)
+
+    need(doc.get("apiVersion") == "serving.kserve.io/v1beta1", "apiVersion must be serving.kserve.io/v1beta1")
+    need(doc.get("kind") == "InferenceService", "kind must be InferenceService")
+    meta = doc.get("metadata")
+    need(isinstance(meta, dict) and isinstance(meta.get("name"), str) and bool(_DNS1035.match(meta.get("name", "")))
+         and len(meta.get("name", "")) <= 63, "metadata.name must be a DNS-1035 label")
+    for key, val in ((meta or {}).get("labels") or {}).items():
+        need(isinstance(val, str) and bool(_LABEL_VALUE.match(val)) and len(val) <= 63, f"label {key} has a bad value")
+    for key, val in ((meta or {}).get("annotations") or {}).items():
+        need(isinstance(val, str), f"annotation {key} must be a string")
+    pred = (doc.get("spec") or {}).get("predictor")
+    need(isinstance(pred, dict), "spec.predictor is required")
+    if not isinstance(pred, dict):
+        return problems
+    allowed = {"minReplicas", "maxReplicas", "scaleMetric", "scaleTarget", "triton", "nodeSelector", "tolerations",
+               "serviceAccountName", "containerConcurrency", "timeout", "canaryTrafficPercent", "annotations", "labels"}
+    need(not set(pred) - allowed, f"unknown predictor fields {sorted(set(pred) - allowed)}")
+    for k in ("minReplicas", "maxReplicas", "scaleTarget"):
+        if k in pred:
+            need(isinstance(pred[k], int) and not isinstance(pred[k], bool) and pred[k] >= 0, f"predictor.{k} must be an integer >= 0")
+    if isinstance(pred.get("minReplicas"), int) and isinstance(pred.get("maxReplicas"), int):
+        need(pred["minReplicas"] <= pred["maxReplicas"], "predictor.minReplicas > maxReplicas")
+    if "scaleMetric" in pred:
+        need(pred["scaleMetric"] in ("cpu", "memory", "concurrency", "rps"), "predictor.scaleMetric: cpu|memory|concurrency|rps")
+    for k, v in (pred.get("nodeSelector") or {}).items():
+        need(isinstance(v, str) and bool(_LABEL_VALUE.match(v)), f"nodeSelector {k} has a bad value")
+    tr = pred.get("triton")
+    need(isinstance(tr, dict), "spec.predictor.triton is required (the Triton runtime)")
+    if not isinstance(tr, dict):
+        return problems
+    tallowed = {"storageUri", "runtimeVersion", "protocolVersion", "resources", "args", "env", "name", "image"}
+    need(not set(tr) - tallowed, f"unknown predictor.triton fields {sorted(set(tr) - tallowed)}")
+    uri = tr.get("storageUri")
+    need(isinstance(uri, str) and uri.startswith(_STORAGE_SCHEMES) and len(uri) > len(uri.split("://")[0]) + 3,
+         f"predictor.triton.storageUri must be a URI with one of {', '.join(_STORAGE_SCHEMES)}")
+    if "runtimeVersion" in tr:
+        need(isinstance(tr["runtimeVersion"], str) and bool(tr["runtimeVersion"]), "runtimeVersion must be a string")
+    if "protocolVersion" in tr:
+        need(tr["protocolVersion"] in ("v1", "v2", "grpc-v2"), "protocolVersion: v1|v2|grpc-v2")
+    if "args" in tr:
+        need(isinstance(tr["args"], list) and all(isinstance(a, str) for a in tr["args"]), "args must be strings")
+    res = tr.get("resources")
+    need(isinstance(res, dict) and set(res) <= {"limits", "requests"}, "predictor.triton.resources: limits/requests")
+    for part in ("limits", "requests"):
+        for name, q in ((res or {}).get(part) or {}).items():
+            need(isinstance(q, (int, str)) and not isinstance(q, bool) and bool(_QUANTITY.match(str(q))),
+                 f"resources.{part}.{name}={q!r} is not a quantity")
+    return problems
+
+
+def validate_all(manifests: dict[str, dict[str, Any]], version: str = K8S_VERSION) -> list[str]:
+    """One line per file: what it was checked against; raises SizingError on the first invalid one."""
+    lines = []
+    for name, doc in manifests.items():
+        if doc.get("kind") == "InferenceService":
+            problems = check_inference_service(doc)
+            if problems:
+                raise SizingError(f"{name}: " + "; ".join(problems))
+            lines.append(f"{name}: InferenceService checked structurally (KServe CRD, not in the Kubernetes schemas)")
+            continue
+        try:
+            used = validate_kubernetes(doc, version)
+        except ImportError:
+            lines.append(f"{name}: not validated (pip install kubernetes-validate)")
+            continue
+        except Exception as err:  # kubernetes_validate.ValidationError carries the path and message
+            path = ".".join(str(p) for p in (getattr(err, "path", None) or []))
+            msg = getattr(err, "message", None) or str(err)
+            raise SizingError(f"{name} is not a valid {doc.get('kind')}: {path or '(top)'}: {msg}") from err
+        lines.append(f"{name}: valid {doc['kind']} ({doc['apiVersion']}) against the Kubernetes {used} schema (strict)")
+    return lines

@@ -1,0 +1,354 @@
+"""sizing.md, sizing.csv and the cost-frontier plot (sizing.png) of a Sizing."""
+from __future__ import annotations
+
+import csv
+import io
+import math
+from pathlib import Path
+from typing import Any, Sequence
+
+from ..spec import atomic_write_text
+from .plan import (
+    LITTLE_TOLERANCE,
+    FrontierStep,
+    Run,
+    Sizing,
+    little_flags,
+    scaling_tables,
+)
+
+CSV_COLUMNS = (
+    "rank", "recommended", "run", "kind", "model", "format", "precision", "device", "unit", "triton_instances",
+    "gpus_per_replica", "peak_rps", "headroom", "planned_rate", "slo_p99_ms", "sustainable_throughput",
+    "point", "point_batch", "point_concurrency", "point_p99_ms", "point_avg_ms", "little_deviation",
+    "replicas", "devices", "nodes", "price_per_device_h", "cost_per_h", "cost_per_million_at_peak",
+    "cost_per_million_at_capacity", "per_replica_rate", "utilisation", "excluded_unstable", "excluded_unreliable",
+    "status",
+)
+
+
+def _f(v: float | None, digits: int = 1) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "n/a"
+    return f"{v:,.{digits}f}"
+
+
+def _money(v: float | None) -> str:
+    if v is None:
+        return "n/a"
+    return f"${v:,.2f}" if v >= 0.1 else f"${v:,.4f}"
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:,.1f} s"
+    if seconds < 2 * 3600:
+        return f"{seconds / 60:,.1f} min"
+    if seconds < 2 * 86400:
+        return f"{seconds / 3600:,.1f} h"
+    return f"{seconds / 86400:,.1f} days"
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    from ..report.tables import markdown_table
+
+    align = ["l" if h in ("Configuration", "Run", "Point", "Device", "Note") else "r" for h in headers]
+    return markdown_table(list(headers), [[str(c) for c in r] for r in rows], align)
+
+
+def csv_rows(sizing: Sizing) -> list[dict[str, Any]]:
+    out = []
+    d = sizing.demand
+    for p in sizing.plans:
+        s, r = p.sustainable, p.run
+        pt = s.point
+        out.append({
+            "rank": p.rank or "", "recommended": p is sizing.recommendation, "run": str(r.path), "kind": r.kind,
+            "model": r.model, "format": r.format, "precision": r.precision, "device": r.device, "unit": r.unit,
+            "triton_instances": r.instances, "gpus_per_replica": r.gpus_per_replica if r.gpu else "",
+            "peak_rps": d.peak_rps, "headroom": d.headroom, "planned_rate": round(d.planned_rate, 6),
+            "slo_p99_ms": d.slo_ms, "sustainable_throughput": _g(s.throughput),
+            "point": pt.level if pt else "", "point_batch": pt.batch if pt else "",
+            "point_concurrency": pt.concurrency if pt else "", "point_p99_ms": _g(pt.p99 if pt else None),
+            "point_avg_ms": _g(pt.avg if pt else None),
+            "little_deviation": _g(pt.little_deviation if pt else None),
+            "replicas": p.replicas or "", "devices": p.devices or "", "nodes": p.nodes or "",
+            "price_per_device_h": _g(p.price_per_device_h), "cost_per_h": _g(p.cost_h),
+            "cost_per_million_at_peak": _g(p.cost_per_million_peak),
+            "cost_per_million_at_capacity": _g(p.cost_per_million_capacity),
+            "per_replica_rate": _g(p.per_replica_rate), "utilisation": _g(p.utilisation),
+            "excluded_unstable": len(s.unstable), "excluded_unreliable": 0 if s.used_unreliable else len(s.unreliable),
+            "status": "ok" if p.reachable else "slo_unreachable",
+        })
+    return out
+
+
+def _g(v: float | None) -> Any:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return ""
+    return f"{v:.6g}"
+
+
+def sizing_csv(sizing: Sizing) -> str:
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=list(CSV_COLUMNS), lineterminator="\n")
+    w.writeheader()
+    for row in csv_rows(sizing):
+        w.writerow(row)
+    return buf.getvalue()
+
+
+def sizing_markdown(sizing: Sizing, runs: Sequence[Run], plot_name: str | None = "sizing.png",
+                    confirmation: str | None = None, command: str | None = None) -> str:
+    d = sizing.demand
+    md = ["# Fleet sizing", ""]
+    if command:
+        md += [f"Command: `{command}`", ""]
+    md += [
+        f"Demand: peak **{d.peak_rps:,.6g} inferences/s**, headroom {d.headroom:.0%} -> planned for "
+        f"**{d.planned_rate:,.6g} inferences/s**, SLO **p99 <= {d.slo_ms:g} ms**"
+        + (f", {d.gpus_per_node} GPUs per node" if any(r.gpu for r in runs) else "") + ".",
+        "",
+        "Sustainable throughput = the best measured Inferences/second among stable points with p99 <= SLO "
+        "(never extrapolated); replicas = ceil(peak x (1 + headroom) / sustainable throughput). A replica is one "
+        "Triton server with the run's instance_group on its GPU(s); on a CPU-only run it is one server on one host. "
+        "Throughput counts inferences (requests x client batch size); an offline point (batch b, concurrency 1) "
+        "assumes clients that send batches of b.",
+        "",
+        "## Recommendation",
+        "",
+        sizing.reason,
+        "",
+    ]
+    if sizing.ranked:
+        headers = ["Rank", "Configuration", "Point", "Inferences/second (p99 <= SLO)", "P99 (ms)", "Replicas",
+                   "GPUs / hosts", "Nodes", "$/h", "$/M inf at peak", "$/M inf at capacity", "Utilisation"]
+        rows = []
+        for p in sizing.ranked:
+            s = p.sustainable
+            rows.append([p.rank, p.run.label, s.point.level, _f(s.throughput), _f(s.point.p99, 3), p.replicas,
+                         f"{p.devices} {p.run.unit}{'s' if p.devices != 1 else ''}", p.nodes, _money(p.cost_h),
+                         _money(p.cost_per_million_peak), _money(p.cost_per_million_capacity),
+                         f"{p.utilisation:.0%}"])
+        md += [f"## Configurations ranked by {sizing.ranked_by}", "", _table(headers, rows), ""]
+        md += ["$/M inf at peak: the fleet's hourly cost over the inferences it serves in an hour at the peak rate; "
+               "at capacity: with every replica at its sustainable throughput. Utilisation: planned rate / fleet "
+               "capacity.", ""]
+    for note in sizing.notes:
+        md += [f"Note: {note}", ""]
+    if sizing.unreachable:
+        md += ["## SLO not reachable", ""] + [f"- {t}" for t in sizing.unreachable] + [""]
+    excluded = [(p.run, p.sustainable) for p in sizing.plans if p.sustainable.unstable]
+    if excluded:
+        md += ["## Excluded points", ""]
+        for run, s in excluded:
+            md.append(f"- {run.name}: {len(s.unstable)} unstable point(s) (stable=False) not used: "
+                      + ", ".join(f"{q.level}" for q in s.unstable))
+        md.append("")
+    flags = little_flags(runs)
+    md += ["## Consistency check (Little's law)", "",
+           "In a closed-loop sweep, concurrency = (Inferences/second / client batch size) x Avg Latency (s). "
+           f"Points where the two differ by more than {LITTLE_TOLERANCE:.0%} are unreliable (usually a measurement "
+           "window too short, or a client starved of CPU)"
+           + (" and were left out of the plan" if not any(p.sustainable.used_unreliable for p in sizing.plans)
+              else "; --include-unreliable: they were kept") + ".", ""]
+    if flags:
+        rows = [[run.name, p.level, _f(p.throughput), _f(p.avg, 3), _f(p.little_concurrency, 2), p.concurrency,
+                 f"{p.little_deviation:+.0%}".replace("+", "")] for run, p in flags]
+        md += [_table(["Run", "Point", "Inferences/second", "Avg Latency (ms)", "Implied concurrency",
+                       "Measured concurrency", "Deviation"], rows), ""]
+    else:
+        checked = sum(1 for r in runs for p in _pts(r) if p.reliable is not None)
+        md += [f"All {checked} stable points with an average latency agree within {LITTLE_TOLERANCE:.0%}.", ""]
+    cov = [p for p in sizing.ranked if p.coverage]
+    if cov:
+        area = cov[0].coverage[0].area_km2
+        md += ["## Coverage (geospatial)", "",
+               "km^2/s = Inferences/second x (tile px x GSD m)^2 / 10^6 (non-overlapping tiles); the fleet runs "
+               f"every replica at its sustainable throughput; time to cover {area:,.0f} km^2.", ""]
+        rows = []
+        for p in cov:
+            h, w = p.run.tile_hw
+            for c in p.coverage:
+                rows.append([p.run.label, f"{h}x{w}", f"{c.gsd_m:g}", f"{c.km2_per_inference:.6g}",
+                             _f(c.km2_per_s_replica, 2), _f(c.km2_per_s_fleet, 2), _duration(c.seconds_to_cover)])
+        md += [_table(["Configuration", "Tile (px)", "GSD (m)", "km^2 per inference", "km^2/s per replica",
+                       "km^2/s fleet", "Time to cover"], rows), ""]
+    for t in scaling_tables(sizing.plans):
+        head = ["N (Triton instances)", *[str(n) for n in t.counts]]
+        rows = [["Inferences/second (measured)", *[_f(v) for v in t.throughput]],
+                ["Perfect linear scaling", *[_f(v) for v in t.perfect]],
+                ["Speedup", *["n/a" if v is None else f"{v:.2f}x".replace(".00x", "x") for v in t.speedup]]]
+        md += [f"## Scaling: {t.group}", "", f"Throughput: {t.basis}.", "", _table(head, rows), ""]
+    if plot_name:
+        md += ["## Cost frontier", "", f"![cost frontier]({plot_name})", "",
+               "For SLOs from tight to loose: the cheapest configuration and its GPU/host count "
+               "(the answer only changes at a measured p99).", ""]
+    if confirmation:
+        md += ["## Confirmation under open-loop load", "", confirmation, ""]
+    return "\n".join(md)
+
+
+def _pts(run: Run):
+    from .plan import points_of
+
+    return [p for p in points_of(run) if p.stable]
+
+
+def frontier_plot(steps: Sequence[FrontierStep], slo_ms: float, path: str | Path, title: str = "") -> Path:
+    """For SLOs from tight to loose: the cheapest fleet's $/h (top, when every configuration has a price) and
+    its GPU/host count (bottom), as steps coloured by configuration; values are written where they change;
+    the requested SLO is a dashed line and SLOs no configuration meets are shaded."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    path = Path(path)
+    steps = sorted(steps, key=lambda t: t.slo_ms)
+    ok = [s for s in steps if s.plan is not None]
+    has_cost = bool(ok) and all(s.plan.cost_h is not None for s in ok)
+    panels = ([("cost", "fleet cost ($/h)")] if has_cost else [])
+    units = sorted({s.plan.run.unit for s in ok})
+    panels.append(("devices", (" / ".join(f"{u}s" for u in units) if units else "devices") + " needed"))
+    labels = list(dict.fromkeys(s.plan.run.label for s in ok))
+    color_of = {lab: plt.get_cmap("tab10")(i % 10) for i, lab in enumerate(labels)}
+    xs = [s.slo_ms for s in steps] or [slo_ms]
+    x_lo, x_hi = min(xs + [slo_ms]) / 1.15, max(xs + [slo_ms]) * 1.25
+    unreachable_to = min((s.slo_ms for s in ok), default=x_hi)
+
+    legend_rows = len(labels) + 2
+    fig_h = (2.6 * len(panels)) + 0.9 + 0.19 * legend_rows
+    fig, axes = plt.subplots(len(panels), 1, figsize=(9, fig_h), sharex=True, squeeze=False)
+    axes = [a[0] for a in axes]
+    for ax, (what, ylabel) in zip(axes, panels):
+        value = (lambda pl: pl.cost_h) if what == "cost" else (lambda pl: pl.devices)
+        prev = None
+        for i, s in enumerate(ok):
+            y = value(s.plan)
+            x1 = ok[i + 1].slo_ms if i + 1 < len(ok) else x_hi
+            col = color_of[s.plan.run.label]
+            ax.hlines(y, s.slo_ms, x1, colors=[col], linewidth=3)
+            if prev is not None and prev[1] != y:
+                ax.vlines(s.slo_ms, prev[1], y, colors=["0.6"], linewidth=1, linestyles=":")
+            if prev is None or prev[1] != y or prev[0] is not s.plan.run:
+                ax.plot([s.slo_ms], [y], "o", color=col, markersize=4)
+                text = f"${y:,.2f}/h" if what == "cost" else f"{y}"
+                ax.annotate(text, (s.slo_ms, y), textcoords="offset points", xytext=(4, 5), fontsize=8)
+            prev = (s.plan.run, y)
+        if unreachable_to > x_lo:
+            ax.axvspan(x_lo, unreachable_to, color="0.88", lw=0)
+        ax.axvline(slo_ms, color="0.25", linestyle="--", linewidth=1)
+        ax.set_ylabel(ylabel)
+        ax.grid(True, which="major", alpha=0.3)
+        top = max((value(s.plan) for s in ok), default=1)
+        ax.set_ylim(0, top * 1.25 + (0 if what == "cost" else 0.5))
+    ax = axes[-1]
+    ax.set_xscale("log")
+    ax.set_xlim(x_lo, x_hi)
+    ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 3.0, 5.0)))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlabel("p99 latency SLO (ms, log scale)")
+    axes[0].set_title(title or "Cheapest fleet per p99 SLO", fontsize=11)
+    handles = [Line2D([0], [0], color=color_of[lab], lw=3, label=lab) for lab in labels]
+    handles.append(Line2D([0], [0], color="0.25", ls="--", lw=1, label=f"requested SLO: p99 {slo_ms:g} ms"))
+    if unreachable_to > x_lo:
+        handles.append(Patch(color="0.88", label="no measured configuration meets this SLO"))
+    legend_h = 0.19 * len(handles) + 0.15
+    fig.legend(handles=handles, loc="lower left", ncol=1, fontsize=8, frameon=False,
+               bbox_to_anchor=(0.02, 0.0))
+    fig.tight_layout(rect=(0, legend_h / fig_h, 1, 1))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _inline(text: str) -> str:
+    import html
+    import re
+
+    out = html.escape(text, quote=False)
+    out = re.sub(r"`([^`]+)`", r"<code>\1</code>", out)
+    return re.sub(r"\*\*([^*]+)\*\*", r"<b>\1</b>", out)
+
+
+def markdown_to_html(md: str, base_dir: str | Path) -> str:
+    """The subset of markdown sizing_markdown writes (headings, paragraphs, tables, lists, images, bold, code)
+    as an HTML fragment for report.html; headings move down one level and PNGs are embedded."""
+    import base64
+    import html
+    import re
+
+    base_dir = Path(base_dir)
+    lines = md.splitlines()
+    parts = ['<section class="sizing">']
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if not line.strip():
+            i += 1
+            continue
+        if line.startswith("#"):
+            level = min(len(line) - len(line.lstrip("#")) + 1, 6)
+            parts.append(f"<h{level}>{_inline(line.lstrip('#').strip())}</h{level}>")
+            i += 1
+        elif line.startswith("|"):
+            block = []
+            while i < len(lines) and lines[i].startswith("|"):
+                block.append([c.strip() for c in lines[i].strip().strip("|").split("|")])
+                i += 1
+            head, body = block[0], block[2:]
+            parts.append("<table><thead><tr>" + "".join(f"<th>{_inline(c)}</th>" for c in head) + "</tr></thead><tbody>"
+                         + "".join("<tr>" + "".join(f"<td>{_inline(c)}</td>" for c in r) + "</tr>" for r in body)
+                         + "</tbody></table>")
+        elif line.startswith("- "):
+            items = []
+            while i < len(lines) and lines[i].startswith("- "):
+                items.append(f"<li>{_inline(lines[i][2:])}</li>")
+                i += 1
+            parts.append("<ul>" + "".join(items) + "</ul>")
+        elif re.match(r"^!\[[^\]]*\]\([^)]+\)$", line.strip()):
+            alt, name = re.match(r"^!\[([^\]]*)\]\(([^)]+)\)$", line.strip()).groups()
+            img = base_dir / name
+            if img.exists():
+                data = base64.b64encode(img.read_bytes()).decode("ascii")
+                parts.append(f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{data}">')
+            i += 1
+        else:
+            para = []
+            while i < len(lines) and lines[i].strip() and not lines[i].startswith(("#", "|", "- ", "![")):
+                para.append(_inline(lines[i].rstrip()))
+                i += 1
+            parts.append("<p>" + "<br>".join(para) + "</p>")
+    parts.append("</section>")
+    return "\n".join(parts) + "\n"
+
+
+def write_outputs(sizing: Sizing, runs: Sequence[Run], steps: Sequence[FrontierStep], out_dir: str | Path,
+                  confirmation: str | None = None, command: str | None = None) -> dict[str, Path]:
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    d = sizing.demand
+    title = (f"Cheapest fleet per p99 SLO (peak {d.peak_rps:,.6g} inf/s, headroom {d.headroom:.0%})")
+    png = frontier_plot(steps, d.slo_ms, out_dir / "sizing.png", title)
+    paths = {"sizing.png": png, "sizing.md": out_dir / "sizing.md", "sizing.csv": out_dir / "sizing.csv"}
+    atomic_write_text(paths["sizing.csv"], sizing_csv(sizing))
+    md = sizing_markdown(sizing, runs, png.name, confirmation, command)
+    atomic_write_text(paths["sizing.md"], md)
+    # for report.html: the same content as an HTML fragment with the plot embedded
+    paths["sizing.html"] = out_dir / "sizing.html"
+    atomic_write_text(paths["sizing.html"], markdown_to_html(md, out_dir))
+    include_in_report(out_dir)  # a report already in the folder gets the section now
+    return paths
+
+
+def include_in_report(run_dir: str | Path) -> dict[str, Path]:
+    """Put the run folder's sizing section into its report.md / report.html (replacing an earlier one)."""
+    from ..report.sections import include_section
+
+    return include_section(run_dir, "sizing")

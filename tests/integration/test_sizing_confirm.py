@@ -1,0 +1,108 @@
+"""Size a fleet from a real online sweep, then check the plan under real open-loop load.
+
+Embedded tritonserver + real perf_analyzer + a tiny Python-backend model (OUTPUT__0 = 2 * INPUT__0): an online
+sweep at concurrency 1, 2, 4 (run_online), then triton/size_fleet.py with --confirm drives the same server with
+`--request-rate-range` at the per-replica rate the plan assumes and reports whether p99 stayed within the SLO.
+Windows are short and the stability bar loose: this checks the plumbing and the arithmetic, not the numbers.
+"""
+from __future__ import annotations
+
+import csv
+import math
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from deployment_toolkit.perf import PerfAnalyzerNotFound, PerfOptions, check_perf_analyzer, run_online
+from deployment_toolkit.sizing import Demand, load_runs, size
+from deployment_toolkit.spec import ModelSignature, TensorSpec
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[2]
+SIG = ModelSignature(inputs=(TensorSpec("INPUT__0", (16,)),), outputs=(TensorSpec("OUTPUT__0", (16,)),))
+FAST = PerfOptions(protocol="grpc", shared_memory="none", measurement_interval_ms=500, stability_percentage=50,
+                   max_trials=6, max_attempts=2)
+CONFIG = """
+name: "double"
+backend: "python"
+max_batch_size: 8
+dynamic_batching { }
+input [ { name: "INPUT__0" data_type: TYPE_FP32 dims: [ 16 ] } ]
+output [ { name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ 16 ] } ]
+instance_group [ { count: 1 kind: KIND_CPU } ]
+"""
+MODEL = '''
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            x = pb_utils.get_input_tensor_by_name(request, "INPUT__0").as_numpy()
+            responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT__0", (x * 2).astype(np.float32))]))
+        return responses
+'''
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    try:
+        check_perf_analyzer()
+        from deployment_toolkit.server.local import LocalTritonServer, ServerConfig, find_installation
+
+        find_installation()
+    except (PerfAnalyzerNotFound, Exception) as err:  # noqa: BLE001
+        pytest.skip(f"needs perf_analyzer and the embedded tritonserver: {err}")
+    repo = tmp_path_factory.mktemp("model_repository")
+    (repo / "double" / "1").mkdir(parents=True)
+    (repo / "double" / "config.pbtxt").write_text(textwrap.dedent(CONFIG).lstrip())
+    (repo / "double" / "1" / "model.py").write_text(MODEL.lstrip())
+    srv = LocalTritonServer(ServerConfig(model_repository=repo, log_dir=tmp_path_factory.mktemp("log")))
+    srv.start()
+    yield srv
+    srv.stop()
+
+
+def test_measure_size_and_confirm_under_open_loop_load(server, tmp_path):
+    started = time.monotonic()
+    run_dir = tmp_path / "double-online"
+    run_online("double", None, SIG, [1, 2, 4], FAST, run_dir, protocol="grpc", server=server, progress=False,
+               build_report=False)
+    (run,) = load_runs(run_dir)
+    assert run.instances == 1 and run.gpu is False  # this host has no GPU: the plan counts hosts
+
+    # a generous SLO and a peak that needs exactly two replicas at about 60% of the sustainable rate each
+    slo = 1000.0
+    best = size([run], Demand(1.0, slo)).plans[0].sustainable
+    assert best.reachable and best.throughput > 20
+    peak = round(best.throughput * 0.6 * 2 / 1.2, 1)
+    plan = size([run], Demand(peak, slo, 0.2)).plans[0]
+    assert plan.replicas == math.ceil(round(peak * 1.2 / best.throughput, 9)) == 2
+    per_replica = peak * 1.2 / 2
+
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "triton" / "size_fleet.py"), str(run_dir), "--peak-rps", str(peak),
+         "--p99-ms", str(slo), "--host-hour-cost", "0.5", "--confirm", server.grpc_url,
+         "--confirm-interval-ms", "1000", "--confirm-max-attempts", "2", "--confirm-stability-percentage", "50"],
+        capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "PASS: p99" in out.stdout
+
+    md = (run_dir / "sizing.md").read_text()
+    assert "## Confirmation under open-loop load" in md and "**PASS**" in md and "--request-rate-range" in md
+    (confirm_csv,) = (run_dir / "confirm").glob("confirm_*.csv")
+    with open(confirm_csv) as fh:
+        (row,) = list(csv.DictReader(fh))
+    assert float(row["Request Rate"]) == pytest.approx(per_replica, abs=0.01)  # the rate the plan assumes
+    assert float(row["Inferences/Second"]) == pytest.approx(per_replica, rel=0.10)  # the server kept up
+    assert float(row["p99 latency"]) / 1000.0 <= slo
+    with open(run_dir / "sizing.csv") as fh:
+        (plan_row,) = list(csv.DictReader(fh))
+    assert plan_row["replicas"] == "2" and plan_row["unit"] == "host" and plan_row["recommended"] == "True"
+    assert time.monotonic() - started < 60
