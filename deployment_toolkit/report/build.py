@@ -6,7 +6,7 @@ from pathlib import Path
 
 from ..runinfo import read_run_json
 from ..spec import atomic_write_text
-from .sections import include_extra_sections
+from .sections import EXTRA_SECTIONS, include_extra_sections
 from . import html as html_report
 from .plots import plots_for
 from .tables import KINDS, config_table, fmt, full_table, hardware_section, load_rows, markdown_table
@@ -24,9 +24,12 @@ def build_report(run_dir: str | Path) -> dict[str, Path]:
         rows = load_rows(run_dir, kind)
         if rows:
             sections.append({"kind": kind, "rows": rows, "plots": plots_for(kind, rows, run_dir)})
-    if not sections:
-        raise FileNotFoundError(f"{run_dir} has no online.csv or offline.csv: run a performance test first")
-    model = meta.get("config", {}).get("model_name", run_dir.name)
+    has_extra = any((run_dir / f"{name}.md").exists() for name in EXTRA_SECTIONS)
+    if not sections and not has_extra:
+        raise FileNotFoundError(f"{run_dir} has no online.csv or offline.csv (nor a sizing or search section): "
+                                "run a performance test first")
+    cfg = meta.get("config", {})
+    model = cfg.get("model_name") or cfg.get("model") or run_dir.name
     title = f"Triton performance report: {model} ({run_dir.name})"
 
     md = [f"# {title}", "", hardware_section(meta), "", f"Command: `{meta.get('command', 'n/a')}`", ""]

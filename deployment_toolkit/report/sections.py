@@ -10,6 +10,67 @@ from ..spec import atomic_write_text
 EXTRA_SECTIONS = ("sizing", "search")
 
 
+def _inline(text: str) -> str:
+    import html
+    import re
+
+    out = html.escape(text, quote=False)
+    out = re.sub(r"`([^`]+)`", r"<code>\1</code>", out)
+    return re.sub(r"\*\*([^*]+)\*\*", r"<b>\1</b>", out)
+
+
+def markdown_to_html(md: str, base_dir: str | Path, css_class: str = "section") -> str:
+    """The subset of markdown the analyses write (headings, paragraphs, tables, lists, images, bold, code)
+    as an HTML fragment for report.html; headings move down one level and PNGs are embedded."""
+    import base64
+    import html
+    import re
+
+    base_dir = Path(base_dir)
+    lines = md.splitlines()
+    parts = [f'<section class="{css_class}">']
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if not line.strip():
+            i += 1
+            continue
+        if line.startswith("#"):
+            level = min(len(line) - len(line.lstrip("#")) + 1, 6)
+            parts.append(f"<h{level}>{_inline(line.lstrip('#').strip())}</h{level}>")
+            i += 1
+        elif line.startswith("|"):
+            block = []
+            while i < len(lines) and lines[i].startswith("|"):
+                block.append([c.strip() for c in lines[i].strip().strip("|").split("|")])
+                i += 1
+            head, body = block[0], block[2:]
+            parts.append("<table><thead><tr>" + "".join(f"<th>{_inline(c)}</th>" for c in head) + "</tr></thead><tbody>"
+                         + "".join("<tr>" + "".join(f"<td>{_inline(c)}</td>" for c in r) + "</tr>" for r in body)
+                         + "</tbody></table>")
+        elif line.startswith("- "):
+            items = []
+            while i < len(lines) and lines[i].startswith("- "):
+                items.append(f"<li>{_inline(lines[i][2:])}</li>")
+                i += 1
+            parts.append("<ul>" + "".join(items) + "</ul>")
+        elif re.match(r"^!\[[^\]]*\]\([^)]+\)$", line.strip()):
+            alt, name = re.match(r"^!\[([^\]]*)\]\(([^)]+)\)$", line.strip()).groups()
+            img = base_dir / name
+            if img.exists():
+                data = base64.b64encode(img.read_bytes()).decode("ascii")
+                parts.append(f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{data}">')
+            i += 1
+        else:
+            para = []
+            while i < len(lines) and lines[i].strip() and not lines[i].startswith(("#", "|", "- ", "![")):
+                para.append(_inline(lines[i].rstrip()))
+                i += 1
+            parts.append("<p>" + "<br>".join(para) + "</p>")
+    parts.append("</section>")
+    return "\n".join(parts) + "\n"
+
+
 def _markers(name: str) -> tuple[str, str]:
     return f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
 

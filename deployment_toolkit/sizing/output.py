@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 from typing import Any, Sequence
 
+from ..report.sections import markdown_to_html
 from ..spec import atomic_write_text
 from .plan import (
     LITTLE_TOLERANCE,
@@ -268,67 +269,6 @@ def frontier_plot(steps: Sequence[FrontierStep], slo_ms: float, path: str | Path
     return path
 
 
-def _inline(text: str) -> str:
-    import html
-    import re
-
-    out = html.escape(text, quote=False)
-    out = re.sub(r"`([^`]+)`", r"<code>\1</code>", out)
-    return re.sub(r"\*\*([^*]+)\*\*", r"<b>\1</b>", out)
-
-
-def markdown_to_html(md: str, base_dir: str | Path) -> str:
-    """The subset of markdown sizing_markdown writes (headings, paragraphs, tables, lists, images, bold, code)
-    as an HTML fragment for report.html; headings move down one level and PNGs are embedded."""
-    import base64
-    import html
-    import re
-
-    base_dir = Path(base_dir)
-    lines = md.splitlines()
-    parts = ['<section class="sizing">']
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        if not line.strip():
-            i += 1
-            continue
-        if line.startswith("#"):
-            level = min(len(line) - len(line.lstrip("#")) + 1, 6)
-            parts.append(f"<h{level}>{_inline(line.lstrip('#').strip())}</h{level}>")
-            i += 1
-        elif line.startswith("|"):
-            block = []
-            while i < len(lines) and lines[i].startswith("|"):
-                block.append([c.strip() for c in lines[i].strip().strip("|").split("|")])
-                i += 1
-            head, body = block[0], block[2:]
-            parts.append("<table><thead><tr>" + "".join(f"<th>{_inline(c)}</th>" for c in head) + "</tr></thead><tbody>"
-                         + "".join("<tr>" + "".join(f"<td>{_inline(c)}</td>" for c in r) + "</tr>" for r in body)
-                         + "</tbody></table>")
-        elif line.startswith("- "):
-            items = []
-            while i < len(lines) and lines[i].startswith("- "):
-                items.append(f"<li>{_inline(lines[i][2:])}</li>")
-                i += 1
-            parts.append("<ul>" + "".join(items) + "</ul>")
-        elif re.match(r"^!\[[^\]]*\]\([^)]+\)$", line.strip()):
-            alt, name = re.match(r"^!\[([^\]]*)\]\(([^)]+)\)$", line.strip()).groups()
-            img = base_dir / name
-            if img.exists():
-                data = base64.b64encode(img.read_bytes()).decode("ascii")
-                parts.append(f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{data}">')
-            i += 1
-        else:
-            para = []
-            while i < len(lines) and lines[i].strip() and not lines[i].startswith(("#", "|", "- ", "![")):
-                para.append(_inline(lines[i].rstrip()))
-                i += 1
-            parts.append("<p>" + "<br>".join(para) + "</p>")
-    parts.append("</section>")
-    return "\n".join(parts) + "\n"
-
-
 def write_outputs(sizing: Sizing, runs: Sequence[Run], steps: Sequence[FrontierStep], out_dir: str | Path,
                   confirmation: str | None = None, command: str | None = None) -> dict[str, Path]:
     out_dir = Path(out_dir)
@@ -342,7 +282,7 @@ def write_outputs(sizing: Sizing, runs: Sequence[Run], steps: Sequence[FrontierS
     atomic_write_text(paths["sizing.md"], md)
     # for report.html: the same content as an HTML fragment with the plot embedded
     paths["sizing.html"] = out_dir / "sizing.html"
-    atomic_write_text(paths["sizing.html"], markdown_to_html(md, out_dir))
+    atomic_write_text(paths["sizing.html"], markdown_to_html(md, out_dir, css_class="sizing"))
     include_in_report(out_dir)  # a report already in the folder gets the section now
     return paths
 

@@ -1,0 +1,29 @@
+"""Config search under a latency budget: what Model Analyzer does, sized to the host and judged against noise.
+
+space (candidates, cores), sweep (one candidate's concurrency sweep with early stops), stats (noise, gains
+with spread), store (checkpoint), engine (the search), triton (measuring on the embedded server),
+artifacts (verified formats), output (search.csv/md, frontier plot, winner config), model_analyzer
+(the side-by-side benchmark).
+"""
+from .engine import (
+    CandidateFailed,
+    CandidateRefused,
+    Decision,
+    FormatInfo,
+    Search,
+    SearchError,
+    SearchOutcome,
+    SearchSettings,
+    Trial,
+)
+from .space import Candidate, default_candidate, host_cores, instance_thread_pairs
+from .stats import Gain, Noise, Spread
+from .store import Point, SearchStore, StoreMismatch
+from .sweep import SweepPolicy, SweepResult, best_point, sweep_concurrency
+
+__all__ = [
+    "Candidate", "CandidateFailed", "CandidateRefused", "Decision", "FormatInfo", "Gain", "Noise", "Point", "Search",
+    "SearchError", "SearchOutcome", "SearchSettings", "SearchStore", "Spread", "StoreMismatch", "SweepPolicy",
+    "SweepResult", "Trial", "best_point", "default_candidate", "host_cores", "instance_thread_pairs",
+    "sweep_concurrency",
+]

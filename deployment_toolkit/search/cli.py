@@ -1,0 +1,191 @@
+"""`triton/search_config.py`: flags, wiring and the final answer of a config search."""
+from __future__ import annotations
+
+import shlex
+import sys
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Sequence
+
+from .. import cli
+from .engine import Search, SearchError, SearchOutcome, SearchSettings, format_seconds
+from .space import DEFAULT_QUEUE_DELAYS_US, host_cores
+from .stats import MIN_NOISE
+from .store import SearchStore, StoreMismatch
+
+EXAMPLE = """
+    python triton/search_config.py --model resnet50 --preset full --p99-ms 500 --max-minutes 20 \\
+        --formats onnx,ts-trace --model-repository model_repository --model-name resnet50 \\
+        --result-path results/search-resnet50-cpu
+    # rerun the same command to resume: measured points are reused, not measured again
+"""
+EXIT_NO_CONFIG = 3  # no configuration meets the budget
+
+
+def build_parser():
+    from ..perf.analyzer import add_perf_arguments
+
+    p = cli.parser(__doc__ or "", EXAMPLE)
+    p.description = ("Search instances x max batch x preferred batch sizes x queue delay x runtime threads x formats "
+                     "for the best config under a p99 budget, measured on the embedded tritonserver with "
+                     "perf_analyzer, never oversubscribing the host's cores.")
+    g = p.add_argument_group("model and budget")
+    g.add_argument("--model", required=True, help="registered model name (python -m deployment_toolkit models)")
+    g.add_argument("--preset", default="small", help="small (CI size) or full (benchmark size)")
+    g.add_argument("--p99-ms", type=float, required=True,
+                   help="p99 latency budget in ms: a point counts only within it")
+    g.add_argument("--objective", choices=("throughput", "latency"), default="throughput",
+                   help="throughput: most inferences/s within the budget; latency: lowest p99 (default: %(default)s)")
+    g.add_argument("--formats", default="onnx",
+                   help="comma-separated artifact formats to try, each converted and verified first "
+                        "(e.g. onnx,ts-trace; default: %(default)s)")
+    g.add_argument("--workspace", default=None, metavar="DIR",
+                   help="where artifacts live (<DIR>/<format>); default workspace/<model>-<preset>")
+    s = p.add_argument_group("search")
+    s.add_argument("--max-minutes", type=float, default=20.0, help="time limit, final re-measurement included "
+                   "(default: %(default)s)")
+    s.add_argument("--max-configs", type=int, default=None, help="stop exploring after this many measured configs")
+    s.add_argument("--allow-oversubscribe", action="store_true",
+                   help="also measure configs with instances x threads > the usable cores")
+    s.add_argument("--max-concurrency", type=int, default=256,
+                   help="cap of each concurrency sweep (default: %(default)s)")
+    s.add_argument("--refine-steps", type=int, default=2,
+                   help="bisections between the last concurrency within budget and the first over it "
+                        "(default: %(default)s)")
+    s.add_argument("--noise-repeats", type=int, default=2,
+                   help="extra measurements of the baseline to estimate the noise (default: %(default)s)")
+    s.add_argument("--confirm-samples", type=int, default=3,
+                   help="samples per finalist in the final re-measurement (default: %(default)s)")
+    s.add_argument("--min-noise", type=float, default=MIN_NOISE,
+                   help="floor of the relative noise: smaller gains never count (default: %(default)s)")
+    s.add_argument("--queue-delays-us", type=cli.int_list, default=DEFAULT_QUEUE_DELAYS_US,
+                   help="max queue delays to try, in us (default: %s)" % ",".join(map(str, DEFAULT_QUEUE_DELAYS_US)))
+    s.add_argument("--fresh", action="store_true", help="discard the checkpointed points in --result-path")
+    s.add_argument("--no-progress", action="store_true", help="no progress bar")
+    o = p.add_argument_group("output")
+    o.add_argument("--model-repository", default="model_repository", help="where the winner is written")
+    o.add_argument("--model-name", default=None, help="name of the winner in the repository (default: --model)")
+    o.add_argument("--result-path", default=None, metavar="DIR",
+                   help="search.csv, search.md, search_frontier.png and the checkpoint "
+                        "(default: results/search-<model>-<preset>); rerunning into it resumes")
+    v = p.add_argument_group("server (the embedded tritonserver, started in explicit model-control mode)")
+    v.add_argument("--http-port", type=int, default=0, help="0 picks a free port (default)")
+    v.add_argument("--grpc-port", type=int, default=0)
+    v.add_argument("--metrics-port", type=int, default=0)
+    v.add_argument("--log-verbose", type=int, default=0, help="tritonserver --log-verbose")
+    add_perf_arguments(p)
+    # shorter perf_analyzer windows than the runners': a search measures many points
+    p.set_defaults(measurement_interval=2000, max_attempts=2, max_trials=6)
+    return p
+
+
+def settings_from_args(args) -> SearchSettings:
+    if args.p99_ms <= 0:
+        raise ValueError("--p99-ms must be > 0")
+    return SearchSettings(
+        budget_ms=args.p99_ms, objective=args.objective, cores=host_cores(),
+        allow_oversubscribe=args.allow_oversubscribe, max_minutes=args.max_minutes, max_configs=args.max_configs,
+        noise_repeats=args.noise_repeats, confirm_samples=max(1, args.confirm_samples),
+        max_concurrency=args.max_concurrency, refine_steps=args.refine_steps,
+        queue_delays_us=tuple(args.queue_delays_us), min_noise=args.min_noise,
+    )
+
+
+def fingerprint(model: str, preset: str, options, cores: int) -> dict:
+    """What defines the stored numbers; the budget is not in it (a point is a fact whatever the budget)."""
+    return {"model": model, "preset": preset, "usable_cores": cores, "perf_options": options.measurement_fields(),
+            "batch_size": 1}
+
+
+def run_search(args) -> int:
+    from ..perf.analyzer import perf_options_from_args
+    from ..runinfo import cpu_info, run_metadata, write_run_json
+    from .artifacts import prepare_formats
+    from ..report.build import build_report
+    from .output import plot_frontier, write_csvs, write_markdown, write_winner
+    from .triton import TritonMeasurer
+
+    settings = settings_from_args(args)
+    formats = [f.strip() for f in args.formats.split(",") if f.strip()]
+    if not formats:
+        raise ValueError("--formats needs at least one format, e.g. onnx")
+    shm = "system" if args.shared_memory == "auto" else args.shared_memory
+    options = perf_options_from_args(args, shared_memory=shm)
+    # an unstable point is retried with a window twice as long (the runners add 2 s, too slow for a search)
+    options = replace(options, retry_interval_step_ms=options.measurement_interval_ms,
+                      retry_request_count_step=options.measurement_request_count)
+    result_dir = Path(args.result_path or Path("results") / f"search-{args.model}-{args.preset}")
+    workspace = Path(args.workspace or Path("workspace") / f"{args.model}-{args.preset}")
+    model_name = args.model_name or args.model
+    cpu = cpu_info()
+    host = f"{settings.cores} usable cores ({cpu['model']}; sched_getaffinity)"
+    print(f"host: {host}; p99 budget {settings.budget_ms:g} ms; objective {settings.objective}; "
+          f"time limit {settings.max_minutes:g} min", flush=True)
+
+    infos = prepare_formats(args.model, args.preset, formats, workspace, log=lambda m: print(m, flush=True))
+    store = SearchStore(result_dir, fingerprint(args.model, args.preset, options, settings.cores))
+    try:
+        store.open(fresh=args.fresh)
+    except StoreMismatch as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    stored = len(store.points)
+    if stored:
+        print(f"checkpoint: {stored} measured points in {store.path} (reused where the search needs them)", flush=True)
+    by_format = {i.format: i for i in infos}
+    with TritonMeasurer(by_format, model_name, result_dir, options, http_port=args.http_port,
+                        grpc_port=args.grpc_port, metrics_port=args.metrics_port,
+                        log_verbose=args.log_verbose) as measurer:
+        search = Search(infos, measurer, store, settings, progress=not args.no_progress)
+        try:
+            outcome = search.run()
+        except SearchError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 1
+    print(f"reused {outcome.reused_points} measured points from the checkpoint; measured {outcome.measured_points} "
+          f"new ones", flush=True)
+
+    written = write_winner(outcome, by_format, Path(args.model_repository), model_name, result_dir)
+    csv_path, _ = write_csvs(outcome, store, result_dir)
+    title = f"Config search: {args.model} ({args.preset}), p99 <= {settings.budget_ms:g} ms, {settings.objective}"
+    plot = plot_frontier(outcome, result_dir / "search_frontier.png",
+                         f"{args.model} ({args.preset}) on {settings.cores} cores: throughput vs p99 per config")
+    command = shlex.join([Path(sys.argv[0]).name if sys.argv else "search_config.py", *sys.argv[1:]])
+    md = write_markdown(outcome, result_dir, title=title, host=host, command=command, written=written, plot=plot,
+                        reused_failures=store.reused_failures)
+    write_run_json(result_dir, run_metadata({
+        "kind": "search", "model_name": model_name, "model": args.model, "preset": args.preset,
+        "formats": formats, "settings": asdict(settings), "perf_options": options.measurement_fields(),
+        "winner": outcome.decision.winner.candidate.to_dict() if outcome.decision.winner else None,
+        "decision": outcome.decision.message, "wall_s": round(outcome.wall_s, 1),
+    }))
+    report = build_report(result_dir)["report.html"]  # the search as a section of the run's report
+    return _print_answer(outcome, written, csv_path, report)
+
+
+def _print_answer(outcome: SearchOutcome, written: Path | None, csv_path: Path, report: Path) -> int:
+    d = outcome.decision
+    print(f"\nsearch finished in {format_seconds(outcome.wall_s)}: {len(outcome.trials)} configs considered, "
+          f"{sum(t.status == 'measured' for t in outcome.trials)} measured")
+    print(f"every config and why it was dropped: {csv_path}\nreport: {report}")
+    if d.winner is None:
+        print(f"NO CONFIG: {d.message}", file=sys.stderr)
+        return EXIT_NO_CONFIG
+    c = d.winner.confirmation
+    numbers = f" - {c.throughput.text()} inf/s, p99 {c.p99.text()} ms at concurrency {c.concurrency}" if c else ""
+    print(f"winner: {d.winner.candidate.label()}{numbers}\n{d.message}\nwritten: {written}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from ..perf.analyzer import PerfAnalyzerNotFound
+
+    args = build_parser().parse_args(argv)
+    try:
+        return run_search(args)
+    except (StoreMismatch, PerfAnalyzerNotFound) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+
+__all__ = ["main", "build_parser", "run_search", "EXIT_NO_CONFIG"]

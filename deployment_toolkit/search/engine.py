@@ -1,0 +1,723 @@
+"""The search: coordinate descent over serving dimensions, measured on the real server, judged against noise.
+
+Order (cheapest and most decisive first): the default config (the baseline, measured repeatedly to estimate
+the noise) -> other formats -> instances x runtime threads (never more threads than cores unless allowed) ->
+max batch size -> preferred batch sizes -> max queue delay. A candidate replaces the incumbent only when
+its score beats it by more than the noise; along an ordered dimension the first step that does not ends
+that dimension. At the end the best two non-dominated configs and the default are measured again, and the
+winner must beat the default by more than the noise with its whole spread, or the default is declared as
+good. Measurement goes through a `Measurer` (the real server in `triton.py`, a fake in the unit tests).
+"""
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Callable, Protocol, TypeVar
+
+from ..repository.config import ConfigError, build_config
+from ..spec import Manifest
+from .space import (
+    DEFAULT_QUEUE_DELAYS_US,
+    Candidate,
+    default_candidate,
+    host_cores,
+    instance_thread_pairs,
+    max_batch_ladder,
+    preferred_options,
+    queue_delay_ladder,
+)
+from .stats import MIN_NOISE, Gain, Noise, Spread, relative_gain
+from .store import Point, SearchStore
+from .sweep import SweepPolicy, SweepResult, best_point, score, sweep_concurrency
+
+
+T = TypeVar("T")
+NOISY = 0.20  # above this relative noise the search warns that the host is too busy to rank configs
+
+
+class SearchError(RuntimeError):
+    """The search cannot go on (e.g. the default config itself does not load); measured points are kept."""
+
+
+class CandidateRefused(Exception):
+    """The server refused to load a config; the message is the server's reason."""
+
+
+class CandidateFailed(Exception):
+    """A loaded config failed while being measured (crash, error responses); the message says how."""
+
+
+class Measurer(Protocol):
+    def load(self, candidate: Candidate) -> None: ...
+
+    def measure(self, candidate: Candidate, concurrency: int, sample: int, store_key: str) -> Point: ...
+
+    def release(self, candidate: Candidate) -> None: ...
+
+
+@dataclass
+class FormatInfo:
+    """A verified artifact of one format, or why there is none."""
+
+    format: str
+    manifest: Manifest | None = None
+    artifact_dir: Path | None = None
+    digest: str = ""
+    error: str = ""
+
+
+@dataclass
+class SearchSettings:
+    budget_ms: float
+    objective: str = "throughput"
+    cores: int = field(default_factory=host_cores)
+    allow_oversubscribe: bool = False
+    max_minutes: float | None = None
+    max_configs: int | None = None
+    noise_repeats: int = 2  # extra measurements of the baseline's best point
+    confirm_samples: int = 3  # samples per finalist in the final comparison
+    max_concurrency: int = 256
+    refine_steps: int = 2
+    queue_delays_us: tuple[int, ...] = DEFAULT_QUEUE_DELAYS_US
+    min_noise: float = MIN_NOISE
+
+
+@dataclass
+class Confirmation:
+    concurrency: int
+    throughput: Spread
+    p99: Spread
+
+
+@dataclass
+class Trial:
+    """One candidate's fate: measured (with its sweep) or why not, and the final verdict."""
+
+    candidate: Candidate
+    stage: str
+    key: str
+    status: str = "pending"  # measured | refused | invalid | oversubscribed | skipped | failed | unavailable
+    reason: str = ""
+    sweep: SweepResult | None = None
+    verdict: str = ""
+    detail: str = ""
+    confirmation: Confirmation | None = None
+    best: Point | None = None  # best point within budget (medians where a level was measured repeatedly)
+    measured_points: int = 0
+    seconds: float = 0.0
+
+
+@dataclass
+class Decision:
+    winner: Trial | None
+    default: Trial
+    runner_up: Trial | None = None
+    gain: Gain | None = None
+    default_as_good: bool = False
+    message: str = ""
+    best_p99_seen: Point | None = None
+
+
+@dataclass
+class SearchOutcome:
+    settings: SearchSettings
+    trials: list[Trial]
+    decision: Decision
+    noise: Noise
+    notes: list[str]
+    measured_points: int
+    reused_points: int
+    wall_s: float
+    stopped: str = ""
+
+
+def config_problem(manifest: Manifest, candidate: Candidate) -> str | None:
+    """build_config's verdict on a candidate (the same validation `config_model_on_triton.py` runs)."""
+    import warnings
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            build_config(manifest, candidate.config_options("probe"))
+    except ConfigError as err:
+        return str(err)
+    return None
+
+
+class Search:
+    def __init__(self, formats: list[FormatInfo], measurer: Measurer, store: SearchStore, settings: SearchSettings,
+                 *, progress: bool = True, log: Callable[[str], None] | None = None):
+        self.formats = {f.format: f for f in formats}
+        self.order = [f.format for f in formats]
+        self.measurer = measurer
+        self.store = store
+        self.s = settings
+        self.trials: dict[str, Trial] = {}
+        self.notes: list[str] = []
+        self.noise = Noise(settings.min_noise, settings.min_noise, 0)
+        self.incumbent: Trial | None = None
+        self.default: Trial | None = None
+        self.loaded: list[Candidate] = []  # one while exploring; the finalists together while re-measuring
+        self._keep_loaded = False
+        self.measured_points = 0
+        self.point_seconds: list[float] = []
+        self.candidate_seconds: list[float] = []
+        self.stopped = ""
+        self.started = 0.0
+        self._bar = None
+        self._log = log
+        self._progress = progress
+
+    # ---- public -----------------------------------------------------------------------------
+    def run(self) -> SearchOutcome:
+        self.started = time.monotonic()
+        self._open_bar()
+        try:
+            self._explore()
+            decision = self._decide()
+        finally:
+            self._release()
+            if self._bar is not None:
+                self._bar.close()
+        return SearchOutcome(self.s, list(self.trials.values()), decision, self.noise, self.notes,
+                             self.measured_points, self.store.reused_points, time.monotonic() - self.started,
+                             self.stopped)
+
+    # ---- exploration ------------------------------------------------------------------------
+    def _explore(self) -> None:
+        usable = [f for f in self.order if not self.formats[f].error]
+        for f in self.order:
+            if self.formats[f].error:
+                t = self._trial(default_candidate(f, 0), "format")
+                t.status, t.reason = "unavailable", self.formats[f].error
+        if not usable:
+            raise SearchError("no format is available to search: " +
+                              "; ".join(f"{f}: {self.formats[f].error}" for f in self.order))
+        first = usable[0]
+        base = self._evaluate(default_candidate(first, self._max_batch(first)), "baseline")
+        if base.status != "measured":
+            raise SearchError(f"the default config ({base.candidate.label()}) could not be measured: {base.reason}")
+        self.default = self.incumbent = base
+        self._estimate_noise(base)
+
+        for f in usable[1:]:
+            self._challenge(self._evaluate(default_candidate(f, self._max_batch(f)), "format"))
+
+        start = self.incumbent.candidate
+        for inst, threads in instance_thread_pairs(self.s.cores, self.s.allow_oversubscribe):
+            cand = start.with_(instances=inst, threads=threads)
+            if cand != start:
+                self._challenge(self._evaluate(cand, "instances x threads"))
+
+        skip = self._batching_skip_reason()
+        if skip:
+            self.notes.append(f"batching dimensions not explored: {skip}")
+            self._bar_total(-self._ladder_sizes())
+            return
+        inc = self.incumbent.candidate
+        self._ladder("max batch size", [
+            inc.with_(max_batch_size=b, preferred_batch_sizes=tuple(p for p in inc.preferred_batch_sizes if p <= b))
+            for b in max_batch_ladder(self._max_batch(inc.format))])
+        inc = self.incumbent.candidate
+        self._ladder("preferred batch sizes", [inc.with_(preferred_batch_sizes=p)
+                                               for p in preferred_options(inc.max_batch_size)])
+        inc = self.incumbent.candidate
+        self._ladder("max queue delay", [inc.with_(max_queue_delay_us=q)
+                                         for q in queue_delay_ladder(self.s.budget_ms, self.s.queue_delays_us)])
+
+    def _batching_skip_reason(self) -> str:
+        if self.s.objective == "latency":
+            return "the latency objective measures one request in flight, which the batcher never groups"
+        if self.incumbent.candidate.max_batch_size < 2:
+            return "the model does not batch (max batch size < 2)"
+        if not any(self._best(t) for t in self.trials.values()):
+            return "no configuration met the budget even at concurrency 1, and batching cannot lower that latency"
+        return ""
+
+    def _ladder(self, name: str, candidates: list[Candidate]) -> None:
+        """Ordered values: stop at the first measured step that does not beat the incumbent beyond noise."""
+        for i, cand in enumerate(candidates):
+            trial = self._evaluate(cand, name)
+            if trial.status != "measured":
+                continue
+            if self._challenge(trial):
+                continue
+            rest = candidates[i + 1:]
+            if rest:
+                gain = self._gain_text(trial, self.incumbent)
+                self.notes.append(f"{name}: stopped after {cand.label()} ({gain}, noise "
+                                  f"{self._noise_for_objective() * 100:.1f}%); not tried: {len(rest)} more value(s)")
+                self._bar_total(-len(rest))
+            return
+
+    def _challenge(self, trial: Trial) -> bool:
+        if trial.status == "measured" and self._better(trial, self.incumbent):
+            self._say(f"  -> new incumbent: {trial.candidate.label()} ({self._gain_text(trial, self.incumbent)})")
+            self.incumbent = trial
+            return True
+        return False
+
+    # ---- one candidate ----------------------------------------------------------------------
+    def _trial(self, cand: Candidate, stage: str) -> Trial:
+        key = self._store_key(cand)
+        if cand.key not in self.trials:
+            self.trials[cand.key] = Trial(cand, stage, key)
+        return self.trials[cand.key]
+
+    def _evaluate(self, cand: Candidate, stage: str) -> Trial:
+        known = cand.key in self.trials
+        trial = self._trial(cand, stage)
+        if known:
+            return trial
+        why = self._why_not(trial)
+        if why:
+            trial.status, trial.reason = why
+            self._say(f"[{stage}] {cand.label()}: {trial.status} - {trial.reason}")
+            self._bar_step()
+            return trial
+        t0 = time.monotonic()
+        before = self.measured_points
+        policy = self._policy()
+        reference = self.incumbent.sweep.by_concurrency() if self.incumbent and self.incumbent.sweep else None
+        try:
+            trial.sweep = self._retrying(trial, lambda: sweep_concurrency(lambda c: self._point(trial, c, 0), policy,
+                                                                          reference))
+            trial.status = "measured"
+        except CandidateRefused as err:
+            trial.status, trial.reason = "refused", f"the server refused it: {err}"
+            self.store.put_failure(trial.key, "refused", trial.reason)
+        except CandidateFailed as err:
+            trial.status, trial.reason = "failed", f"failed twice: {err}"
+            self.store.put_failure(trial.key, "failed", trial.reason)
+        finally:
+            self._release()
+        trial.measured_points = self.measured_points - before
+        trial.seconds = time.monotonic() - t0
+        if trial.measured_points:
+            self.candidate_seconds.append(trial.seconds)
+        self._say(self._trial_line(trial))
+        self._bar_step()
+        return trial
+
+    def _retrying(self, trial: Trial, work: Callable[[], T]) -> T:
+        """Run `work` again once after a failure (a server killed from outside, a perf_analyzer hiccup): the
+        points measured before the failure are in the checkpoint and are not measured again."""
+        try:
+            return work()
+        except CandidateFailed as err:
+            self._release()
+            self._say(f"  {trial.candidate.slug}: {err}; trying once more")
+            return work()
+
+    def _why_not(self, trial: Trial) -> tuple[str, str] | None:
+        cand = trial.candidate
+        over = cand.oversubscription(self.s.cores)
+        if over and not self.s.allow_oversubscribe:
+            return "oversubscribed", over + " (pass --allow-oversubscribe to measure it anyway)"
+        info = self.formats[cand.format]
+        if info.error:
+            return "unavailable", info.error
+        problem = config_problem(info.manifest, cand)
+        if problem:
+            return "invalid", f"build_config refused it: {problem}"
+        stored = self.store.failure(trial.key)
+        if stored:
+            return stored["kind"], stored["reason"] + " (from the checkpoint)"
+        if self.stopped:
+            return "skipped", self.stopped
+        counted = sum(1 for t in self.trials.values() if t.status == "measured")
+        if self.s.max_configs is not None and counted >= self.s.max_configs:
+            self.stopped = f"--max-configs {self.s.max_configs} reached"
+            return "skipped", self.stopped
+        if self.s.max_minutes is not None and self.default is not None:
+            left = self.s.max_minutes * 60.0 - (time.monotonic() - self.started)
+            needed = self._estimate_candidate_s(trial) + self._confirmation_reserve_s()
+            if needed > left:
+                self.stopped = (f"--max-minutes {self.s.max_minutes:g}: {left / 60:.1f} min left, a config takes about "
+                                f"{self._estimate_candidate_s(trial) / 60:.1f} min plus the final re-measurement")
+                return "skipped", self.stopped
+        return None
+
+    def _point(self, trial: Trial, concurrency: int, sample: int) -> Point:
+        """A measured point: from the checkpoint when there, else measured now (loading the config first)."""
+        stored = self.store.get(trial.key, concurrency, sample)
+        if stored is not None:
+            return stored
+        if trial.candidate not in self.loaded:
+            if not self._keep_loaded:
+                self._release()
+            self._bar_postfix(f"loading {trial.candidate.slug}")
+            self.measurer.load(trial.candidate)
+            self.loaded.append(trial.candidate)
+        self._bar_postfix(f"{trial.candidate.slug} c={concurrency}" + (f" #{sample + 1}" if sample else ""))
+        t0 = time.monotonic()
+        point = self.measurer.measure(trial.candidate, concurrency, sample, trial.key)
+        point.seconds = point.seconds or (time.monotonic() - t0)
+        self.point_seconds.append(point.seconds)
+        self.measured_points += 1
+        self.store.put(point)
+        return point
+
+    def _release(self) -> None:
+        while self.loaded:
+            self.measurer.release(self.loaded.pop())
+
+    # ---- noise and comparisons --------------------------------------------------------------
+    def _estimate_noise(self, base: Trial) -> None:
+        anchor = self._best(base) or base.sweep.points[0]
+        samples = self._samples(base, anchor.concurrency, 1 + self.s.noise_repeats)
+        self.noise = Noise.from_samples([p.throughput for p in samples], [p.p99_ms for p in samples],
+                                        self.s.min_noise)
+        self._release()
+        self._say(f"noise (baseline at concurrency {anchor.concurrency}, {len(samples)} samples): {self.noise.text()}")
+        if self.noise.throughput > NOISY:
+            warning = noisy_host_warning(self.noise, self.s.cores)
+            self.notes.append(warning)
+            self._say(f"WARNING: {warning}")
+
+    def _samples(self, trial: Trial, concurrency: int, n: int) -> list[Point]:
+        return [self._point(trial, concurrency, s) for s in range(n)]
+
+    def _policy(self) -> SweepPolicy:
+        return SweepPolicy(self.s.budget_ms, self.s.objective, self.s.max_concurrency, self.s.refine_steps,
+                           noise=self.noise.throughput, p99_noise=self.noise.p99)
+
+    def _noise_for_objective(self) -> float:
+        return self.noise.p99 if self.s.objective == "latency" else self.noise.throughput
+
+    def _best(self, trial: Trial) -> Point | None:
+        """The best point within budget, where a level measured several times counts with its medians."""
+        if trial.status != "measured" or trial.sweep is None:
+            return None
+        return best_point([self._median_point(trial, p) for p in trial.sweep.points], self.s.budget_ms,
+                          self.s.objective)
+
+    def _median_point(self, trial: Trial, point: Point) -> Point:
+        samples = self.store.samples(trial.key, point.concurrency)
+        if len(samples) < 2:
+            return point
+        return replace(point, sample=-1, throughput=statistics.median(p.throughput for p in samples),
+                       p99_ms=statistics.median(p.p99_ms for p in samples),
+                       note=f"median of {len(samples)} samples")
+
+    def _gain(self, a: Trial, b: Trial) -> float | None:
+        sa, sb = score(self._best(a), self.s.objective), score(self._best(b), self.s.objective)
+        if sa is None or sb is None:
+            return None
+        return relative_gain(sa, sb, higher_is_better=self.s.objective == "throughput")
+
+    def _better(self, a: Trial, b: Trial) -> bool:
+        """a beats b beyond noise; with neither within budget, by the lower p99 (it may lead somewhere)."""
+        pa, pb = self._best(a), self._best(b)
+        if pa is None and pb is None:
+            ma, mb = a.sweep.min_p99 if a.sweep else None, b.sweep.min_p99 if b.sweep else None
+            return ma is not None and mb is not None and ma.p99_ms < mb.p99_ms * (1 - self.noise.p99)
+        if pa is None:
+            return False
+        if pb is None:
+            return True
+        return self._gain(a, b) > self._noise_for_objective()
+
+    def _gain_text(self, a: Trial, b: Trial) -> str:
+        g = self._gain(a, b)
+        what = "p99" if self.s.objective == "latency" else "throughput"
+        if g is not None:
+            return f"{what} {g * 100:+.1f}% vs {b.candidate.slug}"
+        if self._best(a) is not None:
+            return f"within budget, unlike {b.candidate.slug}"
+        low_a, low_b = a.sweep.min_p99, b.sweep.min_p99
+        return f"neither within budget; lowest p99 {low_a.p99_ms:.1f} ms vs {low_b.p99_ms:.1f} ms"
+
+    # ---- final decision ---------------------------------------------------------------------
+    def _confirm(self, finalists: list[Trial]) -> None:
+        """Samples 0..n-1 of every finalist at its best concurrency, taken in turns with all finalists loaded.
+        A finalist whose re-measured median p99 is over the budget steps down to its next lower level."""
+        budget = self.s.budget_ms
+        levels: dict[str, list[int]] = {}
+        for t in finalists:
+            best = self._best(t)
+            lower = sorted((p.concurrency for p in t.sweep.points
+                            if p.concurrency < best.concurrency and self._median_point(t, p).p99_ms <= budget),
+                           reverse=True)
+            levels[t.candidate.key] = [best.concurrency, *lower]
+        todo = list(finalists)
+        self._keep_loaded = True
+        try:
+            while todo:
+                taken = self._take_in_turns(todo, {k: v[0] for k, v in levels.items()})
+                again = []
+                for t in todo:
+                    key = t.candidate.key
+                    if key not in taken:
+                        continue
+                    pts, level = taken[key], levels[key][0]
+                    t.confirmation = Confirmation(level, Spread.of([p.throughput for p in pts]),
+                                                  Spread.of([p.p99_ms for p in pts]))
+                    if t.confirmation.p99.median > budget and len(levels[key]) > 1:
+                        levels[key].pop(0)
+                        self._say(f"  {t.candidate.slug}: re-measured p99 {t.confirmation.p99.median:.1f} ms is over "
+                                  f"the budget at concurrency {level}; re-measuring at {levels[key][0]}")
+                        again.append(t)
+                todo = again
+        finally:
+            self._keep_loaded = False
+            self._release()
+            self._bar_postfix("")
+
+    def _take_in_turns(self, trials: list[Trial], level: dict[str, int]) -> dict[str, list[Point]]:
+        """Round-robin over the trials so that a change in the host's load hits all of them alike."""
+        taken: dict[str, list[Point]] = {t.candidate.key: [] for t in trials}
+        for s in range(self.s.confirm_samples):
+            for t in trials:
+                key = t.candidate.key
+                if key not in taken:
+                    continue
+                try:
+                    taken[key].append(self._retrying(t, lambda t=t, s=s: self._point(t, level[t.candidate.key], s)))
+                except (CandidateRefused, CandidateFailed) as err:
+                    t.detail = f"failed when re-measured: {err}"
+                    t.confirmation = None
+                    del taken[key]
+        return taken
+
+    def _frontier(self, trial: Trial) -> list[Point]:
+        """The trial's points within budget, each level at the median of its samples."""
+        pts = [self._median_point(trial, p) for p in trial.sweep.points]
+        return [p for p in pts if p.p99_ms <= self.s.budget_ms]
+
+    def _dominated_by(self, a: Trial, feasible: list[Trial]) -> Trial | None:
+        """The first config with as much throughput at no more p99 for every point of `a` (ties: the earlier)."""
+        def covers(xs: list[Point], ys: list[Point]) -> bool:
+            return all(any(q.throughput >= p.throughput and q.p99_ms <= p.p99_ms for q in xs) for p in ys)
+
+        order = list(self.trials.values())
+        pts_a = self._frontier(a)
+        for b in feasible:
+            if b is a:
+                continue
+            pts_b = self._frontier(b)
+            if covers(pts_b, pts_a) and (not covers(pts_a, pts_b) or order.index(b) < order.index(a)):
+                return b
+        return None
+
+    def _decide(self) -> Decision:
+        obj, budget = self.s.objective, self.s.budget_ms
+        higher = obj == "throughput"
+        measured = [t for t in self.trials.values() if t.status == "measured"]
+        feasible = [t for t in measured if self._best(t) is not None]
+        best_p99 = min((t.sweep.min_p99 for t in measured if t.sweep and t.sweep.min_p99),
+                       key=lambda p: p.p99_ms, default=None)
+        dominated = {t.candidate.key: d for t in feasible if (d := self._dominated_by(t, feasible))}
+        ranked = sorted((t for t in feasible if t.candidate.key not in dominated),
+                        key=lambda t: score(self._best(t), obj), reverse=higher)
+        finalists = ranked[:2]
+        if self.default in feasible and self.default not in finalists:
+            finalists.append(self.default)
+
+        self._say(f"final re-measurement of {len(finalists)} config(s), {self.s.confirm_samples} samples each, "
+                  "taken in turns so that a change in the host's load hits all of them alike ...")
+        self._confirm(finalists)
+        confirmed = [t for t in finalists if t.confirmation and t.confirmation.p99.median <= budget]
+        self._bar_step()
+        for t in finalists:
+            if t.confirmation and t not in confirmed:
+                t.detail = (f"p99 over budget when re-measured: median {t.confirmation.p99.median:.1f} ms at "
+                            f"concurrency {t.confirmation.concurrency}")
+        key = (lambda t: t.confirmation.throughput.median) if higher else (lambda t: t.confirmation.p99.median)
+        confirmed.sort(key=key, reverse=higher)
+
+        decision = Decision(winner=None, default=self.default, best_p99_seen=best_p99)
+        noise = self._noise_for_objective()
+        if not confirmed:
+            if best_p99 is None:
+                decision.message = "nothing could be measured"
+            elif feasible:
+                decision.message = (
+                    f"no configuration held p99 <= {budget:g} ms when re-measured, although "
+                    f"{len(feasible)} did once (best p99 seen {best_p99.p99_ms:.2f} ms): the measurements vary by "
+                    f"{self.noise.throughput * 100:.0f}% on this host. Run on a quiet host or raise --p99-ms.")
+            else:
+                owner = next(t for t in measured if t.sweep and best_p99 in t.sweep.points)
+                decision.message = (
+                    f"no configuration meets p99 <= {budget:g} ms: the best p99 seen was {best_p99.p99_ms:.2f} ms "
+                    f"({owner.candidate.label()}, concurrency {best_p99.concurrency}, "
+                    f"{best_p99.throughput:.1f} inf/s). Raise --p99-ms above that, or use a smaller model/preset.")
+        else:
+            top = confirmed[0]
+            decision.runner_up = next((t for t in confirmed[1:] if t is not self.default), None)
+            d = self.default if self.default in confirmed else None
+            if top is d:
+                decision.winner = d
+                decision.message = "the default config is the best: no other config beat it"
+            elif d is None:
+                decision.winner = top
+                decision.message = (f"the default config does not hold the budget "
+                                    f"({self.default.detail or 'no point within it'}); the winner does")
+            else:
+                spread = (lambda t: t.confirmation.throughput) if higher else (lambda t: t.confirmation.p99)
+                gain = Gain.between(spread(top), spread(d), higher)
+                decision.gain = gain
+                if gain.real(noise):
+                    decision.winner = top
+                    decision.message = (f"{top.candidate.slug} beats the default by {gain.text()} "
+                                        f"({'throughput' if higher else 'p99'}; noise {noise * 100:.1f}%)")
+                else:
+                    decision.winner = d
+                    decision.default_as_good = True
+                    decision.runner_up = top
+                    decision.message = (f"the default is as good: the best config ({top.candidate.slug}) gains "
+                                        f"{gain.text()}, within the noise ({noise * 100:.1f}%)")
+        self._verdicts(decision, dominated, feasible, finalists)
+        return decision
+
+    def _verdicts(self, decision: Decision, dominated: dict[str, Trial], feasible: list[Trial],
+                  finalists: list[Trial]) -> None:
+        obj = self.s.objective
+        top = decision.winner
+        for t in self.trials.values():
+            t.best = self._best(t)
+            if t.status != "measured":
+                t.verdict = t.status
+                t.detail = t.detail or t.reason
+                continue
+            if t is decision.winner:
+                t.verdict = "winner"
+                t.detail = decision.message
+                continue
+            if t is decision.runner_up:
+                t.verdict = "runner-up"
+                t.detail = t.detail or ("re-measured; " + decision.message if decision.default_as_good
+                                        else "re-measured; lost to the winner")
+                continue
+            if t not in feasible:
+                p = t.sweep.min_p99
+                t.verdict = "over budget"
+                t.detail = f"p99 {p.p99_ms:.1f} ms > {self.s.budget_ms:g} ms already at concurrency {p.concurrency}"
+                continue
+            if t in finalists and t.detail:
+                t.verdict = "over budget" if "over budget" in t.detail else "failed"
+                continue
+            if t is self.default:
+                t.verdict = "default"
+                t.detail = "re-measured as the yardstick; " + decision.message
+                continue
+            ref = top or (finalists[0] if finalists else None)
+            gain = self._gain(t, ref) if ref else None
+            noise = self._noise_for_objective()
+            if ref is not None and gain is not None and abs(gain) <= noise:
+                t.verdict = "within noise"
+                t.detail = f"{gain * 100:+.1f}% vs {ref.candidate.slug} (noise {noise * 100:.1f}%)"
+            elif t.candidate.key in dominated:
+                d = dominated[t.candidate.key]
+                t.verdict = "dominated"
+                t.detail = f"by {d.candidate.slug}: as much throughput at no more p99 at every point"
+            else:
+                t.verdict = "worse"
+                t.detail = (f"{gain * 100:+.1f}% {'p99' if obj == 'latency' else 'throughput'} vs "
+                            f"{ref.candidate.slug}" if ref is not None and gain is not None else "")
+
+    # ---- time and progress ------------------------------------------------------------------
+    def _estimate_candidate_s(self, trial: Trial) -> float:
+        if self.store.get(trial.key, 1, 0) is not None:
+            return 0.0
+        if self.candidate_seconds:
+            return sum(self.candidate_seconds) / len(self.candidate_seconds)
+        return 0.0
+
+    def _confirmation_reserve_s(self) -> float:
+        """Time to keep for the final re-measurement if one more config is measured: the finalists other than
+        the default (at most two) need their extra samples; the default has its noise samples already."""
+        per_point = sum(self.point_seconds) / len(self.point_seconds) if self.point_seconds else 0.0
+        challengers = sum(1 for t in self.trials.values() if t.status == "measured" and t is not self.default
+                          and self._best(t) is not None)
+        finalists = min(2, challengers + 1)
+        default_missing = max(0, self.s.confirm_samples - 1 - self.s.noise_repeats)
+        return (finalists * max(0, self.s.confirm_samples - 1) + default_missing) * per_point
+
+    def _ladder_sizes(self) -> int:
+        if self.s.objective == "latency":
+            return 0
+        mb = max((self._max_batch(f) for f in self.order), default=0)
+        return (len(max_batch_ladder(mb)) + len(preferred_options(mb))
+                + len(queue_delay_ladder(self.s.budget_ms, self.s.queue_delays_us)))
+
+    def _max_batch(self, fmt: str) -> int:
+        m = self.formats[fmt].manifest
+        return m.max_batch_size if m else 0
+
+    def _store_key(self, cand: Candidate) -> str:
+        digest = self.formats[cand.format].digest if cand.format in self.formats else ""
+        return f"{digest[:12]}:{cand.key}" if digest else cand.key
+
+    def _trial_line(self, t: Trial) -> str:
+        head = f"[{t.stage}] {t.candidate.label()}"
+        if t.status != "measured":
+            return f"{head}: {t.status} - {t.reason}"
+        best = self._best(t)
+        reused = "" if t.measured_points else " (all points from the checkpoint)"
+        if best is None:
+            return f"{head}: no point within budget; {t.sweep.stop_reason}{reused}"
+        return (f"{head}: {best.throughput:.1f} inf/s at concurrency {best.concurrency} (p99 {best.p99_ms:.1f} ms); "
+                f"stopped: {t.sweep.stop_reason}{reused}")
+
+    def _open_bar(self) -> None:
+        if not self._progress:
+            return
+        from tqdm import tqdm
+
+        pairs = len(instance_thread_pairs(self.s.cores, self.s.allow_oversubscribe)) - 1
+        guess = len(self.order) + pairs + self._ladder_sizes() + 1  # + the final re-measurement
+        self._bar = tqdm(total=guess, desc="config search", unit="config", dynamic_ncols=True, file=sys.stderr)
+
+    def _bar_step(self) -> None:
+        if self._bar is not None:
+            if self._bar.n + 1 > self._bar.total:
+                self._bar.total = self._bar.n + 1
+            self._bar.update(1)
+
+    def _bar_total(self, delta: int) -> None:
+        if self._bar is not None:
+            self._bar.total = max(self._bar.n, self._bar.total + delta)
+            self._bar.refresh()
+
+    def _bar_postfix(self, text: str) -> None:
+        """What is being measured, and the time left under --max-minutes (tqdm's ETA assumes every config runs)."""
+        if self._bar is not None:
+            if self.s.max_minutes is not None and self.started:
+                left = self.s.max_minutes - (time.monotonic() - self.started) / 60.0
+                text = f"{text}{', ' if text else ''}{max(0.0, left):.1f} of {self.s.max_minutes:g} min left"
+            self._bar.set_postfix_str(text, refresh=True)
+
+    def _say(self, text: str) -> None:
+        if self._log is not None:
+            self._log(text)
+        elif self._bar is not None:
+            self._bar.write(text, file=sys.stderr)
+        else:
+            print(text, file=sys.stderr, flush=True)
+
+
+def noisy_host_warning(noise: Noise, cores: int) -> str:
+    """Why a search cannot rank configs on this host right now, and what to do."""
+    import os
+
+    try:
+        load = os.getloadavg()[0]
+        busy = f"; 1-minute load average {load:.1f} on {cores} cores" + (" - other processes compete for the CPU"
+                                                                         if load > cores else "")
+    except OSError:  # pragma: no cover
+        busy = ""
+    return (f"the baseline's throughput varies by {noise.throughput * 100:.0f}% between repeated measurements{busy}: "
+            f"only gains above that count. Run the search on a quiet host, or lengthen the windows "
+            f"(--measurement-interval)")
+
+
+def format_seconds(s: float) -> str:
+    return f"{s / 60:.1f} min" if s >= 90 else f"{s:.0f} s"
+
+
+__all__ = ["Search", "SearchSettings", "SearchOutcome", "SearchError", "CandidateRefused", "CandidateFailed",
+           "FormatInfo", "Trial", "Decision", "Confirmation", "Measurer", "config_problem", "format_seconds"]

@@ -1,0 +1,148 @@
+"""Measure candidates on the real embedded tritonserver through the perf suite.
+
+One server runs for the whole search in explicit model-control mode on a scratch repository. Each candidate
+is written with `write_model` as its own model name (`<model>__<candidate slug>`), loaded, checked with one
+real request, measured point by point with `run_point`, then unloaded and deleted (so the scratch repository
+never holds more than one copy of the artifact). A config the server refuses is reported with the server's
+own reason; if the server dies under a candidate it is restarted and the candidate recorded as failed.
+"""
+from __future__ import annotations
+
+import shutil
+import time
+import warnings
+from pathlib import Path
+
+from ..perf.analyzer import MEASURE_COLUMNS, PerfAnalyzerError, PerfOptions, check_perf_analyzer, run_point
+from ..perf.sweep import ServerNotReady, preflight
+from ..repository.config import ConfigError
+from ..repository.layout import write_model
+from ..server.errors import ModelLoadError, ServerError
+from ..server.local import LocalTritonServer, ServerConfig, explain_lines
+from .engine import CandidateFailed, CandidateRefused, FormatInfo
+from .space import Candidate
+from .store import Point
+
+
+def candidate_model_name(base: str, candidate: Candidate) -> str:
+    return f"{base}__{candidate.slug}"
+
+
+class TritonMeasurer:
+    """`with TritonMeasurer(...) as m:` starts the server; `load/measure/release` serve the engine."""
+
+    def __init__(self, formats: dict[str, FormatInfo], base_name: str, work_dir: str | Path, options: PerfOptions,
+                 *, http_port: int = 0, grpc_port: int = 0, metrics_port: int = 0, log_verbose: int = 0,
+                 load_timeout_s: float = 180.0):
+        self.formats = formats
+        self.base_name = base_name
+        self.work_dir = Path(work_dir)
+        self.repository = self.work_dir / "scratch_repository"
+        self.raw_dir = self.work_dir / "raw"
+        self.options = options
+        self.ports = dict(http_port=http_port, grpc_port=grpc_port, metrics_port=metrics_port)
+        self.log_verbose = log_verbose
+        self.load_timeout_s = load_timeout_s
+        self.server: LocalTritonServer | None = None
+        self.binary: Path | None = None
+        self.restarts = 0
+
+    # ---- server lifecycle -------------------------------------------------------------------
+    def __enter__(self) -> "TritonMeasurer":
+        self.binary, _ = check_perf_analyzer()
+        if self.repository.exists():
+            shutil.rmtree(self.repository)  # leftovers of an interrupted run
+        self.repository.mkdir(parents=True)
+        self._start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.server is not None:
+            self.server.stop()
+            self.server = None
+        shutil.rmtree(self.repository, ignore_errors=True)
+
+    def _start(self) -> None:
+        cfg = ServerConfig(self.repository, model_control_mode="explicit", log_dir=self.work_dir / "logs",
+                           log_verbose=self.log_verbose, **self.ports)
+        self.server = LocalTritonServer(cfg).start()
+
+    @property
+    def url(self) -> str:
+        return self.server.grpc_url if self.options.protocol == "grpc" else self.server.http_url
+
+    # ---- Measurer ---------------------------------------------------------------------------
+    def load(self, candidate: Candidate) -> None:
+        info = self.formats[candidate.format]
+        name = candidate_model_name(self.base_name, candidate)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                write_model(self.repository, info.artifact_dir, candidate.config_options(name))
+        except ConfigError as err:
+            raise CandidateRefused(f"build_config: {err}") from err
+        try:
+            self.server.load_model(name)
+        except ModelLoadError as err:
+            self._discard(name)
+            self._restart_if_dead()
+            raise CandidateRefused(_first_lines(str(err))) from err
+        try:
+            preflight(self.url, self.options.protocol, name, "", info.manifest, info.manifest.max_batch_size > 0,
+                      timeout_s=60.0)
+        except ServerNotReady as err:
+            self._discard(name)
+            raise CandidateRefused(f"loaded but cannot answer: {err}") from err
+
+    def measure(self, candidate: Candidate, concurrency: int, sample: int, store_key: str) -> Point:
+        name = candidate_model_name(self.base_name, candidate)
+        info = self.formats[candidate.format]
+        csv_path = self.raw_dir / f"{candidate.slug}_c{concurrency}_s{sample}.csv"
+        t0 = time.monotonic()
+        try:
+            result = run_point(name, self.url, 1, concurrency, info.manifest, self.options, csv_path,
+                               binary=self.binary)
+        except PerfAnalyzerError as err:
+            died = self._restart_if_dead()
+            what = "the server died" if died else "perf_analyzer failed"
+            raise CandidateFailed(f"{what} at concurrency {concurrency}: {_first_lines(str(err))}") from err
+        v = result.values
+        return Point(
+            candidate=store_key, concurrency=concurrency, sample=sample,
+            throughput=v["Inferences/second"], p99_ms=v["P99 Latency"], p50_ms=v["P50 Latency"],
+            avg_ms=v["Avg Latency"], queue_ms=v["Server Queue"], compute_ms=v["Server Compute Infer"],
+            stable=result.stable, note=result.note, seconds=time.monotonic() - t0,
+        )
+
+    def release(self, candidate: Candidate) -> None:
+        name = candidate_model_name(self.base_name, candidate)
+        if self.server is not None and self.server.is_alive():
+            try:
+                self.server.unload_model(name)
+            except ServerError:
+                pass  # unloading a model that never loaded
+        self._discard(name)
+
+    # ---- helpers ----------------------------------------------------------------------------
+    def _discard(self, name: str) -> None:
+        shutil.rmtree(self.repository / name, ignore_errors=True)
+
+    def _restart_if_dead(self) -> bool:
+        if self.server is not None and self.server.is_alive():
+            return False
+        why = "\n".join(explain_lines(self.server.log_text())[-5:]) if self.server else ""
+        if self.server is not None:
+            self.server.stop()
+        self.restarts += 1
+        self._start()
+        if why:
+            print(f"warning: tritonserver died and was restarted; its log said:\n{why}")
+        return True
+
+
+def _first_lines(text: str, n: int = 4) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return " | ".join(lines[:n])
+
+
+__all__ = ["TritonMeasurer", "candidate_model_name", "MEASURE_COLUMNS"]

@@ -1,0 +1,141 @@
+"""Our search and Model Analyzer's quick search on the same model, budget and server: best throughput within
+the budget and wall time of each, side by side (a benchmark, not a test)."""
+from __future__ import annotations
+
+import csv
+import json
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..spec import atomic_write_text
+from .model_analyzer import MAResult, find_model_analyzer, run_model_analyzer
+from .space import default_candidate
+
+
+@dataclass
+class OurResult:
+    returncode: int
+    wall_s: float
+    configs: int
+    best_throughput: float | None  # best single point within budget, any config (as Model Analyzer reports)
+    best_config: str
+    best_concurrency: int | None
+    best_p99_ms: float | None
+    winner: str
+    winner_confirmed: str  # median [min..max] of the final re-measurement
+    error: str = ""
+
+
+def run_ours(argv: list[str], result_dir: Path) -> OurResult:
+    """Run our search in-process and read its search.csv (fresh checkpoint: the wall time must be honest)."""
+    from .cli import main
+
+    t0 = time.monotonic()
+    code = main([*argv, "--fresh"])
+    wall = time.monotonic() - t0
+    rows = list(csv.DictReader(open(result_dir / "search.csv"))) if (result_dir / "search.csv").exists() else []
+    measured = [r for r in rows if r["status"] == "measured"]
+    within = [r for r in measured if r["best_throughput"]]
+    best = max(within, key=lambda r: float(r["best_throughput"]), default=None)
+    win = next((r for r in rows if r["verdict"] == "winner"), None)
+    confirmed = ""
+    if win and win["confirm_throughput_median"]:
+        confirmed = (f"{float(win['confirm_throughput_median']):.1f} [{float(win['confirm_throughput_min']):.1f}.."
+                     f"{float(win['confirm_throughput_max']):.1f}] inf/s at concurrency {win['confirm_concurrency']}")
+    return OurResult(code, wall, len(measured), float(best["best_throughput"]) if best else None,
+                     best["config"] if best else "", int(best["best_concurrency"]) if best else None,
+                     float(best["best_p99_ms"]) if best else None, win["config"] if win else "", confirmed,
+                     "" if code == 0 else f"exit code {code}")
+
+
+def prepare_ma_repository(info, model_name: str, repository: Path) -> None:
+    """The default config (what a user hands Model Analyzer) in a repository of its own."""
+    from ..repository.layout import write_model
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        write_model(repository, info.artifact_dir,
+                    default_candidate(info.format, info.manifest.max_batch_size).config_options(model_name))
+
+
+def compare(*, model: str, preset: str, budget_ms: float, max_minutes: float, formats: list[str], workspace: Path,
+            result_dir: Path, our_extra: list[str], ma_binary: str | None, ma_mode: str, skip_ma: bool,
+            shared_memory: str) -> tuple[OurResult, MAResult]:
+    from ..perf.analyzer import output_shared_memory_size
+    from ..repository.config import host_has_gpu
+    from .artifacts import prepare_formats
+
+    infos = prepare_formats(model, preset, formats, workspace)
+    usable = [i for i in infos if not i.error]
+    if not usable:
+        raise ValueError("no format could be prepared: " + "; ".join(f"{i.format}: {i.error}" for i in infos))
+    ours_dir = result_dir / "ours"
+    scratch = workspace / "vs_model_analyzer"  # model copies stay out of the results folder
+    argv = ["--model", model, "--preset", preset, "--p99-ms", f"{budget_ms:g}", "--max-minutes", f"{max_minutes:g}",
+            "--formats", ",".join(formats), "--workspace", str(workspace), "--result-path", str(ours_dir),
+            "--model-repository", str(scratch / "ours_repository"), "--shared-memory", shared_memory, *our_extra]
+    print(f"== our search: {' '.join(argv)}", flush=True)
+    ours = run_ours(argv, ours_dir)
+
+    if skip_ma:
+        ma = MAResult(ran=False, error="skipped (--skip-model-analyzer)")
+    else:
+        binary = find_model_analyzer(ma_binary)
+        ma_dir = result_dir / "model_analyzer"
+        info = usable[0]
+        name = f"{model}_ma"
+        prepare_ma_repository(info, name, scratch / "ma_repository")
+        print(f"== Model Analyzer ({ma_mode} search, {max_minutes:g} min limit): {binary or 'not found'}", flush=True)
+        ma = run_model_analyzer(
+            binary=binary, model_name=name, repository=scratch / "ma_repository", work_dir=ma_dir, budget_ms=budget_ms,
+            max_minutes=max_minutes, cpu_only=not host_has_gpu(), search_mode=ma_mode, shared_memory=shared_memory,
+            output_shm_bytes=output_shared_memory_size(info.manifest.outputs) if shared_memory != "none" else None,
+            output_repository=scratch / "ma_output_repository")
+    write_summary(result_dir, budget_ms, ours, ma)
+    return ours, ma
+
+
+def summary_lines(budget_ms: float, ours: OurResult, ma: MAResult) -> list[str]:
+    def fmt(v, spec=".1f"):
+        return "-" if v is None else format(v, spec)
+
+    mb = ma.best_within(budget_ms)
+    rows = [
+        ("this toolkit's search", fmt(ours.wall_s / 60, ".1f"), str(ours.configs), fmt(ours.best_throughput),
+         f"{ours.best_config} c={ours.best_concurrency} p99 {fmt(ours.best_p99_ms)} ms" if ours.best_config else "-",
+         ours.error or f"winner {ours.winner}: {ours.winner_confirmed}"),
+        ("Model Analyzer", fmt(ma.wall_s / 60 if ma.ran else None, ".1f"), str(ma.configs) if ma.ran else "-",
+         fmt(mb.throughput if mb else None), f"{mb.label()} p99 {mb.p99_ms:.1f} ms" if mb else "-",
+         ma.error or "finished"),
+    ]
+    head = ["side", "wall (min)", "configs measured", f"best inf/s within p99 {budget_ms:g} ms", "where", "outcome"]
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    out += ["| " + " | ".join(r) + " |" for r in rows]
+    return out
+
+
+def write_summary(result_dir: Path, budget_ms: float, ours: OurResult, ma: MAResult) -> Path:
+    lines = ["# Config search vs Model Analyzer", "", *summary_lines(budget_ms, ours, ma), ""]
+    if ma.command:
+        lines += [f"Model Analyzer command: `{' '.join(ma.command)}` (log: `{ma.log_path}`)", ""]
+    if ma.measurements:
+        lines += ["Model Analyzer's measurements:", "",
+                  "| variant | instances | max batch | concurrency | inf/s | p99 ms |", "|---|---|---|---|---|---|"]
+        lines += [f"| {m.variant} | {m.instances} | {m.max_batch_size} | {m.concurrency} | {m.throughput:.1f} | "
+                  f"{m.p99_ms:.1f} |" for m in ma.measurements]
+        lines.append("")
+    path = result_dir / "vs_model_analyzer.md"
+    atomic_write_text(path, "\n".join(lines))
+    from ..runinfo import run_metadata, write_run_json
+
+    write_run_json(result_dir, run_metadata({"kind": "search-vs-model-analyzer", "budget_ms": budget_ms,
+                                             "ours": ours.__dict__, "model_analyzer_error": ma.error}))
+    atomic_write_text(result_dir / "vs_model_analyzer.json", json.dumps({
+        "budget_ms": budget_ms, "ours": ours.__dict__,
+        "model_analyzer": {"ran": ma.ran, "wall_s": ma.wall_s, "returncode": ma.returncode, "timed_out": ma.timed_out,
+                           "error": ma.error, "command": ma.command,
+                           "measurements": [m.__dict__ for m in ma.measurements]},
+    }, indent=2, default=str) + "\n")
+    return path

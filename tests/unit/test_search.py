@@ -1,0 +1,432 @@
+"""The config search's logic against a fake server whose performance follows a simple model of a CPU host:
+no tritonserver, no perf_analyzer, milliseconds per test."""
+from __future__ import annotations
+
+import csv
+import hashlib
+import math
+from pathlib import Path
+
+import pytest
+
+from deployment_toolkit.search import (
+    Candidate,
+    CandidateRefused,
+    FormatInfo,
+    Gain,
+    Point,
+    Search,
+    SearchSettings,
+    SearchStore,
+    Spread,
+    StoreMismatch,
+    SweepPolicy,
+    default_candidate,
+    instance_thread_pairs,
+    sweep_concurrency,
+)
+from deployment_toolkit.search.engine import config_problem
+from deployment_toolkit.search.space import max_batch_ladder, preferred_options, queue_delay_ladder
+from deployment_toolkit.spec import Manifest, ModelSignature, TensorSpec
+
+CORES = 2
+
+
+def manifest(max_batch=8):
+    sig = ModelSignature(inputs=(TensorSpec("input__0", (3, 32, 32)),), outputs=(TensorSpec("output__0", (10,)),))
+    return Manifest(model="toy", preset="small", family="timm", task="classification", metric="top1", format="onnx",
+                    artifact="model.onnx", signature=sig, max_batch_size=max_batch)
+
+
+def cpu_model(cand: Candidate, c: int, cores: int = CORES, base_ms: float = 40.0) -> tuple[float, float]:
+    """Throughput and p99 of a CPU host: threads speed one request up sublinearly, instances add capacity
+    until the cores are used, oversubscription costs, queue delay adds latency."""
+    t = cand.threads or cores
+    lat = base_ms * (cores / t) ** 0.9
+    used = cand.instances * t
+    cap = cand.instances * 1000.0 / lat * min(1.0, cores / used) ** 1.5
+    thr = cap * c / (c + 0.3)
+    p99 = 1000.0 * c / thr * 1.2 + cand.max_queue_delay_us / 1000.0
+    return thr, p99
+
+
+class FakeMeasurer:
+    def __init__(self, perf=cpu_model, noise=0.0, refuse=()):
+        self.perf = perf
+        self.noise = noise
+        self.refuse = set(refuse)
+        self.loads: list[str] = []
+        self.measured: list[tuple[str, int, int]] = []
+        self.loaded: set[Candidate] = set()
+        self.most_loaded = 0
+
+    def load(self, cand):
+        self.loads.append(cand.key)
+        if cand.key in self.refuse:
+            raise CandidateRefused("failed to load 'toy__x': out of memory (from the server log)")
+        self.loaded.add(cand)
+        self.most_loaded = max(self.most_loaded, len(self.loaded))
+
+    def measure(self, cand, c, sample, key):
+        assert cand in self.loaded, "measured a config that is not loaded"
+        self.measured.append((cand.key, c, sample))
+        thr, p99 = self.perf(cand, c)
+        if self.noise:
+            h = int(hashlib.sha1(f"{cand.key}{c}{sample}".encode()).hexdigest()[:8], 16) / 0xFFFFFFFF
+            thr *= 1 + self.noise * (2 * h - 1)
+            p99 *= 1 - self.noise * (2 * h - 1)
+        return Point(key, c, sample, thr, p99)
+
+    def release(self, cand):
+        self.loaded.discard(cand)
+
+
+def run(tmp_path, measurer=None, budget=500.0, store=None, **kw):
+    measurer = measurer or FakeMeasurer()
+    store = store or SearchStore(tmp_path, {"model": "toy"}).open()
+    settings = SearchSettings(budget_ms=budget, cores=kw.pop("cores", CORES), **kw)
+    info = FormatInfo("onnx", manifest(), Path("."), "abc123")
+    outcome = Search([info], measurer, store, settings, progress=False, log=lambda m: None).run()
+    return outcome, measurer, store
+
+
+def trial(outcome, **fields):
+    found = [t for t in outcome.trials
+             if all(getattr(t.candidate, k) == v for k, v in fields.items())]
+    assert found, f"no trial with {fields}"
+    return found[0]
+
+
+# ---- the space ------------------------------------------------------------------------------------
+
+def test_thread_pairs_fit_the_cores_and_include_what_model_analyzer_tries():
+    pairs = instance_thread_pairs(2)
+    assert pairs[0] == (1, 0)  # the default first
+    assert {(2, 1), (1, 2), (1, 1)} <= set(pairs)
+    assert (2, 0) in pairs  # listed so the csv says why it was not measured
+    eight = instance_thread_pairs(8)
+    assert {(1, 8), (2, 4), (4, 2), (8, 1), (2, 2)} <= set(eight)
+    assert all(i * t <= 8 for i, t in eight if t)
+
+
+def test_oversubscription_counts_default_threads_as_all_cores():
+    assert Candidate("onnx", instances=2, threads=0).oversubscription(2).startswith("oversubscribed: 2 instances")
+    assert Candidate("onnx", instances=2, threads=1).oversubscription(2) is None
+    assert Candidate("onnx", instances=1, threads=0).oversubscription(2) is None
+
+
+def test_ladders():
+    assert max_batch_ladder(8) == [4, 2, 1]
+    assert preferred_options(8) == [(8,), (4, 8)]
+    assert preferred_options(1) == []
+    assert queue_delay_ladder(4.0) == [100, 500]  # at most a quarter of a 4 ms budget
+
+
+def test_build_config_problems_are_caught_before_the_server():
+    assert "outside 1..max_batch_size" in config_problem(manifest(), Candidate("onnx", max_batch_size=4,
+                                                                               preferred_batch_sizes=(8,)))
+    assert config_problem(manifest(), default_candidate("onnx", 8)) is None
+
+
+# ---- one sweep ------------------------------------------------------------------------------------
+
+def _linear(p99_per_c: float, thr=lambda c: 10.0 * c):
+    calls = []
+
+    def measure(c):
+        calls.append(c)
+        return Point("k", c, 0, thr(c), p99_per_c * c)
+    return measure, calls
+
+
+def test_sweep_stops_at_first_point_over_budget_then_bisects():
+    measure, calls = _linear(100.0)  # p99 = 100 ms x concurrency
+    result = sweep_concurrency(measure, SweepPolicy(budget_ms=550.0))
+    assert calls[:4] == [1, 2, 4, 8]  # 8 is the first over the budget: nothing above it is measured
+    assert max(calls) == 8
+    assert calls[4:] == [6, 5]  # bisection between 4 and 8
+    assert "p99 800.0 ms > budget 550 ms at concurrency 8" in result.stop_reason
+
+
+def test_sweep_stops_when_throughput_saturates():
+    measure, calls = _linear(1.0, thr=lambda c: 20.0)  # flat throughput, tiny latency
+    result = sweep_concurrency(measure, SweepPolicy(budget_ms=10_000.0))
+    assert calls == [1, 2, 4]
+    assert result.stop_reason.startswith("saturated")
+
+
+def test_sweep_latency_objective_measures_concurrency_one_only():
+    measure, calls = _linear(10.0)
+    sweep_concurrency(measure, SweepPolicy(budget_ms=100.0, objective="latency"))
+    assert calls == [1]
+
+
+# ---- stats ----------------------------------------------------------------------------------------
+
+def test_gain_spread_and_noise():
+    best, default = Spread.of([110, 112, 111]), Spread.of([100, 101, 99])
+    g = Gain.between(best, default)
+    assert math.isclose(g.median, 0.11, abs_tol=1e-9)
+    assert g.low > 0 and g.real(0.05)
+    overlapping = Gain.between(Spread.of([101, 104, 98]), default)
+    assert not overlapping.real(0.02)
+
+
+# ---- the search -----------------------------------------------------------------------------------
+
+def test_search_finds_two_single_threaded_instances_and_never_oversubscribes(tmp_path):
+    outcome, fake, _ = run(tmp_path)
+    d = outcome.decision
+    assert d.winner.candidate.instances == 2 and d.winner.candidate.threads == 1
+    assert d.gain is not None and d.gain.median > 0.05 and not d.default_as_good
+    over = trial(outcome, instances=2, threads=0)
+    assert over.status == "oversubscribed" and "4 threads > 2 cores" in over.reason
+    assert all(not k.startswith("onnx/i2/tdef") for k, _, _ in fake.measured)
+    assert d.default.verdict == "default" and d.default.confirmation.throughput.n == 3
+    assert not fake.loaded  # everything unloaded at the end
+    # no sweep went past its first point over the budget
+    for t in outcome.trials:
+        over_budget = [p.concurrency for p in (t.sweep.points if t.sweep else []) if p.p99_ms > 500]
+        if over_budget:  # the first point over the budget (in measuring order) is the highest load measured
+            assert max(p.concurrency for p in t.sweep.points) == over_budget[0]
+
+
+def test_finalists_are_remeasured_in_turns(tmp_path):
+    outcome, fake, _ = run(tmp_path, FakeMeasurer(noise=0.03))
+    d = outcome.decision
+    finalists = [t for t in (d.winner, d.runner_up, d.default) if t is not None]
+    assert len(finalists) == 3 and all(t.confirmation.throughput.n == 3 for t in finalists)
+    tail = [k for k, _, s in fake.measured if s > 0][-4:]
+    assert len(set(tail)) == 2, tail  # winner and runner-up alternate (the default has its noise samples)
+    assert fake.most_loaded == 2 and not fake.loaded
+
+
+def test_allow_oversubscribe_measures_what_model_analyzer_would(tmp_path):
+    outcome, fake, _ = run(tmp_path, allow_oversubscribe=True)
+    assert trial(outcome, instances=2, threads=0).status == "measured"
+    assert any(k.startswith("onnx/i2/tdef") for k, _, _ in fake.measured)
+
+
+def test_gain_within_noise_keeps_the_default(tmp_path):
+    flat = lambda cand, c: (25.0 * c / (c + 0.3), 1000.0 * c / (25.0 * c / (c + 0.3)) * 1.2)  # noqa: E731
+    outcome, _, _ = run(tmp_path, FakeMeasurer(perf=flat, noise=0.01))
+    d = outcome.decision
+    assert d.winner is d.default
+    assert "default" in d.message
+    verdicts = {t.verdict for t in outcome.trials}
+    assert "within noise" in verdicts
+    notes = " ".join(outcome.notes)
+    assert "stopped after" in notes  # a ladder stopped at its first step without a real gain
+
+
+def test_refused_config_is_recorded_with_the_servers_reason_and_not_retried(tmp_path):
+    refused = Candidate("onnx", instances=2, threads=1, max_batch_size=8).key
+    outcome, fake, store = run(tmp_path, FakeMeasurer(refuse={refused}))
+    t = trial(outcome, instances=2, threads=1)
+    assert t.status == "refused" and "out of memory" in t.reason
+    again, fake2, _ = run(tmp_path, FakeMeasurer(refuse=set()), store=SearchStore(tmp_path, {"model": "toy"}).open())
+    t2 = trial(again, instances=2, threads=1)
+    assert t2.status == "refused" and "from the checkpoint" in t2.reason
+    assert refused not in fake2.loads
+
+
+def test_interrupted_search_resumes_without_remeasuring(tmp_path):
+    first, fake1, _ = run(tmp_path, max_configs=2)
+    assert first.stopped.startswith("--max-configs 2")
+    assert any(t.status == "skipped" for t in first.trials)
+    done = set(fake1.measured)
+    second, fake2, store = run(tmp_path, store=SearchStore(tmp_path, {"model": "toy"}).open(), max_configs=3)
+    assert not done & set(fake2.measured), "a completed point was measured again"
+    assert second.reused_points >= len({(k, c) for k, c, s in done if s == 0})
+    assert store.reused_points == second.reused_points
+    assert sum(t.status == "measured" for t in second.trials) == 3
+
+
+def test_impossible_budget_names_the_best_p99_seen(tmp_path):
+    outcome, fake, _ = run(tmp_path, budget=0.01)
+    d = outcome.decision
+    assert d.winner is None
+    assert "no configuration meets p99 <= 0.01 ms" in d.message
+    assert f"best p99 seen was {d.best_p99_seen.p99_ms:.2f} ms" in d.message
+    assert all(c == 1 for _, c, _ in fake.measured)  # nothing above concurrency 1 is worth measuring
+    assert any("batching dimensions not explored" in n for n in outcome.notes)
+
+
+def test_time_limit_skips_configs_but_still_confirms(tmp_path):
+    import deployment_toolkit.search.engine as engine
+
+    clock = {"t": 0.0}
+
+    class SlowFake(FakeMeasurer):
+        def measure(self, cand, c, sample, key):
+            clock["t"] += 20.0  # every point takes 20 s
+            return super().measure(cand, c, sample, key)
+
+    orig = engine.time.monotonic
+    engine.time.monotonic = lambda: clock["t"]
+    try:
+        outcome, _, _ = run(tmp_path, SlowFake(), max_minutes=5)
+    finally:
+        engine.time.monotonic = orig
+    assert outcome.stopped.startswith("--max-minutes 5")
+    assert outcome.decision.winner is not None and outcome.decision.winner.confirmation is not None
+
+
+def test_store_refuses_points_measured_under_other_conditions(tmp_path):
+    SearchStore(tmp_path, {"model": "toy", "usable_cores": 2}).open().put(Point("k", 1, 0, 10.0, 5.0))
+    with pytest.raises(StoreMismatch, match="usable_cores"):
+        SearchStore(tmp_path, {"model": "toy", "usable_cores": 4}).open()
+    fresh = SearchStore(tmp_path, {"model": "toy", "usable_cores": 4}).open(fresh=True)
+    assert not fresh.points
+
+
+def test_outputs_list_every_config_with_a_reason(tmp_path):
+    from deployment_toolkit.search.output import plot_frontier, write_csvs, write_markdown
+
+    outcome, _, store = run(tmp_path)
+    csv_path, points = write_csvs(outcome, store, tmp_path)
+    rows = list(csv.DictReader(open(csv_path)))
+    assert rows[0]["verdict"] == "winner"
+    assert {r["config"] for r in rows} == {t.candidate.slug for t in outcome.trials}
+    for r in rows:
+        assert r["verdict"], r
+        if r["verdict"] not in ("winner",):
+            assert r["reason"], f"{r['config']} has no reason"
+    assert "oversubscribed" in {r["verdict"] for r in rows}
+    png = plot_frontier(outcome, tmp_path / "search_frontier.png", "toy on 2 cores")
+    assert png.stat().st_size > 10_000
+    md = write_markdown(outcome, tmp_path, title="t", host="2 cores", command="x", written=None, plot=png).read_text()
+    assert "Winner:" in md and "search_frontier.png" in md and "Gain over the default" in md
+    assert len(list(csv.DictReader(open(points)))) == len(store.points)
+
+
+class FlakyFake(FakeMeasurer):
+    """Fails the first `fails` measurements of one config, like a server killed from outside."""
+
+    def __init__(self, key, fails, **kw):
+        super().__init__(**kw)
+        self.key, self.fails = key, fails
+
+    def measure(self, cand, c, sample, key):
+        if cand.key == self.key and self.fails > 0:
+            self.fails -= 1
+            from deployment_toolkit.search import CandidateFailed
+
+            raise CandidateFailed(f"the server died at concurrency {c}")
+        return super().measure(cand, c, sample, key)
+
+
+def test_a_failure_is_retried_once_without_remeasuring(tmp_path):
+    base = default_candidate("onnx", 8).key
+    outcome, fake, _ = run(tmp_path, FlakyFake(base, fails=1))
+    assert outcome.decision.default.status == "measured"
+    assert len(fake.measured) == len(set(fake.measured)), "a point was measured twice"
+
+
+def test_a_config_failing_twice_is_recorded_and_skipped(tmp_path):
+    two = Candidate("onnx", instances=2, threads=1, max_batch_size=8)
+    outcome, _, store = run(tmp_path, FlakyFake(two.key, fails=2))
+    t = trial(outcome, instances=2, threads=1)
+    assert t.status == "failed" and "failed twice" in t.reason
+    assert store.failures[t.key]["kind"] == "failed"
+
+
+# ---- Model Analyzer side of the benchmark -----------------------------------------------------------
+
+def _ma_checkpoint(path: Path) -> None:
+    import json
+
+    def measurement(conc, thr, p99):
+        tags = {"perf_throughput": ["perf_throughput", {"_value": thr}],
+                "perf_latency_p99": ["perf_latency_p99", {"_value": p99}]}
+        return {"_model_config_measurements": [{"_model_specific_pa_params": {"concurrency-range": conc},
+                                                "_non_gpu_data_from_tag": tags}]}
+
+    def variant(count, mb, points):
+        mc = {"maxBatchSize": mb, "instanceGroup": [{"count": count, "kind": "KIND_CPU"}]}
+        return [{"_model_run_configs": [{"_model_config_variant": {"model_config": mc}}]},
+                {f"-m x --concurrency-range={c}": measurement(c, t, p) for c, t, p in points}]
+
+    doc = {"ResultManager.results": {"_results": {"resnet50_ma": {
+        "resnet50_ma_config_default": variant(1, 32, [(16, 22.0, 900.0)]),
+        "resnet50_ma_config_0": variant(2, 1, [(2, 19.0, 140.0), (4, 20.5, 410.0)]),
+    }}}}
+    path.mkdir(parents=True)
+    (path / "0.ckpt").write_text(json.dumps(doc))
+
+
+def test_model_analyzer_checkpoint_is_read_and_budget_applied(tmp_path):
+    from deployment_toolkit.search.model_analyzer import MAResult, read_checkpoint
+
+    _ma_checkpoint(tmp_path / "checkpoints")
+    found = read_checkpoint(tmp_path / "checkpoints")
+    assert len(found) == 3
+    result = MAResult(ran=True, measurements=found)
+    best = result.best_within(500.0)
+    assert (best.variant, best.instances, best.concurrency, best.throughput) == ("resnet50_ma_config_0", 2, 4, 20.5)
+    assert result.configs == 2
+    assert result.best_within(100.0) is None
+
+
+def test_model_analyzer_config_matches_our_server_and_budget(tmp_path):
+    from deployment_toolkit.search.model_analyzer import explain_failure, ma_command, ma_config
+
+    cfg = ma_config(model_name="m", repository=tmp_path / "repo", work_dir=tmp_path, budget_ms=500.0, cpu_only=True,
+                    ports=(8100, 8101, 8102), backend_dir=Path("/b"), perf_analyzer=Path("/pa"))
+    assert cfg["latency_budget"] == 500 and cfg["run_config_search_mode"] == "quick"
+    assert cfg["profile_models"]["m"]["cpu_only"] is True
+    assert cfg["triton_server_flags"]["backend-directory"] == "/b"
+    assert cfg["triton_grpc_endpoint"] == "127.0.0.1:8101"  # never the default 8001 another server may hold
+    cmd = ma_command(Path("/ma/bin/model-analyzer"), tmp_path / "c.yaml", Path("/srv/tritonserver"))
+    assert cmd[1] == "profile" and cmd[cmd.index("--triton-launch-mode") + 1] == "local"
+    assert cmd[cmd.index("--triton-server-path") + 1] == "/srv/tritonserver"
+    out = "[Model Analyzer] Starting\n[Model Analyzer] Model Analyzer encountered an error: \nIf `x` then `y`\n"
+    assert explain_failure(out, 1) == "If `x` then `y`"
+
+
+def test_model_analyzer_missing_says_how_to_install(tmp_path):
+    from deployment_toolkit.search.model_analyzer import run_model_analyzer
+
+    result = run_model_analyzer(binary=None, model_name="m", repository=tmp_path, work_dir=tmp_path, budget_ms=1.0,
+                                max_minutes=1.0, cpu_only=True)
+    assert not result.ran and "pip install triton-model-analyzer" in result.error
+
+
+def test_latency_objective_picks_the_lowest_p99_at_one_request(tmp_path):
+    outcome, fake, _ = run(tmp_path, objective="latency")
+    assert {c for _, c, _ in fake.measured} == {1}
+    w = outcome.decision.winner
+    assert w.candidate.threads_used(CORES) == CORES  # all cores on one request (default or 2 threads)
+    assert any("latency objective" in n for n in outcome.notes)
+
+
+class DriftingFake(FakeMeasurer):
+    """The host gets busier after the sweep: repeated samples have a 60% higher p99."""
+
+    def measure(self, cand, c, sample, key):
+        p = super().measure(cand, c, sample, key)
+        if sample > 0:
+            p.p99_ms *= 1.6
+        return p
+
+
+def test_a_finalist_over_budget_when_remeasured_steps_down_a_level(tmp_path):
+    outcome, fake, _ = run(tmp_path, DriftingFake(), budget=500.0, noise_repeats=0)
+    d = outcome.decision
+    assert d.winner is not None and d.winner.confirmation.p99.median <= 500.0
+    levels = {}
+    for key, c, s in fake.measured:
+        if s > 0:
+            levels.setdefault(key, set()).add(c)
+    assert any(len(v) > 1 for v in levels.values()), levels  # re-measured at a lower level after going over
+
+
+def test_an_unavailable_format_is_listed_with_its_reason(tmp_path):
+    store = SearchStore(tmp_path, {"model": "toy"}).open()
+    infos = [FormatInfo("trt", error="format unavailable on this host: no GPU"),
+             FormatInfo("onnx", manifest(), Path("."), "abc123")]
+    outcome = Search(infos, FakeMeasurer(), store, SearchSettings(budget_ms=500.0, cores=CORES), progress=False,
+                     log=lambda m: None).run()
+    trt = trial(outcome, format="trt")
+    assert trt.verdict == "unavailable" and "no GPU" in trt.detail
+    assert outcome.decision.winner.candidate.format == "onnx"

@@ -1,0 +1,52 @@
+#!/usr/bin/env python3
+"""Benchmark: this toolkit's config search and Model Analyzer's quick search on the same model, p99 budget and
+embedded tritonserver; prints both best throughputs within the budget and both wall times. If Model Analyzer
+cannot run, says exactly why and still runs our side."""
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import deployment_toolkit  # noqa: E402,F401  (first: hides the triton/ folder from torch before it loads)
+from deployment_toolkit import cli  # noqa: E402
+
+
+def main() -> int:
+    p = cli.parser(__doc__, """
+        python3 -m venv /tmp/ma-venv && /tmp/ma-venv/bin/pip install triton-model-analyzer
+        python triton/benchmark_vs_model_analyzer.py --model resnet50 --preset full --p99-ms 500 --max-minutes 10 \\
+            --model-analyzer /tmp/ma-venv/bin/model-analyzer --result-path results/search-vs-ma-resnet50-cpu
+    """)
+    p.add_argument("--model", required=True)
+    p.add_argument("--preset", default="small")
+    p.add_argument("--p99-ms", type=float, required=True, help="p99 budget in ms, the same for both sides")
+    p.add_argument("--max-minutes", type=float, default=10.0, help="time limit of each side (default: %(default)s)")
+    p.add_argument("--formats", default="onnx", help="our side's formats; Model Analyzer gets the first")
+    p.add_argument("--workspace", default=None, help="artifacts (default workspace/<model>-<preset>)")
+    p.add_argument("--result-path", default=None, help="default results/search-vs-ma-<model>-<preset>")
+    p.add_argument("--model-analyzer", default=None, metavar="PATH",
+                   help="the model-analyzer CLI (default: /tmp/ma-venv/bin/model-analyzer, then PATH)")
+    p.add_argument("--ma-search-mode", choices=("quick", "brute", "optuna"), default="quick")
+    p.add_argument("--skip-model-analyzer", action="store_true")
+    p.add_argument("--shared-memory", choices=("system", "none"), default="system",
+                   help="tensor transport of perf_analyzer on both sides (default: %(default)s)")
+    p.add_argument("--measurement-interval", type=int, default=2000, help="our side's perf_analyzer window (ms)")
+    args = p.parse_args()
+
+    from deployment_toolkit.search.versus import compare, summary_lines
+
+    result_dir = Path(args.result_path or Path("results") / f"search-vs-ma-{args.model}-{args.preset}")
+    workspace = Path(args.workspace or Path("workspace") / f"{args.model}-{args.preset}")
+    ours, ma = compare(model=args.model, preset=args.preset, budget_ms=args.p99_ms, max_minutes=args.max_minutes,
+                       formats=[f for f in args.formats.split(",") if f], workspace=workspace, result_dir=result_dir,
+                       our_extra=["--measurement-interval", str(args.measurement_interval), "--no-progress"],
+                       ma_binary=args.model_analyzer, ma_mode=args.ma_search_mode,
+                       skip_ma=args.skip_model_analyzer, shared_memory=args.shared_memory)
+    print("\n" + "\n".join(summary_lines(args.p99_ms, ours, ma)))
+    if ma.error:
+        print(f"\nModel Analyzer: {ma.error}")
+    print(f"\nsummary: {result_dir / 'vs_model_analyzer.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    cli.run(main)
