@@ -68,6 +68,9 @@ class TensorSpec:
     # Inputs that are not data (e.g. band wavelengths, a timestep): perf/accuracy tools fill them with
     # `value` instead of random numbers when set.
     value: list[Any] | None = None
+    # Describes a whole request rather than one sample (DOFA's band wavelengths: the model reads row 0 for
+    # the batch): requests that differ in it must never share a batch. A timestep is per sample, not this.
+    batch_uniform: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
@@ -127,6 +130,7 @@ class TensorSpec:
             dtype=d.get("dtype", "float32"),
             example_shape=tuple(d["example_shape"]) if d.get("example_shape") is not None else None,
             value=d.get("value"),
+            batch_uniform=bool(d.get("batch_uniform", False)),
         )
 
 
@@ -175,12 +179,26 @@ class Manifest:
     export_options: dict[str, Any] = field(default_factory=dict)
     verification: dict[str, Any] = field(default_factory=dict)
     versions: dict[str, str] = field(default_factory=dict)
+    # Every file of the artifact, relative to its directory: the artifact first, then side files such as the
+    # external weights of a > 2 GB ONNX model. Empty in manifests written before the field: see `files`.
+    artifact_files: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.format not in FORMATS:
             raise SpecError(f"unknown format {self.format!r}; choose one of {', '.join(FORMATS)}")
         if self.max_batch_size < 0:
             raise SpecError("max_batch_size must be >= 0")
+        self.artifact_files = [str(f) for f in self.artifact_files]
+        if self.artifact_files and self.artifact_files[0] != self.artifact:
+            raise SpecError(f"artifact_files must start with the artifact {self.artifact!r}, got {self.artifact_files}")
+        outside = [f for f in self.artifact_files if Path(f).is_absolute() or ".." in Path(f).parts]
+        if outside:
+            raise SpecError(f"artifact_files must be relative to the artifact's directory, got {outside}")
+
+    @property
+    def files(self) -> list[str]:
+        """The artifact's files (copied together into a model repository); just the artifact for old manifests."""
+        return list(self.artifact_files) or [self.artifact]
 
     @property
     def inputs(self) -> tuple[TensorSpec, ...]:

@@ -1,7 +1,6 @@
 """One entry point for every format: build the registered model, export, verify, write the manifest."""
 from __future__ import annotations
 
-import shutil
 import tempfile
 import time
 from dataclasses import dataclass
@@ -9,9 +8,10 @@ from pathlib import Path
 
 from ..models import get_model
 from ..spec import ARTIFACT_NAMES, FORMATS, Manifest
-from .errors import ConversionError, VerificationError
+from .errors import ConversionError, FormatUnavailable, VerificationError
+from .files import copy_artifact_files
 from .onnx import export_onnx
-from .tensorrt import build_engine
+from .tensorrt import build_engine, tensorrt_available
 from .torchscript import export_torchscript
 from .verify import torch_callable, verify
 
@@ -29,6 +29,7 @@ class ConvertOptions:
     verify: bool = True
     verify_batch_sizes: tuple[int, ...] = (1, 2)
     seed: int = 0
+    onnx_external_data_threshold: int | None = None  # default: onnx.EXTERNAL_DATA_THRESHOLD_BYTES (2 GB)
 
 
 def _versions() -> dict[str, str]:
@@ -49,6 +50,10 @@ def convert(model_name: str, fmt: str, output_dir: str | Path, options: ConvertO
         raise ConversionError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
     entry = get_model(model_name)
     preset = entry.preset(opts.preset)
+    if fmt == "trt":  # before building the model and exporting ONNX for an engine this host cannot build
+        ok, why = tensorrt_available()
+        if not ok:
+            raise FormatUnavailable(why)
     signature = preset.signature
     max_batch = opts.max_batch_size if opts.max_batch_size is not None else preset.max_batch_size
     out = Path(output_dir)
@@ -59,14 +64,16 @@ def convert(model_name: str, fmt: str, output_dir: str | Path, options: ConvertO
     model = entry.build(opts.preset, seed=opts.seed)
     examples = signature.examples(min(2, max(max_batch, 1)), seed=opts.seed)
     example_args = tuple(torch.from_numpy(examples[t.name]) for t in signature.inputs)
+    onnx_options = dict(opset=opts.opset, simplify=opts.simplify,
+                        external_data_threshold=opts.onnx_external_data_threshold)
     if fmt == "onnx":
-        export_options = export_onnx(model, signature, example_args, artifact, opset=opts.opset, simplify=opts.simplify)
+        export_options = export_onnx(model, signature, example_args, artifact, **onnx_options)
     elif fmt in ("ts-trace", "ts-script"):
         export_options = export_torchscript(model, example_args, artifact, mode=fmt.split("-")[1])
     else:  # trt: through a temporary ONNX file
         with tempfile.TemporaryDirectory() as tmp:
             onnx_path = Path(tmp) / "model.onnx"
-            export_onnx(model, signature, example_args, onnx_path, opset=opts.opset, simplify=opts.simplify)
+            export_onnx(model, signature, example_args, onnx_path, **onnx_options)
             export_options = build_engine(
                 onnx_path, signature, artifact, precision=opts.precision, min_batch=opts.trt_min_batch,
                 opt_batch=opts.trt_opt_batch or max_batch, max_batch=max(max_batch, 1),
@@ -78,7 +85,7 @@ def convert(model_name: str, fmt: str, output_dir: str | Path, options: ConvertO
         model=entry.name, preset=opts.preset, family=entry.family, task=entry.task, metric=entry.metric,
         format=fmt, artifact=artifact.name, signature=signature, max_batch_size=max_batch,
         precision=opts.precision, export_options={**export_options, "export_seconds": round(export_seconds, 3)},
-        versions=_versions(),
+        versions=_versions(), artifact_files=[artifact.name, *export_options.get("external_data", [])],
     )
     if opts.verify:
         result = verify_artifact(manifest, out, model=model, batch_sizes=opts.verify_batch_sizes, seed=opts.seed)
@@ -109,10 +116,10 @@ def verify_artifact(manifest: Manifest, directory: str | Path, model=None, batch
 
 
 def copy_artifact(src_dir: str | Path, dst_dir: str | Path) -> Manifest:
-    """Copy artifact + manifest (e.g. into a model repository version directory)."""
+    """Copy every file of the artifact + manifest (e.g. into a model repository version directory)."""
     manifest = Manifest.load(src_dir)
     dst = Path(dst_dir)
     dst.mkdir(parents=True, exist_ok=True)
-    shutil.copy2(Path(src_dir) / manifest.artifact, dst / manifest.artifact)
+    copy_artifact_files(manifest, src_dir, dst)
     manifest.save(dst)
     return manifest

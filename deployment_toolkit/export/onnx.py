@@ -1,28 +1,50 @@
-"""PyTorch -> ONNX with a dynamic batch axis (and any other dynamic axes of the signature)."""
+"""PyTorch -> ONNX with a dynamic batch axis (and any other dynamic axes of the signature).
+
+One protobuf message cannot pass 2 GB, so a larger model (e.g. the full `sd_unet`, ~3.4 GB) is saved as
+`model.onnx` (the graph) plus ONE external data file `model.onnx.data` next to it, referenced by a relative
+location: ONNX Runtime and Triton load it from wherever both files are copied together. `export_onnx`
+reports the side file in its options, and convert lists it in the manifest's `artifact_files`.
+"""
 from __future__ import annotations
 
+import os
+import tempfile
 import warnings
 from pathlib import Path
 
 from ..spec import ModelSignature
 from .errors import ConversionError
 
+# Above this many bytes of weights the model is saved with external data (protobuf's limit is 2**31 - 1).
+# A module constant (and export_onnx's `external_data_threshold`) so tests can force the mode on a tiny model.
+EXTERNAL_DATA_THRESHOLD_BYTES = 2**31 - 1
 
-def export_onnx(model, signature: ModelSignature, example_args: tuple, path: Path, *, opset: int = 17,
-                simplify: bool = False, dynamic_batch: bool = True) -> dict:
-    import torch
 
+def external_data_name(path: Path) -> str:
+    """The external data file of the ONNX model at `path`: `model.onnx` -> `model.onnx.data`."""
+    return f"{Path(path).name}.data"
+
+
+def dynamic_axes_of(signature: ModelSignature, dynamic_batch: bool = True) -> dict[str, dict[int, str]]:
+    """torch.onnx's dynamic_axes: the batch axis, and every -1 of the signature as its own named dim."""
     dynamic_axes = {}
     for spec in (*signature.inputs, *signature.outputs):
         axes = {0: "batch"} if dynamic_batch else {}
         axes.update({i + 1: f"{spec.name}_d{i + 1}" for i, d in enumerate(spec.shape) if d == -1})
         if axes:
             dynamic_axes[spec.name] = axes
+    return dynamic_axes
+
+
+def _torch_export(model, signature: ModelSignature, example_args: tuple, path: Path, opset: int,
+                  dynamic_axes: dict) -> None:
+    import torch
+
     try:
         with warnings.catch_warnings(), torch.no_grad():
             warnings.simplefilter("ignore")
-            # The legacy (TorchScript-based) exporter writes one self-contained file and handles every
-            # family here; dynamo=True splits weights into a side .data file.
+            # The legacy (TorchScript-based) exporter handles every family here. Past 2 GB it writes one file
+            # per tensor beside `path`; export_onnx gathers them into one.
             torch.onnx.export(
                 model,
                 example_args,
@@ -36,12 +58,63 @@ def export_onnx(model, signature: ModelSignature, example_args: tuple, path: Pat
             )
     except Exception as err:  # torch raises many types here; the message is what matters
         raise ConversionError(f"ONNX export failed (opset {opset}): {type(err).__name__}: {err}") from err
-    options = {"opset": opset, "simplified": False, "dynamic_axes": dynamic_axes}
-    if simplify:
-        import onnx
-        import onnxslim
 
-        slim = onnxslim.slim(onnx.load(str(path)))
-        onnx.save(slim, str(path))
-        options["simplified"] = True
-    return options
+
+def _needs_external_data(export_dir: Path, threshold: int) -> bool:
+    """torch already split the weights (more than one file), or they pass `threshold` bytes."""
+    files = [p for p in export_dir.iterdir() if p.is_file()]
+    return len(files) > 1 or sum(p.stat().st_size for p in files) > threshold
+
+
+def _save(proto, path: Path, external: bool) -> list[str]:
+    """Save `proto` at `path` (a fresh directory: onnx appends to an existing data file); returns the files."""
+    import onnx
+
+    if not external:
+        onnx.save(proto, str(path))
+        return [path.name]
+    data = external_data_name(path)
+    onnx.save(proto, str(path), save_as_external_data=True, all_tensors_to_one_file=True, location=data)
+    return [path.name, data] if (path.parent / data).exists() else [path.name]
+
+
+def _install(staged: Path, path: Path, files: list[str]) -> None:
+    """Move the staged files into place by rename (side files first, the model last), and remove a stale
+    data file of an earlier export. Renaming leaves a hard-linked copy (a model repository) untouched."""
+    for name in reversed(files):
+        os.replace(staged / name, path.parent / name)
+    stale = path.parent / external_data_name(path)
+    if stale.name not in files:
+        stale.unlink(missing_ok=True)
+
+
+def export_onnx(model, signature: ModelSignature, example_args: tuple, path: Path, *, opset: int = 17,
+                simplify: bool = False, dynamic_batch: bool = True,
+                external_data_threshold: int | None = None) -> dict:
+    """Export to `path`; returns the options for the manifest, `external_data` listing the side files (none
+    unless the weights pass `external_data_threshold`, default EXTERNAL_DATA_THRESHOLD_BYTES)."""
+    threshold = EXTERNAL_DATA_THRESHOLD_BYTES if external_data_threshold is None else external_data_threshold
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    dynamic_axes = dynamic_axes_of(signature, dynamic_batch)
+    with tempfile.TemporaryDirectory(dir=path.parent, prefix=".onnx-export-") as tmp:
+        raw_dir, staged = Path(tmp) / "torch", Path(tmp) / "staged"
+        raw_dir.mkdir()
+        staged.mkdir()
+        raw = raw_dir / path.name
+        _torch_export(model, signature, example_args, raw, opset, dynamic_axes)
+        external = _needs_external_data(raw_dir, threshold)
+        if simplify or external:
+            import onnx
+
+            proto = onnx.load(str(raw))  # with torch's per-tensor files, if any
+            if simplify:
+                import onnxslim
+
+                proto = onnxslim.slim(proto)
+            files = _save(proto, staged / path.name, external)
+        else:
+            os.replace(raw, staged / path.name)
+            files = [path.name]
+        _install(staged, path, files)
+    return {"opset": opset, "simplified": simplify, "dynamic_axes": dynamic_axes, "external_data": files[1:]}

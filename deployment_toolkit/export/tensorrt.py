@@ -9,6 +9,8 @@ from pathlib import Path
 
 from ..spec import ModelSignature
 from .errors import ConversionError, FormatUnavailable
+from .files import write_replacing
+from .verify import alternate_shape
 
 
 def tensorrt_available() -> tuple[bool, str]:
@@ -40,7 +42,7 @@ def build_engine(onnx_path: Path, signature: ModelSignature, path: Path, *, prec
     builder = trt.Builder(logger)
     network = builder.create_network(0)  # explicit batch is the only mode in TensorRT 10
     parser = trt.OnnxParser(network, logger)
-    if not parser.parse(Path(onnx_path).read_bytes()):
+    if not parser.parse_from_file(str(onnx_path)):  # from the file: finds external data (> 2 GB) beside it
         errors = [str(parser.get_error(i)) for i in range(parser.num_errors)]
         raise ConversionError("TensorRT could not parse the ONNX model:\n" + "\n".join(errors))
     config = builder.create_builder_config()
@@ -50,13 +52,17 @@ def build_engine(onnx_path: Path, signature: ModelSignature, path: Path, *, prec
             raise FormatUnavailable("this GPU has no fast fp16; build the engine in fp32")
         config.set_flag(trt.BuilderFlag.FP16)
     profile = builder.create_optimization_profile()
+    dynamic = {}
     for spec in signature.inputs:
-        dims = spec.concrete_shape
-        profile.set_shape(spec.name, (min_batch, *dims), (opt_batch, *dims), (max_batch, *dims))
+        # dynamic non-batch axes span the example size up to the second size verification checks
+        dims, top = spec.concrete_shape, alternate_shape(spec)
+        profile.set_shape(spec.name, (min_batch, *dims), (opt_batch, *dims), (max_batch, *top))
+        if spec.is_dynamic:
+            dynamic[spec.name] = [list(dims), list(top)]
     config.add_optimization_profile(profile)
     plan = builder.build_serialized_network(network, config)
     if plan is None:
         raise ConversionError("TensorRT failed to build the engine (see the TensorRT log above)")
-    path.write_bytes(bytes(plan))
+    write_replacing(path, lambda tmp: tmp.write_bytes(bytes(plan)))
     return {"precision": precision, "profile": [min_batch, opt_batch, max_batch], "workspace_bytes": workspace_bytes,
-            "tensorrt": trt.__version__}
+            "tensorrt": trt.__version__, "dynamic_shapes": dynamic}

@@ -5,6 +5,7 @@ import warnings
 from pathlib import Path
 
 from .errors import ConversionError
+from .files import write_replacing
 
 
 def export_torchscript(model, example_args: tuple, path: Path, *, mode: str) -> dict:
@@ -27,5 +28,5 @@ def export_torchscript(model, example_args: tuple, path: Path, *, mode: str) -> 
             f"torch.jit.{mode} failed for this model: {type(err).__name__}: {cause}"
             + ("\nScripting needs TorchScript-compatible Python; use --format ts-trace instead." if mode == "script" else "")
         ) from err
-    module.save(str(path))
+    write_replacing(path, lambda tmp: module.save(str(tmp)))
     return {"mode": mode}

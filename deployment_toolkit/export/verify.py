@@ -1,12 +1,17 @@
-"""Framework vs converted outputs on the same random batches, with per-precision tolerances."""
+"""Framework vs converted outputs on the same random batches, with per-precision tolerances.
+
+When the signature has dynamic non-batch axes, the outputs are also compared at a second size of those axes:
+an export that baked the example size into the graph (a traced reshape, a fixed TensorRT profile) passes at
+the example size and fails at any other one.
+"""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Callable
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Callable
 
 import numpy as np
 
-from ..spec import ModelSignature
+from ..spec import ModelSignature, TensorSpec
 
 # pass when max_abs_err <= atol + rtol * max|reference|  (per output, over every batch tried)
 TOLERANCES = {"fp32": (1e-4, 1e-4), "fp16": (1e-2, 1e-2), "bf16": (5e-2, 5e-2)}
@@ -24,6 +29,11 @@ class VerificationResult:
     agreement: dict[str, float] = field(default_factory=dict)
     per_output: dict[str, dict[str, float]] = field(default_factory=dict)
     message: str = ""
+    # per-sample input shapes the outputs were compared at: the example shapes, then the second size of the
+    # dynamic axes (when the signature has any)
+    input_shapes: list[dict[str, list[int]]] = field(default_factory=list)
+    # second sizes not compared because the framework model itself fails there, with the reason
+    unchecked_shapes: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -52,46 +62,142 @@ def agreement(task: str, ref: np.ndarray, got: np.ndarray) -> dict[str, float]:
     return task_agreement(task, ref, got)
 
 
-def verify(reference: Callable[[dict], dict], converted: Callable[[dict], dict], signature: ModelSignature,
-           task: str, precision: str = "fp32", batch_sizes: tuple[int, ...] = (1, 2), seed: int = 0) -> VerificationResult:
-    atol, rtol = TOLERANCES.get(precision, TOLERANCES["fp32"])
-    worst_abs, worst_rel = 0.0, 0.0
-    per_output: dict[str, dict[str, float]] = {}
-    agree: dict[str, list[float]] = {}
-    failures = []
-    for i, batch in enumerate(batch_sizes):
-        inputs = signature.examples(batch, seed=seed + i)
-        ref, got = reference(inputs), converted(inputs)
+def second_size(example: int) -> int:
+    """Twice the example size: still a multiple of whatever the example size is a multiple of (a patch, a
+    window, 2**depth of a U-Net), the only divisibility the signature knows."""
+    return 2 * example
+
+
+def alternate_shape(spec: TensorSpec) -> tuple[int, ...]:
+    """`spec`'s per-sample shape with every dynamic axis at its second size."""
+    return tuple(second_size(e) if d == -1 else e for d, e in zip(spec.shape, spec.concrete_shape))
+
+
+def _resized(spec: TensorSpec) -> TensorSpec:
+    if not spec.is_dynamic:
+        return spec
+    shape = alternate_shape(spec)
+    value = spec.value
+    if value is not None:  # e.g. per-band wavelengths: repeat them over the new band count
+        value = np.resize(np.asarray(value).reshape(spec.concrete_shape), shape).ravel().tolist()
+    return replace(spec, example_shape=shape, value=value)
+
+
+def alternate_signature(signature: ModelSignature) -> ModelSignature | None:
+    """The signature with every dynamic input axis at its second size; None when no input has one.
+
+    All dynamic axes change together, so proportions between them hold (the band axis of an image and of its
+    per-band wavelengths, H = W)."""
+    if not any(t.is_dynamic for t in signature.inputs):
+        return None
+    return replace(signature, inputs=tuple(_resized(t) for t in signature.inputs))
+
+
+def input_shapes(signature: ModelSignature) -> dict[str, list[int]]:
+    return {t.name: list(t.concrete_shape) for t in signature.inputs}
+
+
+@dataclass
+class _Tally:
+    """Errors and agreement accumulated over every comparison of one verification."""
+
+    atol: float
+    rtol: float
+    task: str
+    worst_abs: float = 0.0
+    worst_rel: float = 0.0
+    per_output: dict[str, dict[str, float]] = field(default_factory=dict)
+    agree: dict[str, list[float]] = field(default_factory=dict)
+    failures: list[str] = field(default_factory=list)
+
+    def compare(self, signature: ModelSignature, ref: dict, got: dict, where: str) -> None:
         for spec in signature.outputs:
             r = np.asarray(ref[spec.name], dtype=np.float64)
             g = np.asarray(got[spec.name], dtype=np.float64)
             if r.shape != g.shape:
-                failures.append(f"{spec.name} at batch {batch}: shape {g.shape} != framework {r.shape}")
+                self.failures.append(f"{spec.name} at {where}: shape {g.shape} != framework {r.shape}")
                 continue
             scale = float(np.max(np.abs(r))) if r.size else 0.0
             abs_err = float(np.max(np.abs(r - g))) if r.size else 0.0
             rel_err = abs_err / max(scale, 1e-12)
-            stats = per_output.setdefault(spec.name, {"max_abs_err": 0.0, "max_rel_err": 0.0, "scale": 0.0})
+            stats = self.per_output.setdefault(spec.name, {"max_abs_err": 0.0, "max_rel_err": 0.0, "scale": 0.0})
             stats["max_abs_err"] = max(stats["max_abs_err"], abs_err)
             stats["max_rel_err"] = max(stats["max_rel_err"], rel_err)
             stats["scale"] = max(stats["scale"], scale)
-            worst_abs, worst_rel = max(worst_abs, abs_err), max(worst_rel, rel_err)
+            self.worst_abs, self.worst_rel = max(self.worst_abs, abs_err), max(self.worst_rel, rel_err)
             if not np.isfinite(g).all():
-                failures.append(f"{spec.name} at batch {batch}: converted output has NaN/inf")
-            elif abs_err > atol + rtol * scale:
-                failures.append(f"{spec.name} at batch {batch}: max abs err {abs_err:.3g} > {atol:g} + {rtol:g} x {scale:.3g}")
+                self.failures.append(f"{spec.name} at {where}: converted output has NaN/inf")
+            elif abs_err > self.atol + self.rtol * scale:
+                self.failures.append(f"{spec.name} at {where}: max abs err {abs_err:.3g} > "
+                                     f"{self.atol:g} + {self.rtol:g} x {scale:.3g}")
             if spec is signature.outputs[0]:
-                for k, v in agreement(task, r, g).items():
-                    agree.setdefault(k, []).append(v)
+                for k, v in agreement(self.task, r, g).items():
+                    self.agree.setdefault(k, []).append(v)
+
+    def run_converted(self, converted: Callable[[dict], dict], inputs: dict, where: str) -> dict | None:
+        """The converted outputs, or None with a failure recorded: an error here (e.g. ONNX Runtime rejecting
+        a size the export baked in) is a verification failure, not a crash."""
+        try:
+            return converted(inputs)
+        except Exception as err:  # every runtime raises its own types; the message is what matters
+            first = (str(err).strip().splitlines() or [""])[0]
+            self.failures.append(f"at {where}: the converted model failed: {type(err).__name__}: {first}")
+            return None
+
+
+def _check_second_size(reference: Callable[[dict], dict], converted: Callable[[dict], dict],
+                       signature: ModelSignature, batch: int, seed: int, tally: _Tally) -> str | None:
+    """Compare at the second size of the dynamic axes (`signature` from alternate_signature). Returns why
+    nothing was compared when the framework model itself cannot run there, else None."""
+    inputs = signature.examples(batch, seed=seed)
+    try:
+        ref = reference(inputs)
+    except Exception as err:  # the signature's dynamic axes promise more than the model takes
+        first = (str(err).strip().splitlines() or [""])[0]
+        return f"the framework model fails there: {type(err).__name__}: {first}"
+    where = f"batch {batch}, input shapes {input_shapes(signature)}"
+    got = tally.run_converted(converted, inputs, where)
+    if got is not None:
+        tally.compare(signature, ref, got, where)
+    return None
+
+
+def verify(reference: Callable[[dict], dict], converted: Callable[[dict], dict], signature: ModelSignature,
+           task: str, precision: str = "fp32", batch_sizes: tuple[int, ...] = (1, 2), seed: int = 0,
+           dynamic_sizes: bool = True) -> VerificationResult:
+    """Compare at every batch size (example shapes), then, with `dynamic_sizes` and dynamic non-batch axes in
+    the signature, once more at the smallest batch size with those axes at their second size."""
+    atol, rtol = TOLERANCES.get(precision, TOLERANCES["fp32"])
+    tally = _Tally(atol=atol, rtol=rtol, task=task)
+    for i, batch in enumerate(batch_sizes):
+        inputs = signature.examples(batch, seed=seed + i)
+        ref = reference(inputs)
+        got = tally.run_converted(converted, inputs, f"batch {batch}")
+        if got is not None:
+            tally.compare(signature, ref, got, f"batch {batch}")
+    checked, unchecked = [input_shapes(signature)], []
+    second = alternate_signature(signature) if dynamic_sizes else None
+    if second is not None:
+        why = _check_second_size(reference, converted, second, min(batch_sizes, default=1),
+                                 seed + len(batch_sizes), tally)
+        if why is None:
+            checked.append(input_shapes(second))
+        else:
+            unchecked.append({"input_shapes": input_shapes(second), "reason": why})
+    message = "; ".join(tally.failures) if tally.failures else "outputs match the framework"
+    if unchecked and not tally.failures:
+        message += f" (second size of the dynamic axes not checked: {unchecked[0]['reason']})"
     return VerificationResult(
-        passed=not failures,
+        passed=not tally.failures,
         precision=precision,
         batch_sizes=list(batch_sizes),
-        max_abs_err=worst_abs,
-        max_rel_err=worst_rel,
+        max_abs_err=tally.worst_abs,
+        max_rel_err=tally.worst_rel,
         atol=atol,
         rtol=rtol,
-        agreement={k: float(min(v)) for k, v in agree.items()},
-        per_output=per_output,
-        message="; ".join(failures) if failures else "outputs match the framework",
+        agreement={k: float(min(v)) for k, v in tally.agree.items()},
+        per_output=tally.per_output,
+        message=message,
+        input_shapes=checked,
+        unchecked_shapes=unchecked,
     )

@@ -14,7 +14,6 @@ in-process sampler (`deployment_toolkit.diffusion.runtime`), so both sample the 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -182,37 +181,9 @@ def write_diffusion_pipeline(repository: str | Path, artifact_dir: str | Path, n
     batch = manifest.max_batch_size if opts.max_batch_size is None else opts.max_batch_size
     settings = settings_from_manifest(manifest, denoiser, sampler, max_samples, max_conditionings, batch,
                                       max_steps, sampler_options)
-    denoiser_dir = write_model(repository, artifact_dir, opts, version=version)
-    copy_onnx_external_data(artifact_dir, denoiser_dir / str(version), manifest)
+    denoiser_dir = write_model(repository, artifact_dir, opts, version=version)  # with every artifact file
     sampler_dir = write_sampler_model(repository, name, settings, sampler_instances, version)
     return PipelinePaths(sampler_dir=sampler_dir, denoiser_dir=denoiser_dir, settings=settings)
-
-
-def onnx_external_files(artifact_dir: str | Path, manifest: Manifest) -> list[str]:
-    """Side files an ONNX artifact points to: a > 2 GB model (sd_unet full) is exported with its weights as
-    external data files next to model.onnx."""
-    if manifest.format != "onnx":
-        return []
-    import onnx
-
-    model = onnx.load(str(Path(artifact_dir) / manifest.artifact), load_external_data=False)
-    return sorted({e.value for t in model.graph.initializer for e in t.external_data if e.key == "location"})
-
-
-def copy_onnx_external_data(artifact_dir: str | Path, version_dir: Path, manifest: Manifest) -> list[str]:
-    """`write_model` copies only the artifact file; bring its external data along (hard links when possible:
-    the full denoiser's weights are 3.4 GB), or the denoiser fails to load."""
-    files = onnx_external_files(artifact_dir, manifest)
-    for name in files:
-        src, dst = Path(artifact_dir) / name, version_dir / name
-        if dst.exists():
-            continue
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            os.link(src, dst)
-        except OSError:
-            shutil.copy2(src, dst)
-    return files
 
 
 def read_pipeline(repository: str | Path, name: str) -> tuple[PipelineSettings, Path]:

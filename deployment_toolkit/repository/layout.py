@@ -1,13 +1,16 @@
 """Write a model into a Triton model repository:
 
     <repository>/<model-name>/config.pbtxt
-    <repository>/<model-name>/<version>/<artifact> + manifest.json  (+ model.py, runtimes.py for the Python runtime)
+    <repository>/<model-name>/<version>/<artifact files> + manifest.json  (+ model.py, runtimes.py for the Python
+                                        runtime); the artifact files: the artifact and its side files, e.g. the
+                                        external weights (model.onnx.data) of a > 2 GB ONNX model
 """
 from __future__ import annotations
 
 import shutil
 from pathlib import Path
 
+from ..export.files import copy_artifact_files
 from ..spec import Manifest, atomic_write_text
 from .config import ConfigError, ConfigOptions, build_config, read_config, to_text
 from .python_runtime import RUNTIME_DIR, RUNTIME_FILES
@@ -22,7 +25,7 @@ def write_model(repository: str | Path, artifact_dir: str | Path, opts: ConfigOp
     if version_dir.exists():
         shutil.rmtree(version_dir)
     version_dir.mkdir(parents=True)
-    shutil.copy2(Path(artifact_dir) / manifest.artifact, version_dir / manifest.artifact)
+    copy_artifact_files(manifest, artifact_dir, version_dir)  # hard links when possible
     manifest.save(version_dir)
     if opts.runtime == "python":
         for name in RUNTIME_FILES:
