@@ -2,9 +2,12 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import textwrap
-from typing import Callable
+import threading
+from types import FrameType
+from typing import Any, Callable
 
 from .client.data import DataError
 from .client.infer import InferenceError
@@ -34,14 +37,47 @@ def int_list(text: str) -> tuple[int, ...]:
         raise argparse.ArgumentTypeError(f"expected a comma-separated list of integers, got {text!r}") from err
 
 
+EXIT_SIGTERM = 128 + signal.SIGTERM  # 143, what a shell reports for a process killed by SIGTERM
+
+
+def _raise_on_sigterm(signum: int, frame: FrameType | None) -> None:
+    """SIGTERM unwinds the stack like Ctrl-C, so `with LocalTritonServer(...)` blocks stop their server.
+
+    Python's default for SIGTERM is to die on the spot: no finally, no __exit__, and the embedded
+    tritonserver (its own session, so it gets no signal) lives on as an orphan holding its ports.
+    Further SIGTERMs are ignored while the cleanup (bounded by LocalTritonServer.stop's timeouts) runs.
+    """
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise SystemExit(EXIT_SIGTERM)
+
+
+def install_sigterm_handler() -> Callable[[], None]:
+    """Install `_raise_on_sigterm` (main thread only: elsewhere Python cannot set handlers); returns a
+    function that restores the previous handler."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    previous: Any = signal.signal(signal.SIGTERM, _raise_on_sigterm)
+    # None: the previous handler was not set from Python; the default is the closest we can restore
+    return lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
+
+
 def run(main: Callable[[], int | None]) -> None:
-    """Run a script's main: user errors become one clear message and exit code 2."""
+    """Run a script's main: user errors become one clear message and exit code 2; SIGTERM and Ctrl-C
+    unwind (context managers stop embedded servers) and exit with 143 and 130."""
+    restore = install_sigterm_handler()
     try:
         code = main()
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         code = 130
+    except SystemExit as err:
+        if err.code != EXIT_SIGTERM:
+            raise
+        print("terminated (SIGTERM)", file=sys.stderr)
+        code = EXIT_SIGTERM
     except USER_ERRORS as err:
         print(f"error: {err}", file=sys.stderr)
         code = 2
+    finally:
+        restore()
     sys.exit(code or 0)

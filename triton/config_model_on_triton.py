@@ -36,6 +36,10 @@ def main() -> int:
     p.add_argument("--precision", choices=("fp32", "fp16"), default=None, help="default: the manifest's")
     p.add_argument("--max-workspace-size", type=int, default=1 << 30, help="ONNX Runtime TensorRT accelerator workspace")
     p.add_argument("--capture-cuda-graph", type=int, choices=(0, 1), default=0)
+    p.add_argument("--batch-uniform-inputs", type=lambda t: tuple(n.strip() for n in t.split(",") if n.strip()),
+                   default=None, help="inputs that describe a whole request (rows equal within a batch), comma "
+                   "separated; requests that differ in them are never batched together. Default: the inputs the "
+                   "model registry marks (e.g. dofa_vit's wavelengths__1); '' for none")
     p.add_argument("--intra-op-threads", type=int, default=0, help="runtime threads per instance (0: runtime default)")
     p.add_argument("--warmup-batch-sizes", type=cli.int_list, default=())
     p.add_argument("--response-cache", action="store_true")
@@ -47,7 +51,7 @@ def main() -> int:
     p.add_argument("--load-model-timeout-s", type=float, default=120.0)
     args = p.parse_args()
 
-    from deployment_toolkit.repository import ConfigOptions, HostMismatchWarning, write_model
+    from deployment_toolkit.repository import ConfigOptions, write_model
     from deployment_toolkit.repository.loading import load_on_server
 
     native = args.model_format != "python"
@@ -59,7 +63,7 @@ def main() -> int:
         precision=args.precision, trt_workspace_bytes=args.max_workspace_size,
         capture_cuda_graph=bool(args.capture_cuda_graph), intra_op_threads=args.intra_op_threads,
         warmup_batch_sizes=args.warmup_batch_sizes, response_cache=args.response_cache,
-        version_policy=args.version_policy,
+        version_policy=args.version_policy, batch_uniform_inputs=args.batch_uniform_inputs,
     )
     if native:
         from deployment_toolkit.spec import Manifest
@@ -69,7 +73,7 @@ def main() -> int:
             raise ValueError(f"--model-format {args.model_format} contradicts the artifact in {args.model_path}, "
                              f"which is {fmt}: convert it to {args.model_format} or pass --model-format {fmt}")
     with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", HostMismatchWarning)
+        warnings.simplefilter("always")  # host mismatch, batching left out: shown, not fatal
         model_dir = write_model(args.model_repository, args.model_path, opts, version=args.model_version)
     for w in caught:
         print(f"warning: {w.message}", file=sys.stderr)

@@ -161,7 +161,8 @@ def _dofa_presets() -> dict[str, Preset]:
         return ModelSignature(
             inputs=(
                 TensorSpec("input__0", (-1, size, size), example_shape=(S2_BANDS, size, size)),
-                TensorSpec("wavelengths__1", (-1,), example_shape=(S2_BANDS,), value=list(S2_WAVELENGTHS_UM)),
+                TensorSpec("wavelengths__1", (-1,), example_shape=(S2_BANDS,), value=list(S2_WAVELENGTHS_UM),
+                           batch_uniform=True),
             ),
             outputs=(TensorSpec("output__0", (dim,)),),
         )

@@ -29,6 +29,10 @@ class HostMismatchWarning(UserWarning):
     """A config written for another host (e.g. KIND_GPU on a host without a GPU)."""
 
 
+class BatchingWarning(UserWarning):
+    """Dynamic batching was asked for but left out of the config, because it would give wrong answers."""
+
+
 @dataclass
 class ConfigOptions:
     model_name: str
@@ -50,6 +54,8 @@ class ConfigOptions:
     response_cache: bool = False
     version_policy: str = "latest"  # latest | all | specific:1,2
     host_has_gpu: bool | None = None  # None: detect
+    # inputs whose rows must be equal within a batch; None: the manifest inputs marked `batch_uniform`
+    batch_uniform_inputs: tuple[str, ...] | None = None
     extra_parameters: dict[str, str] = field(default_factory=dict)
 
 
@@ -60,6 +66,31 @@ def host_has_gpu() -> bool:
         return bool(torch.cuda.is_available())
     except ImportError:  # pragma: no cover
         return False
+
+
+def batch_uniform_inputs(manifest: Manifest, opts: ConfigOptions) -> tuple[str, ...]:
+    """Inputs that describe a whole request, not a sample (e.g. DOFA's band wavelengths, read once per
+    batch): requests that differ in them must never be merged into one batch. By default the manifest
+    inputs marked `batch_uniform`."""
+    if opts.batch_uniform_inputs is None:
+        return tuple(t.name for t in manifest.inputs if t.batch_uniform)
+    names = {t.name for t in manifest.inputs}
+    unknown = [n for n in opts.batch_uniform_inputs if n not in names]
+    if unknown:
+        raise ConfigError(f"batch-uniform input(s) {unknown} are not inputs of {manifest.model}; "
+                          f"its inputs are {sorted(names)}")
+    return tuple(opts.batch_uniform_inputs)
+
+
+def _native_merges_unsafely(manifest: Manifest, opts: ConfigOptions, max_batch: int) -> tuple[str, ...]:
+    """The batch-uniform inputs a native backend's dynamic batching would mix (empty: batching is safe).
+
+    Triton's own backends concatenate queued requests blindly, so two requests with other wavelengths
+    would share one batch and all but the first get wrong answers; the Python runtime groups them instead.
+    """
+    if opts.runtime != "native" or max_batch <= 0 or not opts.dynamic_batching:
+        return ()
+    return batch_uniform_inputs(manifest, opts)
 
 
 def _dims(shape) -> list[int]:
@@ -86,7 +117,15 @@ def build_config(manifest: Manifest, opts: ConfigOptions) -> mc.ModelConfig:
         tensor.name = spec.name
         tensor.data_type = mc.DataType.Value(f"TYPE_{spec.triton_dtype}")
         tensor.dims.extend(_dims(spec.shape))
-    if max_batch > 0 and opts.dynamic_batching:
+    unsafe = _native_merges_unsafely(manifest, opts, max_batch)
+    if unsafe:
+        warnings.warn(
+            f"dynamic batching left out of {opts.model_name}'s config: input(s) {', '.join(unsafe)} must be equal "
+            f"across a batch, and the native {cfg.platform} backend would merge requests that differ in them "
+            "(wrong answers). Each request now runs as sent; to batch across requests, serve it with "
+            "--model-format python, whose runtime only merges requests with identical values",
+            BatchingWarning, stacklevel=2)
+    if max_batch > 0 and opts.dynamic_batching and not unsafe:
         db = cfg.dynamic_batching
         db.preferred_batch_size.extend(opts.preferred_batch_sizes)
         db.max_queue_delay_microseconds = opts.max_queue_delay_us
@@ -105,6 +144,9 @@ def build_config(manifest: Manifest, opts: ConfigOptions) -> mc.ModelConfig:
                        "accelerator": opts.backend_accelerator})
         if opts.intra_op_threads:
             params["intra_op_threads"] = str(opts.intra_op_threads)
+        uniform = batch_uniform_inputs(manifest, opts)
+        if uniform or opts.batch_uniform_inputs is not None:  # model.py falls back to the manifest without it
+            params["batch_uniform_inputs"] = ",".join(uniform)
     elif opts.intra_op_threads:
         key = "intra_op_thread_count" if manifest.format == "onnx" else "INTRA_OP_THREAD_COUNT"
         params[key] = str(opts.intra_op_threads)
@@ -128,6 +170,13 @@ def _check(manifest: Manifest, opts: ConfigOptions, max_batch: int, precision: s
         raise ConfigError(f"preferred batch sizes {bad} are outside 1..max_batch_size ({max_batch})")
     if opts.preferred_batch_sizes and (max_batch == 0 or not opts.dynamic_batching):
         raise ConfigError("preferred batch sizes need dynamic batching and max_batch_size > 0")
+    unsafe = _native_merges_unsafely(manifest, opts, max_batch)
+    if unsafe and opts.preferred_batch_sizes:
+        raise ConfigError(
+            f"preferred batch sizes need dynamic batching, which the native backend cannot do safely for this model: "
+            f"input(s) {', '.join(unsafe)} must be equal across a batch and it would merge requests that differ. "
+            "Drop --preferred-batch-sizes (or pass --no-dynamic-batching), or serve with --model-format python, "
+            "whose runtime only merges requests with identical values")
     if opts.max_queue_delay_us < 0:
         raise ConfigError("--max-queue-delay-us must be >= 0")
     if opts.instances < 1:

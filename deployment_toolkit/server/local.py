@@ -34,6 +34,7 @@ from .errors import (
 )
 
 DEFAULT_START_TIMEOUT_S = 120.0
+GROUP_GRACE_S = 2.0  # time the rest of the server's process group gets to exit on its own once the server is gone
 # Lines of the server log that explain a failure.
 # Lines every CPU-only start prints; they never explain a failure.
 _BENIGN = ("Unable to allocate pinned system memory", "CudaDriverHelper has not been initialized",
@@ -277,20 +278,26 @@ class LocalTritonServer:
         raise ServerExitedError(f"tritonserver exited with code {code} (log: {self.log_path}):\n{why}")
 
     def stop(self, timeout_s: float = 15.0) -> None:
+        """SIGTERM, then SIGKILL to the server's whole process group, also when the server already died.
+
+        The server leads its own group (start_new_session), and its Python-backend stubs are in it: a
+        stub whose server crashed or was killed is an orphan that keeps its memory, so the group gets a
+        SIGKILL whenever anything in it outlives the server (after `GROUP_GRACE_S`).
+        """
         proc = self.process
-        if proc is not None and proc.poll() is None:
-            try:
-                os.killpg(proc.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-            try:
-                proc.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
+        if proc is not None:
+            pgid = proc.pid
+            if proc.poll() is None:
+                signal_group(pgid, signal.SIGTERM)
                 try:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
+                    proc.wait(timeout=timeout_s)
+                except subprocess.TimeoutExpired:
                     pass
-                proc.wait(timeout=10)
+            # still running after timeout_s, or (server gone) a stub that does not exit on its own
+            if proc.poll() is None or not wait_group_gone(pgid, GROUP_GRACE_S):
+                signal_group(pgid, signal.SIGKILL)
+            proc.wait(timeout=10)
+            wait_group_gone(pgid, 10.0)
         if self._log_fh is not None:
             self._log_fh.close()
             self._log_fh = None
@@ -360,6 +367,44 @@ class LocalTritonServer:
 
     def log_tail(self, lines: int = 30) -> str:
         return "\n".join(self.log_text().splitlines()[-lines:])
+
+
+def signal_group(pgid: int, sig: int) -> bool:
+    """Send `sig` to every process of group `pgid`; False when the group no longer exists."""
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):  # gone (PermissionError: the id now names someone else's group)
+        return False
+    return True
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live processes of group `pgid` (zombies excluded: they hold nothing and only wait to be reaped)."""
+    proc = Path("/proc")
+    if not proc.is_dir():  # not Linux: the group exists while signal 0 reaches it
+        return [pgid] if signal_group(pgid, 0) else []
+    members = []
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:  # exited while we looked
+            continue
+        fields = stat[stat.rfind(")") + 2:].split()  # after "pid (comm) ": state ppid pgrp ...
+        if len(fields) > 2 and fields[0] != "Z" and int(fields[2]) == pgid:
+            members.append(int(entry.name))
+    return members
+
+
+def wait_group_gone(pgid: int, timeout_s: float) -> bool:
+    """Poll until no live process is left in group `pgid`; False if some still are after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while group_members(pgid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)  # polling interval, not a fixed wait
+    return True
 
 
 def explain_lines(log: str, models: Iterable[str] = (), limit: int = 25) -> list[str]:

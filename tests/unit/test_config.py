@@ -1,11 +1,12 @@
 """Config generator: protobuf round trip, golden text for the native GPU backends (whose binaries are
 not on CPU hosts), and the semantic checks."""
+import warnings
 from pathlib import Path
 
 import pytest
 
 from deployment_toolkit.repository.config import (
-    ConfigError, ConfigOptions, HostMismatchWarning, build_config, parse_text, to_text,
+    BatchingWarning, ConfigError, ConfigOptions, HostMismatchWarning, build_config, parse_text, to_text,
 )
 from deployment_toolkit.spec import Manifest, ModelSignature, TensorSpec
 
@@ -100,3 +101,59 @@ def test_gpu_kind_on_cpu_host_warns_but_writes():
 def test_parse_error_is_config_error():
     with pytest.raises(ConfigError, match="not a valid Triton model config"):
         parse_text("name: 'x'\nmax_batch_size: lots\n")
+
+
+def dofa_manifest(fmt="onnx"):
+    """A wavelength-conditioned encoder: wavelengths__1 is read once per batch (batch_uniform)."""
+    sig = ModelSignature(
+        inputs=(TensorSpec("input__0", (-1, 64, 64), example_shape=(3, 64, 64)),
+                TensorSpec("wavelengths__1", (-1,), example_shape=(3,), value=[0.49, 0.56, 0.66],
+                           batch_uniform=True)),
+        outputs=(TensorSpec("output__0", (192,)),))
+    return Manifest(model="dofa_vit", preset="small", family="geospatial", task="embedding", metric="cosine",
+                    format=fmt, artifact="model.onnx" if fmt == "onnx" else "model.pt", signature=sig,
+                    max_batch_size=8)
+
+
+@pytest.mark.parametrize("fmt", ["onnx", "ts-trace"])
+def test_native_backend_gets_no_dynamic_batching_with_a_batch_uniform_input(fmt):
+    with pytest.warns(BatchingWarning, match="wavelengths__1 must be equal across a batch.*--model-format python"):
+        cfg = build_config(dofa_manifest(fmt), ConfigOptions("dofa", runtime="native", max_queue_delay_us=100,
+                                                             host_has_gpu=True))
+    assert not cfg.HasField("dynamic_batching")
+    assert cfg.max_batch_size == 8  # requests still carry batches, each run as sent
+
+
+def test_native_backend_refuses_preferred_batch_sizes_with_a_batch_uniform_input():
+    with pytest.raises(ConfigError, match="wavelengths__1 must be equal across a batch.*--preferred-batch-sizes"):
+        build_config(dofa_manifest(), ConfigOptions("dofa", runtime="native", preferred_batch_sizes=(4,),
+                                                    host_has_gpu=True))
+
+
+def test_python_runtime_batches_and_names_the_inputs_to_group_by():
+    cfg = build_config(dofa_manifest(), ConfigOptions("dofa", preferred_batch_sizes=(4,), host_has_gpu=False))
+    assert list(cfg.dynamic_batching.preferred_batch_size) == [4]
+    assert cfg.parameters["batch_uniform_inputs"].string_value == "wavelengths__1"
+    assert "batch_uniform_inputs" not in build_config(manifest(), ConfigOptions("m", host_has_gpu=False)).parameters
+
+
+def test_batch_uniform_inputs_can_be_overridden_and_are_checked():
+    cfg = build_config(dofa_manifest(), ConfigOptions("dofa", runtime="native", batch_uniform_inputs=(),
+                                                      host_has_gpu=True))
+    assert cfg.HasField("dynamic_batching")
+    with pytest.raises(ConfigError, match=r"\['bands'\] are not inputs of dofa_vit"):
+        build_config(dofa_manifest(), ConfigOptions("dofa", batch_uniform_inputs=("bands",), host_has_gpu=False))
+
+
+def test_per_sample_inputs_with_a_fixed_value_keep_dynamic_batching():
+    """sd_unet's timestep__1 has an example `value` but is read per sample: batching across requests is safe."""
+    from deployment_toolkit.models import get_model
+
+    sig = get_model("sd_unet").preset("small").signature
+    m = Manifest(model="sd_unet", preset="small", family="diffusion", task="denoising", metric="psnr",
+                 format="onnx", artifact="model.onnx", signature=sig, max_batch_size=8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", BatchingWarning)
+        cfg = build_config(m, ConfigOptions("sd", runtime="native", host_has_gpu=True))
+    assert cfg.HasField("dynamic_batching")
+    assert get_model("dofa_vit").preset("small").signature.inputs[1].batch_uniform

@@ -7,7 +7,10 @@ The config generator copies this file, `runtimes.py` and the artifact's `manifes
   intra_op_threads  runtime threads per instance (0 = the runtime's default)
   precision         fp32 | fp16 (TorchScript casts floating inputs)
   accelerator       none | cuda | trt | openvino (ONNX Runtime execution providers)
-All requests of a dynamic batch are concatenated and run as one batch, then split back.
+  batch_uniform_inputs  comma-separated inputs whose rows must be equal within a batch (default: the
+                    manifest inputs marked batch_uniform, e.g. DOFA's wavelengths__1)
+The requests of a dynamic batch are concatenated and run as one batch, then split back; only requests
+with byte-identical batch-uniform inputs are merged (one batch per group), answers in request order.
 """
 import json
 import os
@@ -17,7 +20,7 @@ import numpy as np
 import triton_python_backend_utils as pb_utils
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from runtimes import load_runtime  # noqa: E402
+from runtimes import batch_uniform_inputs, load_runtime, run_requests  # noqa: E402
 
 
 class TritonPythonModel:
@@ -35,6 +38,8 @@ class TritonPythonModel:
         self.input_names = [i["name"] for i in config["input"]]
         self.outputs = [(o["name"], pb_utils.triton_string_to_numpy(o["data_type"])) for o in config["output"]]
         self.batched = int(config.get("max_batch_size", 0)) > 0
+        uniform = batch_uniform_inputs(params.get("batch_uniform_inputs"), manifest["signature"]["inputs"])
+        self.uniform_inputs = [n for n in uniform if n in self.input_names]
         self.runtime = load_runtime(
             artifact,
             fmt,
@@ -55,14 +60,7 @@ class TritonPythonModel:
             missing = [n for n in self.input_names for r in requests if pb_utils.get_input_tensor_by_name(r, n) is None]
             err = pb_utils.TritonError("missing input tensor(s): %s" % ", ".join(sorted(set(missing))))
             return [pb_utils.InferenceResponse(error=err) for _ in requests]
-        if self.batched and len(per_request) > 1:
-            sizes = [len(p[self.input_names[0]]) for p in per_request]
-            merged = {n: np.concatenate([p[n] for p in per_request]) for n in self.input_names}
-            outputs = self.runtime(merged)
-            bounds = np.cumsum([0] + sizes)
-            results = [{n: v[a:b] for n, v in outputs.items()} for a, b in zip(bounds[:-1], bounds[1:])]
-        else:
-            results = [self.runtime(p) for p in per_request]
+        results = run_requests(self.runtime, per_request, self.uniform_inputs, self.batched)
         responses = []
         for res in results:
             tensors = [pb_utils.Tensor(n, np.ascontiguousarray(res[n], dtype=dt)) for n, dt in self.outputs]

@@ -7,7 +7,7 @@ to `model.py` into the Triton model repository, where the Python backend runs it
 from __future__ import annotations
 
 import os
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, Hashable, List, Optional, Sequence
 
 import numpy as np
 
@@ -189,3 +189,73 @@ def run_batched(runtime: Callable[[Arrays], Arrays], inputs: Arrays, max_batch: 
         return runtime(inputs)
     parts: List[Arrays] = [runtime({k: v[i:i + max_batch] for k, v in inputs.items()}) for i in range(0, n, max_batch)]
     return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+
+
+# ---- merging the requests of one Triton execute() call ------------------------------------------
+
+def batch_uniform_inputs(parameter: Optional[str], manifest_inputs: Sequence[Dict[str, Any]]) -> List[str]:
+    """Inputs whose rows must be equal across a merged batch (e.g. DOFA's band wavelengths: the model
+    reads row 0 for the whole batch). The config's `batch_uniform_inputs` parameter names them; without
+    it, the manifest inputs marked `batch_uniform`."""
+    if parameter is not None:
+        return [n.strip() for n in parameter.split(",") if n.strip()]
+    return [t["name"] for t in manifest_inputs if t.get("batch_uniform")]
+
+
+def _row_bytes(row: np.ndarray) -> bytes:
+    if row.dtype == object:  # strings / bytes: tobytes() would give pointers
+        return repr(row.tolist()).encode()
+    return np.ascontiguousarray(row).tobytes()
+
+
+def merge_key(inputs: Arrays, uniform: Sequence[str]) -> Optional[Hashable]:
+    """Requests with equal keys can run as one batch: same dtypes and per-sample shapes (concatenation
+    works) and byte-identical rows in every uniform input. None: the request must run alone (its own
+    rows of a uniform input differ, so no merge could keep them right)."""
+    key: List[Hashable] = [(name, np.asarray(a).dtype.str, np.shape(a)[1:]) for name, a in sorted(inputs.items())]
+    for name in uniform:
+        rows = np.asarray(inputs[name])
+        if rows.ndim == 0 or len(rows) == 0:
+            return None
+        first = _row_bytes(rows[0])
+        if any(_row_bytes(r) != first for r in rows[1:]):
+            return None
+        key.append((name, first))
+    return tuple(key)
+
+
+def group_requests(per_request: Sequence[Arrays], uniform: Sequence[str]) -> List[List[int]]:
+    """Indices of the requests that may be merged, in order of first appearance; a request whose key is
+    None gets a group of its own."""
+    groups: Dict[Hashable, List[int]] = {}
+    order: List[List[int]] = []
+    for i, inputs in enumerate(per_request):
+        key = merge_key(inputs, uniform)
+        if key is not None and key in groups:
+            groups[key].append(i)
+            continue
+        order.append([i])
+        if key is not None:
+            groups[key] = order[-1]
+    return order
+
+
+def run_requests(runtime: Callable[[Arrays], Arrays], per_request: Sequence[Arrays], uniform: Sequence[str],
+                 batched: bool = True) -> List[Arrays]:
+    """Answers for each request, in request order. Batched models merge the requests of each group along
+    axis 0, run once per group and split the outputs back; requests that differ in a uniform input are
+    never merged (merging them would answer every request with the first one's wavelengths)."""
+    if not batched:
+        return [runtime(p) for p in per_request]
+    results: List[Optional[Arrays]] = [None] * len(per_request)
+    for group in group_requests(per_request, uniform):
+        if len(group) == 1:
+            results[group[0]] = runtime(per_request[group[0]])
+            continue
+        names = list(per_request[group[0]])
+        merged = {n: np.concatenate([per_request[i][n] for i in group]) for n in names}
+        outputs = runtime(merged)
+        bounds = np.cumsum([0] + [len(per_request[i][names[0]]) for i in group])
+        for i, a, b in zip(group, bounds[:-1], bounds[1:]):
+            results[i] = {n: v[a:b] for n, v in outputs.items()}
+    return results  # type: ignore[return-value]
