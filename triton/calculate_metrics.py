@@ -12,6 +12,7 @@ import deployment_toolkit  # noqa: E402,F401  (first: hides this triton/ folder 
 
 import argparse  # noqa: E402
 
+from deployment_toolkit import cli  # noqa: E402
 from deployment_toolkit.client.dump import DumpError, DumpMismatchError, load_dump  # noqa: E402
 from deployment_toolkit.metrics import (  # noqa: E402
     MetricInputError,
@@ -104,4 +105,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    cli.run(main)

@@ -12,6 +12,7 @@ import deployment_toolkit  # noqa: E402,F401  - first: hides the triton/ folder 
 
 import argparse  # noqa: E402
 
+from deployment_toolkit import cli  # noqa: E402
 from deployment_toolkit.report.build import build_report, compare_runs  # noqa: E402
 
 EXAMPLE = """examples:
@@ -39,4 +40,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    cli.run(main)

@@ -12,6 +12,7 @@ import deployment_toolkit  # noqa: E402,F401  - first: hides the triton/ folder 
 
 import argparse  # noqa: E402
 
+from deployment_toolkit import cli  # noqa: E402
 from deployment_toolkit.perf.analyzer import add_perf_arguments  # noqa: E402
 from deployment_toolkit.perf.online import parse_range  # noqa: E402
 from deployment_toolkit.perf.sweep import add_target_arguments, run_cli  # noqa: E402
@@ -43,4 +44,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    cli.run(main)  # SIGTERM/Ctrl-C unwind: perf_analyzer children are killed

@@ -796,10 +796,19 @@ def write_hardware_json(path: Path, config: dict[str, Any], caps: HostCaps) -> P
     return path
 
 
+def _coverage_text(row: dict[str, Any]) -> str:
+    """`km2/s at 10 m: 1.2e+03; at 30 m: ...` for geospatial rows (the columns add_coverage wrote)."""
+    parts = []
+    for key, value in row.items():
+        if key.startswith("km2_per_s_at_") and not math.isnan(_float(value)):
+            parts.append(f"{_float(value):.3g} at {key[len('km2_per_s_at_'):]}")
+    return "; ".join(parts)
+
+
 def summary_table(rows: Sequence[dict[str, Any]]) -> str:
-    """A compact markdown table of a run's rows for the terminal."""
-    head = "| model | runtime | precision | compile | batch | throughput | p50 ms | p99 ms | peak MB | status |"
-    out = [head, "|" + "---|" * 10]
+    """A compact markdown table of rows (the terminal, and <device>.md beside the CSV)."""
+    head = "| model | runtime | precision | compile | batch | throughput | p50 ms | p99 ms | peak MB | km²/s | status |"
+    out = [head, "|" + "---|" * 11]
     for r in rows:
         tp = _float(r.get("throughput"))
         cells = [r.get("model"), r.get("runtime"), r.get("precision"), r.get("compile_mode"),
@@ -807,7 +816,7 @@ def summary_table(rows: Sequence[dict[str, Any]]) -> str:
                  "" if math.isnan(tp) else f"{tp:.2f} {r.get('unit', '')}",
                  *(("" if math.isnan(_float(r.get(k))) else f"{_float(r.get(k)):.1f}") for k in ("p50_ms", "p99_ms",
                                                                                                    "peak_mem_mb")),
-                 r.get("status") + (f": {r.get('reason')}" if r.get("reason") else "")]
+                 _coverage_text(r), r.get("status") + (f": {r.get('reason')}" if r.get("reason") else "")]
         out.append("| " + " | ".join(str(c) for c in cells) + " |")
     return "\n".join(out)
 
@@ -880,7 +889,19 @@ def run_bench(configs: Sequence[BenchConfig], opts: BenchOptions, result_dir: st
     finally:
         if bar is not None:
             bar.close()
+        write_summary(store.path, store.read())
     return store.path, run_rows, plan
+
+
+def write_summary(csv_path: Path, rows: Sequence[dict[str, Any]]) -> Path:
+    """`<device>.md` beside `<device>.csv`: every configuration measured on the device, as a table to read."""
+    path = Path(csv_path).with_suffix(".md")
+    text = (f"# Framework bench: {Path(csv_path).stem}\n\nIn-process throughput per configuration (all rows of "
+            f"`{Path(csv_path).name}`; machine in `{Path(csv_path).stem}_hardware.json`). Throughput = batch / "
+            "mean seconds per call; km²/s: coverage at each ground sample distance (geospatial models).\n\n"
+            + summary_table(rows) + "\n")
+    atomic_write_text(path, text)
+    return path
 
 
 def _bar_log(bar) -> Callable[[str], None]:
@@ -894,5 +915,5 @@ __all__ = [
     "PRECISIONS", "COMPILE_MODES", "RUNTIMES", "BenchConfig", "BenchOptions", "BenchCSV", "HostCaps", "Plan",
     "enumerate_configs", "skip_reason", "plan_run", "probe_host", "probe_compile", "device_slug", "tile_pixels",
     "coverage_km2_per_s", "coverage_column", "add_coverage", "latency_stats", "is_oom", "with_batch_halving",
-    "run_bench", "run_group", "run_group_isolated", "rows_to_csv", "summary_table",
+    "run_bench", "run_group", "run_group_isolated", "rows_to_csv", "summary_table", "write_summary",
 ]

@@ -41,6 +41,8 @@ def build_report(run_dir: str | Path) -> dict[str, Path]:
         md += ["Full tabular data", "", full_table(kind, section["rows"]), "",
                "Times in milliseconds; throughput in inferences per second.", ""]
     paths: dict[str, Path] = {name: p for s in sections for name, p in s["plots"].items()}
+    paths["hardware.md"] = run_dir / "hardware.md"  # alone, for READMEs that quote a run (embed_results.py)
+    atomic_write_text(paths["hardware.md"], hardware_section(meta) + "\n")
     paths["report.md"] = run_dir / "report.md"
     atomic_write_text(paths["report.md"], "\n".join(md))
     paths["report.html"] = run_dir / "report.html"

@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -241,3 +242,43 @@ def test_cli_exits_non_zero_when_the_server_is_gone(repository, tmp_path):
     out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert out.returncode == 1
     assert "does not answer" in out.stderr and "Traceback" not in out.stderr
+
+
+def _perf_analyzers_against(url: str) -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                argv = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if argv and argv[0].endswith(b"perf_analyzer") and url.encode() in argv:
+                pids.append(int(entry.name))
+    return pids
+
+
+def test_sigterm_mid_sweep_kills_perf_analyzer_keeps_points_and_resumes(server, tmp_path):
+    run_dir = tmp_path / "run"
+    cmd = [sys.executable, str(ROOT / "triton" / "run_online_performance_test_on_triton.py"),
+           "--server-url", server.grpc_url, "--model-name", "double", "--concurrency", "1:3:1",
+           "--measurement-interval", "500", "--stability-percentage", "50", "--max-trials", "6",
+           "--result-path", str(run_dir), "--no-progress"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        deadline = time.monotonic() + 120
+        while not (run_dir / "online.csv").exists() or len(read_store_csv(run_dir / "online.csv")) < 1:
+            assert proc.poll() is None and time.monotonic() < deadline, "no point completed"
+            time.sleep(0.1)  # polling interval
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 143, err[-2000:]
+    assert "Traceback" not in err
+    assert _perf_analyzers_against(server.grpc_url) == []
+    kept = len(read_store_csv(run_dir / "online.csv"))
+    assert 1 <= kept < 3
+    out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=180)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert f"skipping {kept} completed points" in out.stdout
+    assert [r["Concurrent client requests"] for r in read_store_csv(run_dir / "online.csv")] == [1, 2, 3]

@@ -131,6 +131,12 @@ def test_coverage_by_hand():
     assert fw.coverage_column(10.0) == "km2_per_s_at_10m" and fw.coverage_column(0.3) == "km2_per_s_at_0.3m"
 
 
+def test_summary_shows_coverage_for_geospatial_rows():
+    row = {"model": "s2_resnet50", "runtime": "onnxruntime", "precision": "fp32", "compile_mode": "none",
+           "batch_size": 8, "throughput": 35.4, "unit": "tiles/s", "status": "ok", "km2_per_s_at_10m": 18.56}
+    assert "| 18.6 at 10m | ok |" in fw.summary_table([row])
+
+
 def test_coverage_columns_only_for_measured_geospatial_rows():
     row = {"family": "geospatial", "status": "ok", "input_shape": "13x224x224", "throughput": 100.0}
     fw.add_coverage(row, (10.0, 30.0))
@@ -291,6 +297,8 @@ def test_tiny_run_writes_csv_and_hardware_json_and_resumes(tmp_path):
     assert (tmp_path / f"{fw.device_slug('cpu')}_hardware.json").exists()
     _, stored_rows = read_csv(path)
     assert sorted(r["status"] for r in stored_rows) == ["ok", "skipped"]
+    md = path.with_suffix(".md").read_text()
+    assert "| resnet18 | eager | fp32 | none | 1 |" in md and "| resnet18 | onnxruntime | amp |" in md
     _, rows2, plan2 = fw.run_bench(configs, opts, tmp_path, caps=CPU, isolate="none", progress=False,
                                    log=lambda m: None)
     assert rows2 == [] and len(plan2.done) == 2
