@@ -21,15 +21,38 @@ class StepFailed(RuntimeError):
     pass
 
 
+# (step, seconds, command) of this demo run, for demo_timings.md
+_TIMINGS: list[tuple[str, float, str]] = []
+
+
 def _run(step: str, script: str, *args: str) -> None:
     cmd = [sys.executable, str(ROOT / "triton" / script), *args]
-    shown = " ".join(shlex.quote(c) for c in ["python", f"triton/{script}", *args])
+    shown = " ".join(shlex.quote(_relative(c)) for c in ["python", f"triton/{script}", *args])
     print(f"\n=== {step}\n$ {shown}", flush=True)
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, cwd=ROOT)
     if proc.returncode != 0:
         raise StepFailed(f"step '{step}' failed (exit {proc.returncode}): {shown}")
-    print(f"--- {step}: {time.perf_counter() - t0:.1f} s", flush=True)
+    seconds = time.perf_counter() - t0
+    _TIMINGS.append((step, seconds, shown))
+    print(f"--- {step}: {seconds:.1f} s", flush=True)
+
+
+def _relative(arg: str) -> str:
+    """Paths inside the checkout as the user would type them (from its root)."""
+    prefix = f"{ROOT}/"
+    return arg[len(prefix):] if arg.startswith(prefix) else arg
+
+
+def write_timings(path: Path, total_s: float) -> Path:
+    """How long the demo and each of its steps took (after installation), as a table."""
+    from .spec import atomic_write_text
+
+    lines = [f"`make demo` finished in {total_s / 60:.1f} min after installation; its steps:", "",
+             "| step | seconds | command |", "|---|---:|---|"]
+    lines += [f"| {step} | {seconds:.1f} | `{shown}` |" for step, seconds, shown in _TIMINGS]
+    atomic_write_text(path, "\n".join(lines) + "\n")
+    return path
 
 
 def run_demo(model: str, preset: str, run_name: str, workspace: Path, repository: Path, results: Path,
@@ -38,6 +61,7 @@ def run_demo(model: str, preset: str, run_name: str, workspace: Path, repository
     art = workspace / model
     result_dir = results / run_name
     t0 = time.perf_counter()
+    _TIMINGS.clear()
     for fmt in ("ts-trace", "onnx"):
         _run(f"convert to {fmt}", "convert_model.py", "--model", model, "--preset", preset, "--output-type", fmt,
              "--output-path", str(art / fmt), "--max-batch-size", str(max_batch))
@@ -46,8 +70,11 @@ def run_demo(model: str, preset: str, run_name: str, workspace: Path, repository
          "--model-name", model, "--max-batch-size", str(max_batch), "--preferred-batch-sizes", str(max_batch),
          "--max-queue-delay-us", "1000", "--number-of-model-instances", "1")
     print(f"\n=== start the embedded tritonserver on {repository}", flush=True)
+    t_server = time.perf_counter()
     with LocalTritonServer(ServerConfig(repository, log_dir=workspace / "logs")) as server:
         server.require_models([model])
+        _TIMINGS.append(("start the embedded tritonserver (health check)", time.perf_counter() - t_server,
+                         f"python -m deployment_toolkit serve --model-repository {_relative(str(repository))}"))
         print(f"ready: gRPC {server.grpc_url}, HTTP {server.http_url}, log {server.log_path}", flush=True)
         common = ["--num-samples", "32", "--batch-size", str(max_batch), "--data-dir", "synthetic"]
         _run("inference through Triton (system shared memory)", "run_inference_on_triton.py",
@@ -67,9 +94,11 @@ def run_demo(model: str, preset: str, run_name: str, workspace: Path, repository
              *perf, "--batch-sizes", batch_sizes)
         _run("online performance (dynamic batching, concurrency sweep)", "run_online_performance_test_on_triton.py",
              *perf, "--concurrency", concurrency)
-    minutes = (time.perf_counter() - t0) / 60
-    print(f"\nDemo finished in {minutes:.1f} min. Results in {result_dir}:")
-    for name in ("accuracy_metrics.csv", "offline.csv", "online.csv", "report.md", "report.html", "run.json"):
+    total_s = time.perf_counter() - t0
+    write_timings(result_dir / "demo_timings.md", total_s)
+    print(f"\nDemo finished in {total_s / 60:.1f} min. Results in {result_dir}:")
+    for name in ("accuracy_metrics.csv", "offline.csv", "online.csv", "report.md", "report.html", "run.json",
+                 "demo_timings.md"):
         path = result_dir / name
         print(f"  {path}{'' if path.exists() else '  (missing!)'}")
     online_md = result_dir / "online.md"

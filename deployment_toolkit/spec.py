@@ -234,12 +234,21 @@ class Manifest:
         return cls.from_dict(json.loads(path.read_text()))
 
 
+def default_file_mode() -> int:
+    """The mode `open()` gives a new file under the current umask (0644 for the usual 022)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
 def atomic_write_text(path: str | Path, text: str) -> None:
-    """Write via a temporary file and rename, so a crash never leaves half a file behind."""
+    """Write via a temporary file and rename, so a crash never leaves half a file behind. The file gets the
+    umask's usual mode, not mkstemp's 0600: a server running as another user (a container) must read it."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, default_file_mode())
         with os.fdopen(fd, "w") as fh:
             fh.write(text)
             fh.flush()

@@ -12,7 +12,7 @@ import tempfile
 import warnings
 from pathlib import Path
 
-from ..spec import ModelSignature
+from ..spec import ModelSignature, default_file_mode
 from .errors import ConversionError
 
 # Above this many bytes of weights the model is saved with external data (protobuf's limit is 2**31 - 1).
@@ -81,7 +81,9 @@ def _save(proto, path: Path, external: bool) -> list[str]:
 def _install(staged: Path, path: Path, files: list[str]) -> None:
     """Move the staged files into place by rename (side files first, the model last), and remove a stale
     data file of an earlier export. Renaming leaves a hard-linked copy (a model repository) untouched."""
+    mode = default_file_mode()  # onnx writes external data as 0600; a server in a container must read it
     for name in reversed(files):
+        os.chmod(staged / name, mode)
         os.replace(staged / name, path.parent / name)
     stale = path.parent / external_data_name(path)
     if stale.name not in files:

@@ -10,8 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..spec import atomic_write_text
+from .head_to_head import Contender, our_winner, remeasure, table
 from .model_analyzer import MAResult, find_model_analyzer, run_model_analyzer
-from .space import default_candidate
+from .space import Candidate, default_candidate
 
 
 @dataclass
@@ -62,7 +63,8 @@ def prepare_ma_repository(info, model_name: str, repository: Path) -> None:
 
 def compare(*, model: str, preset: str, budget_ms: float, max_minutes: float, formats: list[str], workspace: Path,
             result_dir: Path, our_extra: list[str], ma_binary: str | None, ma_mode: str, skip_ma: bool,
-            shared_memory: str) -> tuple[OurResult, MAResult]:
+            shared_memory: str, measurement_interval_ms: int = 2000,
+            rounds: int = 3) -> tuple[OurResult, MAResult, list[Contender]]:
     from ..perf.analyzer import output_shared_memory_size
     from ..repository.config import host_has_gpu
     from .artifacts import prepare_formats
@@ -93,8 +95,32 @@ def compare(*, model: str, preset: str, budget_ms: float, max_minutes: float, fo
             max_minutes=max_minutes, cpu_only=not host_has_gpu(), search_mode=ma_mode, shared_memory=shared_memory,
             output_shm_bytes=output_shared_memory_size(info.manifest.outputs) if shared_memory != "none" else None,
             output_repository=scratch / "ma_output_repository")
-    write_summary(result_dir, budget_ms, ours, ma)
-    return ours, ma
+    contenders = winners(ours_dir, ma, usable[0].format, budget_ms)
+    if len(contenders) == 2 and rounds > 0:
+        from ..perf.analyzer import PerfOptions
+
+        print(f"== both winners re-measured by one harness, {rounds} rounds in turns", flush=True)
+        options = PerfOptions(protocol="grpc", shared_memory=shared_memory,
+                              measurement_interval_ms=measurement_interval_ms, max_trials=6, max_attempts=2)
+        remeasure(contenders, {i.format: i for i in usable}, result_dir / "head_to_head", options, rounds)
+    write_summary(result_dir, budget_ms, ours, ma, contenders)
+    return ours, ma, contenders
+
+
+def winners(ours_dir: Path, ma: MAResult, ma_format: str, budget_ms: float) -> list[Contender]:
+    """Our winner and Model Analyzer's best config within the budget (at the concurrency each chose); one
+    entry when they are the same config at the same load, none of a side that has no answer."""
+    out = []
+    mine = our_winner(ours_dir / "search.csv")
+    if mine is not None:
+        out.append(Contender("this toolkit's search", *mine))
+    best = ma.best_within(budget_ms)
+    if best is not None:
+        theirs = Contender("Model Analyzer", Candidate(ma_format, best.instances, 0, best.max_batch_size),
+                           best.concurrency)
+        if not out or (out[0].candidate, out[0].concurrency) != (theirs.candidate, theirs.concurrency):
+            out.append(theirs)
+    return out
 
 
 def summary_lines(budget_ms: float, ours: OurResult, ma: MAResult) -> list[str]:
@@ -116,8 +142,14 @@ def summary_lines(budget_ms: float, ours: OurResult, ma: MAResult) -> list[str]:
     return out
 
 
-def write_summary(result_dir: Path, budget_ms: float, ours: OurResult, ma: MAResult) -> Path:
+def write_summary(result_dir: Path, budget_ms: float, ours: OurResult, ma: MAResult,
+                  contenders: list[Contender] = ()) -> Path:
     lines = ["# Config search vs Model Analyzer", "", *summary_lines(budget_ms, ours, ma), ""]
+    measured = [c for c in contenders if c.p99s or c.error]
+    if measured:
+        lines += ["Both winners re-measured by this toolkit's perf harness on one server, in turns (the same "
+                  "perf_analyzer settings for both; each at the concurrency its tool chose):", "",
+                  *table(measured, budget_ms), ""]
     if ma.command:
         lines += [f"Model Analyzer command: `{' '.join(ma.command)}` (log: `{ma.log_path}`)", ""]
     if ma.measurements:
@@ -130,12 +162,16 @@ def write_summary(result_dir: Path, budget_ms: float, ours: OurResult, ma: MARes
     atomic_write_text(path, "\n".join(lines))
     from ..runinfo import run_metadata, write_run_json
 
+    head_to_head = [{"side": c.side, "config": c.candidate.key, "concurrency": c.concurrency,
+                     "throughputs": c.throughputs, "p99s_ms": c.p99s, "error": c.error} for c in measured]
     write_run_json(result_dir, run_metadata({"kind": "search-vs-model-analyzer", "budget_ms": budget_ms,
-                                             "ours": ours.__dict__, "model_analyzer_error": ma.error}))
+                                             "ours": ours.__dict__, "model_analyzer_error": ma.error,
+                                             "head_to_head": head_to_head}))
     atomic_write_text(result_dir / "vs_model_analyzer.json", json.dumps({
         "budget_ms": budget_ms, "ours": ours.__dict__,
         "model_analyzer": {"ran": ma.ran, "wall_s": ma.wall_s, "returncode": ma.returncode, "timed_out": ma.timed_out,
                            "error": ma.error, "command": ma.command,
                            "measurements": [m.__dict__ for m in ma.measurements]},
+        "head_to_head": head_to_head,
     }, indent=2, default=str) + "\n")
     return path

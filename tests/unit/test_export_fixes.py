@@ -278,3 +278,15 @@ def test_second_size_the_framework_cannot_run_is_recorded_not_failed():
     assert result.passed and result.input_shapes == [{"x": [4, 6]}]
     assert result.unchecked_shapes[0]["input_shapes"] == {"x": [4, 12]}
     assert "framework model fails there" in result.unchecked_shapes[0]["reason"] and "not checked" in result.message
+
+
+def test_artifact_files_and_manifest_are_readable_by_other_users(register, tmp_path):
+    """A server in a container often runs as another user: nothing may be written 0600."""
+    import stat
+
+    from deployment_toolkit.spec import default_file_mode
+
+    register(_entry(TinyMLP, MLP_SIGNATURE))
+    convert("tiny", "onnx", tmp_path, ConvertOptions(onnx_external_data_threshold=0, verify=False))
+    for name in ("model.onnx", "model.onnx.data", "manifest.json"):
+        assert stat.S_IMODE((tmp_path / name).stat().st_mode) == default_file_mode(), name

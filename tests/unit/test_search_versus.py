@@ -1,0 +1,53 @@
+"""The Model Analyzer comparison's bookkeeping: which winners go head to head, and how they are shown."""
+import csv
+
+from deployment_toolkit.search.head_to_head import Contender, our_winner, table
+from deployment_toolkit.search.model_analyzer import MAMeasurement, MAResult
+from deployment_toolkit.search.space import Candidate
+from deployment_toolkit.search.versus import winners
+
+COLUMNS = ["config", "format", "instances", "threads", "max_batch_size", "preferred_batch_sizes",
+           "max_queue_delay_us", "verdict", "confirm_concurrency"]
+
+
+def _search_csv(path, rows):
+    with open(path, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=COLUMNS)
+        w.writeheader()
+        w.writerows(rows)
+
+
+def test_our_winner_is_read_back_as_a_candidate(tmp_path):
+    _search_csv(tmp_path / "search.csv", [
+        dict(config="a", format="onnx", instances=2, threads="1", max_batch_size=16, preferred_batch_sizes="8 16",
+             max_queue_delay_us=500, verdict="runner-up", confirm_concurrency=4),
+        dict(config="b", format="onnx", instances=1, threads="default", max_batch_size=32, preferred_batch_sizes="",
+             max_queue_delay_us=0, verdict="winner", confirm_concurrency=8),
+    ])
+    assert our_winner(tmp_path / "search.csv") == (Candidate("onnx", 1, 0, 32), 8)
+    assert our_winner(tmp_path / "missing.csv") is None
+
+
+def _ma(*measurements):
+    return MAResult(ran=True, measurements=[MAMeasurement(*m) for m in measurements])
+
+
+def test_winners_take_model_analyzers_best_within_budget_and_drop_a_duplicate(tmp_path):
+    _search_csv(tmp_path / "search.csv", [dict(config="b", format="onnx", instances=1, threads="default",
+                                               max_batch_size=32, preferred_batch_sizes="", max_queue_delay_us=0,
+                                               verdict="winner", confirm_concurrency=8)])
+    ma = _ma(("v0", 1, 32, 64, 40.0, 1800.0), ("v6", 1, 8, 16, 36.0, 476.0), ("v2", 1, 2, 4, 32.0, 155.0))
+    both = winners(tmp_path, ma, "onnx", budget_ms=500)
+    assert [(c.side, c.candidate, c.concurrency) for c in both] == [
+        ("this toolkit's search", Candidate("onnx", 1, 0, 32), 8), ("Model Analyzer", Candidate("onnx", 1, 0, 8), 16)]
+    same = winners(tmp_path, _ma(("v", 1, 32, 8, 30.0, 300.0)), "onnx", budget_ms=500)
+    assert len(same) == 1
+    assert winners(tmp_path, _ma(("v", 1, 8, 16, 36.0, 900.0)), "onnx", budget_ms=500)[0].side.startswith("this")
+
+
+def test_table_shows_spread_and_rounds_within_budget():
+    a = Contender("ours", Candidate("onnx", 1, 0, 32), 8, [31.0, 33.0, 32.0], [300.0, 520.0, 310.0])
+    b = Contender("MA", Candidate("onnx", 1, 0, 8), 16, error="refused: no")
+    lines = table([a, b], 500)
+    assert "| 32.0 [31.0..33.0] | 310.0 [300.0..520.0] | 2 of 3 |" in lines[2]
+    assert lines[3].endswith("| - | - | - (refused: no) |")
