@@ -20,6 +20,8 @@ def main() -> int:
     p.add_argument("--preset", default="small")
     p.add_argument("--p99-ms", type=float, required=True, help="p99 budget in ms, the same for both sides")
     p.add_argument("--max-minutes", type=float, default=10.0, help="time limit of each side (default: %(default)s)")
+    p.add_argument("--our-max-minutes", type=float, default=None,
+                   help="a different limit for our search (e.g. half of Model Analyzer's wall time); default: --max-minutes")
     p.add_argument("--formats", default="onnx", help="our side's formats; Model Analyzer gets the first")
     p.add_argument("--workspace", default=None, help="artifacts (default workspace/<model>-<preset>)")
     p.add_argument("--result-path", default=None, help="default results/search-vs-ma-<model>-<preset>")
@@ -45,7 +47,8 @@ def main() -> int:
                        our_extra=["--measurement-interval", str(args.measurement_interval), "--no-progress"],
                        ma_binary=args.model_analyzer, ma_mode=args.ma_search_mode,
                        skip_ma=args.skip_model_analyzer, shared_memory=args.shared_memory,
-                       measurement_interval_ms=args.measurement_interval, rounds=args.rounds)
+                       measurement_interval_ms=args.measurement_interval, rounds=args.rounds,
+                       our_max_minutes=args.our_max_minutes)
     print("\n" + "\n".join(summary_lines(args.p99_ms, ours, ma)))
     measured = [c for c in contenders if c.p99s or c.error]
     if measured:

@@ -53,6 +53,7 @@ class MAResult:
     command: list[str] = field(default_factory=list)
     log_path: Path | None = None
     measurements: list[MAMeasurement] = field(default_factory=list)
+    limit_minutes: float | None = None
 
     def best_within(self, budget_ms: float) -> MAMeasurement | None:
         ok = [m for m in self.measurements if m.p99_ms <= budget_ms]

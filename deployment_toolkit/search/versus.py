@@ -27,6 +27,7 @@ class OurResult:
     winner: str
     winner_confirmed: str  # median [min..max] of the final re-measurement
     error: str = ""
+    limit_minutes: float | None = None
 
 
 def run_ours(argv: list[str], result_dir: Path) -> OurResult:
@@ -63,8 +64,9 @@ def prepare_ma_repository(info, model_name: str, repository: Path) -> None:
 
 def compare(*, model: str, preset: str, budget_ms: float, max_minutes: float, formats: list[str], workspace: Path,
             result_dir: Path, our_extra: list[str], ma_binary: str | None, ma_mode: str, skip_ma: bool,
-            shared_memory: str, measurement_interval_ms: int = 2000,
-            rounds: int = 3) -> tuple[OurResult, MAResult, list[Contender]]:
+            shared_memory: str, measurement_interval_ms: int = 2000, rounds: int = 3,
+            our_max_minutes: float | None = None) -> tuple[OurResult, MAResult, list[Contender]]:
+    """`max_minutes` limits Model Analyzer, `our_max_minutes` (default: the same) our search."""
     from ..perf.analyzer import output_shared_memory_size
     from ..repository.config import host_has_gpu
     from .artifacts import prepare_formats
@@ -75,11 +77,13 @@ def compare(*, model: str, preset: str, budget_ms: float, max_minutes: float, fo
         raise ValueError("no format could be prepared: " + "; ".join(f"{i.format}: {i.error}" for i in infos))
     ours_dir = result_dir / "ours"
     scratch = workspace / "vs_model_analyzer"  # model copies stay out of the results folder
-    argv = ["--model", model, "--preset", preset, "--p99-ms", f"{budget_ms:g}", "--max-minutes", f"{max_minutes:g}",
+    ours_limit = max_minutes if our_max_minutes is None else our_max_minutes
+    argv = ["--model", model, "--preset", preset, "--p99-ms", f"{budget_ms:g}", "--max-minutes", f"{ours_limit:g}",
             "--formats", ",".join(formats), "--workspace", str(workspace), "--result-path", str(ours_dir),
             "--model-repository", str(scratch / "ours_repository"), "--shared-memory", shared_memory, *our_extra]
     print(f"== our search: {' '.join(argv)}", flush=True)
     ours = run_ours(argv, ours_dir)
+    ours.limit_minutes = ours_limit
 
     if skip_ma:
         ma = MAResult(ran=False, error="skipped (--skip-model-analyzer)")
@@ -95,6 +99,7 @@ def compare(*, model: str, preset: str, budget_ms: float, max_minutes: float, fo
             max_minutes=max_minutes, cpu_only=not host_has_gpu(), search_mode=ma_mode, shared_memory=shared_memory,
             output_shm_bytes=output_shared_memory_size(info.manifest.outputs) if shared_memory != "none" else None,
             output_repository=scratch / "ma_output_repository")
+        ma.limit_minutes = max_minutes
     contenders = winners(ours_dir, ma, usable[0].format, budget_ms)
     if len(contenders) == 2 and rounds > 0:
         from ..perf.analyzer import PerfOptions
@@ -129,14 +134,16 @@ def summary_lines(budget_ms: float, ours: OurResult, ma: MAResult) -> list[str]:
 
     mb = ma.best_within(budget_ms)
     rows = [
-        ("this toolkit's search", fmt(ours.wall_s / 60, ".1f"), str(ours.configs), fmt(ours.best_throughput),
+        ("this toolkit's search", fmt(ours.limit_minutes, "g"), fmt(ours.wall_s / 60, ".1f"), str(ours.configs),
+         fmt(ours.best_throughput),
          f"{ours.best_config} c={ours.best_concurrency} p99 {fmt(ours.best_p99_ms)} ms" if ours.best_config else "-",
          ours.error or f"winner {ours.winner}: {ours.winner_confirmed}"),
-        ("Model Analyzer", fmt(ma.wall_s / 60 if ma.ran else None, ".1f"), str(ma.configs) if ma.ran else "-",
+        ("Model Analyzer", fmt(ma.limit_minutes, "g"), fmt(ma.wall_s / 60 if ma.ran else None, ".1f"),
+         str(ma.configs) if ma.ran else "-",
          fmt(mb.throughput if mb else None), f"{mb.label()} p99 {mb.p99_ms:.1f} ms" if mb else "-",
          ma.error or "finished"),
     ]
-    head = ["side", "wall (min)", "configs measured", f"best inf/s within p99 {budget_ms:g} ms", "where", "outcome"]
+    head = ["side", "time limit (min)", "wall (min)", "configs measured", f"best inf/s within p99 {budget_ms:g} ms", "where", "outcome"]
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     out += ["| " + " | ".join(r) + " |" for r in rows]
     return out

@@ -51,3 +51,15 @@ def test_table_shows_spread_and_rounds_within_budget():
     lines = table([a, b], 500)
     assert "| 32.0 [31.0..33.0] | 310.0 [300.0..520.0] | 2 of 3 |" in lines[2]
     assert lines[3].endswith("| - | - | - (refused: no) |")
+
+
+def test_summary_shows_each_sides_time_limit():
+    from deployment_toolkit.search.versus import OurResult, summary_lines
+
+    ours = OurResult(0, 150.0, 3, 33.0, "onnx_i1", 8, 300.0, "onnx_i1", "32.0 [31.0..33.0] inf/s", limit_minutes=3)
+    ma = _ma(("v0", 1, 32, 8, 33.9, 294.4))
+    ma.wall_s, ma.limit_minutes = 366.0, 10
+    lines = summary_lines(500, ours, ma)
+    assert lines[0].startswith("| side | time limit (min) | wall (min) |")
+    assert lines[2].startswith("| this toolkit's search | 3 | 2.5 | 3 | 33.0 |")
+    assert lines[3].startswith("| Model Analyzer | 10 | 6.1 | 1 | 33.9 |")
