@@ -54,6 +54,12 @@ def main() -> int:
         agree = ", ".join(f"{k}={val:.4f}" for k, val in v["agreement"].items())
         print(f"verified at batch sizes {v['batch_sizes']}: max abs err {v['max_abs_err']:.3g}, "
               f"max rel err {v['max_rel_err']:.3g}, {agree} -> {'OK' if v['passed'] else 'FAILED'}")
+        shapes = v.get("input_shapes") or []
+        if len(shapes) > 1:  # dynamic axes were also checked at a second size
+            print("input shapes compared: " + "; ".join(
+                ", ".join(f"{name} {dims}" for name, dims in s.items()) for s in shapes))
+        for item in v.get("unchecked_shapes") or []:
+            print(f"not compared at {item['input_shapes']}: {item['reason']}")
     return 0
 
 
