@@ -10,11 +10,17 @@ DEMO_RUN ?= demo-resnet50-onnx-cpu
 
 install: system-deps $(STAMP)
 
-# perf_analyzer links libb64 (Debian libb64-0d); install it when missing (needs root, as on CI).
+# perf_analyzer links libb64 (Debian libb64-0d); the tests lint the docker scripts with shellcheck.
+# Install what is missing (needs root, as on CI); without root, libb64 is required and shellcheck optional.
 system-deps:
-	@if ! ldconfig -p | grep -q 'libb64.so.0d'; then \
-		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq libb64-0d; \
-		else echo "perf_analyzer needs libb64: run 'sudo apt-get install libb64-0d'"; exit 1; fi; \
+	@missing=""; \
+	ldconfig -p | grep -q 'libb64.so.0d' || missing="$$missing libb64-0d"; \
+	command -v shellcheck >/dev/null || missing="$$missing shellcheck"; \
+	if [ -n "$$missing" ]; then \
+		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq $$missing; \
+		elif ! ldconfig -p | grep -q 'libb64.so.0d'; then \
+			echo "perf_analyzer needs libb64: run 'sudo apt-get install$$missing'"; exit 1; \
+		else echo "shellcheck not installed: the docker-script lint tests will skip ('sudo apt-get install shellcheck')"; fi; \
 	fi
 
 $(STAMP): pyproject.toml
