@@ -793,6 +793,7 @@ def write_hardware_json(path: Path, config: dict[str, Any], caps: HostCaps) -> P
                                          "memory_gib": round(props.total_memory / 2**30, 1),
                                          "torch_cuda": torch.version.cuda}
     atomic_write_text(path, json.dumps(meta, indent=2, default=str) + "\n")
+    runinfo.write_run_json(path.parent, meta)  # the folder's run.json, like every results folder: the latest run
     return path
 
 

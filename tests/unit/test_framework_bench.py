@@ -295,6 +295,7 @@ def test_tiny_run_writes_csv_and_hardware_json_and_resumes(tmp_path):
     assert ok["peak_mem_metric"] in ("rss_peak_delta", "ru_maxrss_delta (lower bound)")
     assert not math.isnan(ok["loadavg_1m"])
     assert (tmp_path / f"{fw.device_slug('cpu')}_hardware.json").exists()
+    assert json.loads((tmp_path / "run.json").read_text())["runs"][-1]["config"]
     _, stored_rows = read_csv(path)
     assert sorted(r["status"] for r in stored_rows) == ["ok", "skipped"]
     md = path.with_suffix(".md").read_text()
