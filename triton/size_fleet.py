@@ -147,6 +147,12 @@ def main(argv=None) -> int:
 
     paths = write_outputs(sizing, runs, steps, out_dir, confirmation,
                           command=shlex.join(["python", "triton/size_fleet.py", *(argv or sys.argv[1:])]))
+    from deployment_toolkit.runinfo import run_metadata, write_run_json
+
+    if all(out_dir.resolve() != Path(r.path).resolve() for r in runs):  # a run folder keeps its own run.json
+        paths["run.json"] = write_run_json(out_dir, run_metadata({
+            "kind": "fleet-sizing", "runs": [str(r.path) for r in runs], "peak_rps": args.peak_rps,
+            "p99_ms": args.p99_ms, "headroom": args.headroom, "confirm": args.confirm, "passed": code == 0}))
     print("wrote " + ", ".join(str(p) for p in paths.values()))
 
     if args.emit_k8s:

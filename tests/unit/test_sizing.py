@@ -252,7 +252,8 @@ def test_cli_plans_writes_outputs_and_manifests(tmp_path):
                "--output", tmp_path / "out", "--emit-k8s", tmp_path / "k8s", "--pvc", "models")
     assert out.returncode == 0, out.stderr
     assert "4 GPUs at $8.00/h" in out.stdout and "valid Deployment" in out.stdout
-    assert {p.name for p in (tmp_path / "out").iterdir()} >= {"sizing.md", "sizing.csv", "sizing.png"}
+    assert {p.name for p in (tmp_path / "out").iterdir()} >= {"sizing.md", "sizing.csv", "sizing.png", "run.json"}
+    assert json.loads((tmp_path / "out" / "run.json").read_text())["config"]["peak_rps"] == 5000
     assert {p.name for p in (tmp_path / "k8s").iterdir()} == {
         "deployment.yaml", "service.yaml", "hpa.yaml", "kserve-inferenceservice.yaml"}
 
@@ -260,8 +261,10 @@ def test_cli_plans_writes_outputs_and_manifests(tmp_path):
 def test_cli_defaults_to_the_first_run_folder(tmp_path):
     run = tmp_path / "run"
     shutil.copytree(X1, run)
+    perf_meta = (run / "run.json").read_text()
     out = _cli(run, "--peak-rps", 100, "--p99-ms", 10)
     assert out.returncode == 0, out.stderr
+    assert (run / "run.json").read_text() == perf_meta  # the run's own record is not replaced
     assert (run / "sizing.md").exists() and (run / "sizing.png").exists()
 
 
