@@ -7,6 +7,7 @@ when `max_batch_size > 0` (Triton's convention); `-1` marks another dynamic axis
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import tempfile
@@ -234,8 +235,10 @@ class Manifest:
         return cls.from_dict(json.loads(path.read_text()))
 
 
+@functools.lru_cache(maxsize=1)
 def default_file_mode() -> int:
-    """The mode `open()` gives a new file under the current umask (0644 for the usual 022)."""
+    """The mode `open()` gives a new file under the process's umask (0644 for the usual 022). Read once: the
+    umask can only be read by setting it, which would briefly change it for every other thread."""
     umask = os.umask(0)
     os.umask(umask)
     return 0o666 & ~umask

@@ -140,9 +140,13 @@ class _Tally:
         try:
             return converted(inputs)
         except Exception as err:  # every runtime raises its own types; the message is what matters
-            first = (str(err).strip().splitlines() or [""])[0]
-            self.failures.append(f"at {where}: the converted model failed: {type(err).__name__}: {first}")
+            self.failures.append(f"at {where}: the converted model failed: {_first_line(err)}")
             return None
+
+
+def _first_line(err: Exception) -> str:
+    """`Type: first line of the message` (runtime errors carry pages of context)."""
+    return f"{type(err).__name__}: {(str(err).strip().splitlines() or [''])[0]}"
 
 
 def _check_second_size(reference: Callable[[dict], dict], converted: Callable[[dict], dict],
@@ -153,8 +157,7 @@ def _check_second_size(reference: Callable[[dict], dict], converted: Callable[[d
     try:
         ref = reference(inputs)
     except Exception as err:  # the signature's dynamic axes promise more than the model takes
-        first = (str(err).strip().splitlines() or [""])[0]
-        return f"the framework model fails there: {type(err).__name__}: {first}"
+        return f"the framework model fails there: {_first_line(err)}"
     where = f"batch {batch}, input shapes {input_shapes(signature)}"
     got = tally.run_converted(converted, inputs, where)
     if got is not None:
