@@ -181,7 +181,7 @@ def hardware_lines(meta: dict[str, Any]) -> list[str]:
     ]
     load = hw.get("load_average_1_5_15m")
     if load:  # other work on the host inflates every figure: say how busy it was
-        lines.append("Host load average when the run started (1/5/15 min): " + " / ".join(f"{x:.2f}" for x in load))
+        lines.append("Host load average when the run was recorded (1/5/15 min): " + " / ".join(f"{x:.2f}" for x in load))
     return lines
 
 
