@@ -2,6 +2,7 @@
 """Benchmark: this toolkit's config search and Model Analyzer's quick search on the same model, p99 budget and
 embedded tritonserver; prints both best throughputs within the budget and both wall times. If Model Analyzer
 cannot run, says exactly why and still runs our side."""
+import argparse
 import sys
 from pathlib import Path
 
@@ -10,18 +11,30 @@ import deployment_toolkit  # noqa: E402,F401  (first: hides the triton/ folder f
 from deployment_toolkit import cli  # noqa: E402
 
 
+def _minutes_or_half(text: str) -> float | str:
+    if text == "half":
+        return text
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected minutes or 'half', got {text!r}") from None
+
+
 def main() -> int:
     p = cli.parser(__doc__, """
         python3 -m venv /tmp/ma-venv && /tmp/ma-venv/bin/pip install triton-model-analyzer
         python triton/benchmark_vs_model_analyzer.py --model resnet50 --preset full --p99-ms 500 --max-minutes 10 \\
             --model-analyzer /tmp/ma-venv/bin/model-analyzer --result-path results/search-vs-ma-resnet50-cpu
+        # the target: as good as Model Analyzer's best in half its time
+        python triton/benchmark_vs_model_analyzer.py --model resnet50 --preset full --p99-ms 500 --our-max-minutes half
     """)
     p.add_argument("--model", required=True)
     p.add_argument("--preset", default="small")
     p.add_argument("--p99-ms", type=float, required=True, help="p99 budget in ms, the same for both sides")
     p.add_argument("--max-minutes", type=float, default=10.0, help="time limit of each side (default: %(default)s)")
-    p.add_argument("--our-max-minutes", type=float, default=None,
-                   help="a different limit for our search (e.g. half of Model Analyzer's wall time); default: --max-minutes")
+    p.add_argument("--our-max-minutes", type=_minutes_or_half, default=None, metavar="MIN|half",
+                   help="our search's limit: minutes, or 'half' for half of Model Analyzer's wall time (Model "
+                        "Analyzer then runs first); default: --max-minutes")
     p.add_argument("--formats", default="onnx", help="our side's formats; Model Analyzer gets the first")
     p.add_argument("--workspace", default=None, help="artifacts (default workspace/<model>-<preset>)")
     p.add_argument("--result-path", default=None, help="default results/search-vs-ma-<model>-<preset>")
@@ -38,7 +51,7 @@ def main() -> int:
     args = p.parse_args()
 
     from deployment_toolkit.search.head_to_head import table
-    from deployment_toolkit.search.versus import compare, summary_lines
+    from deployment_toolkit.search.versus import compare, summary_lines, target_lines
 
     result_dir = Path(args.result_path or Path("results") / f"search-vs-ma-{args.model}-{args.preset}")
     workspace = Path(args.workspace or Path("workspace") / f"{args.model}-{args.preset}")
@@ -50,9 +63,12 @@ def main() -> int:
                        measurement_interval_ms=args.measurement_interval, rounds=args.rounds,
                        our_max_minutes=args.our_max_minutes)
     print("\n" + "\n".join(summary_lines(args.p99_ms, ours, ma)))
+    target = target_lines(args.p99_ms, ours, ma, contenders)
     measured = [c for c in contenders if c.p99s or c.error]
     if measured:
         print("\nboth winners re-measured in turns:\n" + "\n".join(table(measured, args.p99_ms)))
+    if target:
+        print("\ntarget (as good as Model Analyzer's best in half its time):\n" + "\n".join(target))
     if ma.error:
         print(f"\nModel Analyzer: {ma.error}")
     print(f"\nsummary: {result_dir / 'vs_model_analyzer.md'}")

@@ -19,11 +19,11 @@ from .engine import (
 from .space import Candidate, default_candidate, host_cores, instance_thread_pairs
 from .stats import Gain, Noise, Spread
 from .store import Point, SearchStore, StoreMismatch
-from .sweep import SweepPolicy, SweepResult, best_point, sweep_concurrency
+from .sweep import SweepPolicy, SweepResult, best_point, sweep_concurrency, sweep_near
 
 __all__ = [
     "Candidate", "CandidateFailed", "CandidateRefused", "Decision", "FormatInfo", "Gain", "Noise", "Point", "Search",
     "SearchError", "SearchOutcome", "SearchSettings", "SearchStore", "Spread", "StoreMismatch", "SweepPolicy",
     "SweepResult", "Trial", "best_point", "default_candidate", "host_cores", "instance_thread_pairs",
-    "sweep_concurrency",
+    "sweep_concurrency", "sweep_near",
 ]

@@ -31,7 +31,7 @@ from .space import (
 )
 from .stats import MIN_NOISE, Gain, Noise, Spread, relative_gain
 from .store import Point, SearchStore
-from .sweep import SweepPolicy, SweepResult, best_point, score, sweep_concurrency
+from .sweep import SweepPolicy, SweepResult, best_point, score, sweep_concurrency, sweep_near
 
 
 T = TypeVar("T")
@@ -149,7 +149,9 @@ def config_problem(manifest: Manifest, candidate: Candidate) -> str | None:
 
 class Search:
     def __init__(self, formats: list[FormatInfo], measurer: Measurer, store: SearchStore, settings: SearchSettings,
-                 *, progress: bool = True, log: Callable[[str], None] | None = None):
+                 *, progress: bool = True, log: Callable[[str], None] | None = None, started: float | None = None):
+        """`started`: the time.monotonic() the time limit counts from (default: when `run` begins), so that a
+        command can count its own start-up (the server, the artifacts) against --max-minutes."""
         self.formats = {f.format: f for f in formats}
         self.order = [f.format for f in formats]
         self.measurer = measurer
@@ -164,16 +166,15 @@ class Search:
         self._keep_loaded = False
         self.measured_points = 0
         self.point_seconds: list[float] = []
-        self.candidate_seconds: list[float] = []
         self.stopped = ""
-        self.started = 0.0
+        self.started = started
         self._bar = None
         self._log = log
         self._progress = progress
 
     # ---- public -----------------------------------------------------------------------------
     def run(self) -> SearchOutcome:
-        self.started = time.monotonic()
+        self.started = time.monotonic() if self.started is None else self.started
         self._open_bar()
         try:
             self._explore()
@@ -282,9 +283,17 @@ class Search:
         before = self.measured_points
         policy = self._policy()
         reference = self.incumbent.sweep.by_concurrency() if self.incumbent and self.incumbent.sweep else None
+        start = self._best(self.incumbent) if self.incumbent else None
+        reserve = self._baseline_reserve_s if self.default is None else self._confirmation_reserve_s
+        stop = lambda: self._out_of_time(reserve())  # noqa: E731
+
+        def sweep() -> SweepResult:
+            measure = lambda c: self._point(trial, c, 0)  # noqa: E731
+            if start is None:
+                return sweep_concurrency(measure, policy, reference, stop)
+            return sweep_near(measure, policy, start.concurrency, reference, stop)
         try:
-            trial.sweep = self._retrying(trial, lambda: sweep_concurrency(lambda c: self._point(trial, c, 0), policy,
-                                                                          reference))
+            trial.sweep = self._retrying(trial, sweep)
             trial.status = "measured"
         except CandidateRefused as err:
             trial.status, trial.reason = "refused", f"the server refused it: {err}"
@@ -296,8 +305,6 @@ class Search:
             self._release()
         trial.measured_points = self.measured_points - before
         trial.seconds = time.monotonic() - t0
-        if trial.measured_points:
-            self.candidate_seconds.append(trial.seconds)
         self._say(self._trial_line(trial))
         self._bar_step()
         return trial
@@ -333,7 +340,7 @@ class Search:
             self.stopped = f"--max-configs {self.s.max_configs} reached"
             return "skipped", self.stopped
         if self.s.max_minutes is not None and self.default is not None:
-            left = self.s.max_minutes * 60.0 - (time.monotonic() - self.started)
+            left = self._time_left_s()
             needed = self._estimate_candidate_s(trial) + self._confirmation_reserve_s()
             if needed > left:
                 self.stopped = (f"--max-minutes {self.s.max_minutes:g}: {left / 60:.1f} min left, a config takes about "
@@ -592,6 +599,9 @@ class Search:
                 t.detail = t.detail or ("re-measured; " + decision.message if decision.default_as_good
                                         else "re-measured; lost to the winner")
                 continue
+            if t not in feasible and t.sweep.behind:
+                t.verdict, t.detail = "worse", t.sweep.stop_reason
+                continue
             if t not in feasible:
                 p = t.sweep.min_p99
                 t.verdict = "over budget"
@@ -621,16 +631,40 @@ class Search:
 
     # ---- time and progress ------------------------------------------------------------------
     def _estimate_candidate_s(self, trial: Trial) -> float:
-        if self.store.get(trial.key, 1, 0) is not None:
+        """Points a challenger takes (as many as the challengers so far, else the fewest a sweep near the
+        incumbent's best can take) times the time a point takes; 0 when the checkpoint has its first point."""
+        start = self._best(self.incumbent) if self.incumbent else None
+        if self.store.get(trial.key, start.concurrency if start else 1, 0) is not None:
             return 0.0
-        if self.candidate_seconds:
-            return sum(self.candidate_seconds) / len(self.candidate_seconds)
-        return 0.0
+        counts = [t.measured_points for t in self.trials.values() if t is not self.default and t.measured_points]
+        points = sum(counts) / len(counts) if counts else 2.0
+        return points * self._point_s()
+
+    def _point_s(self) -> float:
+        return sum(self.point_seconds) / len(self.point_seconds) if self.point_seconds else 0.0
+
+    def _time_left_s(self) -> float:
+        if self.s.max_minutes is None:
+            return float("inf")
+        return self.s.max_minutes * 60.0 - (time.monotonic() - self.started)
+
+    def _out_of_time(self, reserve_s: float) -> str:
+        """Why a sweep must stop before its next point ("" if it need not): that point and the `reserve_s`
+        kept for later steps no longer fit in --max-minutes."""
+        left = self._time_left_s()
+        if left >= reserve_s + self._point_s():
+            return ""
+        return (f"--max-minutes {self.s.max_minutes:g}: stopped with {max(left, 0.0) / 60:.1f} min left, kept for "
+                "the steps after it")
+
+    def _baseline_reserve_s(self) -> float:
+        """The baseline keeps time for its noise samples."""
+        return self.s.noise_repeats * self._point_s()
 
     def _confirmation_reserve_s(self) -> float:
         """Time to keep for the final re-measurement if one more config is measured: the finalists other than
         the default (at most two) need their extra samples; the default has its noise samples already."""
-        per_point = sum(self.point_seconds) / len(self.point_seconds) if self.point_seconds else 0.0
+        per_point = self._point_s()
         challengers = sum(1 for t in self.trials.values() if t.status == "measured" and t is not self.default
                           and self._best(t) is not None)
         finalists = min(2, challengers + 1)
@@ -686,7 +720,7 @@ class Search:
     def _bar_postfix(self, text: str) -> None:
         """What is being measured, and the time left under --max-minutes (tqdm's ETA assumes every config runs)."""
         if self._bar is not None:
-            if self.s.max_minutes is not None and self.started:
+            if self.s.max_minutes is not None and self.started is not None:
                 left = self.s.max_minutes - (time.monotonic() - self.started) / 60.0
                 text = f"{text}{', ' if text else ''}{max(0.0, left):.1f} of {self.s.max_minutes:g} min left"
             self._bar.set_postfix_str(text, refresh=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import statistics
 import time
 import warnings
 from dataclasses import dataclass
@@ -65,8 +66,9 @@ def prepare_ma_repository(info, model_name: str, repository: Path) -> None:
 def compare(*, model: str, preset: str, budget_ms: float, max_minutes: float, formats: list[str], workspace: Path,
             result_dir: Path, our_extra: list[str], ma_binary: str | None, ma_mode: str, skip_ma: bool,
             shared_memory: str, measurement_interval_ms: int = 2000, rounds: int = 3,
-            our_max_minutes: float | None = None) -> tuple[OurResult, MAResult, list[Contender]]:
-    """`max_minutes` limits Model Analyzer, `our_max_minutes` (default: the same) our search."""
+            our_max_minutes: float | str | None = None) -> tuple[OurResult, MAResult, list[Contender]]:
+    """`max_minutes` limits Model Analyzer, `our_max_minutes` our search: minutes, None for the same limit, or
+    "half" for half of Model Analyzer's wall time (then Model Analyzer runs first)."""
     from ..perf.analyzer import output_shared_memory_size
     from ..repository.config import host_has_gpu
     from .artifacts import prepare_formats
@@ -75,31 +77,46 @@ def compare(*, model: str, preset: str, budget_ms: float, max_minutes: float, fo
     usable = [i for i in infos if not i.error]
     if not usable:
         raise ValueError("no format could be prepared: " + "; ".join(f"{i.format}: {i.error}" for i in infos))
+    half = our_max_minutes == "half"
+    if half and skip_ma:
+        raise ValueError("--our-max-minutes half needs Model Analyzer's wall time: do not skip Model Analyzer")
     ours_dir = result_dir / "ours"
     scratch = workspace / "vs_model_analyzer"  # model copies stay out of the results folder
-    ours_limit = max_minutes if our_max_minutes is None else our_max_minutes
-    argv = ["--model", model, "--preset", preset, "--p99-ms", f"{budget_ms:g}", "--max-minutes", f"{ours_limit:g}",
-            "--formats", ",".join(formats), "--workspace", str(workspace), "--result-path", str(ours_dir),
-            "--model-repository", str(scratch / "ours_repository"), "--shared-memory", shared_memory, *our_extra]
-    print(f"== our search: {' '.join(argv)}", flush=True)
-    ours = run_ours(argv, ours_dir)
-    ours.limit_minutes = ours_limit
 
-    if skip_ma:
-        ma = MAResult(ran=False, error="skipped (--skip-model-analyzer)")
-    else:
+    def run_ma() -> MAResult:
+        if skip_ma:
+            return MAResult(ran=False, error="skipped (--skip-model-analyzer)")
         binary = find_model_analyzer(ma_binary)
-        ma_dir = result_dir / "model_analyzer"
         info = usable[0]
         name = f"{model}_ma"
         prepare_ma_repository(info, name, scratch / "ma_repository")
         print(f"== Model Analyzer ({ma_mode} search, {max_minutes:g} min limit): {binary or 'not found'}", flush=True)
-        ma = run_model_analyzer(
-            binary=binary, model_name=name, repository=scratch / "ma_repository", work_dir=ma_dir, budget_ms=budget_ms,
-            max_minutes=max_minutes, cpu_only=not host_has_gpu(), search_mode=ma_mode, shared_memory=shared_memory,
+        result = run_model_analyzer(
+            binary=binary, model_name=name, repository=scratch / "ma_repository", work_dir=result_dir / "model_analyzer",
+            budget_ms=budget_ms, max_minutes=max_minutes, cpu_only=not host_has_gpu(), search_mode=ma_mode,
+            shared_memory=shared_memory,
             output_shm_bytes=output_shared_memory_size(info.manifest.outputs) if shared_memory != "none" else None,
             output_repository=scratch / "ma_output_repository")
-        ma.limit_minutes = max_minutes
+        result.limit_minutes = max_minutes
+        return result
+
+    def run_our_side(limit: float) -> OurResult:
+        argv = ["--model", model, "--preset", preset, "--p99-ms", f"{budget_ms:g}", "--max-minutes", f"{limit:g}",
+                "--formats", ",".join(formats), "--workspace", str(workspace), "--result-path", str(ours_dir),
+                "--model-repository", str(scratch / "ours_repository"), "--shared-memory", shared_memory, *our_extra]
+        print(f"== our search: {' '.join(argv)}", flush=True)
+        result = run_ours(argv, ours_dir)
+        result.limit_minutes = limit
+        return result
+
+    if half:
+        ma = run_ma()
+        if not ma.ran or ma.wall_s <= 0:
+            raise RuntimeError(f"Model Analyzer did not run, so half its time is unknown: {ma.error}")
+        ours = run_our_side(round(ma.wall_s / 60.0 / 2.0, 2))
+    else:
+        ours = run_our_side(max_minutes if our_max_minutes is None else float(our_max_minutes))
+        ma = run_ma()
     contenders = winners(ours_dir, ma, usable[0].format, budget_ms)
     if len(contenders) == 2 and rounds > 0:
         from ..perf.analyzer import PerfOptions
@@ -118,10 +135,10 @@ def winners(ours_dir: Path, ma: MAResult, ma_format: str, budget_ms: float) -> l
     out = []
     mine = our_winner(ours_dir / "search.csv")
     if mine is not None:
-        out.append(Contender("this toolkit's search", *mine))
+        out.append(Contender(OURS, *mine))
     best = ma.best_within(budget_ms)
     if best is not None:
-        theirs = Contender("Model Analyzer", Candidate(ma_format, best.instances, 0, best.max_batch_size),
+        theirs = Contender(THEIRS, Candidate(ma_format, best.instances, 0, best.max_batch_size),
                            best.concurrency)
         if not out or (out[0].candidate, out[0].concurrency) != (theirs.candidate, theirs.concurrency):
             out.append(theirs)
@@ -134,11 +151,11 @@ def summary_lines(budget_ms: float, ours: OurResult, ma: MAResult) -> list[str]:
 
     mb = ma.best_within(budget_ms)
     rows = [
-        ("this toolkit's search", fmt(ours.limit_minutes, "g"), fmt(ours.wall_s / 60, ".1f"), str(ours.configs),
+        (OURS, fmt(ours.limit_minutes, "g"), fmt(ours.wall_s / 60, ".1f"), str(ours.configs),
          fmt(ours.best_throughput),
          f"{ours.best_config} c={ours.best_concurrency} p99 {fmt(ours.best_p99_ms)} ms" if ours.best_config else "-",
          ours.error or f"winner {ours.winner}: {ours.winner_confirmed}"),
-        ("Model Analyzer", fmt(ma.limit_minutes, "g"), fmt(ma.wall_s / 60 if ma.ran else None, ".1f"),
+        (THEIRS, fmt(ma.limit_minutes, "g"), fmt(ma.wall_s / 60 if ma.ran else None, ".1f"),
          str(ma.configs) if ma.ran else "-",
          fmt(mb.throughput if mb else None), f"{mb.label()} p99 {mb.p99_ms:.1f} ms" if mb else "-",
          ma.error or "finished"),
@@ -149,6 +166,33 @@ def summary_lines(budget_ms: float, ours: OurResult, ma: MAResult) -> list[str]:
     return out
 
 
+OURS, THEIRS = "this toolkit's search", "Model Analyzer"
+
+
+def target_lines(budget_ms: float, ours: OurResult, ma: MAResult, contenders: list[Contender]) -> list[str]:
+    """The target (at least Model Analyzer's best throughput within the budget, in at most half its quick
+    search's time), checked from the figures of this run: the throughputs are the head-to-head medians."""
+    if not ma.ran or ma.wall_s <= 0 or ours.returncode != 0:
+        return []
+    ratio = ours.wall_s / ma.wall_s
+    lines = [f"- time: {ours.wall_s / 60:.1f} min vs Model Analyzer's {ma.wall_s / 60:.1f} min = {ratio:.2f} of its "
+             f"time (target: at most 0.50): {'met' if ratio <= 0.5 else 'not met'}"]
+    mine = next((c for c in contenders if c.side == OURS and c.throughputs), None)
+    theirs = next((c for c in contenders if c.side == THEIRS and c.throughputs), None)
+    if mine is not None and theirs is not None:
+        a, b = statistics.median(mine.throughputs), statistics.median(theirs.throughputs)
+        p99 = statistics.median(mine.p99s)
+        ok = a >= b and p99 <= budget_ms
+        lines.append(f"- throughput within p99 {budget_ms:g} ms, both winners re-measured in turns: {a:.1f} vs "
+                     f"{b:.1f} inf/s = {a / b:.2f}x, our winner's median p99 {p99:.1f} ms (target: at least 1.00x "
+                     f"within the budget): {'met' if ok else 'not met'}")
+    elif len(contenders) == 1 and contenders[0].side == OURS and ma.best_within(budget_ms) is not None:
+        lines.append("- throughput: both tools chose the same config at the same concurrency: met")
+    else:
+        lines.append("- throughput: no head-to-head re-measurement of both winners (see above), so not checked")
+    return lines
+
+
 def write_summary(result_dir: Path, budget_ms: float, ours: OurResult, ma: MAResult,
                   contenders: list[Contender] = ()) -> Path:
     lines = ["# Config search vs Model Analyzer", "", *summary_lines(budget_ms, ours, ma), ""]
@@ -157,6 +201,10 @@ def write_summary(result_dir: Path, budget_ms: float, ours: OurResult, ma: MARes
         lines += ["Both winners re-measured by this toolkit's perf harness on one server, in turns (the same "
                   "perf_analyzer settings for both; each at the concurrency its tool chose):", "",
                   *table(measured, budget_ms), ""]
+    target = target_lines(budget_ms, ours, ma, contenders)
+    if target:
+        lines += ["The target (at least Model Analyzer's best throughput within the budget, in at most half the "
+                  "time of its quick search), checked from the figures above:", "", *target, ""]
     if ma.command:
         lines += [f"Model Analyzer command: `{' '.join(ma.command)}` (log: `{ma.log_path}`)", ""]
     if ma.measurements:

@@ -24,6 +24,7 @@ from deployment_toolkit.search import (
     default_candidate,
     instance_thread_pairs,
     sweep_concurrency,
+    sweep_near,
 )
 from deployment_toolkit.search.engine import config_problem
 from deployment_toolkit.search.space import max_batch_ladder, preferred_options, queue_delay_ladder
@@ -161,6 +162,54 @@ def test_sweep_latency_objective_measures_concurrency_one_only():
     assert calls == [1]
 
 
+
+def test_challenger_sweep_starts_at_the_incumbents_best_and_steps_up_by_littles_law():
+    measure, calls = _linear(30.0)  # throughput grows with the clients; p99 = 30 ms x concurrency
+    result = sweep_near(measure, SweepPolicy(budget_ms=500.0), start=8)
+    # 8: 240 ms, within budget; Little's law puts 500 ms at 16 (and never more than twice 8): 480 ms, within;
+    # it then puts 500 ms at 16 again, so one more client: 17 is over -> stop (nothing to bisect in 16..17)
+    assert calls == [8, 16, 17]
+    assert "p99 510.0 ms > budget 500 ms at concurrency 17" in result.stop_reason
+
+
+def test_challenger_sweep_stops_when_saturated_after_two_points():
+    measure, calls = _linear(10.0, thr=lambda c: 40.0)  # flat throughput
+    result = sweep_near(measure, SweepPolicy(budget_ms=500.0), start=8)
+    assert calls == [8, 16]
+    assert result.stop_reason.startswith("saturated")
+
+
+def test_challenger_sweep_steps_down_when_over_budget_at_the_start():
+    measure, calls = _linear(100.0)  # p99 = 100 ms x concurrency
+    result = sweep_near(measure, SweepPolicy(budget_ms=550.0), start=8)
+    assert calls[:2] == [8, 4]  # over at 8 -> down to the Little's-law level (5), at least halving -> 4
+    assert calls[2:] == [6, 5]  # then bisected between 4 and 8
+    assert "stepped down to 4" in result.stop_reason
+
+
+def test_challenger_over_budget_and_behind_at_the_start_cannot_win():
+    measure, calls = _linear(100.0, thr=lambda c: 10.0)
+    reference = {8: Point("inc", 8, 0, 40.0, 300.0)}
+    result = sweep_near(measure, SweepPolicy(budget_ms=500.0), start=8, reference=reference)
+    assert calls == [8]
+    assert result.stop_reason.startswith("cannot win: p99 800.0 ms > budget 500 ms at concurrency 8")
+    assert result.behind
+
+
+def test_challenger_sweep_dominated_at_the_start_measures_one_point():
+    measure, calls = _linear(50.0, thr=lambda c: 10.0)
+    reference = {8: Point("inc", 8, 0, 40.0, 300.0)}
+    result = sweep_near(measure, SweepPolicy(budget_ms=500.0), start=8, reference=reference)
+    assert calls == [8]
+    assert result.stop_reason.startswith("dominated at the incumbent's best concurrency 8")
+
+
+def test_sweep_stops_when_told_to_and_says_why():
+    measure, calls = _linear(1.0)
+    result = sweep_concurrency(measure, SweepPolicy(budget_ms=10_000.0),
+                               should_stop=lambda: "out of time" if len(calls) >= 2 else "")
+    assert calls == [1, 2] and result.stop_reason == "out of time"
+
 # ---- stats ----------------------------------------------------------------------------------------
 
 def test_gain_spread_and_noise():
@@ -191,8 +240,14 @@ def test_search_finds_two_single_threaded_instances_and_never_oversubscribes(tmp
             assert max(p.concurrency for p in t.sweep.points) == over_budget[0]
 
 
+def _smaller_batches_cut_the_tail(cand: Candidate, c: int) -> tuple[float, float]:
+    """A second good config that is not dominated: max batch 4 trades 2% of throughput for a shorter tail."""
+    thr, p99 = cpu_model(cand, c)
+    return (thr * 0.98, p99 * 0.6) if cand.max_batch_size == 4 else (thr, p99)
+
+
 def test_finalists_are_remeasured_in_turns(tmp_path):
-    outcome, fake, _ = run(tmp_path, FakeMeasurer(noise=0.03))
+    outcome, fake, _ = run(tmp_path, FakeMeasurer(perf=_smaller_batches_cut_the_tail, noise=0.03))
     d = outcome.decision
     finalists = [t for t in (d.winner, d.runner_up, d.default) if t is not None]
     assert len(finalists) == 3 and all(t.confirmation.throughput.n == 3 for t in finalists)
@@ -271,6 +326,25 @@ def test_time_limit_skips_configs_but_still_confirms(tmp_path):
     assert outcome.stopped.startswith("--max-minutes 5")
     assert outcome.decision.winner is not None and outcome.decision.winner.confirmation is not None
 
+
+
+def test_time_limit_bounds_the_whole_search_baseline_included(tmp_path, monkeypatch):
+    import deployment_toolkit.search.engine as engine
+
+    clock = {"t": 0.0}
+
+    class SlowFake(FakeMeasurer):
+        def measure(self, cand, c, sample, key):
+            clock["t"] += 20.0
+            return super().measure(cand, c, sample, key)
+
+    monkeypatch.setattr(engine.time, "monotonic", lambda: clock["t"])
+    outcome, fake, _ = run(tmp_path, SlowFake(perf=lambda cand, c: (10.0 * c, 1.0 * c)), budget=10_000.0,
+                           max_minutes=2)
+    assert clock["t"] <= 120.0, f"the search took {clock['t']:.0f} s of a 120 s limit"
+    base = outcome.decision.default
+    assert base.sweep.stop_reason.startswith("--max-minutes 2: stopped")
+    assert base.confirmation is not None and outcome.decision.winner is base
 
 def test_store_refuses_points_measured_under_other_conditions(tmp_path):
     SearchStore(tmp_path, {"model": "toy", "usable_cores": 2}).open().put(Point("k", 1, 0, 10.0, 5.0))

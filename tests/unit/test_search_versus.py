@@ -63,3 +63,22 @@ def test_summary_shows_each_sides_time_limit():
     assert lines[0].startswith("| side | time limit (min) | wall (min) |")
     assert lines[2].startswith("| this toolkit's search | 3 | 2.5 | 3 | 33.0 |")
     assert lines[3].startswith("| Model Analyzer | 10 | 6.1 | 1 | 33.9 |")
+
+
+def test_target_is_checked_from_the_head_to_head_medians():
+    from deployment_toolkit.search.versus import OURS, THEIRS, OurResult, target_lines
+
+    ours = OurResult(0, 150.0, 3, 33.0, "onnx_i1", 8, 300.0, "onnx_i1", "")
+    ma = _ma(("v0", 1, 32, 8, 33.9, 294.4))
+    ma.wall_s = 366.0
+    mine = Contender(OURS, Candidate("onnx", 1, 0, 32), 8, [31.0, 33.0, 32.0], [300.0, 520.0, 310.0])
+    theirs = Contender(THEIRS, Candidate("onnx", 1, 0, 4), 4, [26.0, 30.0, 29.0], [200.0, 210.0, 205.0])
+    lines = target_lines(500, ours, ma, [mine, theirs])
+    assert lines[0].endswith("= 0.41 of its time (target: at most 0.50): met")
+    assert "32.0 vs 29.0 inf/s = 1.10x" in lines[1] and lines[1].endswith(": met")
+    slow = OurResult(0, 200.0, 3, 33.0, "onnx_i1", 8, 300.0, "onnx_i1", "")
+    assert target_lines(500, slow, ma, [mine, theirs])[0].endswith("not met")
+    over = Contender(OURS, mine.candidate, 8, [40.0, 41.0, 42.0], [600.0, 620.0, 480.0])
+    assert target_lines(500, ours, ma, [over, theirs])[1].endswith("not met"), "over the budget does not count"
+    assert target_lines(500, ours, ma, [mine])[1].endswith("same config at the same concurrency: met")
+    assert target_lines(500, ours, MAResult(ran=False, error="not installed"), [mine]) == []
