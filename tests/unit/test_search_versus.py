@@ -75,10 +75,13 @@ def test_target_is_checked_from_the_head_to_head_medians():
     theirs = Contender(THEIRS, Candidate("onnx", 1, 0, 4), 4, [26.0, 30.0, 29.0], [200.0, 210.0, 205.0])
     lines = target_lines(500, ours, ma, [mine, theirs])
     assert lines[0].endswith("= 0.41 of its time (target: at most 0.50): met")
-    assert "32.0 vs 29.0 inf/s = 1.10x" in lines[1] and lines[1].endswith(": met")
+    assert "32.0 vs 29.0 inf/s = 1.103x" in lines[1] and lines[1].endswith(": met")
     slow = OurResult(0, 200.0, 3, 33.0, "onnx_i1", 8, 300.0, "onnx_i1", "")
     assert target_lines(500, slow, ma, [mine, theirs])[0].endswith("not met")
     over = Contender(OURS, mine.candidate, 8, [40.0, 41.0, 42.0], [600.0, 620.0, 480.0])
     assert target_lines(500, ours, ma, [over, theirs])[1].endswith("not met"), "over the budget does not count"
     assert target_lines(500, ours, ma, [mine])[1].endswith("same config at the same concurrency: met")
+    close = Contender(THEIRS, theirs.candidate, 4, [32.5, 31.0, 33.5], [200.0, 210.0, 205.0])
+    assert target_lines(500, ours, ma, [mine, close])[1].endswith(
+        "not met (a tie within the spread of the rounds: ours 31.0..33.0, Model Analyzer's 31.0..33.5 inf/s)")
     assert target_lines(500, ours, MAResult(ran=False, error="not installed"), [mine]) == []
