@@ -84,6 +84,9 @@ def build_parser():
     return p
 
 
+FINISH_RESERVE_S = 10.0  # writing the winner, the CSVs, the plot and the report took 3-5 s on a 2-core host
+
+
 def settings_from_args(args) -> SearchSettings:
     if args.p99_ms <= 0:
         raise ValueError("--p99-ms must be > 0")
@@ -93,6 +96,7 @@ def settings_from_args(args) -> SearchSettings:
         noise_repeats=args.noise_repeats, confirm_samples=max(1, args.confirm_samples),
         max_concurrency=args.max_concurrency, refine_steps=args.refine_steps,
         queue_delays_us=tuple(args.queue_delays_us), min_noise=args.min_noise,
+        finish_reserve_s=FINISH_RESERVE_S if args.max_minutes is not None else 0.0,
     )
 
 

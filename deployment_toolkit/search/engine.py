@@ -83,6 +83,7 @@ class SearchSettings:
     refine_steps: int = 2
     queue_delays_us: tuple[int, ...] = DEFAULT_QUEUE_DELAYS_US
     min_noise: float = MIN_NOISE
+    finish_reserve_s: float = 0.0  # kept at the end of --max-minutes for what the command does after the search
 
 
 @dataclass
@@ -282,8 +283,11 @@ class Search:
         t0 = time.monotonic()
         before = self.measured_points
         policy = self._policy()
-        reference = self.incumbent.sweep.by_concurrency() if self.incumbent and self.incumbent.sweep else None
-        start = self._best(self.incumbent) if self.incumbent else None
+        inc = self.incumbent
+        # the incumbent at each level, at its median where that level was measured repeatedly
+        reference = ({p.concurrency: self._median_point(inc, p) for p in inc.sweep.points} if inc and inc.sweep
+                     else None)
+        start = self._best(inc) if inc else None
         reserve = self._baseline_reserve_s if self.default is None else self._confirmation_reserve_s
         stop = lambda: self._out_of_time(reserve())  # noqa: E731
 
@@ -400,7 +404,7 @@ class Search:
         if trial.status != "measured" or trial.sweep is None:
             return None
         return best_point([self._median_point(trial, p) for p in trial.sweep.points], self.s.budget_ms,
-                          self.s.objective)
+                          self.s.objective, self.noise.throughput)
 
     def _median_point(self, trial: Trial, point: Point) -> Point:
         samples = self.store.samples(trial.key, point.concurrency)
@@ -646,7 +650,7 @@ class Search:
     def _time_left_s(self) -> float:
         if self.s.max_minutes is None:
             return float("inf")
-        return self.s.max_minutes * 60.0 - (time.monotonic() - self.started)
+        return self.s.max_minutes * 60.0 - self.s.finish_reserve_s - (time.monotonic() - self.started)
 
     def _out_of_time(self, reserve_s: float) -> str:
         """Why a sweep must stop before its next point ("" if it need not): that point and the `reserve_s`

@@ -156,6 +156,14 @@ def test_sweep_stops_when_throughput_saturates():
     assert result.stop_reason.startswith("saturated")
 
 
+def test_best_point_gives_a_throughput_tie_within_noise_to_the_lower_p99():
+    from deployment_toolkit.search import best_point
+
+    pts = [Point("k", 9, 0, 35.12, 297.5), Point("k", 15, 0, 35.31, 452.5), Point("k", 16, 0, 40.0, 600.0)]
+    assert best_point(pts, 500.0, "throughput").concurrency == 15  # no noise: the most inferences/s
+    assert best_point(pts, 500.0, "throughput", noise=0.02).concurrency == 9  # +0.5% is no gain at 2% noise
+    assert best_point(pts, 500.0, "throughput", noise=0.001).concurrency == 15
+
 def test_sweep_latency_objective_measures_concurrency_one_only():
     measure, calls = _linear(10.0)
     sweep_concurrency(measure, SweepPolicy(budget_ms=100.0, objective="latency"))
