@@ -60,17 +60,14 @@ class SweepResult:
         return min(self.points, key=lambda p: p.p99_ms, default=None)
 
 
-def best_point(points: list[Point], budget_ms: float, objective: str, noise: float = 0.0) -> Point | None:
-    """Throughput: the most inferences/s with p99 within budget, where throughputs within `noise` (relative) of
-    the most count as a tie that the lower p99 wins: a gain the noise can explain does not pay for a p99 near
-    the budget. Latency: the lowest p99."""
+def best_point(points: list[Point], budget_ms: float, objective: str) -> Point | None:
+    """Throughput: the most inferences/s with p99 within budget (ties: lower p99). Latency: the lowest p99."""
     ok = [p for p in points if p.p99_ms <= budget_ms]
     if not ok:
         return None
     if objective == "latency":
         return min(ok, key=lambda p: (p.p99_ms, -p.throughput))
-    top = max(p.throughput for p in ok)
-    return min((p for p in ok if p.throughput >= top * (1 - noise)), key=lambda p: (p.p99_ms, -p.throughput))
+    return max(ok, key=lambda p: (p.throughput, -p.p99_ms))
 
 
 def score(point: Point | None, objective: str) -> float | None:

@@ -156,14 +156,6 @@ def test_sweep_stops_when_throughput_saturates():
     assert result.stop_reason.startswith("saturated")
 
 
-def test_best_point_gives_a_throughput_tie_within_noise_to_the_lower_p99():
-    from deployment_toolkit.search import best_point
-
-    pts = [Point("k", 9, 0, 35.12, 297.5), Point("k", 15, 0, 35.31, 452.5), Point("k", 16, 0, 40.0, 600.0)]
-    assert best_point(pts, 500.0, "throughput").concurrency == 15  # no noise: the most inferences/s
-    assert best_point(pts, 500.0, "throughput", noise=0.02).concurrency == 9  # +0.5% is no gain at 2% noise
-    assert best_point(pts, 500.0, "throughput", noise=0.001).concurrency == 15
-
 def test_sweep_latency_objective_measures_concurrency_one_only():
     measure, calls = _linear(10.0)
     sweep_concurrency(measure, SweepPolicy(budget_ms=100.0, objective="latency"))
@@ -502,6 +494,40 @@ def test_a_finalist_over_budget_when_remeasured_steps_down_a_level(tmp_path):
             levels.setdefault(key, set()).add(c)
     assert any(len(v) > 1 for v in levels.values()), levels  # re-measured at a lower level after going over
 
+
+
+class OneBadSampleFake(FakeMeasurer):
+    """The third sample of every level has a 60% higher p99: the median stays where it was."""
+
+    def measure(self, cand, c, sample, key):
+        p = super().measure(cand, c, sample, key)
+        if sample == 2:
+            p.p99_ms *= 1.6
+        return p
+
+
+def test_a_finalist_over_budget_in_one_remeasurement_of_three_steps_down(tmp_path):
+    outcome, fake, _ = run(tmp_path, OneBadSampleFake(), budget=500.0)
+    d = outcome.decision
+    assert d.winner is not None and d.winner.confirmation.p99.high <= 500.0, d.winner.confirmation
+    stepped = {key for key, c, s in fake.measured if s == 2 and c < max(cc for k, cc, _ in fake.measured if k == key)}
+    assert stepped, "no finalist was re-measured below its first level"
+
+
+def test_no_step_down_when_the_time_limit_has_no_room_for_it(tmp_path, monkeypatch):
+    import deployment_toolkit.search.engine as engine
+
+    clock = {"t": 0.0}
+
+    class SlowOneBad(OneBadSampleFake):
+        def measure(self, cand, c, sample, key):
+            clock["t"] += 20.0
+            return super().measure(cand, c, sample, key)
+
+    monkeypatch.setattr(engine.time, "monotonic", lambda: clock["t"])
+    outcome, fake, _ = run(tmp_path, SlowOneBad(), budget=500.0, max_minutes=3)
+    assert clock["t"] <= 180.0
+    assert outcome.decision.winner is not None
 
 def test_an_unavailable_format_is_listed_with_its_reason(tmp_path):
     store = SearchStore(tmp_path, {"model": "toy"}).open()
