@@ -15,6 +15,8 @@ from .head_to_head import Contender, our_winner, remeasure, table
 from .model_analyzer import MAResult, find_model_analyzer, run_model_analyzer
 from .space import Candidate, default_candidate
 
+OURS, THEIRS = "this toolkit's search", "Model Analyzer"  # the two sides, as the tables name them
+
 
 @dataclass
 class OurResult:
@@ -164,9 +166,6 @@ def summary_lines(budget_ms: float, ours: OurResult, ma: MAResult) -> list[str]:
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     out += ["| " + " | ".join(r) + " |" for r in rows]
     return out
-
-
-OURS, THEIRS = "this toolkit's search", "Model Analyzer"
 
 
 def target_lines(budget_ms: float, ours: OurResult, ma: MAResult, contenders: list[Contender]) -> list[str]:
