@@ -78,6 +78,8 @@ def test_target_is_checked_from_the_head_to_head_medians():
     assert "32.0 vs 29.0 inf/s = 1.103x" in lines[1] and lines[1].endswith(": met")
     slow = OurResult(0, 200.0, 3, 33.0, "onnx_i1", 8, 300.0, "onnx_i1", "")
     assert target_lines(500, slow, ma, [mine, theirs])[0].endswith("not met")
+    edge = OurResult(0, 184.5, 3, 33.0, "onnx_i1", 8, 300.0, "onnx_i1", "")
+    assert "= 0.504 of its time (target: at most 0.50): not met" in target_lines(500, edge, ma, [mine, theirs])[0]
     over = Contender(OURS, mine.candidate, 8, [40.0, 41.0, 42.0], [600.0, 620.0, 480.0])
     assert target_lines(500, ours, ma, [over, theirs])[1].endswith("not met"), "over the budget does not count"
     assert target_lines(500, ours, ma, [mine])[1].endswith("same config at the same concurrency: met")
