@@ -50,21 +50,22 @@ def main() -> int:
                    help="head-to-head: times each side's winner is re-measured, in turns (0: skip)")
     args = p.parse_args()
 
-    from deployment_toolkit.search.head_to_head import table
+    from deployment_toolkit.search.head_to_head import remeasured, table
     from deployment_toolkit.search.versus import compare, summary_lines, target_lines
 
     result_dir = Path(args.result_path or Path("results") / f"search-vs-ma-{args.model}-{args.preset}")
     workspace = Path(args.workspace or Path("workspace") / f"{args.model}-{args.preset}")
-    ours, ma, contenders = compare(model=args.model, preset=args.preset, budget_ms=args.p99_ms, max_minutes=args.max_minutes,
-                       formats=[f for f in args.formats.split(",") if f], workspace=workspace, result_dir=result_dir,
-                       our_extra=["--measurement-interval", str(args.measurement_interval), "--no-progress"],
-                       ma_binary=args.model_analyzer, ma_mode=args.ma_search_mode,
-                       skip_ma=args.skip_model_analyzer, shared_memory=args.shared_memory,
-                       measurement_interval_ms=args.measurement_interval, rounds=args.rounds,
-                       our_max_minutes=args.our_max_minutes)
+    ours, ma, contenders = compare(
+        model=args.model, preset=args.preset, budget_ms=args.p99_ms, max_minutes=args.max_minutes,
+        formats=[f for f in args.formats.split(",") if f], workspace=workspace, result_dir=result_dir,
+        our_extra=["--measurement-interval", str(args.measurement_interval), "--no-progress"],
+        ma_binary=args.model_analyzer, ma_mode=args.ma_search_mode,
+        skip_ma=args.skip_model_analyzer, shared_memory=args.shared_memory,
+        measurement_interval_ms=args.measurement_interval, rounds=args.rounds,
+        our_max_minutes=args.our_max_minutes)
     print("\n" + "\n".join(summary_lines(args.p99_ms, ours, ma)))
     target = target_lines(args.p99_ms, ours, ma, contenders)
-    measured = [c for c in contenders if c.p99s or c.error]
+    measured = remeasured(contenders)
     if measured:
         print("\nboth winners re-measured in turns:\n" + "\n".join(table(measured, args.p99_ms)))
     if target:

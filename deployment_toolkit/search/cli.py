@@ -96,7 +96,7 @@ def settings_from_args(args) -> SearchSettings:
         noise_repeats=args.noise_repeats, confirm_samples=max(1, args.confirm_samples),
         max_concurrency=args.max_concurrency, refine_steps=args.refine_steps,
         queue_delays_us=tuple(args.queue_delays_us), min_noise=args.min_noise,
-        finish_reserve_s=FINISH_RESERVE_S if args.max_minutes is not None else 0.0,
+        finish_reserve_s=FINISH_RESERVE_S,
     )
 
 

@@ -31,7 +31,7 @@ from .space import (
 )
 from .stats import MIN_NOISE, Gain, Noise, Spread, relative_gain
 from .store import Point, SearchStore
-from .sweep import SweepPolicy, SweepResult, best_point, score, sweep_concurrency, sweep_near
+from .sweep import SweepPolicy, SweepResult, best_point, budget_level, score, sweep_concurrency, sweep_near
 
 
 T = TypeVar("T")
@@ -471,7 +471,8 @@ class Search:
                     over = sum(p.p99_ms > budget for p in pts)
                     if len(levels[key]) == 1 and level > 1:  # nothing measured below: where Little's law puts
                         # the worst p99 seen at the budget (a challenger's sweep starts at the incumbent's level)
-                        levels[key].append(max(1, min(level - 1, int(level * budget / t.confirmation.p99.high))))
+                        levels[key].append(max(1, min(level - 1, budget_level(level, t.confirmation.p99.high,
+                                                                              budget))))
                     if over and len(levels[key]) > 1 and not self._out_of_time(self._step_down_s()):
                         levels[key].pop(0)
                         self._say(f"  {t.candidate.slug}: p99 over the budget in {over} of {len(pts)} re-measurements "

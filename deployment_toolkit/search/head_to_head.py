@@ -30,6 +30,11 @@ class Contender:
         return sum(p <= budget_ms for p in self.p99s)
 
 
+def remeasured(contenders: list[Contender]) -> list[Contender]:
+    """The contenders the head-to-head measured, or tried to (with their error)."""
+    return [c for c in contenders if c.p99s or c.error]
+
+
 def our_winner(search_csv: Path) -> tuple[Candidate, int] | None:
     """Our winner and the concurrency of its final re-measurement, from search.csv."""
     if not search_csv.exists():

@@ -80,15 +80,16 @@ StopCheck = Callable[[], str]  # "" to go on, else why the sweep must stop now (
 
 
 def sweep_concurrency(measure: Callable[[int], Point], policy: SweepPolicy,
-                      reference: Mapping[int, Point] | None = None, should_stop: StopCheck | None = None) -> SweepResult:
+                      reference: Mapping[int, Point] | None = None,
+                      should_stop: StopCheck | None = None) -> SweepResult:
     """Measure `measure(concurrency)` level by level; see the module doc for when it stops. `should_stop` is
     asked before every level after the first."""
     result = SweepResult()
+    take = _recorder(measure, result)
     should_stop = should_stop or (lambda: "")
     budget = policy.budget_ms
     if policy.objective == "latency":
-        p = measure(1)
-        result.points.append(p)
+        p = take(1)
         result.stop_reason = ("latency objective: concurrency 1 only (the lowest p99 is at the lightest load)"
                               if p.p99_ms <= budget else _over(p, budget))
         return result
@@ -101,8 +102,7 @@ def sweep_concurrency(measure: Callable[[int], Point], policy: SweepPolicy,
         if result.points and (why := should_stop()):
             result.stop_reason = why
             return result
-        p = measure(c)
-        result.points.append(p)
+        p = take(c)
         if p.p99_ms > budget:
             first_bad = p
             result.stop_reason = _over(p, budget)
@@ -135,7 +135,7 @@ def sweep_concurrency(measure: Callable[[int], Point], policy: SweepPolicy,
     below = result.by_concurrency().get(last_good.concurrency // 2)
     if below is not None and last_good.throughput <= below.throughput * (1 + policy.noise):
         return result
-    _bisect(_recorder(measure, result), policy, last_good, first_bad, result, should_stop)
+    _bisect(take, policy, last_good, first_bad, result, should_stop)
     return result
 
 
@@ -207,20 +207,25 @@ def _recorder(measure: Callable[[int], Point], result: SweepResult) -> Callable[
     return take
 
 
+def budget_level(concurrency: int, p99_ms: float, budget_ms: float) -> int:
+    """The concurrency where p99 would reach the budget if it grew in proportion to the clients, as it does
+    once throughput is saturated (Little's law); unbounded (a large number) for a p99 of 0."""
+    return int(concurrency * budget_ms / p99_ms) if p99_ms > 0 else 2 ** 31
+
+
 def _up(p: Point, budget: float, cap: int) -> int | None:
-    """The next level to try above a point within budget: where p99 would reach the budget if it grew in
-    proportion to the clients (Little's law at saturation), at least one more and at most twice as many."""
+    """The next level to try above a point within budget: its budget level, at least one more and at most
+    twice as many."""
     c = p.concurrency
     if c >= cap:
         return None
-    guess = int(c * budget / p.p99_ms) if p.p99_ms > 0 else 2 * c
-    return min(cap, max(c + 1, min(2 * c, guess)))
+    return min(cap, max(c + 1, min(2 * c, budget_level(c, p.p99_ms, budget))))
 
 
 def _down(p: Point, budget: float) -> int:
-    """The next level to try below a point over the budget (the same proportion, at least halving)."""
+    """The next level to try below a point over the budget: its budget level, at least halving."""
     c = p.concurrency
-    return max(1, min(c // 2, int(c * budget / p.p99_ms)))
+    return max(1, min(c // 2, budget_level(c, p.p99_ms, budget)))
 
 
 def _bisect(take: Callable[[int], Point], policy: SweepPolicy, good: Point, bad: Point, result: SweepResult,

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..spec import atomic_write_text
-from .head_to_head import Contender, our_winner, remeasure, table
+from .head_to_head import Contender, our_winner, remeasure, remeasured, table
 from .model_analyzer import MAResult, find_model_analyzer, run_model_analyzer
 from .space import Candidate, default_candidate
 
@@ -94,8 +94,8 @@ def compare(*, model: str, preset: str, budget_ms: float, max_minutes: float, fo
         prepare_ma_repository(info, name, scratch / "ma_repository")
         print(f"== Model Analyzer ({ma_mode} search, {max_minutes:g} min limit): {binary or 'not found'}", flush=True)
         result = run_model_analyzer(
-            binary=binary, model_name=name, repository=scratch / "ma_repository", work_dir=result_dir / "model_analyzer",
-            budget_ms=budget_ms, max_minutes=max_minutes, cpu_only=not host_has_gpu(), search_mode=ma_mode,
+            binary=binary, model_name=name, repository=scratch / "ma_repository",
+            work_dir=result_dir / "model_analyzer", budget_ms=budget_ms, max_minutes=max_minutes, cpu_only=not host_has_gpu(), search_mode=ma_mode,
             shared_memory=shared_memory,
             output_shm_bytes=output_shared_memory_size(info.manifest.outputs) if shared_memory != "none" else None,
             output_repository=scratch / "ma_output_repository")
@@ -202,7 +202,7 @@ def target_lines(budget_ms: float, ours: OurResult, ma: MAResult, contenders: li
 def write_summary(result_dir: Path, budget_ms: float, ours: OurResult, ma: MAResult,
                   contenders: list[Contender] = ()) -> Path:
     lines = ["# Config search vs Model Analyzer", "", *summary_lines(budget_ms, ours, ma), ""]
-    measured = [c for c in contenders if c.p99s or c.error]
+    measured = remeasured(contenders)
     if measured:
         lines += ["Both winners re-measured by this toolkit's perf harness on one server, in turns (the same "
                   "perf_analyzer settings for both; each at the concurrency its tool chose):", "",
