@@ -10,17 +10,20 @@ DEMO_RUN ?= demo-resnet50-onnx-cpu
 
 install: system-deps $(STAMP)
 
-# perf_analyzer links libb64 (Debian libb64-0d); the tests lint the docker scripts with shellcheck.
-# Install what is missing (needs root, as on CI); without root, libb64 is required and shellcheck optional.
+# perf_analyzer links libb64 (Debian libb64-0d); the tests lint the docker scripts with shellcheck; the fleet
+# check (size_fleet.py --confirm-fleet) puts nginx in front of the replicas as a gRPC load balancer (it is run
+# from a temp folder on loopback, never as the system service). Install what is missing (needs root, as on CI);
+# without root, libb64 is required, shellcheck and nginx optional.
 system-deps:
 	@missing=""; \
 	ldconfig -p | grep -q 'libb64.so.0d' || missing="$$missing libb64-0d"; \
 	command -v shellcheck >/dev/null || missing="$$missing shellcheck"; \
+	command -v nginx >/dev/null || test -x /usr/sbin/nginx || missing="$$missing nginx"; \
 	if [ -n "$$missing" ]; then \
-		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq $$missing; \
+		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 		elif ! ldconfig -p | grep -q 'libb64.so.0d'; then \
 			echo "perf_analyzer needs libb64: run 'sudo apt-get install$$missing'"; exit 1; \
-		else echo "shellcheck not installed: the docker-script lint tests will skip ('sudo apt-get install shellcheck')"; fi; \
+		else echo "not installed:$$missing (shellcheck: the docker-script lint tests skip; nginx: the fleet check and its test skip) - 'sudo apt-get install$$missing'"; fi; \
 	fi
 
 $(STAMP): pyproject.toml

@@ -99,6 +99,7 @@ def _build_parser():
                    help="model repository the N servers load the confirmed configuration's model from")
     f.add_argument("--fleet-window-ms", type=int, default=3000, help="measurement window (default %(default)s)")
     f.add_argument("--fleet-max-points", type=int, default=8, help="points per search (default %(default)s)")
+    f.add_argument("--nginx", default=None, metavar="PATH", help="nginx binary (default: nginx on PATH or /usr/sbin)")
     k = p.add_argument_group("Kubernetes manifests")
     k.add_argument("--emit-k8s", default=None, metavar="DIR", help="write Deployment/Service/HPA/InferenceService here")
     k.add_argument("--k8s-run", default=None, metavar="RUN", help="which configuration (default: the recommended one)")
@@ -156,7 +157,7 @@ def main(argv=None) -> int:
     if args.confirm_fleet is not None:
         from deployment_toolkit.sizing.fleet import find_nginx
 
-        find_nginx()  # nginx missing: say so before measuring anything
+        find_nginx(args.nginx)  # nginx missing: say so before measuring anything
     runs = [r for path in args.runs for r in load_runs(path)]
     probe = Demand(args.peak_rps, args.p99_ms, args.headroom if args.headroom is not None else 0.0,
                    args.gpus_per_node)  # validates the demand before anything is measured
@@ -237,7 +238,7 @@ def main(argv=None) -> int:
         target = target_for(plan.run, "", options, args.distribution, batch, model_name=model)
         seed = (plan.replica_capacity or plan.sustainable.throughput) / batch
         fleet = check_fleet(args.confirm_fleet, args.fleet_model_repository, target, seed, demand.slo_ms,
-                            out_dir / "fleet", args.capacity_resolution, args.fleet_max_points)
+                            out_dir / "fleet", args.capacity_resolution, args.fleet_max_points, nginx=args.nginx)
         sections.append((f"{args.confirm_fleet} replicas behind a load balancer", fleet.text()))
         print(fleet.text().replace("**", "").replace("  \n", "\n"))
 

@@ -11,8 +11,10 @@ STABILITY percent: the first window (channel setup, first batches: latency spike
 out of the numbers. A rate at which the windows never settle has no p99 and fails.
 
 A rate R passes when, over the measured windows:
-- the server answered >= KEEP_UP (97%) of the offered inferences/s (what perf_analyzer actually sent: a Poisson
-  schedule over a few seconds sends a few percent more or less than R x batch);
+- the server answered >= KEEP_UP (97%) of the offered inferences/s: of what perf_analyzer says it sent when it
+  prints its send rate, else of R x batch less two standard deviations of a Poisson count over the three
+  reported windows (a Poisson schedule over a few seconds sends a few percent more or less than R; with constant
+  arrivals there is no allowance);
 - the queue did not grow across windows: per-window average latency rising in every window and ending more than
   QUEUE_GROWTH above the first means requests pile up faster than they are served;
 - p99 <= the SLO.
@@ -27,6 +29,7 @@ which sets the default headroom (`OpenLoopCapacity.headroom`).
 """
 from __future__ import annotations
 
+import json
 import math
 import re
 import statistics
@@ -136,8 +139,21 @@ class RatePoint:
         return self.offered if math.isnan(s) or s <= 0 else min(s, self.offered * 1.1)
 
     @property
+    def required(self) -> float:
+        """Answered inferences/s needed to count as keeping up (see the module docstring)."""
+        if not math.isnan(self.send_rate) and self.send_rate > 0 or self.key.distribution != "poisson":
+            return KEEP_UP * self.sent
+        try:
+            window_s = json.loads(self.key.options).get("measurement_interval_ms", 0) / 1000.0
+        except ValueError:
+            window_s = 0.0
+        expected = self.key.request_rate * 3 * window_s  # requests in the three reported windows
+        noise = 2.0 / math.sqrt(expected) if expected > 0 else 0.0
+        return max(0.0, KEEP_UP - noise) * self.offered
+
+    @property
     def kept_up(self) -> bool:
-        return not math.isnan(self.answered) and self.answered >= KEEP_UP * self.sent and not self.queue_growing
+        return not math.isnan(self.answered) and self.answered >= self.required and not self.queue_growing
 
     def passes(self, slo_ms: float) -> bool:
         return self.kept_up and not math.isnan(self.p99) and self.p99 <= slo_ms and not self.client_limited
@@ -146,7 +162,7 @@ class RatePoint:
         if self.client_limited:
             return "client limited"
         why = []
-        if not math.isnan(self.answered) and self.answered < KEEP_UP * self.sent:
+        if not math.isnan(self.answered) and self.answered < self.required:
             why.append(f"answered {self.answered / self.sent:.0%} of offered")
         if not self.row.get("stable", True):
             why.append("windows never settled")

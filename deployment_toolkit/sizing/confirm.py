@@ -236,7 +236,7 @@ def burst_check(plan: Plan, target: Target, out_dir: Path, factor: float = DEFAU
     window = max(200, int(seconds * 1000 / 3))
     # three fixed windows each: stability off, so the burst lasts what it says
     opts = replace(target.options, stability_percentage=100000.0, max_trials=3, measurement_interval_ms=window)
-    t = replace(target, options=opts)
+    t = replace(target, options=opts, config=f"{target.config}/burst")
     store = _Fresh(RateStore(out_dir, "confirm.csv"))
     per_peak = plan.demand.peak_rps / plan.replicas
     during = measure(t, round_rate(per_peak * factor / batch), store, out_dir, 1, tag="burst_")

@@ -42,7 +42,12 @@ class BalancerError(RuntimeError):
     """nginx did not start or does not answer; the message has its error log."""
 
 
-def find_nginx() -> Path:
+def find_nginx(binary: str | Path | None = None) -> Path:
+    """The nginx to run: `binary` when given (it must exist), else nginx on PATH or in /usr/sbin."""
+    if binary is not None:
+        if Path(binary).is_file():
+            return Path(binary)
+        raise NginxMissing(f"nginx not found at {binary}: {NGINX_HINT}")
     for candidate in (shutil.which("nginx"), "/usr/sbin/nginx"):
         if candidate and Path(candidate).exists():
             return Path(candidate)
@@ -91,7 +96,7 @@ class NginxBalancer:
 
     def __init__(self, upstreams: Sequence[str], port: int = 0, binary: str | Path | None = None):
         self.upstreams = list(upstreams)
-        self.binary = Path(binary) if binary else find_nginx()
+        self.binary = find_nginx(binary)
         self.port = port or _free_port()
         self.prefix = Path(tempfile.mkdtemp(prefix="nginx-grpc-lb-"))
         self.process: subprocess.Popen | None = None
@@ -305,7 +310,7 @@ def _measured(s: Search) -> Measured:
 
 def check_fleet(n: int, repository: str | Path, target: Target, seed_rate: float, slo_ms: float,
                 out_dir: str | Path, resolution: float = DEFAULT_RESOLUTION, max_points: int = 8,
-                log_dir: str | Path | None = None) -> FleetCheck:
+                log_dir: str | Path | None = None, nginx: str | Path | None = None) -> FleetCheck:
     """Start n servers on `repository` (only target.model_name loaded) and nginx in front; measure one replica
     alone, then the fleet; stop everything. `seed_rate` (requests/s) seeds the single-replica search.
     Points are measured fresh (their CPU seconds belong to this run) and recorded in <out_dir>/fleet.csv."""
@@ -316,7 +321,7 @@ def check_fleet(n: int, repository: str | Path, target: Target, seed_rate: float
 
     if n < 2:
         raise ValueError(f"--confirm-fleet {n}: a fleet behind a balancer needs at least 2 replicas")
-    find_nginx()  # fail before starting servers
+    find_nginx(nginx)  # fail before starting servers
     out_dir = Path(out_dir)
     store = _Fresh(RateStore(out_dir, "fleet.csv"))
     if target.options.shared_memory != "none":
@@ -328,7 +333,7 @@ def check_fleet(n: int, repository: str | Path, target: Target, seed_rate: float
             cfg = ServerConfig(model_repository=Path(repository), model_control_mode="explicit",
                                load_models=(target.model_name,), log_dir=logs / f"replica{i + 1}")
             servers.append(stack.enter_context(LocalTritonServer(cfg)))
-        lb = stack.enter_context(NginxBalancer([s.grpc_url for s in servers]))
+        lb = stack.enter_context(NginxBalancer([s.grpc_url for s in servers], binary=nginx))
         one = replace(target, url=servers[0].grpc_url, config=f"{target.config}/replica-alone",
                       cpu_probe=_probe(servers, lb))
         single = search(lambda r: measure(one, r, store, out_dir, tag="alone_"), seed_rate, slo_ms, target.batch,
