@@ -1,7 +1,10 @@
 """N replicas behind a real load balancer on one host: does the fleet carry N x one replica's capacity?
 
 N embedded tritonservers (LocalTritonServer, one model each) and nginx in front of them as a gRPC load balancer
-(`grpc_pass` to an upstream of the N servers; per request round robin, HTTP/2 to both sides). nginx listens on
+(`grpc_pass` to an upstream of the N servers; per request round robin, HTTP/2 to both sides). Only inference
+calls are balanced: metadata, config and statistics go to the first replica, because perf_analyzer compares
+statistics snapshots every window and fails ("failed to find the requested model version") when two come from
+different servers; its server-side breakdown through the balancer is therefore the first replica's only. nginx listens on
 127.0.0.1 only; its config, pid file, logs and temp folders live in a temp folder (never the system's) and it is
 stopped (SIGQUIT, then SIGKILL) on the way out, whatever happened.
 
@@ -79,12 +82,24 @@ http {{
 {servers}
         keepalive 64;
     }}
+    upstream first {{
+        server {upstreams[0]};
+        keepalive 8;
+    }}
     server {{
         listen 127.0.0.1:{port} http2;
-        location / {{
+        grpc_read_timeout 300s;
+        grpc_send_timeout 300s;
+        # inference is balanced; metadata, config and statistics come from one replica, so a client that compares
+        # statistics snapshots (perf_analyzer, every window) sees one consistent server
+        location = /inference.GRPCInferenceService/ModelInfer {{
             grpc_pass grpc://triton;
-            grpc_read_timeout 300s;
-            grpc_send_timeout 300s;
+        }}
+        location = /inference.GRPCInferenceService/ModelStreamInfer {{
+            grpc_pass grpc://triton;
+        }}
+        location / {{
+            grpc_pass grpc://first;
         }}
     }}
 }}
