@@ -197,6 +197,23 @@ def client_limit_message(point: RatePoint) -> str:
 
 # ---- measuring ----------------------------------------------------------------------------------
 
+def row_from_outputs(offered: float, values: dict[str, float], stable: bool, output: str) -> dict[str, Any]:
+    """A store row from what perf_analyzer wrote: its CSV values (ms, seed column names), whether a row was there
+    (stable), and its console output (windows, send rate, delayed share)."""
+    win = parse_open_loop_output(output)
+    answered = values.get("Inferences/second", math.nan)
+    if (not stable or math.isnan(answered)) and win.throughput:  # no CSV row: the last three windows' mean
+        answered = statistics.fmean(win.throughput[-3:])
+    return {
+        "offered": offered, "answered": answered, "send_rate": win.send_rate,
+        "delayed_pct": win.delayed_pct, "p50_ms": values.get("P50 Latency"), "p99_ms": values.get("P99 Latency"),
+        "avg_ms": values.get("Avg Latency"), "server_queue_ms": values.get("Server Queue"),
+        "window_throughput": win.throughput, "window_latency_ms": win.latency_ms,
+        "queue_growing": queue_growing(win.latency_ms),
+        "client_limited": client_limited(offered, win.send_rate, win.delayed_pct), "stable": stable,
+    }
+
+
 def open_loop_options(base: PerfOptions, distribution: str = "poisson", window_ms: int | None = None,
                       stability: float = STABILITY, max_windows: int = MAX_WINDOWS) -> PerfOptions:
     """One perf_analyzer run per rate (no retries: a rate that never settles fails), async sends, the chosen
@@ -245,22 +262,9 @@ def measure(target: Target, rate: float, store: RateStore, out_dir: Path, trial:
     wall = (datetime.now(timezone.utc) - started).total_seconds()
     after = target.cpu_probe() if target.cpu_probe else None
     text = result.log_path.read_text() if result.log_path and result.log_path.exists() else ""
-    win = parse_open_loop_output(text)
-    offered = rate * target.batch
-    v = result.values
-    answered = v.get("Inferences/second", math.nan)
-    if not result.stable and win.throughput:  # no CSV row: the last three windows' mean
-        answered = statistics.fmean(win.throughput[-3:])
-    row = {
-        "offered": offered, "answered": answered, "send_rate": win.send_rate,
-        "delayed_pct": win.delayed_pct, "p50_ms": v.get("P50 Latency"), "p99_ms": v.get("P99 Latency"),
-        "avg_ms": v.get("Avg Latency"), "server_queue_ms": v.get("Server Queue"),
-        "window_throughput": win.throughput, "window_latency_ms": win.latency_ms,
-        "queue_growing": queue_growing(win.latency_ms),
-        "client_limited": client_limited(offered, win.send_rate, win.delayed_pct), "stable": result.stable,
-        "timestamp": started.isoformat(timespec="seconds"), "url": target.url,
-        "command": " ".join(result.command), "log": str(result.log_path or ""),
-    }
+    row = row_from_outputs(rate * target.batch, result.values, result.stable, text)
+    row.update({"timestamp": started.isoformat(timespec="seconds"), "url": target.url,
+                "command": " ".join(result.command), "log": str(result.log_path or "")})
     if before is not None and after is not None:
         row["cpu"] = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in after}
         row["wall_s"] = wall

@@ -55,7 +55,10 @@ def open_loop_capacity(run: Run, slo_ms: float, settings: Settings, url: str | N
         return None
     batch = s.point.batch
     store = RateStore(run.path)
-    target = target_for(run, url or "", settings.options, settings.distribution, batch, model_name=model_name)
+    if url:
+        target = target_for(run, url, settings.options, settings.distribution, batch, model_name=model_name)
+    else:  # replaying openloop.csv sends nothing: no model name or signature needed
+        target = Target(run.name, model_name or run.model, "", batch, None, settings.options, settings.distribution)
     seed = s.point.throughput / batch
     if url:
         trials = measure_capacity(target, seed, slo_ms, store, run.path / "openloop", settings.trials,
