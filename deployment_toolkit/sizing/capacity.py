@@ -16,7 +16,7 @@ A rate R passes when, over the measured windows:
   reported windows (a Poisson schedule over a few seconds sends a few percent more or less than R; with constant
   arrivals there is no allowance);
 - the queue did not grow across windows: per-window average latency (after the first window) rising in most
-  steps and ending more than QUEUE_GROWTH above where it started means requests pile up faster than served;
+  steps and ending more than QUEUE_GROWTH (and 5 ms) above where it started means requests pile up;
 - p99 <= the SLO.
 If perf_analyzer itself could not send at R (its achieved send rate below KEEP_UP of R, with most requests
 delayed by its own account), the host's client is the limit and the search stops with ClientLimited: that rate says
@@ -43,6 +43,7 @@ from .ratestore import RateKey, RateStore, options_key
 
 KEEP_UP = 0.97
 QUEUE_GROWTH = 0.5
+QUEUE_GROWTH_MIN_MS = 5.0  # a rise smaller than this is noise, not a backlog (sub-ms latencies)
 CLIENT_DELAYED_PCT = 50.0  # perf_analyzer's "x% of the requests were delayed" above which the client is the limit
 STABILITY = 30.0
 MAX_WINDOWS = 6
@@ -85,16 +86,16 @@ def parse_open_loop_output(text: str) -> OutputWindows:
                          float(send[-1]) if send else None, float(delayed[-1]) if delayed else None)
 
 
-def queue_growing(latency_ms: Sequence[float], growth: float = QUEUE_GROWTH) -> bool:
+def queue_growing(latency_ms: Sequence[float], growth: float = QUEUE_GROWTH, min_ms: float = QUEUE_GROWTH_MIN_MS) -> bool:
     """The backlog grows: after the first (warm-up) window, average latency rose in at least two thirds of the
-    window-to-window steps and ends more than `growth` above where it started."""
+    window-to-window steps and ends more than `growth` (and `min_ms`) above where it started."""
     lat = [x for x in latency_ms if not math.isnan(x)]
     if len(lat) >= 3:
         lat = lat[1:]
     if len(lat) < 2 or lat[0] <= 0:
         return False
     rises = sum(b > a for a, b in zip(lat, lat[1:]))
-    return rises * 3 >= 2 * (len(lat) - 1) and lat[-1] > lat[0] * (1 + growth)
+    return rises * 3 >= 2 * (len(lat) - 1) and lat[-1] > lat[0] * (1 + growth) and lat[-1] - lat[0] > min_ms
 
 
 @dataclass

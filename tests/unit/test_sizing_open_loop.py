@@ -86,6 +86,7 @@ def test_queue_growth_ignores_the_warm_up_window():
     assert not queue_growing([25.4, 21.2, 35.0, 35.9, 58.8, 27.3])  # recorded at 76.18/s: noisy, drained again
     assert not queue_growing([300.0, 10.0, 11.0])  # a slow first window (connection set-up) is not a queue
     assert not queue_growing([10.0, 11.0])
+    assert not queue_growing([1.0, 1.2, 1.6, 2.4])  # sub-millisecond wobble is not a backlog
 
 
 # ---- the bisection on recorded outputs ------------------------------------------------------------
