@@ -96,7 +96,9 @@ def _build_parser():
     f.add_argument("--confirm-fleet", type=int, default=None, metavar="N",
                    help="start N embedded servers and nginx in front; compare the fleet with N x one replica")
     f.add_argument("--fleet-model-repository", default=None, metavar="DIR",
-                   help="model repository the N servers load the confirmed configuration's model from")
+                   help="model repository the N servers load the configuration's model from")
+    f.add_argument("--fleet-run", default=None, metavar="RUN",
+                   help="which configuration to put behind the balancer (default: the confirmed / recommended one)")
     f.add_argument("--fleet-window-ms", type=int, default=3000, help="measurement window (default %(default)s)")
     f.add_argument("--fleet-max-points", type=int, default=8, help="points per search (default %(default)s)")
     f.add_argument("--nginx", default=None, metavar="PATH", help="nginx binary (default: nginx on PATH or /usr/sbin)")
@@ -195,9 +197,10 @@ def main(argv=None) -> int:
     for plan in sizing.ranked:
         s = plan.sustainable
         cost = f", ${plan.cost_h:,.2f}/h" if plan.cost_h is not None else ""
-        print(f"  #{plan.rank} {plan.run.name}: {plan.replica_capacity:.1f} inf/s per replica ({plan.basis}; "
-              f"closed loop {s.throughput:.1f} at {s.point.level}) -> {plan.replicas} replicas, {plan.devices} "
-              f"{plan.run.unit}(s), {plan.nodes} node(s){cost}")
+        closed = "" if plan.open_loop is None else f"; closed loop {s.throughput:.1f}"
+        print(f"  #{plan.rank} {plan.run.name}: {plan.replica_capacity:.1f} inf/s per replica ({plan.basis}, "
+              f"{s.point.level}{closed}) -> {plan.replicas} replicas, {plan.devices} {plan.run.unit}(s), "
+              f"{plan.nodes} node(s){cost}")
     for text in sizing.unreachable:
         print(f"  {text}")
     for text in sizing.notes:
@@ -207,16 +210,16 @@ def main(argv=None) -> int:
     if sizing.recommendation is None and (args.confirm or args.emit_k8s or args.confirm_fleet):
         print("no configuration meets the SLO: nothing to confirm or deploy", file=sys.stderr)
         args.confirm = args.emit_k8s = args.confirm_fleet = None
-    plan = None
-    if args.confirm or args.confirm_fleet:
-        from deployment_toolkit.sizing.confirm import confirm, server_instances, target_for
+    from deployment_toolkit.sizing.confirm import confirm, server_instances, target_for
 
-        plan = _pick(sizing.plans, args.confirm_run, sizing, "confirm")
+    def served(plan):
         cfg = plan.run.meta.get("config") or {}
-        protocol = args.confirm_protocol or cfg.get("protocol") or "grpc"
-        model = args.confirm_model_name or cfg.get("model_name")
-        batch = plan.sustainable.point.batch
+        return (args.confirm_protocol or cfg.get("protocol") or "grpc", args.confirm_model_name or cfg.get("model_name"),
+                plan.sustainable.point.batch)
+
     if args.confirm:
+        plan = _pick(sizing.plans, args.confirm_run, sizing, "confirm")
+        protocol, model, batch = served(plan)
         _reachable(args.confirm, protocol, model, "--confirm")
         have = server_instances(args.confirm, protocol, model)
         if have is not None and have != plan.run.instances:
@@ -228,11 +231,22 @@ def main(argv=None) -> int:
         result = confirm(plan, target, out_dir / "confirm", args.confirm_rounds, args.burst_factor or None,
                          args.burst_seconds)
         confirmation = result.text()
+        if result.derated:
+            sizing.reason += (f" The open-loop confirmation derated {plan.run.name} to {plan.replicas} replicas of "
+                              f"{plan.replica_capacity:.1f} inf/s (confirmed); the table and the manifests use that "
+                              "(see the confirmation below; the ranking was not recomputed).")
         print(result.summary())
         if not result.passed:
             code = 1
     if args.confirm_fleet:
         from deployment_toolkit.sizing.fleet import check_fleet
+
+        plan = _pick(sizing.plans, args.fleet_run or args.confirm_run, sizing, "put behind a balancer")
+        if not plan.reachable:
+            raise ValueError(f"{plan.run.name} meets no rate within the SLO: nothing to put behind a balancer")
+        protocol, model, batch = served(plan)
+        if protocol != "grpc":
+            raise ValueError("--confirm-fleet balances gRPC (nginx grpc_pass): use a gRPC run or --confirm-protocol grpc")
 
         options = _options(args, protocol, "none", args.fleet_window_ms, args.capacity_stability_percentage)
         target = target_for(plan.run, "", options, args.distribution, batch, model_name=model)
