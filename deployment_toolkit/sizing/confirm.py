@@ -4,6 +4,8 @@
   the request rate each replica gets in the plan. If the replica does not keep up or p99 breaks the SLO, the plan
   is derated to the rate the replica did carry (what it answered, or the planned rate scaled by SLO / p99) and
   confirmed again, for at most `rounds` rounds; every round is in the report.
+- at the predicted capacity: after a pass, one more point at the per-replica capacity itself, so the report says
+  whether prediction and confirmation agree (within 10% is the bar).
 - burst_check: the peak x burst factor (per replica) for a short period, then straight back to the peak: p99 and
   whether the queue grew during the burst and drained after it. Informative: it does not change the plan.
 """
@@ -72,6 +74,16 @@ class Confirmation:
     url: str
     rounds: list[Round] = field(default_factory=list)
     burst: "Burst | None" = None
+    at_capacity: RatePoint | None = None  # the replica offered the per-replica capacity the plan rests on
+
+    def capacity_agreement(self) -> float | None:
+        """What the replica carried at the predicted capacity (answered if it kept up within the SLO, else the
+        derated figure) over the prediction: 1.0 = the prediction held."""
+        p = self.at_capacity
+        if p is None or not p.offered:
+            return None
+        carried = p.offered if p.passes(self.plan.demand.slo_ms) else derated_capacity(p, self.plan.demand.slo_ms)
+        return carried / p.offered
 
     @property
     def passed(self) -> bool:
@@ -122,6 +134,14 @@ class Confirmation:
                      "answered when it fell behind, else the offered rate x SLO / p99, and always below the rate that "
                      "failed); the replicas are recomputed for the same demand and confirmed again.")
         lines.append(f"perf_analyzer (last round): `{self.last.point.row.get('command', '')}`")
+        if self.at_capacity is not None:
+            p, agree = self.at_capacity, self.capacity_agreement()
+            lines += ["", f"**Predicted capacity check**: offered the per-replica capacity the plan rests on, "
+                          f"{p.offered:,.1f} inferences/s ({self.plan.basis}): answered {p.answered:,.1f}/s, p99 "
+                          f"{p.p99:.3f} ms, {p.verdict(slo)}. "
+                      + ("The prediction held." if agree == 1.0 else
+                         f"The replica carried about {agree:.0%} of the prediction "
+                         f"({'within' if agree >= 0.9 else 'outside'} 10%).")]
         if self.burst is not None:
             lines += ["", self.burst.text(slo)]
         return "\n".join(lines)
@@ -168,6 +188,11 @@ def confirm(plan: Plan, target: Target, out_dir: str | Path, rounds: int = DEFAU
     store_fresh = _Fresh(store)
     result = confirm_plan(plan, lambda r, n: measure(target, r, store_fresh, out_dir, n, tag="confirm_"), rounds,
                           target.url)
+    if result.passed and plan.replica_capacity:
+        batch = plan.sustainable.point.batch
+        result.at_capacity = measure(replace(target, config=f"{target.config}/at-capacity"),
+                                     round_rate(plan.replica_capacity / batch), store_fresh, out_dir, 1,
+                                     tag="at_capacity_")
     if burst_factor and result.passed:
         result.burst = burst_check(plan, target, out_dir, burst_factor, burst_s, result.last.point.avg)
     return result

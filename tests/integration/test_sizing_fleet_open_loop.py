@@ -154,7 +154,7 @@ def test_confirm_derates_and_reconfirms(server, swept, tmp_path):
     md = (run_dir / "sizing.md").read_text()
     assert "Round" in md and "| 1 |" in md, md
     store = read_rows(run_dir / "confirm" / "confirm.csv")
-    rounds = sorted((r for r in store if not r["config"].endswith("/burst")), key=lambda r: r["trial"])
+    rounds = sorted((r for r in store if r["config"] == "overstated/online"), key=lambda r: r["trial"])
     assert len(rounds) >= 2, out.stdout  # the first round failed and a derated plan was confirmed
     assert rounds[1]["offered"] < rounds[0]["offered"]  # derated: each replica gets less
     assert out.returncode == 0, out.stdout + out.stderr
@@ -163,6 +163,7 @@ def test_confirm_derates_and_reconfirms(server, swept, tmp_path):
         (plan,) = list(csv.DictReader(fh))
     assert plan["basis"] == "confirmed" and float(plan["derated_from"]) > float(plan["replica_capacity"])
     assert "**Burst check**" in md and "during: p99" in md and "after: p99" in md
+    assert "**Predicted capacity check**" in md  # the derated capacity itself, offered once more
 
 
 def test_client_limit_is_named(server, tmp_path):
