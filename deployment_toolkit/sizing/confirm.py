@@ -20,7 +20,7 @@ from ..perf.analyzer import PerfOptions
 from ..spec import Manifest, ModelSignature
 from .capacity import ClientLimited, RatePoint, Target, client_limit_message, measure, round_rate
 from .plan import Plan, SizingError, derate
-from .ratestore import RateStore
+from .ratestore import FreshStore, RateStore
 
 DEFAULT_ROUNDS = 3
 DEFAULT_BURST_FACTOR = 1.5
@@ -181,7 +181,7 @@ def confirm(plan: Plan, target: Target, out_dir: str | Path, rounds: int = DEFAU
     measurements every time: a confirmation is not replayed from an earlier run)."""
     out_dir = Path(out_dir)
     store = RateStore(out_dir, "confirm.csv")
-    store_fresh = _Fresh(store)
+    store_fresh = FreshStore(store)
     result = confirm_plan(plan, lambda r, n: measure(target, r, store_fresh, out_dir, n, tag="confirm_"), rounds,
                           target.url)
     if result.passed and plan.replica_capacity:
@@ -192,23 +192,6 @@ def confirm(plan: Plan, target: Target, out_dir: str | Path, rounds: int = DEFAU
     if burst_factor and result.passed:
         result.burst = burst_check(plan, target, out_dir, burst_factor, burst_s, result.last.point.avg)
     return result
-
-
-class _Fresh:
-    """A RateStore that records but never replays (confirmation and burst points are always measured)."""
-
-    def __init__(self, store: RateStore):
-        self.store = store
-
-    def get(self, key):  # noqa: D401 - RateStore protocol
-        return None
-
-    def put(self, key, row) -> None:
-        self.store.put(key, row)
-        self._last = key
-
-    def __getattr__(self, name):
-        return getattr(self.store, name)
 
 
 # ---- burst --------------------------------------------------------------------------------------
@@ -258,7 +241,7 @@ def burst_check(plan: Plan, target: Target, out_dir: Path, factor: float = DEFAU
     # three fixed windows each: stability off, so the burst lasts what it says
     opts = replace(target.options, stability_percentage=100000.0, max_trials=3, measurement_interval_ms=window)
     t = replace(target, options=opts, config=f"{target.config}/burst")
-    store = _Fresh(RateStore(out_dir, "confirm.csv"))
+    store = FreshStore(RateStore(out_dir, "confirm.csv"))
     per_peak = plan.demand.peak_rps / plan.replicas
     during = measure(t, round_rate(per_peak * factor / batch), store, out_dir, 1, tag="burst_")
     after = measure(t, round_rate(per_peak / batch), store, out_dir, 2, tag="after_burst_")

@@ -63,15 +63,16 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def nginx_config(upstreams: Sequence[str], port: int, prefix: Path) -> str:
-    """An nginx.conf for a gRPC balancer on 127.0.0.1:port over `upstreams` (host:port), all paths in prefix."""
+def nginx_config(upstreams: Sequence[str], port: int, prefix: Path, error_log: Path | None = None) -> str:
+    """An nginx.conf for a gRPC balancer on 127.0.0.1:port over `upstreams` (host:port), all paths in prefix
+    (the error log where given)."""
     servers = "\n".join(f"        server {u};" for u in upstreams)
     temp = "\n".join(f"    {k}_temp_path {prefix / (k + '_temp')};" for k in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
     return f"""# written by deployment_toolkit.sizing.fleet: a gRPC load balancer on loopback
 worker_processes 1;
 daemon off;
 pid {prefix / 'nginx.pid'};
-error_log {prefix / 'error.log'} warn;
+error_log {error_log or prefix / 'error.log'} warn;
 events {{ worker_connections 4096; }}
 http {{
     access_log off;
@@ -109,11 +110,13 @@ http {{
 class NginxBalancer:
     """`with NginxBalancer(["127.0.0.1:8001", ...]) as lb: lb.url` - started and stopped by us."""
 
-    def __init__(self, upstreams: Sequence[str], port: int = 0, binary: str | Path | None = None):
+    def __init__(self, upstreams: Sequence[str], port: int = 0, binary: str | Path | None = None,
+                 log_dir: str | Path | None = None):
         self.upstreams = list(upstreams)
         self.binary = find_nginx(binary)
         self.port = port or _free_port()
         self.prefix = Path(tempfile.mkdtemp(prefix="nginx-grpc-lb-"))
+        self.log_dir = Path(log_dir) if log_dir else None
         self.process: subprocess.Popen | None = None
 
     @property
@@ -122,13 +125,17 @@ class NginxBalancer:
 
     @property
     def error_log(self) -> Path:
+        """In log_dir when given (kept), else in the temp prefix (removed on stop)."""
+        if self.log_dir is not None:
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+            return self.log_dir / "nginx-error.log"
         return self.prefix / "error.log"
 
     def start(self, timeout_s: float = 15.0) -> "NginxBalancer":
         conf = self.prefix / "nginx.conf"
         for k in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"):
             (self.prefix / f"{k}_temp").mkdir(exist_ok=True)
-        conf.write_text(nginx_config(self.upstreams, self.port, self.prefix))
+        conf.write_text(nginx_config(self.upstreams, self.port, self.prefix, self.error_log))
         cmd = [str(self.binary), "-p", str(self.prefix), "-c", str(conf), "-e", str(self.error_log)]
         test = subprocess.run([*cmd, "-t"], capture_output=True, text=True, timeout=30)
         if test.returncode != 0:
@@ -154,6 +161,7 @@ class NginxBalancer:
                 _signal_group(proc.pid, signal.SIGKILL)
                 proc.wait(timeout=10)
         self.process = None
+        shutil.rmtree(self.prefix, ignore_errors=True)
 
     def cpu_seconds(self) -> float:
         return group_cpu_seconds(self.process.pid) if self.process else 0.0
@@ -332,13 +340,13 @@ def check_fleet(n: int, repository: str | Path, target: Target, seed_rate: float
     from dataclasses import replace
 
     from ..server.local import LocalTritonServer, ServerConfig
-    from .confirm import _Fresh
+    from .ratestore import FreshStore
 
     if n < 2:
         raise ValueError(f"--confirm-fleet {n}: a fleet behind a balancer needs at least 2 replicas")
     find_nginx(nginx)  # fail before starting servers
     out_dir = Path(out_dir)
-    store = _Fresh(RateStore(out_dir, "fleet.csv"))
+    store = FreshStore(RateStore(out_dir, "fleet.csv"))
     if target.options.shared_memory != "none":
         target = replace(target, options=replace(target.options, shared_memory="none"))
     logs = Path(log_dir) if log_dir else out_dir / "fleet-logs"
@@ -348,7 +356,7 @@ def check_fleet(n: int, repository: str | Path, target: Target, seed_rate: float
             cfg = ServerConfig(model_repository=Path(repository), model_control_mode="explicit",
                                load_models=(target.model_name,), log_dir=logs / f"replica{i + 1}")
             servers.append(stack.enter_context(LocalTritonServer(cfg)))
-        lb = stack.enter_context(NginxBalancer([s.grpc_url for s in servers], binary=nginx))
+        lb = stack.enter_context(NginxBalancer([s.grpc_url for s in servers], binary=nginx, log_dir=logs))
         one = replace(target, url=servers[0].grpc_url, config=f"{target.config}/replica-alone",
                       cpu_probe=_probe(servers, lb))
         single = search(lambda r: measure(one, r, store, out_dir, tag="alone_"), seed_rate, slo_ms, target.batch,

@@ -83,6 +83,24 @@ class RateStore:
         return list(self._rows.values())
 
 
+class FreshStore:
+    """A RateStore that records every point but never replays one: confirmations, bursts and fleet checks are
+    measured each time (their CPU seconds and verdicts belong to this run)."""
+
+    def __init__(self, store: RateStore):
+        self.store = store
+
+    def get(self, key: RateKey) -> dict[str, Any] | None:
+        return None
+
+    def put(self, key: RateKey, row: dict[str, Any]) -> None:
+        self.store.put(key, row)
+
+    @property
+    def path(self) -> Path:
+        return self.store.path
+
+
 def _fmt(col: str, v: Any) -> Any:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return ""

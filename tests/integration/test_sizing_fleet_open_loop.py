@@ -19,8 +19,8 @@ import pytest
 
 from deployment_toolkit.perf import PerfAnalyzerNotFound, PerfOptions, check_perf_analyzer, run_online
 from deployment_toolkit.sizing import load_runs
-from deployment_toolkit.sizing.capacity import ClientLimited, Target, measure, open_loop_options, search
-from deployment_toolkit.sizing.ratestore import RateStore, read_rows
+from deployment_toolkit.sizing.capacity import ClientLimited, RatePoint, Target, measure, open_loop_options, search
+from deployment_toolkit.sizing.ratestore import RateKey, RateStore, read_rows
 from deployment_toolkit.spec import ModelSignature, TensorSpec
 
 pytestmark = pytest.mark.integration
@@ -197,11 +197,10 @@ def test_fleet_behind_nginx(repo, swept, tmp_path):
     assert out.returncode == 0, out.stdout + out.stderr
     md = (tmp_path / "sizing.md").read_text()
     assert "## 2 replicas behind a load balancer" in md and "behind nginx" in md
-    rows = read_rows(tmp_path / "fleet" / "fleet.csv")
-    alone = max((r["offered"] for r in rows if "replica-alone" in r["config"] and r["answered"] >= 0.97 * r["offered"]
-                 and r["p99_ms"] <= 200), default=0)
-    fleet = max((r["offered"] for r in rows if "fleet-2-nginx" in r["config"] and r["answered"] >= 0.97 * r["offered"]
-                 and r["p99_ms"] <= 200), default=0)
+    points = [RatePoint(RateKey.from_row(r), r) for r in read_rows(tmp_path / "fleet" / "fleet.csv")]
+    alone = max((p.offered for p in points if p.key.config.endswith("/replica-alone") and p.passes(200)), default=0)
+    fleet = max((p.offered for p in points if p.key.config.endswith("/fleet-2-nginx") and p.passes(200)), default=0)
+    rows = [p.row for p in points]
     assert alone > 0 and fleet > 0, rows
     # sleeping replicas do not share cores: through the balancer, two carry well over what one does
     assert fleet >= 1.5 * alone, (alone, fleet)
