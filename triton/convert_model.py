@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
-"""Convert a registered model to TorchScript (trace/script), ONNX or TensorRT and verify it against the framework."""
+"""Convert a model (a zoo name, timm:<arch>, your model.py + checkpoint, or an ONNX/TorchScript file made elsewhere)
+to TorchScript (trace/script), ONNX or TensorRT, verify it against its source and record its provenance."""
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import deployment_toolkit  # noqa: E402,F401  (first: hides a module-name clash before torch loads)
 from deployment_toolkit import cli  # noqa: E402
+from deployment_toolkit.sources.cli import add_source_arguments  # noqa: E402
 from deployment_toolkit.spec import FORMATS  # noqa: E402
 
 
@@ -13,8 +15,10 @@ def main() -> int:
     p = cli.parser(__doc__, """
         python triton/convert_model.py --model resnet50 --preset full --output-type onnx \\
             --output-path workspace/resnet50/onnx --onnx-opset 17 --max-batch-size 8
+        python triton/convert_model.py --input-path examples/my_model/model.py --input-type pyt \\
+            --model-arg width=32 --checkpoint my_model.safetensors --output-type onnx --output-path workspace/my/onnx
     """)
-    p.add_argument("--model", required=True, help="registered model name (python -m deployment_toolkit models)")
+    add_source_arguments(p, manifest=False)
     p.add_argument("--preset", default="small", help="small (CI size) or full (benchmark size)")
     p.add_argument("--output-type", required=True, choices=FORMATS, help="artifact format")
     p.add_argument("--output-path", required=True, help="directory for the artifact and manifest.json")
@@ -31,6 +35,8 @@ def main() -> int:
     args = p.parse_args()
 
     from deployment_toolkit.export import ConvertOptions, FormatUnavailable, VerificationError, convert
+    from deployment_toolkit.sources import resolve
+    from deployment_toolkit.sources.cli import source_from_args
 
     opts = ConvertOptions(
         preset=args.preset, opset=args.onnx_opset, simplify=bool(args.onnx_optimized), precision=args.precision,
@@ -38,9 +44,10 @@ def main() -> int:
         trt_workspace_bytes=args.max_workspace_size, verify=not args.no_verify,
         verify_batch_sizes=args.verify_batch_sizes, seed=args.seed,
     )
-    print(f"converting {args.model} ({args.preset}) to {args.output_type} ...", flush=True)
+    resolved = resolve(source_from_args(args, args.preset, args.max_batch_size))
+    print(f"converting {resolved.name} ({resolved.source.kind}, {args.preset}) to {args.output_type} ...", flush=True)
     try:
-        manifest = convert(args.model, args.output_type, args.output_path, opts)
+        manifest = convert(resolved, args.output_type, args.output_path, opts)
     except FormatUnavailable as err:
         print(f"skipped: {err}", file=sys.stderr)
         return 3
