@@ -153,7 +153,9 @@ def verify_artifact(manifest: Manifest, directory: str | Path, model=None, batch
     device = "cuda:0" if manifest.format == "trt" else "cpu"
     runtime = load_runtime(str(Path(directory) / manifest.artifact), manifest.format, in_names, out_names,
                            device=device, precision=manifest.precision)
-    sizes = tuple(b for b in batch_sizes if manifest.max_batch_size == 0 or b <= manifest.max_batch_size) or (1,)
+    # no batch axis (max_batch_size 0): the signature's shapes are whole requests, compared as they are
+    sizes = (0,) if manifest.max_batch_size == 0 else \
+        tuple(b for b in batch_sizes if b <= manifest.max_batch_size) or (1,)
     return verify(torch_callable(model, in_names, out_names), runtime, manifest.signature, manifest.task,
                   precision=manifest.precision, batch_sizes=sizes, seed=seed)
 

@@ -40,7 +40,7 @@ def read_state_dict(path: str | Path) -> dict[str, Any]:
         try:
             sd = torch.load(str(path), map_location="cpu", weights_only=True)
         except pickle.UnpicklingError as err:
-            raise SourceError(f"checkpoint {path} holds pickled objects that torch.load(weights_only=True) refuses "
+            raise SourceError(f"checkpoint {path} holds pickled objects that torch.load with weights_only=True refuses "
                               f"to load ({str(err).splitlines()[0][:160]}); {_to_safetensors_hint(path)}") from err
         except Exception as err:
             raise SourceError(f"checkpoint {path} cannot be read by torch.load: {type(err).__name__}: "
