@@ -21,7 +21,8 @@ def main() -> int:
     """)
     from deployment_toolkit.perf.framework import COMPILE_MODES, PRECISIONS, RUNTIMES
 
-    p.add_argument("--models", nargs="+", default=["resnet50"], help="registered models (default: resnet50)")
+    p.add_argument("--models", nargs="+", default=["resnet50"],
+                   help="models: each a zoo name, timm:<arch>, a model.py with get_signature, an ONNX file or an artifact folder (the source its manifest records) (default: resnet50)")
     p.add_argument("--preset", default="full", help="model preset (default: full)")
     p.add_argument("--precisions", nargs="+", choices=PRECISIONS, default=list(PRECISIONS))
     p.add_argument("--compile-modes", nargs="+", choices=COMPILE_MODES, default=["none", "default"],
@@ -53,7 +54,6 @@ def main() -> int:
 
     import os
 
-    from deployment_toolkit.models import get_model
     from deployment_toolkit.perf.framework import (
         BenchCSV,
         BenchOptions,
@@ -66,8 +66,10 @@ def main() -> int:
         summary_table,
     )
 
+    from deployment_toolkit.sources import resolve
+
     for name in args.models:
-        get_model(name).preset(args.preset)  # unknown model/preset: a clear error before anything runs
+        resolve(name, preset=args.preset)  # unknown model/preset or a bad source: a clear error before anything runs
     device = default_device() if args.device == "auto" else args.device
     opts = BenchOptions(device=device, warmup=args.warmup, duration_s=args.duration, min_iterations=args.min_iterations,
                         gsd_m=tuple(args.gsd_m), amp_dtype=args.amp_dtype, tf32=not args.no_tf32, seed=args.seed)

@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
+from ..sources.base import slugify
 from ..spec import FORMATS, Manifest, atomic_write_text
 from .convert import ConvertOptions, convert
 from .errors import ConversionError, FormatUnavailable, VerificationError
@@ -153,11 +154,19 @@ def convert_cell(family: str, model: str, fmt: str, preset: str, out_dir: Path, 
 # --------------------------------------------------------------------------- the sweep
 
 def select_models(models: Iterable[str] | None = None, family: str | None = None) -> list:
-    """Registry entries by name (validated, in the given order) or all of them (optionally one family)."""
+    """Registry entries by name (validated, in the given order) or all of them (optionally one family). A
+    reference that is not a zoo name (timm:<arch>, a model.py, an ONNX file) is resolved through the model
+    sources and kept as given (its name is the reference the converter takes)."""
+    from types import SimpleNamespace
+
     from ..models import get_model, list_models
+    from ..sources import parse_reference, resolve
 
     if models:
-        entries = [get_model(m) for m in dict.fromkeys(models)]
+        entries = []
+        for m in dict.fromkeys(models):
+            source = parse_reference(m)
+            entries.append(get_model(m) if source.kind == "zoo" else SimpleNamespace(name=m, family=resolve(source).family))
         return [e for e in entries if family in (None, e.family)]
     entries = list_models(family)
     if not entries:
@@ -230,7 +239,7 @@ def run_matrix(
     try:
         for entry, fmt in todo:
             bar.set_postfix_str(f"{entry.name} {fmt}", refresh=True)
-            out_dir = work / entry.name / preset / fmt
+            out_dir = work / slugify(entry.name) / preset / fmt
             if fmt == "trt" and not trt_ok:  # skip without exporting an ONNX file that nothing can build
                 row = MatrixRow(entry.family, entry.name, preset, fmt, "skipped", one_line(trt_why))
             else:

@@ -404,7 +404,7 @@ def prepare(cfg: BenchConfig, opts: BenchOptions, workdir: Path) -> Prepared:
     """Build the model in the configuration's precision and wrap it in the configuration's runtime."""
     import torch
 
-    from ..models import get_model
+    from ..sources import resolve
 
     t0 = time.perf_counter()
     device = torch.device(opts.device)
@@ -415,13 +415,13 @@ def prepare(cfg: BenchConfig, opts: BenchOptions, workdir: Path) -> Prepared:
         torch.backends.cudnn.benchmark = True
     if cfg.threads > 0:
         torch.set_num_threads(cfg.threads)
-    entry = get_model(cfg.model)
-    signature = entry.signature(cfg.preset)
+    entry = resolve(cfg.model, preset=cfg.preset)  # any model source (zoo, timm:<arch>, model.py, artifact folder)
+    signature = entry.signature
     dtype = _torch_dtype(cfg.precision)
     caps_like = HostCaps(device=opts.device)
     amp = cfg.precision == "amp"
     amp_dtype = _torch_dtype(amp_dtype_for(caps_like, opts.amp_dtype))
-    model = entry.build(cfg.preset, seed=opts.seed).to(device=device, dtype=dtype)
+    model = entry.build(opts.seed).to(device=device, dtype=dtype)
 
     def torch_inputs(batch: int) -> tuple:
         arrays = signature.examples(batch, seed=opts.seed)
@@ -451,11 +451,11 @@ def prepare(cfg: BenchConfig, opts: BenchOptions, workdir: Path) -> Prepared:
 
         return Prepared(run_eager, torch_inputs, torch_threads, time.perf_counter() - t0, **common)
 
-    example = torch_inputs(min(2, max(entry.preset(cfg.preset).max_batch_size, 1)))
+    example = torch_inputs(min(2, max(entry.max_batch_size, 1)))
     if cfg.runtime == "torchscript":
         from ..export.torchscript import export_torchscript
 
-        path = workdir / f"{cfg.model}-{cfg.preset}-{cfg.precision}.pt"
+        path = workdir / f"{slugify(cfg.model)}-{cfg.preset}-{cfg.precision}.pt"
         with autocast():  # amp: the autocast casts are recorded into the trace
             export_torchscript(model, example, path, mode="trace")
         module = torch.jit.load(str(path), map_location=device).eval()
@@ -469,7 +469,7 @@ def prepare(cfg: BenchConfig, opts: BenchOptions, workdir: Path) -> Prepared:
     from ..export.onnx import export_onnx
     from ..repository.python_runtime.runtimes import OnnxRuntime
 
-    path = workdir / f"{cfg.model}-{cfg.preset}-{cfg.precision}.onnx"
+    path = workdir / f"{slugify(cfg.model)}-{cfg.preset}-{cfg.precision}.onnx"
     export_onnx(model, signature, example, path, opset=opts.onnx_opset)
     del model
     session = OnnxRuntime(str(path), device=opts.device, threads=cfg.threads)

@@ -52,7 +52,9 @@ class Variant:
             f"{self.threads} intra-op thread{'s' if self.threads > 1 else ''}" if self.threads else "default threads")
 
     def model_name(self, model: str) -> str:
-        return f"{model}_i{self.instances}_t{self.threads}"
+        from ..sources.base import slugify
+
+        return f"{slugify(model)}_i{self.instances}_t{self.threads}"
 
 
 @dataclass
@@ -178,23 +180,25 @@ def prepare_repository(opts: OverheadOptions, log: Callable[[str], None]) -> tup
     """ONNX artifact (reused when the workspace already holds this model/preset) and one repository entry
     per variant. Returns (onnx dir, repository, manifest)."""
     from ..export import ConvertOptions, convert
-    from ..models import get_model
     from ..repository.config import ConfigOptions
     from ..repository.layout import write_model
     from ..spec import Manifest
 
     ws = Path(opts.workspace)
-    onnx_dir = ws / f"{opts.model}-{opts.preset}-onnx"
-    max_batch = max(get_model(opts.model).preset(opts.preset).max_batch_size, max(opts.batch_sizes))
+    from ..sources import resolve
+
+    resolved = resolve(opts.model, preset=opts.preset)  # any model source; an artifact folder brings its record
+    onnx_dir = ws / f"{resolved.slug}-{opts.preset}-onnx"
+    max_batch = max(resolved.max_batch_size, max(opts.batch_sizes))
     manifest = None
     if (onnx_dir / "manifest.json").exists():
         manifest = Manifest.load(onnx_dir)
         if (manifest.model, manifest.preset, manifest.format, manifest.max_batch_size) != \
-                (opts.model, opts.preset, "onnx", max_batch):
+                (resolved.name, opts.preset, "onnx", max_batch):
             manifest = None
     if manifest is None:
         log(f"converting {opts.model} ({opts.preset}) to ONNX in {onnx_dir} ...")
-        manifest = convert(opts.model, "onnx", onnx_dir, ConvertOptions(preset=opts.preset, max_batch_size=max_batch,
+        manifest = convert(resolved, "onnx", onnx_dir, ConvertOptions(preset=opts.preset, max_batch_size=max_batch,
                                                                            verify=False, seed=opts.seed))
     repo = ws / "model_repository"
     if repo.exists():

@@ -30,8 +30,10 @@ def build_parser():
     p.description = ("Search instances x max batch x preferred batch sizes x queue delay x runtime threads x formats "
                      "for the best config under a p99 budget, measured on the embedded tritonserver with "
                      "perf_analyzer, never oversubscribing the host's cores.")
+    from ..sources.cli import add_source_arguments
+
+    add_source_arguments(p)  # --model / --input-path / --manifest and the source's flags
     g = p.add_argument_group("model and budget")
-    g.add_argument("--model", required=True, help="registered model name (python -m deployment_toolkit models)")
     g.add_argument("--preset", default="small", help="small (CI size) or full (benchmark size)")
     g.add_argument("--p99-ms", type=float, required=True,
                    help="p99 latency budget in ms: a point counts only within it")
@@ -124,16 +126,21 @@ def run_search(args) -> int:
     # with --max-attempts > 1 an unstable point is retried with a window twice as long (the runners add 2 s)
     options = replace(options, retry_interval_step_ms=options.measurement_interval_ms,
                       retry_request_count_step=options.measurement_request_count)
-    result_dir = Path(args.result_path or Path("results") / f"search-{args.model}-{args.preset}")
-    workspace = Path(args.workspace or Path("workspace") / f"{args.model}-{args.preset}")
-    model_name = args.model_name or args.model
+    from ..sources import resolve
+    from ..sources.cli import source_from_args
+
+    resolved = resolve(source_from_args(args, args.preset))
+    label = resolved.name
+    result_dir = Path(args.result_path or Path("results") / f"search-{resolved.slug}-{args.preset}")
+    workspace = Path(args.workspace or Path("workspace") / f"{resolved.slug}-{args.preset}")
+    model_name = args.model_name or resolved.slug
     cpu = cpu_info()
     host = f"{settings.cores} usable cores ({cpu['model']}; sched_getaffinity)"
     print(f"host: {host}; p99 budget {settings.budget_ms:g} ms; objective {settings.objective}; "
           f"time limit {settings.max_minutes:g} min", flush=True)
 
-    infos = prepare_formats(args.model, args.preset, formats, workspace, log=lambda m: print(m, flush=True))
-    store = SearchStore(result_dir, fingerprint(args.model, args.preset, options, settings.cores))
+    infos = prepare_formats(resolved, args.preset, formats, workspace, log=lambda m: print(m, flush=True))
+    store = SearchStore(result_dir, fingerprint(label, args.preset, options, settings.cores))
     try:
         store.open(fresh=args.fresh)
     except StoreMismatch as err:
@@ -157,14 +164,15 @@ def run_search(args) -> int:
 
     written = write_winner(outcome, by_format, Path(args.model_repository), model_name, result_dir)
     csv_path, _ = write_csvs(outcome, store, result_dir)
-    title = f"Config search: {args.model} ({args.preset}), p99 <= {settings.budget_ms:g} ms, {settings.objective}"
+    title = f"Config search: {label} ({args.preset}), p99 <= {settings.budget_ms:g} ms, {settings.objective}"
     plot = plot_frontier(outcome, result_dir / "search_frontier.png",
-                         f"{args.model} ({args.preset}) on {settings.cores} cores: throughput vs p99 per config")
+                         f"{label} ({args.preset}) on {settings.cores} cores: throughput vs p99 per config")
     command = shlex.join([Path(sys.argv[0]).name if sys.argv else "search_config.py", *sys.argv[1:]])
     md = write_markdown(outcome, result_dir, title=title, host=host, command=command, written=written, plot=plot,
                         reused_failures=store.reused_failures)
     write_run_json(result_dir, run_metadata({
-        "kind": "search", "model_name": model_name, "model": args.model, "preset": args.preset,
+        "kind": "search", "model_name": model_name, "model": label, "preset": args.preset,
+        "source": resolved.source.to_dict(),
         "formats": formats, "settings": asdict(settings), "perf_options": options.measurement_fields(),
         "winner": outcome.decision.winner.candidate.to_dict() if outcome.decision.winner else None,
         "decision": outcome.decision.message, "wall_s": round(outcome.wall_s, 1),
