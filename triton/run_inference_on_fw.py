@@ -15,7 +15,9 @@ def main() -> int:
         python triton/run_inference_on_fw.py --model-path workspace/resnet50/onnx --runtime framework \\
             --data-dir synthetic --num-samples 32 --batch-size 8 --output-dir workspace/resnet50/dump_fw
     """)
-    p.add_argument("--model-path", required=True, help="directory written by convert_model.py")
+    p.add_argument("--model-path", "--manifest", dest="model_path", required=True,
+                   help="artifact folder written by convert_model.py: the framework model is rebuilt from its "
+                        "manifest's source record (zoo name, timm arch, model.py + kwargs + checkpoint, source file)")
     p.add_argument("--runtime", choices=("framework", "artifact"), default="framework",
                    help="framework: eager PyTorch; artifact: the converted file with its runtime")
     p.add_argument("--device", default="cpu")
