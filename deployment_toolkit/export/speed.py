@@ -59,8 +59,14 @@ class SpeedPlan:
 
     @classmethod
     def parse(cls, text: str) -> "SpeedPlan":
-        """`resnet50` or `nnunet3d:1` or `resnet50:1,8`."""
-        name, _, sizes = text.partition(":")
+        """`resnet50` or `nnunet3d:1` or `resnet50:1,8`; also any model source (`timm:resnet50:1,8`,
+        `pkg.module:function`): only a last `:` part made of batch sizes is taken as such."""
+        prefix, rest = ("timm:", text[len("timm:"):]) if text.startswith("timm:") else ("", text)
+        name, _, sizes = rest.partition(":")
+        if "." in name and sizes and not sizes[0].isdigit():  # package.module:function[:B1,B2]
+            func, _, sizes = sizes.partition(":")
+            name = f"{name}:{func}"
+        name = prefix + name
         try:
             batches = tuple(int(b) for b in sizes.split(",") if b)
         except ValueError as err:

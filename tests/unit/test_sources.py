@@ -290,3 +290,39 @@ def test_unknown_model_arg_on_the_cli(monkeypatch, capsys, tmp_path):
 
 def test_exactly_one_model_flag(monkeypatch, capsys, tmp_path):
     assert "exactly one of" in _bad(monkeypatch, capsys, tmp_path, "--model", "resnet18", "--input-path", FIXTURE)
+
+
+# ------------------------------------------------------------------ the speed line and the worked example
+
+
+def _run_script(monkeypatch, capsys, script, *argv):
+    monkeypatch.setattr(sys, "argv", [str(script), *map(str, argv)])
+    with pytest.raises(SystemExit) as exc:
+        runpy.run_path(str(script), run_name="__main__")
+    out = capsys.readouterr()
+    return exc.value.code, out.out, out.err
+
+
+def test_benchmark_sources_prints_the_ratio(monkeypatch, capsys, tmp_path):
+    script = ROOT / "triton" / "benchmark_sources.py"
+    code, out, err = _run_script(monkeypatch, capsys, script, "--zoo-model", "resnet18", "--repeats", "1",
+                                 "--no-verify", "--json", tmp_path / "run.json")
+    assert code == 0, err
+    assert "timm/zoo time ratio" in out
+    rec = json.loads((tmp_path / "run.json").read_text())
+    assert rec["sides"] == {"zoo": "resnet18", "timm": "timm:resnet18"} and rec["ratio_timm_over_zoo"] > 0
+    code, _, err = _run_script(monkeypatch, capsys, script, "--zoo-model", "unet2d",
+                               "--timm-arch", "resnet18")
+    assert code == 2 and "different signatures" in err
+
+
+def test_worked_example_checkpoint_converts(monkeypatch, capsys, tmp_path):
+    example = ROOT / "examples" / "my_model"
+    code, out, err = _run_script(monkeypatch, capsys, example / "make_checkpoint.py", "--output",
+                                 tmp_path / "w.safetensors", "--steps", "3", "--width", "8")
+    assert code == 0, err
+    code, out, err = run_cli(monkeypatch, capsys, "--input-path", example / "model.py", "--model-arg", "width=8",
+                             "--checkpoint", tmp_path / "w.safetensors", "--output-type", "onnx",
+                             "--output-path", tmp_path / "onnx")
+    assert code == 0 and "-> OK" in out, err
+    assert Manifest.load(tmp_path / "onnx").max_batch_size == 16
