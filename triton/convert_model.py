@@ -18,7 +18,7 @@ def main() -> int:
         python triton/convert_model.py --input-path examples/my_model/model.py --input-type pyt \\
             --model-arg width=32 --checkpoint my_model.safetensors --output-type onnx --output-path workspace/my/onnx
     """)
-    add_source_arguments(p, manifest=False)
+    add_source_arguments(p)  # --manifest DIR: convert what an earlier artifact was made from into another format
     p.add_argument("--preset", default="small", help="small (CI size) or full (benchmark size)")
     p.add_argument("--output-type", required=True, choices=FORMATS, help="artifact format")
     p.add_argument("--output-path", required=True, help="directory for the artifact and manifest.json")

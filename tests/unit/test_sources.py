@@ -326,3 +326,26 @@ def test_worked_example_checkpoint_converts(monkeypatch, capsys, tmp_path):
                              "--output-path", tmp_path / "onnx")
     assert code == 0 and "-> OK" in out, err
     assert Manifest.load(tmp_path / "onnx").max_batch_size == 16
+
+
+def test_onnx_with_external_weights_travels_whole(tmp_path):
+    import onnx
+
+    _plain_onnx(tmp_path / "raw.onnx", True)
+    proto = onnx.load(str(tmp_path / "raw.onnx"))
+    (tmp_path / "src").mkdir()
+    onnx.save_model(proto, str(tmp_path / "src" / "m.onnx"), save_as_external_data=True, all_tensors_to_one_file=True,
+                    location="m.weights", size_threshold=0)
+    manifest = convert(str(tmp_path / "src" / "m.onnx"), "onnx", tmp_path / "out")
+    assert manifest.artifact_files == ["model.onnx", "m.weights"] and manifest.verification["passed"]
+    assert (tmp_path / "out" / "m.weights").read_bytes() == (tmp_path / "src" / "m.weights").read_bytes()
+
+
+def test_convert_from_a_manifest_record_into_another_format(monkeypatch, capsys, tmp_path):
+    code, _, err = run_cli(monkeypatch, capsys, "--input-path", FIXTURE, "--model-arg", "width=4",
+                           "--output-type", "onnx", "--output-path", tmp_path / "onnx")
+    assert code == 0, err
+    code, out, err = run_cli(monkeypatch, capsys, "--manifest", tmp_path / "onnx" / "manifest.json",
+                             "--output-type", "ts-trace", "--output-path", tmp_path / "ts")
+    assert code == 0 and "-> OK" in out, err
+    assert Manifest.load(tmp_path / "ts").source == Manifest.load(tmp_path / "onnx").source
