@@ -13,8 +13,20 @@ from pathlib import Path
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from model import IMAGE_SIZE, NUM_CLASSES, get_model  # noqa: E402
+
+
+def _load_model_py():
+    """model.py beside this file, loaded by path (a module named `model` may already be imported)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("my_model_example", Path(__file__).resolve().parent / "model.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_model_py = _load_model_py()
+IMAGE_SIZE, NUM_CLASSES, get_model = _model_py.IMAGE_SIZE, _model_py.NUM_CLASSES, _model_py.get_model
 
 
 def synthetic_batch(n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:

@@ -25,11 +25,11 @@ CONVERT = ROOT / "triton" / "convert_model.py"
 
 
 def _fixture_module():
-    sys.path.insert(0, str(FIXTURE.parent))
-    try:
-        import model as fixture  # noqa: PLC0415
-    finally:
-        sys.path.remove(str(FIXTURE.parent))
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("user_model_fixture", FIXTURE)
+    fixture = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fixture)
     return fixture
 
 
