@@ -52,9 +52,9 @@ class Variant:
             f"{self.threads} intra-op thread{'s' if self.threads > 1 else ''}" if self.threads else "default threads")
 
     def model_name(self, model: str) -> str:
-        from ..sources.base import slugify
+        from ..sources import short_name
 
-        return f"{slugify(model)}_i{self.instances}_t{self.threads}"
+        return f"{short_name(model)}_i{self.instances}_t{self.threads}"
 
 
 @dataclass

@@ -23,7 +23,8 @@ _SUFFIX_KIND = {".py": "python", ".onnx": "onnx", ".pt": "ts", ".ts": "ts", ".to
                 ".engine": "trt"}
 
 __all__ = ["KINDS", "ModelSource", "ResolvedModel", "SourceError", "create_model", "parse_reference",
-           "rebuild", "register_source", "resolve", "resolve_reference", "sha256_file", "slugify", "source_of"]
+           "rebuild", "register_source", "resolve", "resolve_reference", "sha256_file", "short_name", "slugify",
+           "source_of"]
 
 
 def parse_reference(ref: str, input_type: str | None = None, **fields: Any) -> ModelSource:
@@ -99,6 +100,17 @@ def resolve_reference(ref: str, input_type: str | None = None, **fields: Any) ->
                               "convert_model.py, or a model file with --input-type")
         return rebuild(Manifest.load(ref))
     return resolve(parse_reference(ref, input_type, **fields))
+
+
+def short_name(ref: str) -> str:
+    """A file- and Triton-safe name for a reference without resolving it (workspace folders, served names):
+    the zoo name, `timm_<arch>`, the model file's stem (its folder's name for model.py), an artifact folder's name."""
+    if Path(ref).is_dir():
+        return slugify(Path(ref).resolve().name)
+    try:
+        return slugify(display_name(parse_reference(ref)))
+    except SourceError:
+        return slugify(ref)
 
 
 def source_of(manifest: Manifest) -> ModelSource:

@@ -349,3 +349,34 @@ def test_convert_from_a_manifest_record_into_another_format(monkeypatch, capsys,
                              "--output-type", "ts-trace", "--output-path", tmp_path / "ts")
     assert code == 0 and "-> OK" in out, err
     assert Manifest.load(tmp_path / "ts").source == Manifest.load(tmp_path / "onnx").source
+
+
+# ------------------------------------------------------------------ the other tools take any source
+
+
+def test_runtime_speed_and_overhead_repository_take_a_model_py(tmp_path):
+    from deployment_toolkit.export.speed import TimingOptions, measure_model
+    from deployment_toolkit.perf.overhead import OverheadOptions, Variant, prepare_repository
+
+    rows = measure_model(str(FIXTURE), "small", (2,), TimingOptions(warmup=0, iterations=1, min_iterations=1),
+                         log=lambda m: None)
+    assert {r.runtime for r in rows} == {"pytorch-eager", "onnxruntime"} and all(r.model == str(FIXTURE) for r in rows)
+    assert max(r.max_abs_err_vs_eager for r in rows) < 1e-4  # the ONNX came from the same model.py
+
+    opts = OverheadOptions(model=str(FIXTURE), preset="small", batch_sizes=(2,), variants=(Variant(1, 1),),
+                           workspace=tmp_path / "ws")
+    onnx_dir, repo, manifest = prepare_repository(opts, lambda m: None)
+    assert onnx_dir.name == "user_model-small-onnx" and manifest.source["kind"] == "python"
+    assert (repo / "user_model_i1_t1" / "config.pbtxt").exists()
+
+
+def test_search_reuses_only_artifacts_of_the_same_source(tmp_path):
+    from deployment_toolkit.search.artifacts import prepare_formats
+
+    first = prepare_formats(str(FIXTURE), "small", ["onnx"], tmp_path, log=lambda m: None)[0]
+    logs = []
+    again = prepare_formats(str(FIXTURE), "small", ["onnx"], tmp_path, log=logs.append)[0]
+    assert any("reusing" in m for m in logs) and again.digest == first.digest
+    logs.clear()
+    other = prepare_formats(resolve(str(FIXTURE), kwargs={"width": 4}), "small", ["onnx"], tmp_path, log=logs.append)[0]
+    assert any("converting" in m for m in logs) and other.manifest.source["kwargs"] == {"width": 4}
