@@ -27,6 +27,16 @@ __all__ = ["KINDS", "ModelSource", "ResolvedModel", "SourceError", "create_model
            "source_of"]
 
 
+def _is_zoo_name(ref: str) -> bool:
+    from ..models.registry import UnknownModelError, get_model
+
+    try:
+        get_model(ref)
+        return True
+    except UnknownModelError:
+        return False
+
+
 def parse_reference(ref: str, input_type: str | None = None, **fields: Any) -> ModelSource:
     """A ModelSource from a reference string (see the module docstring); `fields` fill the other
     ModelSource fields (preset, kwargs, checkpoint, input_shapes, task, max_batch_size, ...)."""
@@ -42,7 +52,7 @@ def parse_reference(ref: str, input_type: str | None = None, **fields: Any) -> M
         kind = _SUFFIX_KIND[Path(ref).suffix]
     elif is_module_ref(ref):
         kind = "python"
-    elif "/" in ref or Path(ref).exists():
+    elif "/" in ref or (Path(ref).exists() and not _is_zoo_name(ref)):
         raise SourceError(f"cannot tell what {ref} is: pass --input-type pyt|onnx|ts|trt (or a zoo name, timm:<arch>)")
     else:
         kind = "zoo"
@@ -94,7 +104,7 @@ def resolve(source: ModelSource | str, **fields: Any) -> ResolvedModel:
 
 def resolve_reference(ref: str, input_type: str | None = None, **fields: Any) -> ResolvedModel:
     """Like resolve(), also taking an artifact folder (its manifest's recorded source)."""
-    if input_type is None and Path(ref).is_dir():
+    if input_type is None and Path(ref).is_dir() and ((Path(ref) / MANIFEST_NAME).is_file() or not _is_zoo_name(ref)):
         if not (Path(ref) / MANIFEST_NAME).is_file():
             raise SourceError(f"{ref} is a folder without a {MANIFEST_NAME}: pass an artifact folder written by "
                               "convert_model.py, or a model file with --input-type")

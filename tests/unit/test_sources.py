@@ -380,3 +380,21 @@ def test_search_reuses_only_artifacts_of_the_same_source(tmp_path):
     logs.clear()
     other = prepare_formats(resolve(str(FIXTURE), kwargs={"width": 4}), "small", ["onnx"], tmp_path, log=logs.append)[0]
     assert any("converting" in m for m in logs) and other.manifest.source["kwargs"] == {"width": 4}
+
+
+def test_tensorrt_sources_and_targets_need_tensorrt(tmp_path, monkeypatch, capsys):
+    from deployment_toolkit.export import FormatUnavailable
+    from deployment_toolkit.export.tensorrt import tensorrt_available
+
+    if tensorrt_available()[0]:
+        pytest.skip("this host has TensorRT: the GPU path runs instead")
+    (tmp_path / "engine.plan").write_bytes(b"\0" * 16)
+    with pytest.raises(SourceError, match="needs TensorRT and a GPU"):
+        resolve(str(tmp_path / "engine.plan"))
+    _plain_onnx(tmp_path / "plain.onnx", True)
+    with pytest.raises(FormatUnavailable):
+        convert(str(tmp_path / "plain.onnx"), "trt", tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+    code, _, err = run_cli(monkeypatch, capsys, "--input-path", tmp_path / "engine.plan", "--output-type", "trt",
+                           "--output-path", tmp_path / "out2")
+    assert code == 2 and "needs TensorRT" in err and not (tmp_path / "out2").exists()
