@@ -75,9 +75,17 @@ def _from_artifact(resolved: ResolvedModel, fmt: str, artifact: Path, max_batch:
         return build_engine(resolved.artifact, resolved.signature, artifact, precision=opts.precision,
                             min_batch=opts.trt_min_batch, opt_batch=opts.trt_opt_batch or max(max_batch, 1),
                             max_batch=max(max_batch, 1), workspace_bytes=opts.trt_workspace_bytes)
-    reachable = [src_fmt] + (["trt"] if src_fmt == "onnx" else [])
-    raise ConversionError(f"{resolved.name} is a {src_fmt} file: it can be deployed as {' or '.join(reachable)}, "
-                          f"there is no conversion to {fmt}")
+    raise AssertionError("unreachable: _check_route runs first")
+
+
+def _check_route(resolved: ResolvedModel, fmt: str) -> None:
+    """An artifact source converts to its own format (a copy) or, from ONNX, to TensorRT; nothing else."""
+    src_fmt = resolved.artifact_format
+    reachable = ["ts-trace", "ts-script"] if src_fmt in ("ts-trace", "ts-script") else \
+        [src_fmt] + (["trt"] if src_fmt == "onnx" else [])
+    if fmt not in reachable:
+        raise ConversionError(f"{resolved.name} is a {src_fmt} file: it can be deployed as {' or '.join(reachable)}, "
+                              f"there is no conversion to {fmt}")
 
 
 def _onnx_external_files(path: Path) -> list[str]:
@@ -116,6 +124,8 @@ def convert(model: "str | ModelSource | ResolvedModel", fmt: str, output_dir: st
     if resolved.max_batch_size == 0 and max_batch:
         raise ConversionError(f"{resolved.name} has no batch axis, so it is served with max_batch_size 0; "
                               f"drop --max-batch-size {max_batch}")
+    if resolved.is_artifact:
+        _check_route(resolved, fmt)
     out = Path(output_dir)
     artifact = out / ARTIFACT_NAMES[fmt]
 

@@ -95,7 +95,7 @@ def source_from_args(args: argparse.Namespace, preset: str | None = None,
     if given[0] == "manifest":
         return rebuild(Manifest.load(_manifest_path(args.manifest))).source
     ref = args.model or args.input_path
-    if args.model and Path(ref).is_dir():
+    if args.model and (Path(ref) / MANIFEST_NAME).is_file():
         return rebuild(Manifest.load(ref)).source
     kwargs = model_args(getattr(args, "model_arg", []) or [])
     for flag in ("num_classes", "in_chans", "input_size"):

@@ -205,6 +205,7 @@ def test_onnx_cannot_become_torchscript(tmp_path):
 
     with pytest.raises(ConversionError, match="no conversion to ts-trace"):
         convert(str(tmp_path / "plain.onnx"), "ts-trace", tmp_path / "out")
+    assert not (tmp_path / "out").exists()
 
 
 def test_torchscript_file_made_elsewhere(tmp_path):
