@@ -36,25 +36,24 @@ def _onnx_dims(value_info) -> tuple[list[int], str]:
     return dims, dtype
 
 
-class _OrtModule:
-    """An ONNX file as a torch-callable module (tensors in, tensors out) for verification and dumps."""
+def ort_module(path: Path, input_names: list[str]):
+    """An ONNX file as a torch module (tensors in, tensors out): the reference that verification and
+    `run_inference_on_fw.py --runtime framework` use for an ONNX source, which has no PyTorch model."""
+    import torch
 
-    def __new__(cls, path: Path, input_names: list[str]):
-        import torch
+    from ..repository.python_runtime.runtimes import OnnxRuntime
 
-        from ..repository.python_runtime.runtimes import OnnxRuntime
+    class OrtModule(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.runtime = OnnxRuntime(str(path))
+            self.names = input_names
 
-        class OrtModule(torch.nn.Module):
-            def __init__(self) -> None:
-                super().__init__()
-                self.runtime = OnnxRuntime(str(path))
-                self.names = input_names
+        def forward(self, *args):
+            out = self.runtime({n: a.detach().cpu().numpy() for n, a in zip(self.names, args)})
+            return tuple(torch.from_numpy(np.asarray(v)) for v in out.values())
 
-            def forward(self, *args):
-                out = self.runtime({n: a.detach().cpu().numpy() for n, a in zip(self.names, args)})
-                return tuple(torch.from_numpy(np.asarray(v)) for v in out.values())
-
-        return OrtModule().eval()
+    return OrtModule().eval()
 
 
 @register_source("onnx")
@@ -96,7 +95,7 @@ def resolve_onnx(source: ModelSource) -> ResolvedModel:
         example = None
         if -1 in shape:  # learn the example size from one run
             if probed is None:
-                probed = probe_outputs(_OrtModule(path, [t.name for t in inputs]), tuple(inputs), 1 if batched else 0)
+                probed = probe_outputs(ort_module(path, [t.name for t in inputs]), tuple(inputs), 1 if batched else 0)
             example = probed[i].shape
         outputs.append(TensorSpec(name, shape or (1,), dtype, example_shape=example))
     signature = ModelSignature(inputs=tuple(inputs), outputs=tuple(outputs))
@@ -107,7 +106,7 @@ def resolve_onnx(source: ModelSource) -> ResolvedModel:
     task, metric = task_and_metric(source, signature.outputs)
     return ResolvedModel(
         source=source, name=display_name(source), family="artifact", task=task, metric=metric, signature=signature,
-        max_batch_size=max_batch, builder=lambda seed: _OrtModule(path, [t.name for t in inputs]),
+        max_batch_size=max_batch, builder=lambda seed: ort_module(path, [t.name for t in inputs]),
         artifact=path, artifact_format="onnx",
     )
 
