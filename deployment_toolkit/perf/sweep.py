@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 import numpy as np
 
 from ..runinfo import read_run_json
-from ..runs.identity import (RunIdentity, artifact_digest, host_identity, input_data_digest, served_config,
-                             toolkit_version)
+from ..runs.identity import (RunIdentity, artifact_digest, host_identity, input_data_digest, library_versions,
+                             served_config, toolkit_version)
 from ..runs.ledger import (IDENTITY_COLUMN, MEASURED_AT_COLUMN, PROVENANCE_COLUMNS, IdentityMismatch,
                            ensure_registered, now_utc, reconcile, record_run)
 from ..spec import ModelSignature, SpecError, TensorSpec, atomic_write_text, numpy_dtype
@@ -101,6 +101,7 @@ def sweep_identity(model_config: dict[str, Any], server_version: str | None, man
         perf_options=options.measurement_fields(),
         input_data=input_data_digest(input_data if input_data is not None else options.input_data),
         toolkit_version=toolkit_version(),
+        libraries=library_versions(),
     )
 
 

@@ -41,6 +41,20 @@ def toolkit_version() -> str:
         return "unknown"
 
 
+_LIBRARIES = ("torch", "onnxruntime", "onnxruntime-gpu", "onnx", "numpy", "tritonclient")
+
+
+def library_versions() -> dict[str, str]:
+    """Versions of the libraries whose change changes the numbers (from package metadata: no imports)."""
+    out = {}
+    for dist in _LIBRARIES:
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+    return out
+
+
 def file_digest(path: str | Path, chunk: int = 1 << 20) -> str:
     """sha256 of a file, or of a folder's files (relative names and contents, in sorted order)."""
     path = Path(path)
@@ -103,6 +117,8 @@ class RunIdentity:
     perf_options: dict[str, Any]
     input_data: str
     toolkit_version: str
+    # the libraries that run the model in-process or in the Python backend (ONNX Runtime, torch) and the client
+    libraries: dict[str, Any] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)  # what else a store's numbers depend on (e.g. points' kind)
 
     def to_dict(self) -> dict[str, Any]:

@@ -101,11 +101,12 @@ def set_aside(run_dir: str | Path, files: Iterable[str | Path]) -> Path | None:
 
 
 def reconcile(run_dir: str | Path, label: str, rows: list[dict[str, Any]], identity: RunIdentity, policy: str,
-              files: Iterable[str | Path], say=print) -> list[dict[str, Any]]:
+              files: Iterable[str | Path], say=print, stored: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
     """The rows that may be reused under `identity`; sets the store's files aside when any row may not.
 
     policy: "auto" reuses matching rows and sets mismatching ones aside (saying what differs); "resume" refuses
-    to go on when any row mismatches; "fresh" sets every stored row aside.
+    to go on when any row mismatches; "fresh" sets every stored row aside. `stored`: the rows' identity when the
+    store keeps it itself (else run.json resolves it).
     """
     if policy not in POLICIES:
         raise ValueError(f"unknown reuse policy {policy!r}; choose one of {', '.join(POLICIES)}")
@@ -115,20 +116,20 @@ def reconcile(run_dir: str | Path, label: str, rows: list[dict[str, Any]], ident
     if policy != "fresh" and not foreign:
         return rows
     if policy == "resume":
-        raise IdentityMismatch(f"{label}: cannot resume in {run_dir}: " + _why(run_dir, identity, foreign)
+        raise IdentityMismatch(f"{label}: cannot resume in {run_dir}: " + _why(run_dir, identity, foreign, stored)
                                + " (drop --resume to set them aside and measure anew)")
     dest = set_aside(run_dir, files)
     if policy == "fresh":
         say(f"{label}: --fresh: {len(rows)} stored row(s) moved to {dest}; measuring every point anew")
     else:
         say(f"{label}: {sum(foreign.values())} stored row(s) were measured under another identity "
-            f"({_why(run_dir, identity, foreign)}); moved to {dest}; measuring them anew")
+            f"({_why(run_dir, identity, foreign, stored)}); moved to {dest}; measuring them anew")
     return []
 
 
-def _why(run_dir: str | Path, identity: RunIdentity, foreign: Counter) -> str:
+def _why(run_dir: str | Path, identity: RunIdentity, foreign: Counter, stored: Mapping[str, Any] | None = None) -> str:
     old_id, count = foreign.most_common(1)[0]
-    stored = stored_identity(run_dir, old_id) if old_id else None
+    stored = stored or (stored_identity(run_dir, old_id) if old_id else None)
     if stored is None:
         return (f"{count} row(s) carry identity {old_id or '(none)'}, which run.json does not resolve: "
                 "measured before row provenance, or copied from elsewhere")

@@ -346,12 +346,20 @@ def test_time_limit_bounds_the_whole_search_baseline_included(tmp_path, monkeypa
     assert base.sweep.stop_reason.startswith("--max-minutes 2: stopped")
     assert base.confirmation is not None and outcome.decision.winner is base
 
-def test_store_refuses_points_measured_under_other_conditions(tmp_path):
+def test_store_never_reuses_points_measured_under_another_identity(tmp_path, capsys):
     SearchStore(tmp_path, {"model": "toy", "usable_cores": 2}).open().put(Point("k", 1, 0, 10.0, 5.0))
-    with pytest.raises(StoreMismatch, match="usable_cores"):
-        SearchStore(tmp_path, {"model": "toy", "usable_cores": 4}).open()
+    same = SearchStore(tmp_path, {"model": "toy", "usable_cores": 2}).open()
+    assert list(same.points) == ["k|c1|s0"] and same.points["k|c1|s0"].identity == same.identity.id
+    assert same.points["k|c1|s0"].measured_at.endswith("+00:00")
+    with pytest.raises(StoreMismatch, match="extra.usable_cores: stored 2, now 4"):
+        SearchStore(tmp_path, {"model": "toy", "usable_cores": 4}).open(policy="resume")
+    other = SearchStore(tmp_path, {"model": "toy", "usable_cores": 4}).open()
+    assert not other.points and "extra.usable_cores" in capsys.readouterr().out
+    kept = list((tmp_path / "superseded").glob("*/search_points.json"))
+    assert len(kept) == 1 and "k|c1|s0" in kept[0].read_text(), "the old checkpoint is kept aside"
+    other.put(Point("k", 1, 0, 11.0, 5.0))
     fresh = SearchStore(tmp_path, {"model": "toy", "usable_cores": 4}).open(fresh=True)
-    assert not fresh.points
+    assert not fresh.points and len(list((tmp_path / "superseded").glob("*/search_points.json"))) == 2
 
 
 def test_outputs_list_every_config_with_a_reason(tmp_path):
