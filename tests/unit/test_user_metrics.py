@@ -103,3 +103,30 @@ def test_regression_and_generic_tasks_score_against_labels(tmp_path):
     assert gen["label_max_abs_err"] == pytest.approx(1.0) and "label_cosine_min" in gen
     with pytest.raises(MetricsError, match="names no task; pass --task"):
         compute_metrics(dump)
+
+
+def test_the_worked_example_dataloader_and_metrics_fit_together(tmp_path):
+    """examples/my_model: samples written by its dataloader, read through the toolkit's validation, scored by
+    its metrics file (perfect logits score 1.0; shifting them by one class scores 0)."""
+    from deployment_toolkit.data.user import UserData
+    from deployment_toolkit.spec import ModelSignature, TensorSpec
+
+    sys.path.insert(0, str(ROOT / "examples" / "my_model"))
+    try:
+        import dataloader as example  # noqa: PLC0415
+    finally:
+        sys.path.pop(0)
+    example.write_samples(tmp_path / "data", 10)
+    sig = ModelSignature(inputs=(TensorSpec("image", (3, 32, 32)),), outputs=(TensorSpec("logits", (4,)),))
+    data = UserData(sig, data_dir=str(tmp_path / "data"), dataloader=str(ROOT / "examples/my_model/dataloader.py"))
+    batches = list(data.batches(4))
+    labels = np.concatenate([b[2]["labels"] for b in batches])
+    assert len(labels) == 10 and batches[0][1]["image"].shape == (4, 3, 32, 32)
+    fn = load_metrics_file(ROOT / "examples" / "my_model" / "metrics.py")
+    for shift, expected in ((0, 1.0), (1, 0.0)):
+        with DumpWriter(tmp_path / f"d{shift}", {"model": "my_model", "task": "classification"}) as writer:
+            writer.write(np.concatenate([b[0] for b in batches]), {"logits": np.eye(4)[(labels + shift) % 4]},
+                         labels={"labels": labels})
+        metrics = compute_metrics(load_dump(tmp_path / f"d{shift}"), user_fn=fn)
+        assert metrics["accuracy"] == expected and metrics["balanced_accuracy"] == expected
+        assert metrics["top1_accuracy"] == expected
