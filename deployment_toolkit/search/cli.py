@@ -106,7 +106,21 @@ def fingerprint(model: str, preset: str, options, cores: int) -> dict:
             "batch_size": 1}
 
 
+def _with_real_input_data(args, options, infos, result_dir: Path):
+    """--data-dir/--dataloader: perf_analyzer sends the user's samples (JSON named by its digest, so the
+    checkpoint's fingerprint changes with the data)."""
+    from ..perf.analyzer import real_input_data
+
+    manifest = next((i.manifest for i in infos if i.manifest is not None), None)
+    if manifest is None:
+        return options
+    path = real_input_data(args, manifest, result_dir / "raw", precision=manifest.precision,
+                           batched=manifest.max_batch_size > 0)
+    return replace(options, input_data=path) if path else options
+
+
 def run_search(args) -> int:
+    from ..data.perf_input import input_data_digest
     from ..perf.analyzer import perf_options_from_args
     from ..runinfo import cpu_info, run_metadata, write_run_json
     from .artifacts import prepare_formats
@@ -133,6 +147,7 @@ def run_search(args) -> int:
           f"time limit {settings.max_minutes:g} min", flush=True)
 
     infos = prepare_formats(args.model, args.preset, formats, workspace, log=lambda m: print(m, flush=True))
+    options = _with_real_input_data(args, options, infos, result_dir)
     store = SearchStore(result_dir, fingerprint(args.model, args.preset, options, settings.cores))
     try:
         store.open(fresh=args.fresh)
@@ -166,6 +181,7 @@ def run_search(args) -> int:
     write_run_json(result_dir, run_metadata({
         "kind": "search", "model_name": model_name, "model": args.model, "preset": args.preset,
         "formats": formats, "settings": asdict(settings), "perf_options": options.measurement_fields(),
+        "input_data_digest": input_data_digest(options.input_data),
         "winner": outcome.decision.winner.candidate.to_dict() if outcome.decision.winner else None,
         "decision": outcome.decision.message, "wall_s": round(outcome.wall_s, 1),
     }))

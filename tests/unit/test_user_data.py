@@ -212,3 +212,48 @@ def test_convert_refuses_contradicting_data_before_writing_anything(tmp_path):
     assert proc.returncode == 2, proc.stderr
     assert "input 'input__0' has per-sample shape (3, 32, 32) float32" in proc.stderr
     assert "(3 x 64 x 64) float32" in proc.stderr and not out.exists()
+
+
+# ---- search and sizing take the same real samples ----------------------------------------------
+
+def _manifest(signature: ModelSignature):
+    from deployment_toolkit.spec import Manifest
+
+    return Manifest(model="m", preset="small", family="f", task="classification", metric="top1", format="onnx",
+                    artifact="model.onnx", signature=signature, max_batch_size=4)
+
+
+def test_search_writes_the_real_samples_and_its_fingerprint_follows_them(tmp_path):
+    from deployment_toolkit.perf.analyzer import perf_options_from_args
+    from deployment_toolkit.search.cli import _with_real_input_data, build_parser, fingerprint
+    from deployment_toolkit.search.engine import FormatInfo
+
+    np.savez(tmp_path / "d.npz", input__0=images(5))
+    args = build_parser().parse_args(["--model", "m", "--p99-ms", "100", "--data-dir", str(tmp_path),
+                                      "--perf-samples", "3"])
+    base = perf_options_from_args(args, shared_memory="none")
+    info = FormatInfo("onnx", _manifest(SIG), tmp_path, "digest")
+    options = _with_real_input_data(args, base, [info], tmp_path / "run")
+    assert options.input_data.startswith(str(tmp_path / "run" / "raw" / "input_data_"))
+    assert len(json.loads(Path(options.input_data).read_text())["data"]) == 3
+    assert fingerprint("m", "small", options, 2) != fingerprint("m", "small", base, 2)
+    both = build_parser().parse_args(["--model", "m", "--p99-ms", "100", "--data-dir", str(tmp_path),
+                                      "--input-data", "zero"])
+    with pytest.raises(ValueError, match="either --input-data or --data-dir"):
+        _with_real_input_data(both, perf_options_from_args(both, shared_memory="none"), [info], tmp_path / "r2")
+
+
+def test_sizing_confirms_with_the_runs_real_samples(tmp_path):
+    sys.path.insert(0, str(ROOT / "triton"))
+    try:
+        from size_fleet import confirm_input_data  # noqa: PLC0415
+    finally:
+        sys.path.pop(0)
+    sample = tmp_path / "input_data_abc.json"
+    sample.write_text('{"data": []}')
+    cfg = {"sweeps": {"online": {"perf_options": {"input_data": str(sample)}}}}
+    assert confirm_input_data(None, cfg) == str(sample)
+    assert confirm_input_data("zero", cfg) == "zero"
+    assert confirm_input_data(None, {"sweeps": {"online": {"perf_options": {"input_data": "random"}}}}) == "random"
+    sample.unlink()
+    assert confirm_input_data(None, cfg) == "random"
