@@ -117,13 +117,17 @@ def import_user_file(path: str | Path, what: str, hint: str) -> Any:
     if spec is None or spec.loader is None:
         raise DataError(f"{what} {path} is not a Python file; {hint}")
     module = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, str(path.parent.resolve()))  # its own helper modules, as `python path` would find them
+    sys.modules[name] = module  # dataclasses and pickling in the user's file look their module up here
+    folder = str(path.parent.resolve())
+    sys.path.insert(0, folder)  # its own helper modules, as `python path` would find them
     try:
         spec.loader.exec_module(module)
     except Exception as err:  # noqa: BLE001 - a user file may raise anything while importing
+        sys.modules.pop(name, None)
         raise DataError(f"{what} {path} failed to import: {_first_line(err)}") from err
     finally:
-        sys.path.remove(str(path.parent.resolve()))
+        if folder in sys.path:
+            sys.path.remove(folder)
     return module
 
 

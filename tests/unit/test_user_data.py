@@ -257,3 +257,18 @@ def test_sizing_confirms_with_the_runs_real_samples(tmp_path):
     assert confirm_input_data(None, {"sweeps": {"online": {"perf_options": {"input_data": "random"}}}}) == "random"
     sample.unlink()
     assert confirm_input_data(None, cfg) == "random"
+
+
+def test_a_dataloader_may_define_dataclasses_and_import_its_neighbours(tmp_path):
+    (tmp_path / "helpers.py").write_text("SCALE = 2.0\n")
+    loader = write_loader(tmp_path / "dc.py", (
+        "from dataclasses import dataclass\n"
+        "from helpers import SCALE\n"
+        "@dataclass\n"
+        "class Item:\n"
+        "    value: float\n"
+        "def get_dataloader_fn(**kw):\n"
+        "    item = Item(SCALE)\n"
+        "    return lambda: iter([([7], {'input__0': np.full((1, 3, 4, 4), item.value, np.float32)}, {})])\n"))
+    ids, x, _ = next(UserData(SIG, dataloader=str(loader)).batches(1))
+    assert ids.tolist() == [7] and float(x["input__0"].max()) == 2.0
