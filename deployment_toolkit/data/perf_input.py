@@ -1,4 +1,5 @@
-"""perf_analyzer `--input-data` JSON built from the user's real samples, and the digest a run records of it.
+"""perf_analyzer `--input-data` JSON built from the user's real samples; the digest a run records of it is the
+run identity's (`runs.identity.input_data_digest`, re-exported here).
 
 Format (perf_analyzer's "Real Input Data"): `{"data": [entry, ...]}`, one entry per batch-1 sample, each
 `{input name: {"content": {"b64": <little-endian row-major bytes>}, "shape": [per-sample dims]}}`; BYTES
@@ -9,13 +10,13 @@ shape is always written, so dynamic axes need no `--shape` flag.
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 import numpy as np
 
+from ..runs.identity import file_digest, input_data_digest  # noqa: F401  (re-exported: the run identity's digest)
 from ..spec import TensorSpec, atomic_write_text
 from .user import DataError, UserData
 
@@ -48,33 +49,12 @@ def write_perf_input_data(data: UserData, path: str | Path, max_samples: int = D
     return Path(path)
 
 
-def input_data_digest(path: str | Path) -> str:
-    """sha256 of an `--input-data` file (hex), or of a perf_analyzer input directory's files (names and bytes,
-    in name order); 'random'/'zero' are their own identity. Two runs with equal digests sent equal data."""
-    text = str(path)
-    if text in ("random", "zero"):
-        return text
-    p = Path(path)
-    h = hashlib.sha256()
-    if p.is_dir():
-        for f in sorted(q for q in p.iterdir() if q.is_file()):
-            h.update(f.name.encode() + b"\0")
-            h.update(f.read_bytes())
-        return h.hexdigest()
-    if not p.is_file():
-        raise FileNotFoundError(f"--input-data {path} does not exist")
-    with open(p, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def build_perf_input(data: UserData, directory: str | Path, max_samples: int = DEFAULT_PERF_SAMPLES) -> Path:
     """Write the JSON into `directory` under a name carrying its digest (`input_data_<sha12>.json`), so a run
     fingerprint holding the path changes whenever the data does; returns that path."""
     directory = Path(directory)
     tmp = write_perf_input_data(data, directory / ".input_data.pending.json", max_samples)
-    final = directory / f"input_data_{input_data_digest(tmp)[:12]}.json"
+    final = directory / f"input_data_{file_digest(tmp)[:12]}.json"
     tmp.replace(final)
     return final
 

@@ -120,8 +120,8 @@ def _with_real_input_data(args, options, infos, result_dir: Path):
 
 
 def run_search(args) -> int:
-    from ..data.perf_input import input_data_digest
     from ..perf.analyzer import perf_options_from_args
+    from ..runs.identity import input_data_digest
     from ..runinfo import cpu_info, run_metadata, write_run_json
     from .artifacts import prepare_formats
     from ..report.build import build_report

@@ -103,9 +103,10 @@ def test_offline_perf_on_real_samples(deployed):
     assert len(entries) == 4 and entries[0]["input__0"]["shape"] == [3, 64, 64]
     lines = (run / "offline.csv").read_text().splitlines()
     assert len(lines) == 2, out.stdout  # perf_analyzer accepted the JSON: one measured row
-    section = json.loads((run / "run.json").read_text())["config"]["sweeps"]["offline"]
-    assert section["input_data_digest"] == hashlib.sha256(json_path.read_bytes()).hexdigest()
-    assert section["perf_options"]["input_data"] == str(json_path)
+    meta = json.loads((run / "run.json").read_text())
+    assert meta["config"]["sweeps"]["offline"]["perf_options"]["input_data"] == str(json_path)
+    (identity,) = [v["identity"] for v in meta["identities"].values()]
+    assert identity["input_data"] == "sha256:" + hashlib.sha256(json_path.read_bytes()).hexdigest()
     log = next((run / "raw").glob("offline_*.log")).read_text()
     assert f"--input-data {json_path}" in log
 
@@ -116,4 +117,4 @@ def test_offline_perf_on_real_samples(deployed):
                      "r18", "--manifest", deployed["art"] / "manifest.json", "--data-dir", bad, "--batch-sizes", "1",
                      "--result-path", base / "bad_run", "--no-progress", check=False)
     assert refused.returncode == 2 and "input 'input__0' has per-sample shape (3, 32, 64)" in refused.stderr
-    assert not (base / "bad_run" / "offline.csv").exists()
+    assert not (base / "bad_run").exists()

@@ -178,7 +178,7 @@ def test_perf_json_holds_each_real_sample_as_b64_with_its_shape(tmp_path):
 def test_input_data_digest_follows_the_content(tmp_path):
     np.savez(tmp_path / "d.npz", input__0=images(4))
     first = build_perf_input(UserData(SIG, data_dir=str(tmp_path)), tmp_path / "run", 4)
-    assert first.name == f"input_data_{input_data_digest(first)[:12]}.json"
+    assert first.name == f"input_data_{input_data_digest(first).removeprefix('sha256:')[:12]}.json"
     np.savez(tmp_path / "d.npz", input__0=images(4, seed=1))
     second = build_perf_input(UserData(SIG, data_dir=str(tmp_path)), tmp_path / "run", 4)
     assert input_data_digest(first) != input_data_digest(second) and first != second
