@@ -5,9 +5,10 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from ..models import get_model
-from ..spec import ARTIFACT_NAMES, FORMATS, Manifest
+from ..spec import ARTIFACT_NAMES, FORMATS, Manifest, ModelSignature
 from .errors import ConversionError, FormatUnavailable, VerificationError
 from .files import copy_artifact_files
 from .onnx import export_onnx
@@ -30,6 +31,9 @@ class ConvertOptions:
     verify_batch_sizes: tuple[int, ...] = (1, 2)
     seed: int = 0
     onnx_external_data_threshold: int | None = None  # default: onnx.EXTERNAL_DATA_THRESHOLD_BYTES (2 GB)
+    # the user's real inputs for verification: signature -> batches {input name: array}, read (and checked
+    # against the signature) before anything is exported, so bad data writes nothing
+    verify_data: Callable[[ModelSignature], list[dict]] | None = None
 
 
 def _versions() -> dict[str, str]:
@@ -55,6 +59,7 @@ def convert(model_name: str, fmt: str, output_dir: str | Path, options: ConvertO
         if not ok:
             raise FormatUnavailable(why)
     signature = preset.signature
+    samples = opts.verify_data(signature) if opts.verify_data is not None and opts.verify else None
     max_batch = opts.max_batch_size if opts.max_batch_size is not None else preset.max_batch_size
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -88,7 +93,8 @@ def convert(model_name: str, fmt: str, output_dir: str | Path, options: ConvertO
         versions=_versions(), artifact_files=[artifact.name, *export_options.get("external_data", [])],
     )
     if opts.verify:
-        result = verify_artifact(manifest, out, model=model, batch_sizes=opts.verify_batch_sizes, seed=opts.seed)
+        result = verify_artifact(manifest, out, model=model, batch_sizes=opts.verify_batch_sizes, seed=opts.seed,
+                                 samples=samples)
         manifest.verification = result.to_dict()
         manifest.save(out)
         if not result.passed:
@@ -98,8 +104,10 @@ def convert(model_name: str, fmt: str, output_dir: str | Path, options: ConvertO
     return manifest
 
 
-def verify_artifact(manifest: Manifest, directory: str | Path, model=None, batch_sizes=(1, 2), seed: int = 0):
-    """Compare the artifact in `directory` with the framework model it came from."""
+def verify_artifact(manifest: Manifest, directory: str | Path, model=None, batch_sizes=(1, 2), seed: int = 0,
+                    samples=None):
+    """Compare the artifact in `directory` with the framework model it came from (also on `samples`, batches
+    of the user's real inputs, when given)."""
     from ..repository.python_runtime.runtimes import load_runtime
 
     from ..framework import framework_model
@@ -112,7 +120,7 @@ def verify_artifact(manifest: Manifest, directory: str | Path, model=None, batch
                            device=device, precision=manifest.precision)
     sizes = tuple(b for b in batch_sizes if manifest.max_batch_size == 0 or b <= manifest.max_batch_size) or (1,)
     return verify(torch_callable(model, in_names, out_names), runtime, manifest.signature, manifest.task,
-                  precision=manifest.precision, batch_sizes=sizes, seed=seed)
+                  precision=manifest.precision, batch_sizes=sizes, seed=seed, samples=samples)
 
 
 def copy_artifact(src_dir: str | Path, dst_dir: str | Path) -> Manifest:

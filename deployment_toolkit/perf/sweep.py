@@ -613,6 +613,32 @@ def parse_shapes(items: Sequence[str]) -> dict[str, list[int]]:
     return shapes
 
 
+def _with_real_input_data(args, options, manifest, url: str, result_dir: Path):
+    """--data-dir/--dataloader: the user's samples as perf_analyzer JSON in the run folder, validated against
+    the manifest's signature (or the served model's metadata); the options then point at that file."""
+    from dataclasses import replace
+
+    from ..perf.analyzer import real_input_data
+
+    if getattr(args, "data_dir", None) is None and getattr(args, "dataloader", None) is None:
+        return options
+    wait_until_ready(url, options.protocol, args.model_name, args.model_version, args.ready_timeout)  # then write
+    if manifest is not None:
+        signature, batched, precision = manifest.signature, manifest.max_batch_size > 0, manifest.precision
+    else:
+        config = fetch_model_config(url, options.protocol, args.model_name, args.model_version)
+        max_batch = int(config.get("max_batch_size", 0) or 0)
+        metadata = fetch_model_metadata(url, options.protocol, args.model_name, args.model_version)
+        signature = signature_from_metadata(metadata, max_batch, parse_shapes(args.shape))
+        batched, precision = max_batch > 0, "fp32"
+    path = real_input_data(args, signature, result_dir / "raw", precision=precision, batched=batched)
+    if path is None:
+        return options
+    print(f"input data: {args.perf_samples} real sample(s) at most from {args.dataloader or args.data_dir} "
+          f"-> {path}", flush=True)
+    return replace(options, input_data=path)
+
+
 def run_cli(kind: str, args, points_arg: Sequence[int] | str, fixed: int) -> int:
     """Run one sweep from parsed flags; print the table; return the exit code (errors as messages, no traceback)."""
     from ..perf.analyzer import PerfAnalyzerNotFound, perf_options_from_args
@@ -627,6 +653,7 @@ def run_cli(kind: str, args, points_arg: Sequence[int] | str, fixed: int) -> int
         options = perf_options_from_args(args, shared_memory=shm)
         manifest = Manifest.load(args.manifest) if args.manifest else None
         result_dir = Path(args.result_path or Path("results") / args.model_name)
+        options = _with_real_input_data(args, options, manifest, url, result_dir)
         common = dict(
             model_version=args.model_version, precision=args.precision,
             number_of_model_instances=args.number_of_model_instances, shapes=parse_shapes(args.shape),

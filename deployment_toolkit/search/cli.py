@@ -121,6 +121,19 @@ def search_identity(model: str, preset: str, options, infos) -> RunIdentity:
                        extra={"model": model, "preset": preset, "batch_size": 1})
 
 
+def _with_real_input_data(args, options, infos, result_dir: Path):
+    """--data-dir/--dataloader: perf_analyzer sends the user's samples (its digest is part of the checkpoint's
+    run identity, so points measured on other data are never reused)."""
+    from ..perf.analyzer import real_input_data
+
+    manifest = next((i.manifest for i in infos if i.manifest is not None), None)
+    if manifest is None:
+        return options
+    path = real_input_data(args, manifest, result_dir / "raw", precision=manifest.precision,
+                           batched=manifest.max_batch_size > 0)
+    return replace(options, input_data=path) if path else options
+
+
 def run_search(args) -> int:
     from ..perf.analyzer import perf_options_from_args
     from ..runinfo import cpu_info
@@ -149,6 +162,7 @@ def run_search(args) -> int:
           f"time limit {settings.max_minutes:g} min", flush=True)
 
     infos = prepare_formats(args.model, args.preset, formats, workspace, log=lambda m: print(m, flush=True))
+    options = _with_real_input_data(args, options, infos, result_dir)
     identity = search_identity(args.model, args.preset, options, infos)
     store = SearchStore(result_dir, identity)
     try:
@@ -183,6 +197,7 @@ def run_search(args) -> int:
     record_run(result_dir, {
         "kind": "search", "model_name": model_name, "model": args.model, "preset": args.preset,
         "formats": formats, "settings": asdict(settings), "perf_options": options.measurement_fields(),
+        "input_data_digest": input_data_digest(options.input_data),
         "winner": outcome.decision.winner.candidate.to_dict() if outcome.decision.winner else None,
         "decision": outcome.decision.message, "wall_s": round(outcome.wall_s, 1),
     }, identity.server_version, identity)
