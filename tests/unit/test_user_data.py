@@ -223,9 +223,9 @@ def _manifest(signature: ModelSignature):
                     artifact="model.onnx", signature=signature, max_batch_size=4)
 
 
-def test_search_writes_the_real_samples_and_its_fingerprint_follows_them(tmp_path):
+def test_search_writes_the_real_samples_and_its_identity_follows_them(tmp_path):
     from deployment_toolkit.perf.analyzer import perf_options_from_args
-    from deployment_toolkit.search.cli import _with_real_input_data, build_parser, fingerprint
+    from deployment_toolkit.search.cli import _with_real_input_data, build_parser, search_identity
     from deployment_toolkit.search.engine import FormatInfo
 
     np.savez(tmp_path / "d.npz", input__0=images(5))
@@ -236,7 +236,8 @@ def test_search_writes_the_real_samples_and_its_fingerprint_follows_them(tmp_pat
     options = _with_real_input_data(args, base, [info], tmp_path / "run")
     assert options.input_data.startswith(str(tmp_path / "run" / "raw" / "input_data_"))
     assert len(json.loads(Path(options.input_data).read_text())["data"]) == 3
-    assert fingerprint("m", "small", options, 2) != fingerprint("m", "small", base, 2)
+    real, random = search_identity("m", "small", options, [info]), search_identity("m", "small", base, [info])
+    assert real.id != random.id and real.input_data.startswith("sha256:") and random.input_data == "random"
     both = build_parser().parse_args(["--model", "m", "--p99-ms", "100", "--data-dir", str(tmp_path),
                                       "--input-data", "zero"])
     with pytest.raises(ValueError, match="either --input-data or --data-dir"):
