@@ -598,17 +598,18 @@ def _remeasure(fake: NoisyP99Fake, trial, rounds: int = 3) -> list[float]:
             for r in range(rounds)]
 
 
-@pytest.mark.parametrize("seed", range(12))
-def test_a_noisy_p99_near_the_budget_never_yields_a_pick_that_breaks_it_when_remeasured(tmp_path, seed):
-    """The default's p99 is 48 ms x (clients + 0.3): 494 ms at 10 clients, 1.2% under a 500 ms budget, and
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("budget", [200.0, 300.0])
+def test_a_noisy_p99_near_the_budget_never_yields_a_pick_that_breaks_it_when_remeasured(tmp_path, seed, budget):
+    """The default's p99 is 48 ms x (clients + 0.3), so one more client adds 10-25% near these budgets, and
     every measurement varies by up to 15%. Whatever the seed, the named level holds the budget in 3 more
-    measurements of it."""
+    measurements of it. (With the median alone judged against the budget, 2 of these 16 break.)"""
     fake = NoisyP99Fake(seed)
-    outcome, fake, _ = run(tmp_path, fake, budget=500.0)
+    outcome, fake, _ = run(tmp_path, fake, budget=budget)
     d = outcome.decision
     assert d.winner is not None, d.message
     after = _remeasure(fake, d.winner)
-    assert max(after) <= 500.0, (d.winner.candidate.slug, d.winner.confirmation, after, outcome.noise)
+    assert max(after) <= budget, (d.winner.candidate.slug, d.winner.confirmation, after, outcome.noise)
 
 
 def test_a_single_sample_under_the_budget_by_less_than_the_noise_is_not_within_it():
