@@ -24,7 +24,7 @@ MA_MAX_MINUTES="${MA_MAX_MINUTES:-10}"
 readonly RUNS=(
     "resnet50 full 500"
     "resnet18 small 50"
-    "efficientnet_b0 full 120"
+    "efficientnet_b0 full 150"
 )
 
 usage() {

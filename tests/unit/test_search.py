@@ -663,3 +663,20 @@ def test_a_finalist_that_breaks_the_budget_is_not_named_when_no_step_down_fits(t
     outcome, _, _ = run(tmp_path, BreaksWhenRemeasured(perf=over_at_final), budget=500.0, objective="latency")
     assert outcome.decision.winner is None
     assert "held p99 <= 500 ms when re-measured" in outcome.decision.message
+
+
+def test_no_level_with_room_for_the_noise_is_named_as_such(tmp_path):
+    """p99 within the budget, but a host so noisy that the next measurement may put it over: no pick, and
+    the message says that the noise, not the model, is the problem."""
+    class Noisy(FakeMeasurer):
+        def measure(self, cand, c, sample, key):
+            p = super().measure(cand, c, sample, key)
+            p.p99_ms *= (1.0, 3.0, 1.5)[sample % 3]
+            return p
+
+    outcome, _, _ = run(tmp_path, Noisy(perf=lambda cand, c: (10.0 * c, 40.0 * c)), budget=50.0)
+    d = outcome.decision
+    assert d.winner is None
+    assert "no configuration holds p99 <= 50 ms with room for the p99 noise measured on this host (133%)" \
+        in d.message, d.message
+    assert "Run on a quiet host" in d.message
