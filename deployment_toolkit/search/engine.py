@@ -424,7 +424,8 @@ class Search:
 
         def take(c: int) -> Point:
             p = self._point(trial, c, 0)
-            trial.sweep.points.append(p)
+            if c not in trial.sweep.by_concurrency():
+                trial.sweep.points.append(p)
             return p
         stop = lambda: self._out_of_time(self._final_points(1) * self._point_s())  # noqa: E731
         try:
