@@ -680,3 +680,21 @@ def test_no_level_with_room_for_the_noise_is_named_as_such(tmp_path):
     assert "no configuration holds p99 <= 50 ms with room for the p99 noise measured on this host (133%)" \
         in d.message, d.message
     assert "Run on a quiet host" in d.message
+
+
+def test_the_baselines_knee_is_narrowed_again_once_the_p99_noise_is_known(tmp_path):
+    """p99 = 40 ms x clients, budget 500 ms: the sweep (2% noise floor) ends at the knee 12..13. The repeated
+    samples at 12 then vary by 18%, so 12 no longer holds: the knee is narrowed again below it, to 10..11."""
+    class Repeats(FakeMeasurer):
+        def measure(self, cand, c, sample, key):
+            p = super().measure(cand, c, sample, key)
+            p.p99_ms *= (1.0, 1.2, 1.1)[sample % 3]
+            return p
+
+    outcome, fake, _ = run(tmp_path, Repeats(perf=lambda cand, c: (10.0 * c, 40.0 * c)), budget=500.0,
+                           max_configs=1)
+    base = outcome.decision.default
+    assert [c for k, c, s in fake.measured if s == 0 and k == base.candidate.key] == [1, 2, 4, 8, 12, 13, 9, 10, 11]
+    assert "knee at 10..11" in base.sweep.stop_reason
+    w = outcome.decision.winner
+    assert w is base and w.confirmation.holds and w.confirmation.concurrency <= 10
