@@ -100,3 +100,29 @@ def test_target_is_checked_from_the_head_to_head_medians():
     assert lines[1] == "- budget held in every head-to-head round: not met: our search named no config (exit code 3)"
     assert lines[2] == "- throughput: not met: our search named no config (exit code 3)"
     assert target_lines(500, ours, MAResult(ran=False, error="not installed"), [mine]) == []
+
+
+def test_the_three_model_benchmark_script_runs_each_model_into_its_own_folder():
+    import shlex
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[2] / "scripts" / "benchmarks" / "search_vs_ma.sh"
+    out = subprocess.run([str(script), "--dry-run"], capture_output=True, text=True, check=True).stdout
+    runs = [shlex.split(line) for line in out.splitlines()]
+    got = {(r[r.index("--model") + 1], r[r.index("--preset") + 1], r[r.index("--p99-ms") + 1],
+            r[r.index("--result-path") + 1]) for r in runs}
+    assert got == {("resnet50", "full", "500", "results/search-vs-ma-resnet50-cpu"),
+                   ("resnet18", "small", "50", "results/search-vs-ma-resnet18-cpu"),
+                   ("efficientnet_b0", "full", "150", "results/search-vs-ma-efficientnet_b0-cpu")}
+    assert all(r[1] == "triton/benchmark_vs_model_analyzer.py" and r[r.index("--our-max-minutes") + 1] == "half"
+               for r in runs)
+    one = subprocess.run([str(script), "--dry-run", "--only", "resnet18"], capture_output=True, text=True, check=True)
+    assert len(one.stdout.splitlines()) == 1 and "resnet18" in one.stdout
+    bad = subprocess.run([str(script), "--only", "resnet"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "not one of the benchmarked models" in bad.stderr
+    assert "Example:" in subprocess.run([str(script), "--help"], capture_output=True, text=True).stdout
+    if shutil.which("shellcheck"):
+        lint = subprocess.run(["shellcheck", str(script)], capture_output=True, text=True)
+        assert lint.returncode == 0, lint.stdout
