@@ -54,9 +54,9 @@ def build_parser():
                    help="also measure configs with instances x threads > the usable cores")
     s.add_argument("--max-concurrency", type=int, default=256,
                    help="cap of each concurrency sweep (default: %(default)s)")
-    s.add_argument("--refine-steps", type=int, default=2,
-                   help="bisections between the last concurrency within budget and the first over it "
-                        "(default: %(default)s)")
+    s.add_argument("--refine-steps", type=int, default=8,
+                   help="at most this many probes between the last concurrency within budget and the first over "
+                        "it; they stop when the two are one client apart (default: %(default)s)")
     s.add_argument("--noise-repeats", type=int, default=2,
                    help="extra measurements of the baseline to estimate the noise (default: %(default)s)")
     s.add_argument("--confirm-samples", type=int, default=3,
