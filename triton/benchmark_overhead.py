@@ -40,6 +40,9 @@ def main() -> int:
                         "auto = when possible and --shared-memory is system (default)")
     add_perf_arguments(p)
     args = p.parse_args()
+    if args.data_dir is not None or args.dataloader is not None:
+        p.error("--data-dir/--dataloader are not supported here: the in-process side of the comparison runs on "
+                "random inputs, so the served side must too")
 
     import os
     import subprocess

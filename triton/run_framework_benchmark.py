@@ -45,6 +45,13 @@ def main() -> int:
     p.add_argument("--config-timeout", type=float, default=900.0,
                    help="seconds one isolated configuration may take, compile included (default 900)")
     p.add_argument("--remeasure", action="store_true", help="measure completed configurations again")
+    reuse = p.add_mutually_exclusive_group()
+    reuse.add_argument("--resume", dest="reuse", action="store_const", const="resume",
+                       help="refuse to go on if the device's CSV holds rows of another identity (host, libraries, "
+                            "toolkit, timing options) instead of moving it aside")
+    reuse.add_argument("--fresh", dest="reuse", action="store_const", const="fresh",
+                       help="move the device's CSV aside (kept under superseded/) and measure everything anew")
+    p.set_defaults(reuse="auto")
     p.add_argument("--dry-run", action="store_true", help="print the plan (with skip reasons) and exit")
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--seed", type=int, default=0)
@@ -94,7 +101,7 @@ def main() -> int:
                   "batch_sizes": list(args.batch_sizes), "threads": args.threads,
                   "load_average_before": [round(x, 2) for x in load_before]}
     csv_path, rows, plan = run_bench(configs, opts, args.result_dir, isolate=args.isolate,
-                                     timeout_s=args.config_timeout, remeasure=args.remeasure,
+                                     timeout_s=args.config_timeout, remeasure=args.remeasure, reuse=args.reuse,
                                      progress=not args.no_progress, run_config=run_config)
     load_after = os.getloadavg()
     if rows:

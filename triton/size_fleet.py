@@ -59,6 +59,9 @@ def _build_parser():
                    help="perf_analyzer --stability-percentage (default %(default)s)")
     v.add_argument("--confirm-shared-memory", choices=("none", "system"), default="none",
                    help="system only when the server is on this host (default %(default)s)")
+    v.add_argument("--confirm-input-data", default=None, metavar="random|zero|PATH",
+                   help="perf_analyzer --input-data (default: the JSON of real samples the run was measured with, "
+                        "when it still exists, else random)")
     k = p.add_argument_group("Kubernetes manifests")
     k.add_argument("--emit-k8s", default=None, metavar="DIR", help="write Deployment/Service/HPA/InferenceService here")
     k.add_argument("--k8s-run", default=None, metavar="RUN", help="which configuration (default: the recommended one)")
@@ -131,7 +134,8 @@ def main(argv=None) -> int:
                   f"{plan.run.instances}", file=sys.stderr)
         options = PerfOptions(protocol=protocol, shared_memory=args.confirm_shared_memory,
                               measurement_interval_ms=args.confirm_interval_ms, max_attempts=args.confirm_max_attempts,
-                              stability_percentage=args.confirm_stability_percentage)
+                              stability_percentage=args.confirm_stability_percentage,
+                              input_data=confirm_input_data(args.confirm_input_data, cfg))
         from deployment_toolkit.perf.analyzer import PerfAnalyzerError, PerfAnalyzerNotFound
 
         try:
@@ -173,6 +177,18 @@ def main(argv=None) -> int:
                   "configured for the NGC image's native backends (config_model_on_triton.py --model-format "
                   "onnx|ts-trace|trt) and its numbers will differ: measure that deployment before trusting the plan")
     return code
+
+
+def confirm_input_data(flag: str | None, run_config: dict) -> str:
+    """The confirmation sends what the plan's run measured with: its real-sample JSON when the run used one
+    (and it is still there), unless --confirm-input-data says otherwise."""
+    if flag:
+        return flag
+    for section in (run_config.get("sweeps") or {}).values():
+        path = (section.get("perf_options") or {}).get("input_data")
+        if path and path not in ("random", "zero") and Path(path).is_file():
+            return str(path)
+    return "random"
 
 
 if __name__ == "__main__":

@@ -6,9 +6,10 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
-from ..sources import ResolvedModel, ModelSource, parse_reference, resolve, sha256_file
-from ..spec import ARTIFACT_NAMES, FORMATS, Manifest
+from ..sources import ModelSource, ResolvedModel, parse_reference, resolve, sha256_file
+from ..spec import ARTIFACT_NAMES, FORMATS, Manifest, ModelSignature
 from .errors import ConversionError, FormatUnavailable, VerificationError
 from .files import copy_artifact_files, write_replacing
 from .onnx import export_onnx
@@ -31,6 +32,9 @@ class ConvertOptions:
     verify_batch_sizes: tuple[int, ...] = (1, 2)
     seed: int = 0
     onnx_external_data_threshold: int | None = None  # default: onnx.EXTERNAL_DATA_THRESHOLD_BYTES (2 GB)
+    # the user's real inputs for verification: signature -> batches {input name: array}, read (and checked
+    # against the signature) before anything is exported, so bad data writes nothing
+    verify_data: Callable[[ModelSignature], list[dict]] | None = None
 
 
 def _versions(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -120,6 +124,7 @@ def convert(model: "str | ModelSource | ResolvedModel", fmt: str, output_dir: st
         if not ok:
             raise FormatUnavailable(why)
     signature = resolved.signature
+    samples = opts.verify_data(signature) if opts.verify_data is not None and opts.verify else None
     max_batch = opts.max_batch_size if opts.max_batch_size is not None else resolved.max_batch_size
     if resolved.max_batch_size == 0 and max_batch:
         raise ConversionError(f"{resolved.name} has no batch axis, so it is served with max_batch_size 0; "
@@ -162,7 +167,8 @@ def convert(model: "str | ModelSource | ResolvedModel", fmt: str, output_dir: st
         source=resolved.source.to_dict(), artifact_sha256=sha256_file(artifact),
     )
     if opts.verify and model_module is not None:
-        result = verify_artifact(manifest, out, model=model_module, batch_sizes=opts.verify_batch_sizes, seed=opts.seed)
+        result = verify_artifact(manifest, out, model=model_module, batch_sizes=opts.verify_batch_sizes,
+                                 seed=opts.seed, samples=samples)
         manifest.verification = result.to_dict()
         manifest.save(out)
         if not result.passed:
@@ -172,8 +178,10 @@ def convert(model: "str | ModelSource | ResolvedModel", fmt: str, output_dir: st
     return manifest
 
 
-def verify_artifact(manifest: Manifest, directory: str | Path, model=None, batch_sizes=(1, 2), seed: int = 0):
-    """Compare the artifact in `directory` with the framework model it came from."""
+def verify_artifact(manifest: Manifest, directory: str | Path, model=None, batch_sizes=(1, 2), seed: int = 0,
+                    samples=None):
+    """Compare the artifact in `directory` with the framework model it came from (also on `samples`, batches
+    of the user's real inputs, when given)."""
     from ..repository.python_runtime.runtimes import load_runtime
 
     from ..framework import framework_model
@@ -188,7 +196,7 @@ def verify_artifact(manifest: Manifest, directory: str | Path, model=None, batch
     sizes = (0,) if manifest.max_batch_size == 0 else \
         tuple(b for b in batch_sizes if b <= manifest.max_batch_size) or (1,)
     return verify(torch_callable(model, in_names, out_names), runtime, manifest.signature, manifest.task,
-                  precision=manifest.precision, batch_sizes=sizes, seed=seed)
+                  precision=manifest.precision, batch_sizes=sizes, seed=seed, samples=samples)
 
 
 def copy_artifact(src_dir: str | Path, dst_dir: str | Path) -> Manifest:

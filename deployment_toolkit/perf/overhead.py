@@ -230,7 +230,7 @@ def run_overhead(opts: OverheadOptions, result_dir: str | Path, log: Callable[[s
         timings = [time_inprocess(session, inputs, opts.inprocess_warmup, opts.inprocess_seconds)]
         served: dict[Variant, list[dict[str, Any]]] = {}
         for variant in opts.variants:
-            served[variant] = _sweep(repo, variant, batch, opts, manifest, result_dir, log, server_info)
+            served[variant] = _sweep(repo, variant, batch, opts, manifest, result_dir, log, server_info, onnx_dir)
             points += served[variant]
             log(f"batch {batch}: in-process ONNX Runtime again ...")
             timings.append(time_inprocess(session, inputs, 1, opts.inprocess_seconds))
@@ -254,7 +254,7 @@ MAX_SERVER_STARTS = 3  # per sweep: a server that dies mid-sweep is restarted an
 
 
 def _sweep(repo: Path, variant: Variant, batch: int, opts: OverheadOptions, manifest, result_dir: Path,
-           log: Callable[[str], None], server_info: dict[str, Any]) -> list[dict[str, Any]]:
+           log: Callable[[str], None], server_info: dict[str, Any], onnx_dir: Path) -> list[dict[str, Any]]:
     """One online sweep of a variant on a fresh server that loads only that variant (no idle neighbours,
     nothing left over from the previous sweep). If the server dies, it is restarted and the sweep resumes
     from its completed points (run_sweep's store); each point gets Triton's statistics delta."""
@@ -264,8 +264,6 @@ def _sweep(repo: Path, variant: Variant, batch: int, opts: OverheadOptions, mani
 
     name = variant.model_name(opts.model)
     sweep_dir = result_dir / "sweeps" / f"{name}_b{batch}"
-    if sweep_dir.exists():
-        shutil.rmtree(sweep_dir)  # side by side in one run: never resume a sweep from an earlier run
     log(f"batch {batch}: {variant.label}: online sweep, concurrency {','.join(map(str, opts.concurrencies))} ...")
     extra: dict[int, dict[str, Any]] = {}
     restarts = 0
@@ -286,9 +284,12 @@ def _sweep(repo: Path, variant: Variant, batch: int, opts: OverheadOptions, mani
                 snap["stats"] = now
 
             try:
+                # side by side in one run: an earlier run's sweep is set aside (kept under superseded/), never
+                # resumed; after a restart within this run, the sweep resumes from its own completed points
                 outcome = run_online(name, None, manifest, list(opts.concurrencies), opts.perf, sweep_dir,
                                      server=server, batch_size=batch, progress=False, build_report=False,
-                                     on_point_done=on_point)
+                                     on_point_done=on_point, manifest_path=onnx_dir,
+                                     reuse="fresh" if start == 1 else "auto")
                 break
             except ServerDiedError as err:
                 restarts += 1

@@ -1,6 +1,8 @@
 """`triton/search_config.py`: flags, wiring and the final answer of a config search."""
 from __future__ import annotations
 
+from importlib import metadata
+
 import shlex
 import sys
 import time
@@ -13,6 +15,7 @@ from .engine import Search, SearchError, SearchOutcome, SearchSettings, format_s
 from .space import DEFAULT_QUEUE_DELAYS_US, host_cores
 from .stats import MIN_NOISE
 from .store import SearchStore, StoreMismatch
+from ..runs.identity import RunIdentity, host_identity, input_data_digest, library_versions, toolkit_version
 
 EXAMPLE = """
     python triton/search_config.py --model resnet50 --preset full --p99-ms 500 --max-minutes 20 \\
@@ -53,9 +56,9 @@ def build_parser():
                    help="also measure configs with instances x threads > the usable cores")
     s.add_argument("--max-concurrency", type=int, default=256,
                    help="cap of each concurrency sweep (default: %(default)s)")
-    s.add_argument("--refine-steps", type=int, default=2,
-                   help="bisections between the last concurrency within budget and the first over it "
-                        "(default: %(default)s)")
+    s.add_argument("--refine-steps", type=int, default=8,
+                   help="at most this many probes between the last concurrency within budget and the first over "
+                        "it; they stop when the two are one client apart (default: %(default)s)")
     s.add_argument("--noise-repeats", type=int, default=2,
                    help="extra measurements of the baseline to estimate the noise (default: %(default)s)")
     s.add_argument("--confirm-samples", type=int, default=3,
@@ -64,7 +67,11 @@ def build_parser():
                    help="floor of the relative noise: smaller gains never count (default: %(default)s)")
     s.add_argument("--queue-delays-us", type=cli.int_list, default=DEFAULT_QUEUE_DELAYS_US,
                    help="max queue delays to try, in us (default: %s)" % ",".join(map(str, DEFAULT_QUEUE_DELAYS_US)))
-    s.add_argument("--fresh", action="store_true", help="discard the checkpointed points in --result-path")
+    s.add_argument("--fresh", action="store_true",
+                   help="set the checkpointed points in --result-path aside (kept under superseded/) and start over")
+    s.add_argument("--resume", action="store_true",
+                   help="refuse to go on (exit 2) if the checkpoint was measured under another identity, instead of "
+                        "setting it aside")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
     o = p.add_argument_group("output")
     o.add_argument("--model-repository", default="model_repository", help="where the winner is written")
@@ -102,15 +109,37 @@ def settings_from_args(args) -> SearchSettings:
     )
 
 
-def fingerprint(model: str, preset: str, options, cores: int) -> dict:
-    """What defines the stored numbers; the budget is not in it (a point is a fact whatever the budget)."""
-    return {"model": model, "preset": preset, "usable_cores": cores, "perf_options": options.measurement_fields(),
-            "batch_size": 1}
+def search_identity(model: str, preset: str, options, infos) -> RunIdentity:
+    """What defines the stored points (runs.identity); the budget is not in it (a point is a fact whatever the
+    budget), nor the candidates' configs (each point's key names its candidate)."""
+    try:
+        server = f"embedded tritonserver (nvidia-pytriton {metadata.version('nvidia-pytriton')})"
+    except metadata.PackageNotFoundError:
+        server = None
+    digests = ";".join(sorted(f"{i.format}:{i.digest}" for i in infos if getattr(i, "digest", None)))
+    return RunIdentity(host=host_identity(), server_version=server, model_config=None, artifact_digest=digests or None,
+                       perf_options=options.measurement_fields(), input_data=input_data_digest(options.input_data),
+                       toolkit_version=toolkit_version(), libraries=library_versions(),
+                       extra={"model": model, "preset": preset, "batch_size": 1})
+
+
+def _with_real_input_data(args, options, infos, result_dir: Path):
+    """--data-dir/--dataloader: perf_analyzer sends the user's samples (its digest is part of the checkpoint's
+    run identity, so points measured on other data are never reused)."""
+    from ..perf.analyzer import real_input_data
+
+    manifest = next((i.manifest for i in infos if i.manifest is not None), None)
+    if manifest is None:
+        return options
+    path = real_input_data(args, manifest, result_dir / "raw", precision=manifest.precision,
+                           batched=manifest.max_batch_size > 0)
+    return replace(options, input_data=path) if path else options
 
 
 def run_search(args) -> int:
     from ..perf.analyzer import perf_options_from_args
-    from ..runinfo import cpu_info, run_metadata, write_run_json
+    from ..runinfo import cpu_info
+    from ..runs.ledger import record_run
     from .artifacts import prepare_formats
     from ..report.build import build_report
     from .output import plot_frontier, write_csvs, write_markdown, write_winner
@@ -140,9 +169,11 @@ def run_search(args) -> int:
           f"time limit {settings.max_minutes:g} min", flush=True)
 
     infos = prepare_formats(resolved, args.preset, formats, workspace, log=lambda m: print(m, flush=True))
-    store = SearchStore(result_dir, fingerprint(label, args.preset, options, settings.cores))
+    options = _with_real_input_data(args, options, infos, result_dir)
+    identity = search_identity(label, args.preset, options, infos)
+    store = SearchStore(result_dir, identity)
     try:
-        store.open(fresh=args.fresh)
+        store.open(fresh=args.fresh, policy="resume" if args.resume else "auto")
     except StoreMismatch as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -170,13 +201,14 @@ def run_search(args) -> int:
     command = shlex.join([Path(sys.argv[0]).name if sys.argv else "search_config.py", *sys.argv[1:]])
     md = write_markdown(outcome, result_dir, title=title, host=host, command=command, written=written, plot=plot,
                         reused_failures=store.reused_failures)
-    write_run_json(result_dir, run_metadata({
+    record_run(result_dir, {
         "kind": "search", "model_name": model_name, "model": label, "preset": args.preset,
         "source": resolved.source.to_dict(),
         "formats": formats, "settings": asdict(settings), "perf_options": options.measurement_fields(),
+        "input_data_digest": input_data_digest(options.input_data),
         "winner": outcome.decision.winner.candidate.to_dict() if outcome.decision.winner else None,
         "decision": outcome.decision.message, "wall_s": round(outcome.wall_s, 1),
-    }))
+    }, identity.server_version, identity)
     report = build_report(result_dir)["report.html"]  # the search as a section of the run's report
     return _print_answer(outcome, written, csv_path, report)
 
