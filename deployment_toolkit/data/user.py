@@ -21,10 +21,7 @@ makes it a batch. Ids are the `ids` array, else the file stem (`<stem>:<row>` fo
 """
 from __future__ import annotations
 
-import hashlib
-import importlib.util
 import inspect
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping
@@ -32,6 +29,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 import numpy as np
 
 from ..runs.identity import file_digest
+from ..sources.userfile import first_line as _first_line, import_file
 from ..spec import ModelSignature, TensorSpec
 
 Arrays = dict[str, np.ndarray]
@@ -109,37 +107,8 @@ def validate_batch(signature: ModelSignature, ids: Any, x: Any, y_real: Any, whe
 # ---- loading a dataloader file -----------------------------------------------------------------
 
 def import_user_file(path: str | Path, what: str, hint: str) -> Any:
-    """Import a user's Python file as a module; any failure becomes one DataError-style line (ValueError)."""
-    path = Path(path)
-    if not path.is_file():
-        raise DataError(f"{what} {path} does not exist")
-    name = f"_user_{what.replace(' ', '_')}_{hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:8]}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise DataError(f"{what} {path} is not a Python file; {hint}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses and pickling in the user's file look their module up here
-    folder = str(path.parent.resolve())
-    sys.path.insert(0, folder)  # its own helper modules, as `python path` would find them
-    try:
-        spec.loader.exec_module(module)
-    except Exception as err:  # noqa: BLE001 - a user file may raise anything while importing
-        sys.modules.pop(name, None)
-        raise DataError(f"{what} {path} failed to import: {_first_line(err)}") from err
-    finally:
-        if folder in sys.path:
-            sys.path.remove(folder)
-    return module
-
-
-def _first_line(err: BaseException) -> str:
-    text = (str(err).strip().splitlines() or [""])[0]
-    tb = err.__traceback__
-    line = ""
-    while tb is not None:  # the deepest frame: where in the user's file it went wrong
-        line = f" ({Path(tb.tb_frame.f_code.co_filename).name}:{tb.tb_lineno})"
-        tb = tb.tb_next
-    return f"{type(err).__name__}: {text}{line}"
+    """Import a user's Python file as a module; any failure becomes one DataError line."""
+    return import_file(path, what, DataError, hint)
 
 
 def call_with_accepted(fn: Callable[..., Any], offered: Mapping[str, Any], required_extra: Mapping[str, Any],

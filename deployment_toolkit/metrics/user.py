@@ -22,7 +22,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional
 import numpy as np
 
 from ..client.dump import Dump
-from ..data.user import DataError, _first_line, import_user_file
+from ..sources.userfile import first_line as _first_line, import_file
 
 CLASS_NAME = "MetricsCalculator"
 FUNCTION_NAME = "calc"
@@ -49,12 +49,13 @@ def load_metrics_file(path: str | Path) -> MetricsFn:
     """The file's calc, bound and ready to call with keyword arguments; MetricsFileError otherwise."""
     path = Path(path)
     try:
-        module = import_user_file(path, "metrics file", f"it must define class {CLASS_NAME} or {FUNCTION_NAME}()")
-    except DataError as err:
-        hint = ""
-        if "deployment_toolkit.core" in str(err):
-            hint = "; import BaseMetricsCalculator from deployment_toolkit.metrics.user instead"
-        raise MetricsFileError(f"{err}{hint}") from err
+        module = import_file(path, "metrics file", MetricsFileError,
+                             f"it must define class {CLASS_NAME} or {FUNCTION_NAME}()")
+    except MetricsFileError as err:
+        if "deployment_toolkit.core" not in str(err):
+            raise
+        raise MetricsFileError(f"{err}; import BaseMetricsCalculator from deployment_toolkit.metrics.user "
+                               "instead") from err
     cls = getattr(module, CLASS_NAME, None)
     if inspect.isclass(cls):
         try:

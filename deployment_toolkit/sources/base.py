@@ -8,12 +8,12 @@ framework model from it instead of looking a name up in the zoo.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from ..runs.identity import file_digest as sha256_file  # noqa: F401  (re-exported: the one file digest)
 from ..spec import ModelSignature
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -125,14 +125,6 @@ def register_source(kind: str) -> Callable[[Resolver], Resolver]:
         return fn
 
     return decorate
-
-
-def sha256_file(path: str | Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def resolver_for(kind: str) -> Resolver:

@@ -8,16 +8,15 @@ SourceError naming the file and the cause.
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import inspect
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable
 
 from ..spec import ModelSignature, SpecError
-from .base import DEFAULT_MAX_BATCH, ModelSource, ResolvedModel, SourceError, display_name, register_source, sha256_file
+from .base import DEFAULT_MAX_BATCH, ModelSource, ResolvedModel, SourceError, display_name, register_source
 from .common import input_specs, probe_outputs, task_and_metric, with_checkpoint
+from .userfile import first_line as _first_line, import_file
 
 FACTORY = "get_model"
 SIGNATURE_FN = "get_signature"
@@ -27,11 +26,6 @@ def is_module_ref(ref: str) -> bool:
     """`package.module:function` (not a path)."""
     head, sep, tail = ref.partition(":")
     return bool(sep) and bool(tail) and not head.endswith(".py") and "/" not in head and tail.isidentifier()
-
-
-def _first_line(err: BaseException) -> str:
-    text = str(err).strip().splitlines()
-    return f"{type(err).__name__}: {text[0][:200]}" if text else type(err).__name__
 
 
 def load_module(ref: str) -> tuple[ModuleType, str, Path]:
@@ -44,24 +38,7 @@ def load_module(ref: str) -> tuple[ModuleType, str, Path]:
             raise SourceError(f"module {mod_name} failed to import: {_first_line(err)}") from err
         return module, func, Path(getattr(module, "__file__", "") or mod_name)
     path = Path(ref)
-    if not path.is_file():
-        raise SourceError(f"model file {path} does not exist")
-    name = f"_dt_user_model_{sha256_file(path)[:12]}"
-    if name in sys.modules:
-        return sys.modules[name], FACTORY, path
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise SourceError(f"{path} is not a Python file that can be imported")
-    module = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, str(path.parent.resolve()))  # the seed's model.py imports its neighbours
-    try:
-        spec.loader.exec_module(module)
-    except Exception as err:
-        raise SourceError(f"{path} failed to import: {_first_line(err)}") from err
-    finally:
-        sys.path.remove(str(path.parent.resolve()))
-    sys.modules[name] = module
-    return module, FACTORY, path
+    return import_file(path, "model file", SourceError), FACTORY, path
 
 
 def accepted_kwargs(fn: Callable, kwargs: dict[str, Any], ignore_unknown: bool, what: str) -> dict[str, Any]:
