@@ -3,8 +3,9 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
-# Where `make demo` writes its results (results/<run>/...).
-DEMO_RUN ?= demo-resnet50-onnx-cpu
+# Extra flags for the demo: `make demo DEMO_ARGS=--fast` (CI), `DEMO_ARGS="--output DIR"`. Each demo run writes a
+# new folder (default results/local/demo-<model>-onnx-<UTC time>, git-ignored), never over a committed one.
+DEMO_ARGS ?=
 
 .PHONY: install system-deps demo test test-unit test-integration doctor accuracy clean
 
@@ -33,7 +34,7 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 demo: install
-	$(PY) -m deployment_toolkit.demo --run-name $(DEMO_RUN)
+	$(PY) -m deployment_toolkit.demo $(DEMO_ARGS)
 
 test: install
 	$(PY) -m pytest -q -ra tests

@@ -21,6 +21,10 @@ class StepFailed(RuntimeError):
     pass
 
 
+class RunFolderTaken(ValueError):
+    """A user error (exit 2): the demo was pointed at a folder that already holds a run."""
+
+
 # (step, seconds, command) of this demo run, for demo_timings.md
 _TIMINGS: list[tuple[str, float, str]] = []
 
@@ -55,11 +59,10 @@ def write_timings(path: Path, total_s: float) -> Path:
     return path
 
 
-def run_demo(model: str, preset: str, run_name: str, workspace: Path, repository: Path, results: Path,
+def run_demo(model: str, preset: str, result_dir: Path, workspace: Path, repository: Path,
              max_batch: int, concurrency: str, batch_sizes: str, measurement_interval_ms: int,
              max_attempts: int = 2) -> Path:
     art = workspace / model
-    result_dir = results / run_name
     t0 = time.perf_counter()
     _TIMINGS.clear()
     for fmt in ("ts-trace", "onnx"):
@@ -107,13 +110,39 @@ def run_demo(model: str, preset: str, run_name: str, workspace: Path, repository
     return result_dir
 
 
+# `--fast` (CI): the same steps on a small model with fewer, shorter points; every point it reports is measured.
+FAST = dict(model="resnet18", preset="small", concurrency="1:2:1", batch_sizes="1,2", measurement_interval=1000,
+            max_attempts=1)
+LOCAL_RUNS = "local"  # results/local/ is git-ignored: where `make demo` writes a new run folder each time
+
+
+def default_run_dir(results: Path, model: str) -> Path:
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    return results / LOCAL_RUNS / f"demo-{model}-onnx-{stamp}"
+
+
+def check_new_run_dir(result_dir: Path) -> None:
+    """The demo measures where it runs: it never adds to, or writes over, a run folder that already exists
+    (such as an example committed from another machine)."""
+    if result_dir.exists() and any(result_dir.iterdir()):
+        raise RunFolderTaken(f"{result_dir} already holds a run: the demo writes a new folder each time. Leave out "
+                         "--output to get a fresh one under results/local/, or name a folder that does not exist")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="example:\n  python -m deployment_toolkit.demo --model resnet50 --preset full --run-name demo-resnet50")
+        epilog="examples:\n  python -m deployment_toolkit.demo                 # resnet50 into results/local/demo-...\n"
+               "  python -m deployment_toolkit.demo --fast          # resnet18 small, 2+2 points (CI)\n"
+               "  python -m deployment_toolkit.demo --output results/demo-resnet50-onnx-cpu   # the committed example")
     p.add_argument("--model", default="resnet50")
     p.add_argument("--preset", default="full")
-    p.add_argument("--run-name", default="demo-resnet50-onnx-cpu")
+    p.add_argument("--output", default=None, metavar="DIR",
+                   help="run folder to create (must not exist or be empty; default: "
+                        "results/local/demo-<model>-onnx-<UTC time>, git-ignored)")
+    p.add_argument("--fast", action="store_true",
+                   help=f"CI mode: {FAST['model']} {FAST['preset']}, batch sizes {FAST['batch_sizes']}, "
+                        f"concurrency {FAST['concurrency']}, {FAST['measurement_interval']} ms windows, one attempt")
     p.add_argument("--workspace", default=str(ROOT / "workspace"))
     p.add_argument("--model-repository", default=str(ROOT / "model_repository"))
     p.add_argument("--results", default=str(ROOT / "results"))
@@ -124,10 +153,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-attempts", type=int, default=2,
                    help="tries per point before it is kept as unstable (each retry lengthens the window)")
     args = p.parse_args(argv)
+    if args.fast:
+        for key, value in FAST.items():
+            setattr(args, key, value)
+    result_dir = Path(args.output) if args.output else default_run_dir(Path(args.results), args.model)
     try:
-        run_demo(args.model, args.preset, args.run_name, Path(args.workspace), Path(args.model_repository),
-                 Path(args.results), args.max_batch_size, args.concurrency, args.batch_sizes, args.measurement_interval,
-                 args.max_attempts)
+        check_new_run_dir(result_dir)
+        run_demo(args.model, args.preset, result_dir, Path(args.workspace), Path(args.model_repository),
+                 args.max_batch_size, args.concurrency, args.batch_sizes, args.measurement_interval, args.max_attempts)
+    except RunFolderTaken as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     except StepFailed as err:
         print(f"\nerror: {err}", file=sys.stderr)
         return 1

@@ -87,6 +87,9 @@ def _build_parser():
                    help="windows must agree this closely (default %(default)s)")
     v.add_argument("--confirm-shared-memory", choices=("none", "system"), default="none",
                    help="system only when the server is on this host (default %(default)s)")
+    v.add_argument("--confirm-input-data", default=None, metavar="random|zero|PATH",
+                   help="perf_analyzer --input-data for the open-loop runs (default: the JSON of real samples the run "
+                        "was measured with, when it still exists, else random)")
     v.add_argument("--confirm-rounds", type=int, default=3,
                    help="confirm, derate on failure and confirm again, at most this often (default %(default)s)")
     v.add_argument("--burst-factor", type=float, default=1.5,
@@ -138,15 +141,30 @@ def _reachable(url: str, protocol: str, model: str, what: str) -> None:
         raise ValueError(f"{what} {url}: {reason.splitlines()[0]} - start the server (or fix the URL) first")
 
 
-def _options(args, protocol: str, shared_memory: str, window_ms: int, stability: float):
+def _options(args, protocol: str, shared_memory: str, window_ms: int, stability: float, input_data: str = "random"):
     from deployment_toolkit.perf.analyzer import PerfOptions
     from deployment_toolkit.sizing.capacity import open_loop_options
 
-    return open_loop_options(PerfOptions(protocol=protocol, shared_memory=shared_memory), args.distribution,
-                             window_ms, stability)
+    return open_loop_options(PerfOptions(protocol=protocol, shared_memory=shared_memory, input_data=input_data),
+                             args.distribution, window_ms, stability)
+
+
+def _input_data(args, plan_or_run) -> str:
+    run = getattr(plan_or_run, "run", plan_or_run)
+    return confirm_input_data(args.confirm_input_data, run.meta.get("config") or {})
 
 
 def main(argv=None) -> int:
+    from deployment_toolkit.perf.analyzer import PerfAnalyzerError, PerfAnalyzerNotFound
+
+    try:
+        return _main(argv)
+    except (PerfAnalyzerError, PerfAnalyzerNotFound) as err:  # measured points are kept; a rerun resumes
+        print(f"error: a perf_analyzer run failed: {err}", file=sys.stderr)
+        return 1
+
+
+def _main(argv=None) -> int:
     import shlex
 
     args = _build_parser().parse_args(argv)
@@ -171,7 +189,8 @@ def main(argv=None) -> int:
         if args.capacity:
             _reachable(args.capacity, protocol, cfg.get("model_name") or run.model, "--capacity")
         settings = Settings(_options(args, protocol, args.capacity_shared_memory, args.capacity_window_ms,
-                                     args.capacity_stability_percentage), args.distribution, args.capacity_trials,
+                                     args.capacity_stability_percentage, _input_data(args, run)),
+                            args.distribution, args.capacity_trials,
                             args.capacity_resolution, args.capacity_max_points)
         capacities[run.name] = open_loop_capacity(run, probe.slo_ms, settings, args.capacity, args.include_unreliable)
         c = capacities[run.name]
@@ -226,7 +245,7 @@ def main(argv=None) -> int:
             print(f"warning: {model} on {args.confirm} has {have} instance(s), the plan was measured with "
                   f"{plan.run.instances}", file=sys.stderr)
         options = _options(args, protocol, args.confirm_shared_memory, args.confirm_interval_ms,
-                           args.confirm_stability_percentage)
+                           args.confirm_stability_percentage, _input_data(args, plan))
         target = target_for(plan.run, args.confirm, options, args.distribution, batch, model_name=model)
         result = confirm(plan, target, out_dir / "confirm", args.confirm_rounds, args.burst_factor or None,
                          args.burst_seconds)
@@ -248,7 +267,8 @@ def main(argv=None) -> int:
         if protocol != "grpc":
             raise ValueError("--confirm-fleet balances gRPC (nginx grpc_pass): use a gRPC run or --confirm-protocol grpc")
 
-        options = _options(args, protocol, "none", args.fleet_window_ms, args.capacity_stability_percentage)
+        options = _options(args, protocol, "none", args.fleet_window_ms, args.capacity_stability_percentage,
+                           _input_data(args, plan))
         target = target_for(plan.run, "", options, args.distribution, batch, model_name=model)
         seed = (plan.replica_capacity or plan.sustainable.throughput) / batch
         fleet = check_fleet(args.confirm_fleet, args.fleet_model_repository, target, seed, demand.slo_ms,
@@ -287,6 +307,18 @@ def main(argv=None) -> int:
                   "configured for the NGC image's native backends (config_model_on_triton.py --model-format "
                   "onnx|ts-trace|trt) and its numbers will differ: measure that deployment before trusting the plan")
     return code
+
+
+def confirm_input_data(flag: str | None, run_config: dict) -> str:
+    """The confirmation sends what the plan's run measured with: its real-sample JSON when the run used one
+    (and it is still there), unless --confirm-input-data says otherwise."""
+    if flag:
+        return flag
+    for section in (run_config.get("sweeps") or {}).values():
+        path = (section.get("perf_options") or {}).get("input_data")
+        if path and path not in ("random", "zero") and Path(path).is_file():
+            return str(path)
+    return "random"
 
 
 if __name__ == "__main__":

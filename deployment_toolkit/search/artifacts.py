@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+from ..sources import ModelSource, ResolvedModel, resolve
 from ..spec import Manifest
 from .engine import FormatInfo
 
@@ -21,18 +22,25 @@ def artifact_digest(directory: Path, manifest: Manifest) -> str:
     return h.hexdigest()[:16]
 
 
-def _usable(manifest: Manifest, model: str, preset: str, fmt: str) -> bool:
+def _usable(manifest: Manifest, resolved: ResolvedModel, preset: str, fmt: str) -> bool:
+    """A verified artifact of this format made from this very source (same files by sha256, same kwargs and
+    checkpoint); manifests without provenance match by zoo name."""
     v = manifest.verification or {}
-    return (manifest.model == model and manifest.preset == preset and manifest.format == fmt
+    same_source = manifest.source == resolved.source.to_dict() if manifest.source else \
+        resolved.source.kind == "zoo" and manifest.model == resolved.name
+    return (same_source and manifest.preset == preset and manifest.format == fmt
             and bool(v.get("passed", False)))
 
 
-def prepare_formats(model: str, preset: str, formats: list[str], workspace: str | Path,
-                    log=print) -> list[FormatInfo]:
-    """One FormatInfo per requested format, each with a verified artifact or the reason it has none."""
+def prepare_formats(model: "str | ModelSource | ResolvedModel", preset: str, formats: list[str],
+                    workspace: str | Path, log=print) -> list[FormatInfo]:
+    """One FormatInfo per requested format, each with a verified artifact or the reason it has none. `model`:
+    any model source (a reference string is resolved with `preset`)."""
     from ..export import ConvertOptions, FormatUnavailable, convert
     from ..export.errors import ConversionError
 
+    if not isinstance(model, ResolvedModel):
+        model = resolve(model, preset=preset) if isinstance(model, str) else resolve(model)
     out = []
     for fmt in formats:
         directory = Path(workspace) / fmt
@@ -43,7 +51,7 @@ def prepare_formats(model: str, preset: str, formats: list[str], workspace: str 
                 manifest = found
                 log(f"{fmt}: reusing the verified artifact in {directory}")
         if manifest is None:
-            log(f"{fmt}: converting {model} ({preset}) into {directory} ...")
+            log(f"{fmt}: converting {model.name} ({preset}) into {directory} ...")
             try:
                 manifest = convert(model, fmt, directory, ConvertOptions(preset=preset))
             except FormatUnavailable as err:

@@ -19,6 +19,7 @@ from deployment_toolkit.repository.python_runtime.runtimes import OnnxRuntime
 from deployment_toolkit.spec import Manifest, ModelSignature, SpecError, TensorSpec
 
 convert_mod = importlib.import_module("deployment_toolkit.export.convert")  # the package rebinds `convert`
+zoo_source = importlib.import_module("deployment_toolkit.sources.zoo")
 
 
 def _entry(builder, signature: ModelSignature, name: str = "tiny") -> ModelEntry:
@@ -30,7 +31,7 @@ def _entry(builder, signature: ModelSignature, name: str = "tiny") -> ModelEntry
 def register(monkeypatch):
     """Serve a test model to convert() without touching the global registry."""
     def use(entry: ModelEntry) -> ModelEntry:
-        monkeypatch.setattr(convert_mod, "get_model", lambda name: entry)
+        monkeypatch.setattr(zoo_source, "get_model", lambda name: entry)  # the zoo resolver's lookup
         return entry
 
     return use
