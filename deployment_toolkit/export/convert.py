@@ -46,8 +46,10 @@ def _versions(extra: dict[str, str] | None = None) -> dict[str, str]:
     import onnxruntime
     import torch
 
+    from ..runs.identity import toolkit_version
+
     out = {"python": platform.python_version(), "numpy": numpy.__version__, "torch": torch.__version__,
-           "onnx": onnx.__version__, "onnxruntime": onnxruntime.__version__}
+           "onnx": onnx.__version__, "onnxruntime": onnxruntime.__version__, "toolkit": toolkit_version()}
     for name in ("timm", "safetensors"):
         if name in sys.modules:
             out[name] = getattr(sys.modules[name], "__version__", "")
