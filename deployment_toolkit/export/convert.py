@@ -21,13 +21,14 @@ class ConvertOptions:
     preset: str = "small"
     opset: int = 17
     simplify: bool = False
-    precision: str = "fp32"  # fp32 | fp16 (TensorRT and TorchScript)
+    precision: str = "fp32"  # fp32 | fp16 (TensorRT, TorchScript, ONNX)
     max_batch_size: int | None = None  # default: the preset's
     trt_min_batch: int = 1
     trt_opt_batch: int | None = None  # default: max batch
     trt_workspace_bytes: int = 1 << 30
     verify: bool = True
     verify_batch_sizes: tuple[int, ...] = (1, 2)
+    verify_device: str = "cpu"  # where framework and artifact run for verification (cuda:0 on GPU hosts)
     seed: int = 0
     onnx_external_data_threshold: int | None = None  # default: onnx.EXTERNAL_DATA_THRESHOLD_BYTES (2 GB)
 
@@ -67,7 +68,8 @@ def convert(model_name: str, fmt: str, output_dir: str | Path, options: ConvertO
     onnx_options = dict(opset=opts.opset, simplify=opts.simplify,
                         external_data_threshold=opts.onnx_external_data_threshold)
     if fmt == "onnx":
-        export_options = export_onnx(model, signature, example_args, artifact, **onnx_options)
+        export_options = export_onnx(model, signature, example_args, artifact, fp16=opts.precision == "fp16",
+                                     **onnx_options)
     elif fmt in ("ts-trace", "ts-script"):
         export_options = export_torchscript(model, example_args, artifact, mode=fmt.split("-")[1])
     else:  # trt: through a temporary ONNX file
@@ -88,8 +90,10 @@ def convert(model_name: str, fmt: str, output_dir: str | Path, options: ConvertO
         versions=_versions(), artifact_files=[artifact.name, *export_options.get("external_data", [])],
     )
     if opts.verify:
-        result = verify_artifact(manifest, out, model=model, batch_sizes=opts.verify_batch_sizes, seed=opts.seed)
-        manifest.verification = result.to_dict()
+        device = "cuda:0" if fmt == "trt" and opts.verify_device == "cpu" else opts.verify_device
+        result = verify_artifact(manifest, out, model=model, batch_sizes=opts.verify_batch_sizes, seed=opts.seed,
+                                 device=device)
+        manifest.verification = {**result.to_dict(), "device": device}
         manifest.save(out)
         if not result.passed:
             raise VerificationError(f"{entry.name} as {fmt}: verification failed: {result.message}")
@@ -98,8 +102,10 @@ def convert(model_name: str, fmt: str, output_dir: str | Path, options: ConvertO
     return manifest
 
 
-def verify_artifact(manifest: Manifest, directory: str | Path, model=None, batch_sizes=(1, 2), seed: int = 0):
-    """Compare the artifact in `directory` with the framework model it came from."""
+def verify_artifact(manifest: Manifest, directory: str | Path, model=None, batch_sizes=(1, 2), seed: int = 0,
+                    device: str | None = None):
+    """Compare the artifact in `directory` with the framework model it came from, both on `device`
+    (default: cpu, or cuda:0 for a TensorRT plan)."""
     from ..repository.python_runtime.runtimes import load_runtime
 
     from ..framework import framework_model
@@ -107,11 +113,11 @@ def verify_artifact(manifest: Manifest, directory: str | Path, model=None, batch
     model = model if model is not None else framework_model(manifest, directory, seed)
     in_names = [t.name for t in manifest.inputs]
     out_names = [t.name for t in manifest.outputs]
-    device = "cuda:0" if manifest.format == "trt" else "cpu"
+    device = device or ("cuda:0" if manifest.format == "trt" else "cpu")
     runtime = load_runtime(str(Path(directory) / manifest.artifact), manifest.format, in_names, out_names,
                            device=device, precision=manifest.precision)
     sizes = tuple(b for b in batch_sizes if manifest.max_batch_size == 0 or b <= manifest.max_batch_size) or (1,)
-    return verify(torch_callable(model, in_names, out_names), runtime, manifest.signature, manifest.task,
+    return verify(torch_callable(model, in_names, out_names, device=device), runtime, manifest.signature, manifest.task,
                   precision=manifest.precision, batch_sizes=sizes, seed=seed)
 
 
