@@ -22,7 +22,8 @@ FP16_AGREEMENT = "cosine_min>=0.999"
 # a step gets the smaller of its budget and the time left, and steps past the deadline are skipped with that reason.
 DEFAULT_BUDGETS: dict[str, float] = {
     "framework-eager": 80.0,
-    "convert": 25.0,  # per conversion; TensorRT is skipped at once where it does not import
+    "framework-no-tf32": 40.0,
+    "convert": 40.0,  # per conversion; TensorRT is skipped at once where it does not import
     "configure": 10.0,
     "server": 45.0,  # start and load both models
     "accuracy": 20.0,
@@ -30,7 +31,7 @@ DEFAULT_BUDGETS: dict[str, float] = {
     "online": 30.0,
     "nnunet-online": 50.0,
     "diffusion": 75.0,  # deploy a third of it, the latency run two thirds
-    "framework-compile": 150.0,  # last, takes what the others leave of --max-minutes
+    "framework-compile": 180.0,  # last, takes what the others leave of --max-minutes
 }
 
 
@@ -74,17 +75,24 @@ def _art(opts: PlanOptions, model: str, fmt: str) -> Path:
 
 
 def framework_steps(opts: PlanOptions) -> list[Step]:
-    """Seed 004's bench through triton/run_framework_benchmark.py: eager and torch.compile as two steps so a
-    slow compile cannot starve the eager rows (each writes its rows as it goes; a rerun resumes)."""
-    common = ("--models", *opts.bench_models, "--preset", opts.preset, "--precisions", "fp32", "fp16", "bf16", "amp",
-              "--runtimes", "eager", "--batch-sizes", "1,32", "--device", opts.device, "--warmup", "3",
-              "--duration", "2", "--min-iterations", "3", "--no-progress",
-              "--result-dir", str(opts.result_dir / "framework"))
-    compile_timeout = str(int(opts.budgets["framework-compile"] // 3))
+    """Seed 004's bench through triton/run_framework_benchmark.py, as three steps so a slow compile cannot
+    starve the eager rows (each writes its rows as it goes; a rerun resumes): eager at every precision (fp32
+    rows with TF32, the seed's default), fp32 without TF32 (its own folder: the CSV's key has no TF32 column),
+    and torch.compile at fp16, batch 32 (one compile per model fits the budget; run the bench directly for more)."""
+    def bench(result: str, precisions: tuple[str, ...], batches: str, *extra: str) -> tuple[str, ...]:
+        return ("triton/run_framework_benchmark.py", "--models", *opts.bench_models, "--preset", opts.preset,
+                "--precisions", *precisions, "--runtimes", "eager", "--batch-sizes", batches, "--device",
+                opts.device, "--warmup", "3", "--duration", "2", "--min-iterations", "3", "--no-progress",
+                "--result-dir", str(opts.result_dir / result), *extra)
+
+    compile_timeout = str(int(opts.budgets["framework-compile"] // 2))
     return [
-        Step("framework bench eager", "framework-eager", ("triton/run_framework_benchmark.py", *common,
+        Step("framework bench eager", "framework-eager", bench("framework", ("fp32", "fp16", "bf16", "amp"), "1,32",
              "--compile-modes", "none", "--isolate", "none"), opts.budgets["framework-eager"]),
-        Step("framework bench torch.compile", "framework-compile", ("triton/run_framework_benchmark.py", *common,
+        Step("framework bench fp32 without TF32", "framework-no-tf32", bench(
+            "framework-fp32-no-tf32", ("fp32",), "1,32", "--no-tf32", "--compile-modes", "none", "--isolate", "none"),
+            opts.budgets["framework-no-tf32"]),
+        Step("framework bench torch.compile", "framework-compile", bench("framework", ("fp16",), "32",
              "--compile-modes", "default", "--isolate", "compile", "--config-timeout", compile_timeout),
              opts.budgets["framework-compile"]),
     ]
@@ -173,9 +181,9 @@ def diffusion_steps(opts: PlanOptions) -> list[Step]:
 
 
 def build_plan(opts: PlanOptions) -> list[Step]:
-    eager, compiled = framework_steps(opts)
+    eager, no_tf32, compiled = framework_steps(opts)
     # torch.compile last: it is the greediest stage and resumable, so it takes what the others leave
-    steps = [eager, *convert_steps(opts), *serving_steps(opts), *diffusion_steps(opts), compiled]
+    steps = [eager, no_tf32, *convert_steps(opts), *serving_steps(opts), *diffusion_steps(opts), compiled]
     names = [s.name for s in steps]
     assert len(names) == len(set(names)), "step names must be unique"
     return steps

@@ -115,7 +115,7 @@ def build_readme(result_dir: Path) -> str:
              f"Written by `{meta.get('command', 'python triton/gpu_acceptance.py')}` at {meta.get('timestamp')} "
              f"(git {((meta.get('git') or {}).get('sha') or '?')[:12]}). Every figure below is read from this "
              "folder's files.", "", "## Host", "", *host_lines(meta), "", "## Steps", "", *steps_lines(steps), ""]
-    fw = sorted((result_dir / "framework").glob("*.csv"))
+    fw = sorted(result_dir.glob("framework*/*.csv"))
     if fw:
         from ..perf.framework import BenchCSV, summary_table
 

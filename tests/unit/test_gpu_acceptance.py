@@ -44,13 +44,18 @@ def _flag(step: Step, flag: str) -> str:
 def test_plan_covers_every_stage_the_issue_asks_for(plan):
     assert {s.stage for s in plan} == set(DEFAULT_BUDGETS) - {"server"}
     eager, compiled = _by_name(plan, "bench eager$"), _by_name(plan, "torch.compile$")
-    for step in (eager, compiled):
+    no_tf32 = _by_name(plan, "without TF32$")
+    for step in (eager, no_tf32, compiled):
         assert step.argv[0] == "triton/run_framework_benchmark.py"
         models = step.argv[step.argv.index("--models") + 1:step.argv.index("--preset")]
         assert set(models) == {"resnet50", "vit_base_patch16_224", "nnunet3d"}
-        assert {"fp32", "fp16", "bf16", "amp"} <= set(step.argv) and _flag(step, "--device") == "cuda:0"
+        assert _flag(step, "--device") == "cuda:0" and _flag(step, "--runtimes") == "eager"
         assert "32" in _flag(step, "--batch-sizes")  # big enough for the 3D nnU-Net to exercise OOM halving
+    precisions = eager.argv[eager.argv.index("--precisions") + 1:eager.argv.index("--runtimes")]
+    assert precisions == ("fp32", "fp16", "bf16", "amp") and "--no-tf32" not in eager.argv  # fp32 = TF32
+    assert "--no-tf32" in no_tf32.argv and _flag(no_tf32, "--result-dir") != _flag(eager, "--result-dir")
     assert _flag(eager, "--compile-modes") == "none" and _flag(compiled, "--compile-modes") == "default"
+    assert _flag(compiled, "--result-dir") == _flag(eager, "--result-dir")  # one table, eager beside compiled
     assert plan[-1] is compiled  # the greediest stage goes last and takes what is left
 
 
