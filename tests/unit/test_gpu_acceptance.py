@@ -252,3 +252,36 @@ def test_seed_csv_has_the_a100_and_t4_fp16_rows():
     rows = [r for r in load_seed_rows() if r["precision"] == "FP16"]
     assert {r["gpu_short"] for r in rows} >= {"A100", "T4"}
     assert [int(r["Concurrent client requests"]) for r in rows if r["gpu_short"] == "A100"] == list(range(1, 9))
+
+
+# ------------------------------------------------------------------------------------------------ the whole flow
+
+
+def test_check_writes_run_json_steps_and_readme_even_when_every_step_skips(tmp_path, monkeypatch):
+    """The flow after the GPU probe, on CPU: only the configure stage, whose conversions did not run."""
+    import argparse
+
+    from deployment_toolkit.acceptance import check
+
+    monkeypatch.setattr(check, "require_cuda", lambda: "Stand-in GPU")
+    monkeypatch.setattr(check, "nvidia_smi", lambda: {"name": "Stand-in GPU", "clocks.sm": "1 MHz"})
+    monkeypatch.setattr(check, "torch_cuda", lambda: {"torch": "x"})
+    monkeypatch.setattr(check, "capabilities", lambda: {"tensorrt": "no tensorrt here"})
+    repo = tmp_path / "ws" / "model_repository" / "stale_model"
+    repo.mkdir(parents=True)
+    args = argparse.Namespace(result_path=None, workspace=str(tmp_path / "ws"), max_minutes=1.0, budget=[],
+                              stages=["configure"], device="cuda:0", dry_run=False)
+    monkeypatch.chdir(tmp_path)
+    assert check.run_check(args) == 0
+    result = tmp_path / "results" / "gpu-stand-in-gpu"
+    meta = json.loads((result / "run.json").read_text())
+    acc = meta["config"]["gpu_acceptance"]
+    assert acc["nvidia_smi"]["clocks.sm"] == "1 MHz" and acc["capabilities"]["tensorrt"] == "no tensorrt here"
+    assert [s["stage"] for s in acc["plan"]] == ["configure", "configure"]
+    assert acc["libraries"]["triton-deployment-toolkit"] and meta["versions"]["python"]
+    steps = json.loads((result / "steps.json").read_text())
+    assert [s["status"] for s in steps] == ["skipped", "skipped"]
+    assert steps[0]["reason"] == "needs 'convert resnet50 ts-trace fp16', which did not run"
+    assert not repo.exists()  # an earlier run's models would be loaded and measured again
+    assert json.loads((result / "conversions.json").read_text()) == []
+    assert "0 ok, 0 failed, 2 skipped." in (result / "README.md").read_text()
