@@ -166,11 +166,13 @@ def serving_steps(opts: PlanOptions) -> list[Step]:
 
 
 def diffusion_steps(opts: PlanOptions) -> list[Step]:
-    """Seed 000's method through the toolkit's diffusion scripts (their own embedded server)."""
+    """Seed 000's method through the toolkit's diffusion scripts (their own embedded server). The denoiser runs
+    in fp32: a traced sd_unet cast to half afterwards fails ("mat1 and mat2 must have the same dtype": the
+    trace baked its timestep embedding's float32 in), checked on CPU."""
     repo = opts.workspace / "diffusion_repository"
-    deploy = Step("deploy diffusion pipeline (TorchScript denoiser on CUDA)", "diffusion", (
+    deploy = Step("deploy diffusion pipeline (TorchScript denoiser on CUDA, fp32)", "diffusion", (
         "triton/deploy_diffusion.py", "--model", "sd_unet", "--preset", opts.diffusion_preset, "--model-repository",
-        str(repo), "--name", "sd_pipeline", "--format", "ts-trace", "--instance-kind", "gpu", "--precision", "fp16",
+        str(repo), "--name", "sd_pipeline", "--format", "ts-trace", "--instance-kind", "gpu", "--precision", "fp32",
         "--workspace", str(opts.workspace / "diffusion")), opts.budgets["diffusion"] / 3)
     latency = Step("diffusion latency per request (8 and 18 steps)", "diffusion", (
         "triton/run_diffusion_latency.py", "--model-repository", str(repo), "--model-name", "sd_pipeline",
