@@ -64,6 +64,9 @@ class PlanOptions:
     served_model: str = SERVED_MODEL
     served_max_batch: int = 32
     diffusion_preset: str = "small"  # the full SD-1.x geometry does not fit the 10-minute budget with its export
+    # what a GPU run uses; the CPU smoke test of the orchestration (tests/integration) passes cpu / system
+    instance_kind: str = "gpu"
+    shared_memory: str = "cuda"
 
     @property
     def repository(self) -> Path:
@@ -115,18 +118,19 @@ def convert_steps(opts: PlanOptions) -> list[Step]:
 def configure_step(opts: PlanOptions, model: str, max_batch: int, preferred: str, delay_us: int) -> Step:
     """The Python backend runs the TorchScript artifact with torch on CUDA: instance kind GPU, fp16."""
     art = _art(opts, model, "ts-trace")
+    kind = "KIND_GPU" if opts.instance_kind == "gpu" else f"KIND_{opts.instance_kind.upper()}"
     argv = ("triton/config_model_on_triton.py", "--model-repository", str(opts.repository), "--model-path", str(art),
             "--model-format", "python", "--model-name", model, "--max-batch-size", str(max_batch),
             "--preferred-batch-sizes", preferred, "--max-queue-delay-us", str(delay_us),
-            "--number-of-model-instances", "1", "--instance-kind", "gpu", "--precision", "fp16")
-    return Step(f"configure {model} (python backend, torch on CUDA, KIND_GPU, fp16)", "configure", argv,
+            "--number-of-model-instances", "1", "--instance-kind", opts.instance_kind, "--precision", "fp16")
+    return Step(f"configure {model} (python backend, torch, {kind}, fp16)", "configure", argv,
                 opts.budgets["configure"], requires=(f"convert {model} ts-trace fp16",))
 
 
 def _perf_common(opts: PlanOptions, model: str, result: Path) -> tuple[str, ...]:
     return ("--server-url", "{grpc_url}", "--model-name", model,
             "--manifest", str(_art(opts, model, "ts-trace") / "manifest.json"), "--precision", "fp16",
-            "--shared-memory", "cuda", "--measurement-interval", "2000", "--max-trials", "5", "--max-attempts", "2",
+            "--shared-memory", opts.shared_memory, "--measurement-interval", "2000", "--max-trials", "5", "--max-attempts", "2",
             "--number-of-model-instances", "1", "--no-progress", "--result-path", str(result))
 
 
@@ -134,12 +138,13 @@ def serving_steps(opts: PlanOptions) -> list[Step]:
     m, nn = opts.served_model, NNUNET
     conf_m = configure_step(opts, m, opts.served_max_batch, str(opts.served_max_batch), 1000)
     conf_nn = configure_step(opts, nn, 4, "2,4", 1000)
+    nn_steps = [conf_nn] if nn in opts.bench_models else []
     work = opts.workspace / "accuracy"
     data = ("--data-dir", "synthetic", "--num-samples", "16", "--batch-size", "4")
     served = opts.result_dir / "serving" / m
     return [
         conf_m,
-        conf_nn,
+        *nn_steps,
         Step(f"accuracy {m}: served (Triton) dump", "accuracy", (
             "triton/run_inference_on_triton.py", "--server-url", "{grpc_url}", "--model-name", m,
             "--manifest", str(_art(opts, m, "ts-trace") / "manifest.json"), *data,
@@ -158,10 +163,10 @@ def serving_steps(opts: PlanOptions) -> list[Step]:
         Step(f"online {m} (concurrency sweep, CUDA shared memory)", "online", (
             "triton/run_online_performance_test_on_triton.py", *_perf_common(opts, m, served),
             "--concurrency", "1,4,16,32"), opts.budgets["online"], (conf_m.name,), server=True),
-        Step(f"online {nn} (concurrency 1..8, seed 001's table)", "nnunet-online", (
+        *[Step(f"online {nn} (concurrency 1..8, seed 001's table)", "nnunet-online", (
             "triton/run_online_performance_test_on_triton.py",
             *_perf_common(opts, nn, opts.result_dir / "serving" / nn), "--concurrency", "1:8:1"),
-            opts.budgets["nnunet-online"], (conf_nn.name,), server=True),
+            opts.budgets["nnunet-online"], (conf_nn.name,), server=True) for _ in nn_steps],
     ]
 
 

@@ -138,9 +138,12 @@ class Runner:
             self._record(StepResult(SERVER_STEP, "server", "ok", "", time.perf_counter() - t0, 0.0, "", ""))
             return True
         except Exception as err:  # noqa: BLE001 - any start failure is this step's recorded reason
-            self.server_error = str(err).splitlines()[0] if str(err) else type(err).__name__
+            text = str(err) or type(err).__name__
+            log = Path("logs") / "tritonserver_start_error.txt"
+            atomic_write_text(self.result_dir / log, text + "\n")  # the models' reasons and the server log's tail
+            self.server_error = text.splitlines()[0]
             self._record(StepResult(SERVER_STEP, "server", "failed", self.server_error, time.perf_counter() - t0,
-                                    0.0, "", ""))
+                                    0.0, "", str(log)))
             return False
 
     def stop_server(self) -> None:

@@ -180,6 +180,7 @@ def test_runner_records_ok_failed_skipped_and_goes_on_after_a_failure(tmp_path):
     assert results[SERVER_STEP].status == "failed" and results[SERVER_STEP].reason == "tritonserver exited with code 1"
     assert results["g"].status == results["h"].status == "skipped" and "did not start" in results["h"].reason
     assert started == [1]  # one attempt to start the server
+    assert (tmp_path / results[SERVER_STEP].log).read_text() == "tritonserver exited with code 1\nmore lines\n"
     assert (tmp_path / results["b"].log).read_text().startswith("$ python ")
 
 
