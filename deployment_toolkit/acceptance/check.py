@@ -10,7 +10,7 @@ from typing import Any
 from ..spec import atomic_write_text
 from .host import NoGPU, capabilities, library_versions, nvidia_smi, require_cuda, torch_cuda
 from .plan import DEFAULT_BUDGETS, PlanOptions, Step, build_plan
-from .runner import ROOT, Runner, shown
+from .runner import Runner, shown
 
 
 def budgets_of(args: Any) -> dict[str, float]:
@@ -103,5 +103,3 @@ def run_check(args: Any) -> int:
     print(f"wrote {readme}; {len(failed)} step(s) failed" if failed else f"wrote {readme}; no step failed")
     return 1 if failed else 0
 
-
-__all__ = ["run_check", "make_plan", "print_plan", "ROOT"]
