@@ -79,7 +79,7 @@ $(VENV)/.wheelhouse-stamp: pyproject.toml
 	$(PY) -m pip install --no-index --find-links $(WHEELHOUSE) --no-build-isolation --no-deps -e .
 	$(PY) scripts/wheelhouse.py check-torch
 	@ldconfig -p | grep -q 'libb64.so.0d' || echo "perf_analyzer needs libb64: 'sudo dpkg -i $(WHEELHOUSE)/libb64-0d_*.deb' (make wheelhouse downloads it where apt-get can)"
-	@touch $@
+	@touch $(STAMP) $@  # a later `make test` without WHEELHOUSE must not reinstall the pins (torch included) over it
 
 # What an air-gapped host needs beside its own torch, for WHEELHOUSE_PYTHON (its version and this platform):
 # pip builds the wheels a registry lacks for that Python (geventhttpclient<=2.0.2 has none for 3.12).

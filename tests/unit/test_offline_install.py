@@ -43,6 +43,7 @@ def test_install_with_a_wheelhouse_uses_no_index_and_the_hosts_packages(tmp_path
             f"{venv}/requirements-wheelhouse.txt") in text
     assert "--no-index --find-links /srv/wheels --no-build-isolation --no-deps -e ." in text
     assert "scripts/wheelhouse.py check-torch" in text
+    assert f"touch {venv}/.installed-stamp {venv}/.wheelhouse-stamp" in text  # `make test` then keeps this venv
     assert "apt-get install" not in text and "apt-get update" not in text  # no mirrors on an air-gapped host
     pip_lines = [ln for ln in text.splitlines() if " pip install" in ln]
     assert pip_lines and all("--no-index" in ln for ln in pip_lines), pip_lines
