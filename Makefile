@@ -7,9 +7,21 @@ STAMP := $(VENV)/.installed-stamp
 # new folder (default results/local/demo-<model>-onnx-<UTC time>, git-ignored), never over a committed one.
 DEMO_ARGS ?=
 
-.PHONY: install system-deps demo test test-unit test-integration doctor accuracy clean
+.PHONY: install system-deps demo test test-unit test-integration doctor accuracy clean gpu-check wheelhouse
 
-install: system-deps $(STAMP)
+# Air-gapped hosts (README, "GPU acceptance"): `make wheelhouse` gathers the wheels where an index is reachable;
+# `make install WHEELHOUSE=DIR` (and `make gpu-check WHEELHOUSE=DIR`) installs from DIR with no index, into a venv
+# that sees the host's packages: a CUDA torch of the host is used as is, never replaced.
+WHEELHOUSE ?=
+WHEELHOUSE_PYTHON ?= python3.12
+WHEELHOUSE_OUT ?= wheelhouse
+ifneq ($(strip $(WHEELHOUSE)),)
+INSTALL_DEPS := $(VENV)/.wheelhouse-stamp
+else
+INSTALL_DEPS := system-deps $(STAMP)
+endif
+
+install: $(INSTALL_DEPS)
 
 # perf_analyzer links libb64 (Debian libb64-0d); the tests lint the docker scripts with shellcheck; the fleet
 # check (size_fleet.py --confirm-fleet) puts nginx in front of the replicas as a gRPC load balancer (it is run
@@ -55,3 +67,33 @@ doctor: install
 
 clean:
 	rm -rf workspace model_repository/*/ .pytest_cache
+
+# GPU acceptance in one command: results/gpu-<device-slug>/ (GPU_CHECK_ARGS, e.g. --max-minutes 10 --dry-run).
+gpu-check: install
+	$(PY) triton/gpu_acceptance.py $(GPU_CHECK_ARGS)
+
+# No index: the toolkit's pins minus torch/torchvision from WHEELHOUSE, then this checkout (editable, no build env).
+$(VENV)/.wheelhouse-stamp: pyproject.toml
+	@test -d "$(WHEELHOUSE)" || { echo "WHEELHOUSE=$(WHEELHOUSE) is not a folder: make one with 'make wheelhouse' where an index is reachable"; exit 2; }
+	@if [ -x $(PY) ] && ! grep -qi '^include-system-site-packages *= *true' $(VENV)/pyvenv.cfg; then \
+		echo "$(VENV) exists without the host's packages: remove it, or pass VENV=another-folder"; exit 2; fi
+	@test -x $(PY) || $(PYTHON) -m venv --system-site-packages $(VENV)
+	$(PY) scripts/wheelhouse.py requirements --for install > $(VENV)/requirements-wheelhouse.txt
+	$(PY) -m pip install --no-index --find-links $(WHEELHOUSE) -r $(VENV)/requirements-wheelhouse.txt
+	$(PY) -m pip install --no-index --find-links $(WHEELHOUSE) --no-build-isolation --no-deps -e .
+	$(PY) scripts/wheelhouse.py check-torch
+	@ldconfig -p | grep -q 'libb64.so.0d' || echo "perf_analyzer needs libb64: 'sudo dpkg -i $(WHEELHOUSE)/libb64-0d_*.deb' (make wheelhouse downloads it where apt-get can)"
+	@touch $(STAMP) $@  # a later `make test` without WHEELHOUSE must not reinstall the pins (torch included) over it
+
+# What an air-gapped host needs beside its own torch, for WHEELHOUSE_PYTHON (its version and this platform):
+# pip builds the wheels a registry lacks for that Python (geventhttpclient<=2.0.2 has none for 3.12).
+wheelhouse:
+	@command -v $(WHEELHOUSE_PYTHON) >/dev/null || { echo "$(WHEELHOUSE_PYTHON) not found: pass WHEELHOUSE_PYTHON=/path/to/the/host's/python-version"; exit 2; }
+	mkdir -p $(WHEELHOUSE_OUT)
+	$(PYTHON) scripts/wheelhouse.py requirements --for download > $(WHEELHOUSE_OUT)/requirements.txt
+	$(PYTHON) scripts/wheelhouse.py requirements --for torch-dependent > $(WHEELHOUSE_OUT)/requirements-no-deps.txt
+	$(WHEELHOUSE_PYTHON) -m pip wheel -q --prefer-binary -w $(WHEELHOUSE_OUT) -r $(WHEELHOUSE_OUT)/requirements.txt
+	$(WHEELHOUSE_PYTHON) -m pip wheel -q --prefer-binary --no-deps -w $(WHEELHOUSE_OUT) -r $(WHEELHOUSE_OUT)/requirements-no-deps.txt
+	$(WHEELHOUSE_PYTHON) -m pip wheel -q --no-deps -w $(WHEELHOUSE_OUT) .
+	-cd $(WHEELHOUSE_OUT) && apt-get download libb64-0d
+	$(PYTHON) scripts/wheelhouse.py size $(WHEELHOUSE_OUT)

@@ -29,9 +29,12 @@ class RunFolderTaken(ValueError):
 _TIMINGS: list[tuple[str, float, str]] = []
 
 
-def _run(step: str, script: str, *args: str) -> None:
-    cmd = [sys.executable, str(ROOT / "triton" / script), *args]
-    shown = " ".join(shlex.quote(_relative(c)) for c in ["python", f"triton/{script}", *args])
+def run_step(step: str, script: str, *args: str) -> None:
+    """Run `python <script> args` from the checkout's root as a user would type it (printed first), timed.
+    `script` is relative to the root (a bare name means triton/<name>)."""
+    path = script if "/" in script else f"triton/{script}"
+    cmd = [sys.executable, str(ROOT / path), *args]
+    shown = " ".join(shlex.quote(_relative(c)) for c in ["python", path, *args])
     print(f"\n=== {step}\n$ {shown}", flush=True)
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, cwd=ROOT)
@@ -42,17 +45,20 @@ def _run(step: str, script: str, *args: str) -> None:
     print(f"--- {step}: {seconds:.1f} s", flush=True)
 
 
+
+
+
 def _relative(arg: str) -> str:
     """Paths inside the checkout as the user would type them (from its root)."""
     prefix = f"{ROOT}/"
     return arg[len(prefix):] if arg.startswith(prefix) else arg
 
 
-def write_timings(path: Path, total_s: float) -> Path:
+def write_timings(path: Path, total_s: float, what: str = "`make demo`") -> Path:
     """How long the demo and each of its steps took (after installation), as a table."""
     from .spec import atomic_write_text
 
-    lines = [f"`make demo` finished in {total_s / 60:.1f} min after installation; its steps:", "",
+    lines = [f"{what} finished in {total_s / 60:.1f} min after installation; its steps:", "",
              "| step | seconds | command |", "|---|---:|---|"]
     lines += [f"| {step} | {seconds:.1f} | `{shown}` |" for step, seconds, shown in _TIMINGS]
     atomic_write_text(path, "\n".join(lines) + "\n")
@@ -66,9 +72,9 @@ def run_demo(model: str, preset: str, result_dir: Path, workspace: Path, reposit
     t0 = time.perf_counter()
     _TIMINGS.clear()
     for fmt in ("ts-trace", "onnx"):
-        _run(f"convert to {fmt}", "convert_model.py", "--model", model, "--preset", preset, "--output-type", fmt,
+        run_step(f"convert to {fmt}", "convert_model.py", "--model", model, "--preset", preset, "--output-type", fmt,
              "--output-path", str(art / fmt), "--max-batch-size", str(max_batch))
-    _run("configure on Triton (Python backend runs ONNX Runtime)", "config_model_on_triton.py",
+    run_step("configure on Triton (Python backend runs ONNX Runtime)", "config_model_on_triton.py",
          "--model-repository", str(repository), "--model-path", str(art / "onnx"), "--model-format", "python",
          "--model-name", model, "--max-batch-size", str(max_batch), "--preferred-batch-sizes", str(max_batch),
          "--max-queue-delay-us", "1000", "--number-of-model-instances", "1")
@@ -80,22 +86,22 @@ def run_demo(model: str, preset: str, result_dir: Path, workspace: Path, reposit
                          f"python -m deployment_toolkit serve --model-repository {_relative(str(repository))}"))
         print(f"ready: gRPC {server.grpc_url}, HTTP {server.http_url}, log {server.log_path}", flush=True)
         common = ["--num-samples", "32", "--batch-size", str(max_batch), "--data-dir", "synthetic"]
-        _run("inference through Triton (system shared memory)", "run_inference_on_triton.py",
+        run_step("inference through Triton (system shared memory)", "run_inference_on_triton.py",
              "--server-url", server.grpc_url, "--model-name", model, "--manifest", str(art / "onnx" / "manifest.json"),
              "--shared-memory", "system", "--output-dir", str(art / "dump_triton"), *common)
-        _run("inference in the framework (PyTorch eager)", "run_inference_on_fw.py",
+        run_step("inference in the framework (PyTorch eager)", "run_inference_on_fw.py",
              "--model-path", str(art / "onnx"), "--runtime", "framework", "--output-dir", str(art / "dump_fw"), *common)
         result_dir.mkdir(parents=True, exist_ok=True)
-        _run("accuracy: Triton vs framework", "calculate_metrics.py", "--dump-dir", str(art / "dump_triton"),
+        run_step("accuracy: Triton vs framework", "calculate_metrics.py", "--dump-dir", str(art / "dump_triton"),
              "--reference-dir", str(art / "dump_fw"), "--csv", str(result_dir / "accuracy_metrics.csv"),
              "--threshold", "max_abs_err<=1e-4", "--threshold", "top1_agreement>=1.0")
         perf = ["--server-url", server.grpc_url, "--model-name", model, "--manifest",
                 str(art / "onnx" / "manifest.json"), "--result-path", str(result_dir), "--shared-memory", "system",
                 "--measurement-interval", str(measurement_interval_ms), "--number-of-model-instances", "1",
                 "--max-attempts", str(max_attempts), "--max-trials", "6"]
-        _run("offline performance (static batching, client batch sweep)", "run_offline_performance_test_on_triton.py",
+        run_step("offline performance (static batching, client batch sweep)", "run_offline_performance_test_on_triton.py",
              *perf, "--batch-sizes", batch_sizes)
-        _run("online performance (dynamic batching, concurrency sweep)", "run_online_performance_test_on_triton.py",
+        run_step("online performance (dynamic batching, concurrency sweep)", "run_online_performance_test_on_triton.py",
              *perf, "--concurrency", concurrency)
     total_s = time.perf_counter() - t0
     write_timings(result_dir / "demo_timings.md", total_s)

@@ -32,6 +32,8 @@ def main() -> int:
     p.add_argument("--trt-opt-batch", type=int, default=None, help="default: max batch size")
     p.add_argument("--verify-batch-sizes", type=cli.int_list, default=(1, 2))
     p.add_argument("--no-verify", action="store_true", help="skip the framework comparison")
+    p.add_argument("--verify-device", default="cpu",
+                   help="cpu or cuda:N: where the framework and the artifact run for the comparison (default cpu)")
     d = p.add_argument_group("real samples for the verification (besides random inputs)")
     d.add_argument("--data-dir", default=None, metavar="DIR",
                    help="a folder of .npy/.npz samples (layout: deployment_toolkit/data/user.py), or the data_dir "
@@ -49,7 +51,8 @@ def main() -> int:
         preset=args.preset, opset=args.onnx_opset, simplify=bool(args.onnx_optimized), precision=args.precision,
         max_batch_size=args.max_batch_size, trt_min_batch=args.trt_min_batch, trt_opt_batch=args.trt_opt_batch,
         trt_workspace_bytes=args.max_workspace_size, verify=not args.no_verify,
-        verify_batch_sizes=args.verify_batch_sizes, seed=args.seed, verify_data=_verify_data(args),
+        verify_batch_sizes=args.verify_batch_sizes, verify_device=args.verify_device, seed=args.seed,
+        verify_data=_verify_data(args),
     )
     resolved = resolve(source_from_args(args, args.preset, args.max_batch_size))
     print(f"converting {resolved.name} ({resolved.source.kind}, {args.preset}) to {args.output_type} ...", flush=True)

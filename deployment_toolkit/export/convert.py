@@ -23,13 +23,14 @@ class ConvertOptions:
     preset: str = "small"
     opset: int = 17
     simplify: bool = False
-    precision: str = "fp32"  # fp32 | fp16 (TensorRT and TorchScript)
+    precision: str = "fp32"  # fp32 | fp16 (TensorRT, TorchScript, ONNX)
     max_batch_size: int | None = None  # default: the preset's
     trt_min_batch: int = 1
     trt_opt_batch: int | None = None  # default: max batch
     trt_workspace_bytes: int = 1 << 30
     verify: bool = True
     verify_batch_sizes: tuple[int, ...] = (1, 2)
+    verify_device: str = "cpu"  # where framework and artifact run for verification (cuda:0 on GPU hosts)
     seed: int = 0
     onnx_external_data_threshold: int | None = None  # default: onnx.EXTERNAL_DATA_THRESHOLD_BYTES (2 GB)
     # the user's real inputs for verification: signature -> batches {input name: array}, read (and checked
@@ -46,8 +47,10 @@ def _versions(extra: dict[str, str] | None = None) -> dict[str, str]:
     import onnxruntime
     import torch
 
+    from ..runs.identity import toolkit_version
+
     out = {"python": platform.python_version(), "numpy": numpy.__version__, "torch": torch.__version__,
-           "onnx": onnx.__version__, "onnxruntime": onnxruntime.__version__}
+           "onnx": onnx.__version__, "onnxruntime": onnxruntime.__version__, "toolkit": toolkit_version()}
     for name in ("timm", "safetensors"):
         if name in sys.modules:
             out[name] = getattr(sys.modules[name], "__version__", "")
@@ -145,7 +148,8 @@ def convert(model: "str | ModelSource | ResolvedModel", fmt: str, output_dir: st
         onnx_options = dict(opset=opts.opset, simplify=opts.simplify, dynamic_batch=bool(max_batch),
                             external_data_threshold=opts.onnx_external_data_threshold)
         if fmt == "onnx":
-            export_options = export_onnx(model_module, signature, example_args, artifact, **onnx_options)
+            export_options = export_onnx(model_module, signature, example_args, artifact, fp16=opts.precision == "fp16",
+                                         **onnx_options)
         elif fmt in ("ts-trace", "ts-script"):
             export_options = export_torchscript(model_module, example_args, artifact, mode=fmt.split("-")[1])
         else:  # trt: through a temporary ONNX file
@@ -167,9 +171,10 @@ def convert(model: "str | ModelSource | ResolvedModel", fmt: str, output_dir: st
         source=resolved.source.to_dict(), artifact_sha256=sha256_file(artifact),
     )
     if opts.verify and model_module is not None:
+        device = "cuda:0" if fmt == "trt" and opts.verify_device == "cpu" else opts.verify_device
         result = verify_artifact(manifest, out, model=model_module, batch_sizes=opts.verify_batch_sizes,
-                                 seed=opts.seed, samples=samples)
-        manifest.verification = result.to_dict()
+                                 seed=opts.seed, samples=samples, device=device)
+        manifest.verification = {**result.to_dict(), "device": device}
         manifest.save(out)
         if not result.passed:
             raise VerificationError(f"{resolved.name} as {fmt}: verification failed: {result.message}")
@@ -179,9 +184,9 @@ def convert(model: "str | ModelSource | ResolvedModel", fmt: str, output_dir: st
 
 
 def verify_artifact(manifest: Manifest, directory: str | Path, model=None, batch_sizes=(1, 2), seed: int = 0,
-                    samples=None):
-    """Compare the artifact in `directory` with the framework model it came from (also on `samples`, batches
-    of the user's real inputs, when given)."""
+                    samples=None, device: str | None = None):
+    """Compare the artifact in `directory` with the framework model it came from, both on `device` (default:
+    cpu, or cuda:0 for a TensorRT plan); also on `samples`, batches of the user's real inputs, when given."""
     from ..repository.python_runtime.runtimes import load_runtime
 
     from ..framework import framework_model
@@ -189,14 +194,14 @@ def verify_artifact(manifest: Manifest, directory: str | Path, model=None, batch
     model = model if model is not None else framework_model(manifest, directory, seed)
     in_names = [t.name for t in manifest.inputs]
     out_names = [t.name for t in manifest.outputs]
-    device = "cuda:0" if manifest.format == "trt" else "cpu"
+    device = device or ("cuda:0" if manifest.format == "trt" else "cpu")
     runtime = load_runtime(str(Path(directory) / manifest.artifact), manifest.format, in_names, out_names,
                            device=device, precision=manifest.precision)
     # no batch axis (max_batch_size 0): the signature's shapes are whole requests, compared as they are
     sizes = (0,) if manifest.max_batch_size == 0 else \
         tuple(b for b in batch_sizes if b <= manifest.max_batch_size) or (1,)
-    return verify(torch_callable(model, in_names, out_names), runtime, manifest.signature, manifest.task,
-                  precision=manifest.precision, batch_sizes=sizes, seed=seed, samples=samples)
+    return verify(torch_callable(model, in_names, out_names, device=device), runtime, manifest.signature,
+                  manifest.task, precision=manifest.precision, batch_sizes=sizes, seed=seed, samples=samples)
 
 
 def copy_artifact(src_dir: str | Path, dst_dir: str | Path) -> Manifest:

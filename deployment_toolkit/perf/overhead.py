@@ -181,8 +181,8 @@ def prepare_repository(opts: OverheadOptions, log: Callable[[str], None]) -> tup
     per variant. Returns (onnx dir, repository, manifest)."""
     from ..export import ConvertOptions, convert
     from ..repository.config import ConfigOptions
+    from ..export.reuse import reusable_artifact
     from ..repository.layout import write_model
-    from ..spec import Manifest
 
     ws = Path(opts.workspace)
     from ..sources import resolve
@@ -190,13 +190,12 @@ def prepare_repository(opts: OverheadOptions, log: Callable[[str], None]) -> tup
     resolved = resolve(opts.model, preset=opts.preset)  # any model source; an artifact folder brings its record
     onnx_dir = ws / f"{resolved.slug}-{opts.preset}-onnx"
     max_batch = max(resolved.max_batch_size, max(opts.batch_sizes))
-    manifest = None
-    if (onnx_dir / "manifest.json").exists():
-        manifest = Manifest.load(onnx_dir)
-        if (manifest.model, manifest.preset, manifest.format, manifest.max_batch_size) != \
-                (resolved.name, opts.preset, "onnx", max_batch):
-            manifest = None
-    if manifest is None:
+    reuse = reusable_artifact(onnx_dir, resolved, "onnx", opts.preset, min_max_batch_size=max_batch,
+                              require_verified=False)
+    manifest = reuse.manifest
+    if manifest is not None:
+        log(reuse.reason)
+    else:
         log(f"converting {opts.model} ({opts.preset}) to ONNX in {onnx_dir} ...")
         manifest = convert(resolved, "onnx", onnx_dir, ConvertOptions(preset=opts.preset, max_batch_size=max_batch,
                                                                            verify=False, seed=opts.seed))

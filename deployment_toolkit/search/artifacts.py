@@ -5,9 +5,10 @@ is reported and left out, never served: the search only measures artifacts that 
 """
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
+from ..export.reuse import reusable_artifact
+from ..runs.identity import file_digest
 from ..sources import ModelSource, ResolvedModel, resolve
 from ..spec import Manifest
 from .engine import FormatInfo
@@ -15,21 +16,7 @@ from .engine import FormatInfo
 
 def artifact_digest(directory: Path, manifest: Manifest) -> str:
     """Content hash of the artifact: a re-export invalidates the checkpointed points of that format."""
-    h = hashlib.sha256()
-    with open(directory / manifest.artifact, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()[:16]
-
-
-def _usable(manifest: Manifest, resolved: ResolvedModel, preset: str, fmt: str) -> bool:
-    """A verified artifact of this format made from this very source (same files by sha256, same kwargs and
-    checkpoint); manifests without provenance match by zoo name."""
-    v = manifest.verification or {}
-    same_source = manifest.source == resolved.source.to_dict() if manifest.source else \
-        resolved.source.kind == "zoo" and manifest.model == resolved.name
-    return (same_source and manifest.preset == preset and manifest.format == fmt
-            and bool(v.get("passed", False)))
+    return (manifest.artifact_sha256 or file_digest(directory / manifest.artifact))[:16]
 
 
 def prepare_formats(model: "str | ModelSource | ResolvedModel", preset: str, formats: list[str],
@@ -44,12 +31,9 @@ def prepare_formats(model: "str | ModelSource | ResolvedModel", preset: str, for
     out = []
     for fmt in formats:
         directory = Path(workspace) / fmt
-        manifest = None
-        if (directory / "manifest.json").exists():
-            found = Manifest.load(directory)
-            if _usable(found, model, preset, fmt) and (directory / found.artifact).exists():
-                manifest = found
-                log(f"{fmt}: reusing the verified artifact in {directory}")
+        reuse = reusable_artifact(directory, model, fmt, preset)
+        manifest = reuse.manifest
+        log(f"{fmt}: {reuse.reason}")
         if manifest is None:
             log(f"{fmt}: converting {model.name} ({preset}) into {directory} ...")
             try:
