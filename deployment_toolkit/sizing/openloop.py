@@ -54,11 +54,12 @@ def open_loop_capacity(run: Run, slo_ms: float, settings: Settings, url: str | N
     if not s.reachable:
         return None
     batch = s.point.batch
-    store = RateStore(run.path)
     if url:
         target = target_for(run, url, settings.options, settings.distribution, batch, model_name=model_name)
+        store = RateStore(run.path, identity=live_identity(target))
     else:  # replaying openloop.csv sends nothing: no model name or signature needed
         target = Target(run.name, model_name or run.model, "", batch, None, settings.options, settings.distribution)
+        store = RateStore(run.path)
     seed = s.point.throughput / batch
     if url:
         trials = measure_capacity(target, seed, slo_ms, store, run.path / "openloop", settings.trials,
@@ -75,6 +76,16 @@ def open_loop_capacity(run: Run, slo_ms: float, settings: Settings, url: str | N
                              "(it resumes)") from None
     return OpenLoopCapacity(run.name, settings.distribution, slo_ms, trials, s.point.throughput, s.point.level,
                             s.point.p99)
+
+
+def live_identity(target: Target):
+    """The run identity of open-loop points against the server at `target.url` (the same fields as a sweep's:
+    host, server version, the config it loaded, perf options, input data, toolkit)."""
+    from ..perf.sweep import fetch_model_config, fetch_server_version, sweep_identity
+
+    protocol = target.options.protocol
+    config = fetch_model_config(target.url, protocol, target.model_name, target.model_version)
+    return sweep_identity(config, fetch_server_version(target.url, protocol), None, target.options, None)
 
 
 def stored_anywhere(runs: list[Run]) -> bool:

@@ -6,8 +6,10 @@ stored row instead of measuring again, so an interrupted capacity search resumes
 their provenance (UTC timestamp, the perf_analyzer command, its log). The file is rewritten through a temp file
 and a rename after every point, so it never holds half a row.
 
-Kept deliberately small and separate from perf/sweep.py's ResultsStore so it can move under a common identity
-mechanism later: the key is `RateKey`, the row is a flat dict of STORE_COLUMNS.
+When the store is opened against a live server it also carries the run identity (runs.identity: host, server
+version, the config the server loaded, perf options, input data, toolkit): rows measured under another identity
+are moved aside (runs.ledger), never replayed, and every new row records the identity's id. Replaying without a
+server (planning from stored points) reads the rows as they are; the report shows which identity measured them.
 """
 from __future__ import annotations
 
@@ -19,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
+from ..runs.identity import RunIdentity
+from ..runs.ledger import ensure_registered, reconcile
 from ..spec import atomic_write_text
 
 FILE_NAME = "openloop.csv"
@@ -27,7 +31,7 @@ MEASURE_COLUMNS = (
     "offered", "answered", "send_rate", "delayed_pct", "p50_ms", "p99_ms", "avg_ms", "server_queue_ms",
     "window_throughput", "window_latency_ms", "queue_growing", "client_limited", "stable",
 )
-PROVENANCE_COLUMNS = ("timestamp", "url", "command", "log")
+PROVENANCE_COLUMNS = ("timestamp", "url", "command", "log", "identity")
 STORE_COLUMNS = (*KEY_COLUMNS, *MEASURE_COLUMNS, *PROVENANCE_COLUMNS)
 _FLOATS = {"request_rate", "offered", "answered", "send_rate", "delayed_pct", "p50_ms", "p99_ms", "avg_ms",
            "server_queue_ms"}
@@ -64,18 +68,25 @@ def options_key(fields: dict[str, Any]) -> str:
 class RateStore:
     """`<run_dir>/openloop.csv`: get(key) -> the stored row or None; put(key, row) saves at once."""
 
-    def __init__(self, run_dir: str | Path, file_name: str = FILE_NAME):
+    def __init__(self, run_dir: str | Path, file_name: str = FILE_NAME, identity: RunIdentity | None = None,
+                 policy: str = "auto"):
         self.path = Path(run_dir) / file_name
+        self.identity = identity
         self._rows: dict[RateKey, dict[str, Any]] = {}
-        if self.path.exists():
-            for row in read_rows(self.path):
-                self._rows[RateKey.from_row(row)] = row
+        rows = read_rows(self.path) if self.path.exists() else []
+        if identity is not None:
+            rows = reconcile(self.path.parent, file_name, rows, identity, policy, [self.path])
+        for row in rows:
+            self._rows[RateKey.from_row(row)] = row
 
     def get(self, key: RateKey) -> dict[str, Any] | None:
         return self._rows.get(key)
 
     def put(self, key: RateKey, row: dict[str, Any]) -> None:
         self._rows[key] = {**{c: row.get(c) for c in STORE_COLUMNS}, **key.as_row()}
+        if self.identity is not None:
+            ensure_registered(self.path.parent, self.identity)
+            self._rows[key]["identity"] = self.identity.id
         self.path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(self.path, rows_to_csv(self._rows.values()))
 

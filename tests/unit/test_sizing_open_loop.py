@@ -179,6 +179,22 @@ def test_store_roundtrip_keys_and_provenance(tmp_path):
     assert text.count("\n") == 2 and not list(tmp_path.glob("*.tmp*"))
 
 
+def test_store_against_a_live_server_reuses_only_rows_of_its_identity(tmp_path, capsys):
+    from deployment_toolkit.runs import RunIdentity
+
+    def ident(server: str) -> RunIdentity:
+        return RunIdentity(host={"cpu_model": "c"}, server_version=server, model_config={"name": "m"},
+                           artifact_digest=None, perf_options={}, input_data="random", toolkit_version="t")
+
+    key = RateKey("m/online", "poisson", 100.0, 1, OPTS, 1)
+    RateStore(tmp_path, identity=ident("2.51.0")).put(key, {"offered": 100.0, "answered": 99.0})
+    assert RateStore(tmp_path, identity=ident("2.51.0")).get(key)["identity"] == ident("2.51.0").id
+    assert RateStore(tmp_path).get(key) is not None, "planning from stored points replays them as they are"
+    assert RateStore(tmp_path, identity=ident("2.52.0")).get(key) is None
+    assert 'server_version: stored "2.51.0", now "2.52.0"' in capsys.readouterr().out
+    assert len(list((tmp_path / "superseded").glob("*/openloop.csv"))) == 1, "kept aside, never deleted"
+
+
 # ---- derate and reconfirm --------------------------------------------------------------------------
 
 def _tiny_run(tmp_path: Path, thr: float = 200.0) -> Path:
