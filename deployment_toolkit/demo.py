@@ -124,6 +124,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-attempts", type=int, default=2,
                    help="tries per point before it is kept as unstable (each retry lengthens the window)")
     args = p.parse_args(argv)
+    from .repository.names import ModelNameError, check_model_name
+
+    try:
+        check_model_name(args.model, "--model")  # both become folder names
+        check_model_name(args.run_name, "--run-name")
+    except ModelNameError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     try:
         run_demo(args.model, args.preset, args.run_name, Path(args.workspace), Path(args.model_repository),
                  Path(args.results), args.max_batch_size, args.concurrency, args.batch_sizes, args.measurement_interval,

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Sequence
 
 from .. import cli
+from ..repository.names import check_model_name
 from .engine import Search, SearchError, SearchOutcome, SearchSettings, format_seconds
 from .space import DEFAULT_QUEUE_DELAYS_US, host_cores
 from .stats import MIN_NOISE
@@ -126,7 +127,7 @@ def run_search(args) -> int:
                       retry_request_count_step=options.measurement_request_count)
     result_dir = Path(args.result_path or Path("results") / f"search-{args.model}-{args.preset}")
     workspace = Path(args.workspace or Path("workspace") / f"{args.model}-{args.preset}")
-    model_name = args.model_name or args.model
+    model_name = check_model_name(args.model_name or args.model)
     cpu = cpu_info()
     host = f"{settings.cores} usable cores ({cpu['model']}; sched_getaffinity)"
     print(f"host: {host}; p99 budget {settings.budget_ms:g} ms; objective {settings.objective}; "
