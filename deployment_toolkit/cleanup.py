@@ -3,7 +3,10 @@
 Imports nothing of the package (server, perf and client all use it).
 
 - Children die with us: `die_with_parent` is a pre-exec hook that asks the kernel (PR_SET_PDEATHSIG) to
-  SIGKILL the child when the process that started it dies, SIGKILL included, when no handler runs.
+  SIGKILL the child when the process that started it dies, SIGKILL included, when no handler runs. The
+  server's own children (Python-backend stubs) are not ours to set that on: a `GroupWatchdog` (a small
+  process holding the read end of a pipe from us) kills the server's whole process group when the pipe
+  closes without a "done", which happens exactly when we die.
 - Shared memory is named so it can be traced to its run: the Python backend's regions get the prefix
   `dtkpy_<pid>_<n>_` (`python_backend_shm_prefix`), the client's own regions `dtk_<pid>_...`; regions of a
   pid that no longer lives (a run that was SIGKILLed) are swept by the next run. Regions of other programs
@@ -20,6 +23,8 @@ import json
 import os
 import re
 import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -56,6 +61,41 @@ def die_with_parent() -> Callable[[], None] | None:
             os._exit(1)
 
     return hook
+
+
+_WATCHDOG = (
+    "import os, signal, sys\n"
+    "if sys.stdin.buffer.read() != b'done':\n"  # EOF without 'done': the process that started us is gone
+    "    try:\n"
+    "        os.killpg(int(sys.argv[1]), signal.SIGKILL)\n"
+    "    except OSError:\n"
+    "        pass\n"
+)
+
+
+class GroupWatchdog:
+    """Kills process group `pgid` when this process dies, however it dies (the kernel closes our end of the
+    pipe); `release()` after a clean stop lets it exit without killing anything."""
+
+    def __init__(self, pgid: int):
+        self.proc: subprocess.Popen | None = subprocess.Popen(
+            [sys.executable, "-S", "-c", _WATCHDOG, str(pgid)], stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)  # no terminal Ctrl-C
+
+    def release(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
+        try:
+            proc.stdin.write(b"done")
+            proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def pid_alive(pid: int) -> bool:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from ..cleanup import die_with_parent, python_backend_shm_prefix, regions_with_prefix, remove_regions, sweep_dead_runs
+from ..cleanup import GroupWatchdog, die_with_parent, python_backend_shm_prefix, regions_with_prefix, remove_regions, sweep_dead_runs
 from .errors import (
     ModelLoadError,
     PortInUseError,
@@ -160,6 +160,7 @@ class LocalTritonServer:
         self.config = config
         self.installation = installation or find_installation()
         self.process: subprocess.Popen | None = None
+        self._watchdog: GroupWatchdog | None = None
         self._log_fh = None
         self.http_port = config.http_port
         self.grpc_port = config.grpc_port
@@ -232,6 +233,7 @@ class LocalTritonServer:
                 start_new_session=True,  # Ctrl-C in the terminal goes to us; we stop the server cleanly
                 preexec_fn=die_with_parent(),  # and if we are SIGKILLed, the kernel kills the server
             )
+            self._watchdog = GroupWatchdog(self.process.pid)  # ... and the watchdog its stubs
             self.wait_ready(cfg.start_timeout_s)
         except BaseException:
             self.stop()
@@ -311,6 +313,9 @@ class LocalTritonServer:
                 wait_group_gone(pgid, 10.0)
                 # the Python backend unlinks its regions on a clean exit only; after a kill they stay
                 remove_regions(regions_with_prefix(self.shm_prefix))
+            if self._watchdog is not None:
+                self._watchdog.release()
+                self._watchdog = None
         if self._log_fh is not None:
             self._log_fh.close()
             self._log_fh = None
