@@ -239,7 +239,7 @@ class Manifest:
                 raise SpecError(f"holds JSON {type(data).__name__}, not a manifest object")
             return cls.from_dict(data)
         except json.JSONDecodeError as err:
-            raise SpecError(f"manifest {path} is not valid JSON ({err.msg} at line {err.lineno}, column "
+            raise SpecError(f"manifest {path} is not valid JSON ({err.msg}: line {err.lineno}, column "
                             f"{err.colno}; truncated or edited?): {hint}") from None
         except UnicodeDecodeError:
             raise SpecError(f"manifest {path} is not text (binary or corrupt): {hint}") from None

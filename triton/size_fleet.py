@@ -138,7 +138,7 @@ def main(argv=None) -> int:
             result = confirm(plan, args.confirm, out_dir / "confirm", options, model_name=model)
         except (PerfAnalyzerError, PerfAnalyzerNotFound) as err:
             print(f"error: the confirmation run failed: {err}", file=sys.stderr)
-            return 1
+            return 2  # a server or tool problem, not a plan that failed its confirmation (README: exit codes)
         confirmation = result.text()
         print(("PASS" if result.passed else "FAIL") + f": p99 {result.p99:.3f} ms at {result.achieved:.1f} inf/s "
               f"(planned {result.target_inferences:.1f} inf/s per replica, SLO {demand.slo_ms:g} ms)")

@@ -150,9 +150,9 @@ def run_search(args) -> int:
         search = Search(infos, measurer, store, settings, progress=not args.no_progress, started=started)
         try:
             outcome = search.run()
-        except SearchError as err:
+        except SearchError as err:  # nothing to search, or the default config cannot be measured
             print(f"error: {err}", file=sys.stderr)
-            return 1
+            return 2
     print(f"reused {outcome.reused_points} measured points from the checkpoint; measured {outcome.measured_points} "
           f"new ones", flush=True)
 
