@@ -168,8 +168,8 @@ def write_diffusion_pipeline(repository: str | Path, artifact_dir: str | Path, n
     NGC container on GPU hosts). `denoiser_options` overrides the denoiser's ConfigOptions (its model_name
     and runtime are set here)."""
     check_model_name(name)
-    manifest = Manifest.load(artifact_dir)
     denoiser = check_model_name(denoiser_name or f"{name}_denoiser", "the denoiser's model name")
+    manifest = Manifest.load(artifact_dir)
     if denoiser == name:
         raise ConfigError("the denoiser and the sampler need different model names")
     base = denoiser_options or ConfigOptions(model_name=denoiser)
