@@ -41,8 +41,7 @@ SCRIPT = textwrap.dedent('''
     import signal, sys
     sys.path.insert(0, {root!r})
     from deployment_toolkit import cli
-    from deployment_toolkit.cleanup import regions_with_prefix
-from deployment_toolkit.server import LocalTritonServer, ServerConfig
+    from deployment_toolkit.server import LocalTritonServer, ServerConfig
 
     def main():
         with LocalTritonServer(ServerConfig({repo!r}, log_dir={logs!r})) as server:
