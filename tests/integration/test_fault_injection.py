@@ -153,8 +153,18 @@ class Serve:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "deployment_toolkit", "serve", "--model-repository", str(repo),
              "--http-port", str(http), "--grpc-port", str(grpc), "--metrics-port", str(metrics),
-             "--log-dir", str(logs)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             "--log-dir", str(logs)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env={**os.environ, "PYTHONFAULTHANDLER": "1"})  # a hang below dumps its stacks on SIGABRT
         self.server_pid: int | None = None
+
+    def finish(self, timeout_s: float = 60) -> str:
+        """Wait for `serve` to exit; if it hangs, fail with the Python stacks of where it hangs."""
+        try:
+            return self.proc.communicate(timeout=timeout_s)[1]
+        except subprocess.TimeoutExpired:
+            self.proc.send_signal(signal.SIGABRT)
+            _, err = self.proc.communicate(timeout=30)
+            pytest.fail(f"serve did not exit within {timeout_s:.0f} s; its stacks:\n{err[-6000:]}")
 
     def wait_server_process(self) -> int:
         found = wait_until(lambda: children_named(self.proc.pid, "tritonserver") or self.proc.poll() is not None,
@@ -189,7 +199,7 @@ def test_signal_while_the_server_starts(repo, tmp_path, sig):
         serve.wait_server_process()  # the server exists, it is not ready yet
         assert not http_ready(serve.ports[0])
         serve.proc.send_signal(sig)
-        _, err = serve.proc.communicate(timeout=60)
+        err = serve.finish()
         assert serve.proc.returncode == 0, err[-2000:]
         assert "Traceback" not in err
         serve.assert_nothing_left()
@@ -204,10 +214,13 @@ def test_signal_while_a_model_loads(slow_repo, tmp_path, sig):
         serve.wait_server_process()
         wait_until(lambda: (slow_repo / "loading").exists(), 60, "the model never started loading")
         serve.proc.send_signal(sig)
-        serve.proc.communicate(timeout=60)
+        serve.finish()
         assert serve.proc.returncode == (0 if sig == signal.SIGINT else -signal.SIGKILL)
-        serve.assert_nothing_left() if sig != signal.SIGKILL else \
+        if sig == signal.SIGKILL:  # no handler ran: the kernel and the watchdog did the work
             wait_until(lambda: not session_members(serve.server_pid), 30, "server or stub survived SIGKILL")
+            wait_until(lambda: all(port_is_free(p) for p in serve.ports), 30, "a port is still held")
+        else:
+            serve.assert_nothing_left()
     finally:
         serve.kill_everything()
 
@@ -227,7 +240,7 @@ def test_sigkill_while_serving_then_restart_on_the_same_ports(repo, tmp_path):
         second.wait_ready()
         assert regions_with_prefix(f"dtkpy_{first.proc.pid}_") == []
         second.proc.send_signal(signal.SIGTERM)
-        second.proc.communicate(timeout=60)
+        second.finish()
         assert second.proc.returncode == 0
         second.assert_nothing_left()
     finally:
@@ -245,13 +258,13 @@ def test_sigterm_while_serving_then_restart_on_the_same_ports(repo, tmp_path):
         for _ in range(5):  # connections the server closes: its side of them waits in TIME-WAIT
             assert http_ready(first.ports[0])
         first.proc.send_signal(signal.SIGTERM)
-        first.proc.communicate(timeout=60)
+        first.finish()
         assert first.proc.returncode == 0
         first.assert_nothing_left()
         second = Serve(repo, tmp_path / "logs2", ports=first.ports)
         second.wait_ready()
         second.proc.send_signal(signal.SIGINT)
-        _, err = second.proc.communicate(timeout=60)
+        err = second.finish()
         assert second.proc.returncode == 0 and "already in use" not in err
         second.assert_nothing_left()
     finally:
