@@ -48,7 +48,7 @@ def die_with_parent() -> Callable[[], None] | None:
 
     Resolved before the fork (no library loading in the child). The kernel ties the signal to the thread that
     forks, so start long-lived children from the main thread. If we died between fork and prctl, the child
-    exits at once instead of running parentless."""
+    exits at once instead of running parentless. The child starts with no signal blocked."""
     try:
         prctl = _prctl()
     except (OSError, AttributeError):
@@ -57,6 +57,7 @@ def die_with_parent() -> Callable[[], None] | None:
 
     def hook() -> None:
         prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        signal.pthread_sigmask(signal.SIG_SETMASK, ())  # the parent may hold SIGINT/SIGTERM while it forks
         if os.getppid() != parent:
             os._exit(1)
 

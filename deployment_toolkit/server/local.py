@@ -225,14 +225,17 @@ class LocalTritonServer:
         self.log_path = log_dir / "tritonserver.log"
         self._log_fh = open(self.log_path, "ab")
         try:
-            self.process = subprocess.Popen(
-                self.command(),
-                stdout=self._log_fh,
-                stderr=subprocess.STDOUT,
-                env=server_environment(self.installation),
-                start_new_session=True,  # Ctrl-C in the terminal goes to us; we stop the server cleanly
-                preexec_fn=die_with_parent(),  # and if we are SIGKILLed, the kernel kills the server
-            )
+            # A Ctrl-C or SIGTERM inside Popen (after the fork, before it returns) would lose the handle that
+            # stop() needs: hold them until self.process is set; the child unblocks them before exec.
+            with signals_deferred():
+                self.process = subprocess.Popen(
+                    self.command(),
+                    stdout=self._log_fh,
+                    stderr=subprocess.STDOUT,
+                    env=server_environment(self.installation),
+                    start_new_session=True,  # Ctrl-C in the terminal goes to us; we stop the server cleanly
+                    preexec_fn=die_with_parent(),  # and if we are SIGKILLed, the kernel kills the server
+                )
             self._watchdog = GroupWatchdog(self.process.pid)  # ... and the watchdog its stubs
             self.wait_ready(cfg.start_timeout_s)
         except BaseException:
