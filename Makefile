@@ -3,24 +3,40 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
-# Where `make demo` writes its results (results/<run>/...).
-DEMO_RUN ?= demo-resnet50-onnx-cpu
+# Extra flags for the demo: `make demo DEMO_ARGS=--fast` (CI), `DEMO_ARGS="--output DIR"`. Each demo run writes a
+# new folder (default results/local/demo-<model>-onnx-<UTC time>, git-ignored), never over a committed one.
+DEMO_ARGS ?=
 
-.PHONY: install system-deps demo test test-unit test-integration doctor accuracy clean
+.PHONY: install system-deps demo test test-unit test-integration doctor accuracy clean gpu-check wheelhouse
 
-install: system-deps $(STAMP)
+# Air-gapped hosts (README, "GPU acceptance"): `make wheelhouse` gathers the wheels where an index is reachable;
+# `make install WHEELHOUSE=DIR` (and `make gpu-check WHEELHOUSE=DIR`) installs from DIR with no index, into a venv
+# that sees the host's packages: a CUDA torch of the host is used as is, never replaced.
+WHEELHOUSE ?=
+WHEELHOUSE_PYTHON ?= python3.12
+WHEELHOUSE_OUT ?= wheelhouse
+ifneq ($(strip $(WHEELHOUSE)),)
+INSTALL_DEPS := $(VENV)/.wheelhouse-stamp
+else
+INSTALL_DEPS := system-deps $(STAMP)
+endif
 
-# perf_analyzer links libb64 (Debian libb64-0d); the tests lint the docker scripts with shellcheck.
-# Install what is missing (needs root, as on CI); without root, libb64 is required and shellcheck optional.
+install: $(INSTALL_DEPS)
+
+# perf_analyzer links libb64 (Debian libb64-0d); the tests lint the docker scripts with shellcheck; the fleet
+# check (size_fleet.py --confirm-fleet) puts nginx in front of the replicas as a gRPC load balancer (it is run
+# from a temp folder on loopback, never as the system service). Install what is missing (needs root, as on CI);
+# without root, libb64 is required, shellcheck and nginx optional.
 system-deps:
 	@missing=""; \
 	ldconfig -p | grep -q 'libb64.so.0d' || missing="$$missing libb64-0d"; \
 	command -v shellcheck >/dev/null || missing="$$missing shellcheck"; \
+	command -v nginx >/dev/null || test -x /usr/sbin/nginx || missing="$$missing nginx"; \
 	if [ -n "$$missing" ]; then \
-		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq $$missing; \
+		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 		elif ! ldconfig -p | grep -q 'libb64.so.0d'; then \
 			echo "perf_analyzer needs libb64: run 'sudo apt-get install$$missing'"; exit 1; \
-		else echo "shellcheck not installed: the docker-script lint tests will skip ('sudo apt-get install shellcheck')"; fi; \
+		else echo "not installed:$$missing (shellcheck: the docker-script lint tests skip; nginx: the fleet check and its test skip) - 'sudo apt-get install$$missing'"; fi; \
 	fi
 
 $(STAMP): pyproject.toml
@@ -30,7 +46,7 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 demo: install
-	$(PY) -m deployment_toolkit.demo --run-name $(DEMO_RUN)
+	$(PY) -m deployment_toolkit.demo $(DEMO_ARGS)
 
 test: install
 	$(PY) -m pytest -q -ra tests
@@ -51,3 +67,33 @@ doctor: install
 
 clean:
 	rm -rf workspace model_repository/*/ .pytest_cache
+
+# GPU acceptance in one command: results/gpu-<device-slug>/ (GPU_CHECK_ARGS, e.g. --max-minutes 10 --dry-run).
+gpu-check: install
+	$(PY) triton/gpu_acceptance.py $(GPU_CHECK_ARGS)
+
+# No index: the toolkit's pins minus torch/torchvision from WHEELHOUSE, then this checkout (editable, no build env).
+$(VENV)/.wheelhouse-stamp: pyproject.toml
+	@test -d "$(WHEELHOUSE)" || { echo "WHEELHOUSE=$(WHEELHOUSE) is not a folder: make one with 'make wheelhouse' where an index is reachable"; exit 2; }
+	@if [ -x $(PY) ] && ! grep -qi '^include-system-site-packages *= *true' $(VENV)/pyvenv.cfg; then \
+		echo "$(VENV) exists without the host's packages: remove it, or pass VENV=another-folder"; exit 2; fi
+	@test -x $(PY) || $(PYTHON) -m venv --system-site-packages $(VENV)
+	$(PY) scripts/wheelhouse.py requirements --for install > $(VENV)/requirements-wheelhouse.txt
+	$(PY) -m pip install --no-index --find-links $(WHEELHOUSE) -r $(VENV)/requirements-wheelhouse.txt
+	$(PY) -m pip install --no-index --find-links $(WHEELHOUSE) --no-build-isolation --no-deps -e .
+	$(PY) scripts/wheelhouse.py check-torch
+	@ldconfig -p | grep -q 'libb64.so.0d' || echo "perf_analyzer needs libb64: 'sudo dpkg -i $(WHEELHOUSE)/libb64-0d_*.deb' (make wheelhouse downloads it where apt-get can)"
+	@touch $(STAMP) $@  # a later `make test` without WHEELHOUSE must not reinstall the pins (torch included) over it
+
+# What an air-gapped host needs beside its own torch, for WHEELHOUSE_PYTHON (its version and this platform):
+# pip builds the wheels a registry lacks for that Python (geventhttpclient<=2.0.2 has none for 3.12).
+wheelhouse:
+	@command -v $(WHEELHOUSE_PYTHON) >/dev/null || { echo "$(WHEELHOUSE_PYTHON) not found: pass WHEELHOUSE_PYTHON=/path/to/the/host's/python-version"; exit 2; }
+	mkdir -p $(WHEELHOUSE_OUT)
+	$(PYTHON) scripts/wheelhouse.py requirements --for download > $(WHEELHOUSE_OUT)/requirements.txt
+	$(PYTHON) scripts/wheelhouse.py requirements --for torch-dependent > $(WHEELHOUSE_OUT)/requirements-no-deps.txt
+	$(WHEELHOUSE_PYTHON) -m pip wheel -q --prefer-binary -w $(WHEELHOUSE_OUT) -r $(WHEELHOUSE_OUT)/requirements.txt
+	$(WHEELHOUSE_PYTHON) -m pip wheel -q --prefer-binary --no-deps -w $(WHEELHOUSE_OUT) -r $(WHEELHOUSE_OUT)/requirements-no-deps.txt
+	$(WHEELHOUSE_PYTHON) -m pip wheel -q --no-deps -w $(WHEELHOUSE_OUT) .
+	-cd $(WHEELHOUSE_OUT) && apt-get download libb64-0d
+	$(PYTHON) scripts/wheelhouse.py size $(WHEELHOUSE_OUT)

@@ -21,13 +21,20 @@ class StepFailed(RuntimeError):
     pass
 
 
+class RunFolderTaken(ValueError):
+    """A user error (exit 2): the demo was pointed at a folder that already holds a run."""
+
+
 # (step, seconds, command) of this demo run, for demo_timings.md
 _TIMINGS: list[tuple[str, float, str]] = []
 
 
-def _run(step: str, script: str, *args: str) -> None:
-    cmd = [sys.executable, str(ROOT / "triton" / script), *args]
-    shown = " ".join(shlex.quote(_relative(c)) for c in ["python", f"triton/{script}", *args])
+def run_step(step: str, script: str, *args: str) -> None:
+    """Run `python <script> args` from the checkout's root as a user would type it (printed first), timed.
+    `script` is relative to the root (a bare name means triton/<name>)."""
+    path = script if "/" in script else f"triton/{script}"
+    cmd = [sys.executable, str(ROOT / path), *args]
+    shown = " ".join(shlex.quote(_relative(c)) for c in ["python", path, *args])
     print(f"\n=== {step}\n$ {shown}", flush=True)
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, cwd=ROOT)
@@ -38,34 +45,36 @@ def _run(step: str, script: str, *args: str) -> None:
     print(f"--- {step}: {seconds:.1f} s", flush=True)
 
 
+
+
+
 def _relative(arg: str) -> str:
     """Paths inside the checkout as the user would type them (from its root)."""
     prefix = f"{ROOT}/"
     return arg[len(prefix):] if arg.startswith(prefix) else arg
 
 
-def write_timings(path: Path, total_s: float) -> Path:
+def write_timings(path: Path, total_s: float, what: str = "`make demo`") -> Path:
     """How long the demo and each of its steps took (after installation), as a table."""
     from .spec import atomic_write_text
 
-    lines = [f"`make demo` finished in {total_s / 60:.1f} min after installation; its steps:", "",
+    lines = [f"{what} finished in {total_s / 60:.1f} min after installation; its steps:", "",
              "| step | seconds | command |", "|---|---:|---|"]
     lines += [f"| {step} | {seconds:.1f} | `{shown}` |" for step, seconds, shown in _TIMINGS]
     atomic_write_text(path, "\n".join(lines) + "\n")
     return path
 
 
-def run_demo(model: str, preset: str, run_name: str, workspace: Path, repository: Path, results: Path,
+def run_demo(model: str, preset: str, result_dir: Path, workspace: Path, repository: Path,
              max_batch: int, concurrency: str, batch_sizes: str, measurement_interval_ms: int,
              max_attempts: int = 2) -> Path:
     art = workspace / model
-    result_dir = results / run_name
     t0 = time.perf_counter()
     _TIMINGS.clear()
     for fmt in ("ts-trace", "onnx"):
-        _run(f"convert to {fmt}", "convert_model.py", "--model", model, "--preset", preset, "--output-type", fmt,
+        run_step(f"convert to {fmt}", "convert_model.py", "--model", model, "--preset", preset, "--output-type", fmt,
              "--output-path", str(art / fmt), "--max-batch-size", str(max_batch))
-    _run("configure on Triton (Python backend runs ONNX Runtime)", "config_model_on_triton.py",
+    run_step("configure on Triton (Python backend runs ONNX Runtime)", "config_model_on_triton.py",
          "--model-repository", str(repository), "--model-path", str(art / "onnx"), "--model-format", "python",
          "--model-name", model, "--max-batch-size", str(max_batch), "--preferred-batch-sizes", str(max_batch),
          "--max-queue-delay-us", "1000", "--number-of-model-instances", "1")
@@ -77,22 +86,22 @@ def run_demo(model: str, preset: str, run_name: str, workspace: Path, repository
                          f"python -m deployment_toolkit serve --model-repository {_relative(str(repository))}"))
         print(f"ready: gRPC {server.grpc_url}, HTTP {server.http_url}, log {server.log_path}", flush=True)
         common = ["--num-samples", "32", "--batch-size", str(max_batch), "--data-dir", "synthetic"]
-        _run("inference through Triton (system shared memory)", "run_inference_on_triton.py",
+        run_step("inference through Triton (system shared memory)", "run_inference_on_triton.py",
              "--server-url", server.grpc_url, "--model-name", model, "--manifest", str(art / "onnx" / "manifest.json"),
              "--shared-memory", "system", "--output-dir", str(art / "dump_triton"), *common)
-        _run("inference in the framework (PyTorch eager)", "run_inference_on_fw.py",
+        run_step("inference in the framework (PyTorch eager)", "run_inference_on_fw.py",
              "--model-path", str(art / "onnx"), "--runtime", "framework", "--output-dir", str(art / "dump_fw"), *common)
         result_dir.mkdir(parents=True, exist_ok=True)
-        _run("accuracy: Triton vs framework", "calculate_metrics.py", "--dump-dir", str(art / "dump_triton"),
+        run_step("accuracy: Triton vs framework", "calculate_metrics.py", "--dump-dir", str(art / "dump_triton"),
              "--reference-dir", str(art / "dump_fw"), "--csv", str(result_dir / "accuracy_metrics.csv"),
              "--threshold", "max_abs_err<=1e-4", "--threshold", "top1_agreement>=1.0")
         perf = ["--server-url", server.grpc_url, "--model-name", model, "--manifest",
                 str(art / "onnx" / "manifest.json"), "--result-path", str(result_dir), "--shared-memory", "system",
                 "--measurement-interval", str(measurement_interval_ms), "--number-of-model-instances", "1",
                 "--max-attempts", str(max_attempts), "--max-trials", "6"]
-        _run("offline performance (static batching, client batch sweep)", "run_offline_performance_test_on_triton.py",
+        run_step("offline performance (static batching, client batch sweep)", "run_offline_performance_test_on_triton.py",
              *perf, "--batch-sizes", batch_sizes)
-        _run("online performance (dynamic batching, concurrency sweep)", "run_online_performance_test_on_triton.py",
+        run_step("online performance (dynamic batching, concurrency sweep)", "run_online_performance_test_on_triton.py",
              *perf, "--concurrency", concurrency)
     total_s = time.perf_counter() - t0
     write_timings(result_dir / "demo_timings.md", total_s)
@@ -107,13 +116,39 @@ def run_demo(model: str, preset: str, run_name: str, workspace: Path, repository
     return result_dir
 
 
+# `--fast` (CI): the same steps on a small model with fewer, shorter points; every point it reports is measured.
+FAST = dict(model="resnet18", preset="small", concurrency="1:2:1", batch_sizes="1,2", measurement_interval=1000,
+            max_attempts=1)
+LOCAL_RUNS = "local"  # results/local/ is git-ignored: where `make demo` writes a new run folder each time
+
+
+def default_run_dir(results: Path, model: str) -> Path:
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    return results / LOCAL_RUNS / f"demo-{model}-onnx-{stamp}"
+
+
+def check_new_run_dir(result_dir: Path) -> None:
+    """The demo measures where it runs: it never adds to, or writes over, a run folder that already exists
+    (such as an example committed from another machine)."""
+    if result_dir.exists() and any(result_dir.iterdir()):
+        raise RunFolderTaken(f"{result_dir} already holds a run: the demo writes a new folder each time. Leave out "
+                         "--output to get a fresh one under results/local/, or name a folder that does not exist")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="example:\n  python -m deployment_toolkit.demo --model resnet50 --preset full --run-name demo-resnet50")
+        epilog="examples:\n  python -m deployment_toolkit.demo                 # resnet50 into results/local/demo-...\n"
+               "  python -m deployment_toolkit.demo --fast          # resnet18 small, 2+2 points (CI)\n"
+               "  python -m deployment_toolkit.demo --output results/demo-resnet50-onnx-cpu   # the committed example")
     p.add_argument("--model", default="resnet50")
     p.add_argument("--preset", default="full")
-    p.add_argument("--run-name", default="demo-resnet50-onnx-cpu")
+    p.add_argument("--output", default=None, metavar="DIR",
+                   help="run folder to create (must not exist or be empty; default: "
+                        "results/local/demo-<model>-onnx-<UTC time>, git-ignored)")
+    p.add_argument("--fast", action="store_true",
+                   help=f"CI mode: {FAST['model']} {FAST['preset']}, batch sizes {FAST['batch_sizes']}, "
+                        f"concurrency {FAST['concurrency']}, {FAST['measurement_interval']} ms windows, one attempt")
     p.add_argument("--workspace", default=str(ROOT / "workspace"))
     p.add_argument("--model-repository", default=str(ROOT / "model_repository"))
     p.add_argument("--results", default=str(ROOT / "results"))
@@ -127,15 +162,21 @@ def main(argv: list[str] | None = None) -> int:
     from .repository.names import ModelNameError, check_model_name
 
     try:
-        check_model_name(args.model, "--model")  # both become folder names
-        check_model_name(args.run_name, "--run-name")
+        check_model_name(args.model, "--model")  # it becomes folder names (workspace, repository, run folder)
     except ModelNameError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    if args.fast:
+        for key, value in FAST.items():
+            setattr(args, key, value)
+    result_dir = Path(args.output) if args.output else default_run_dir(Path(args.results), args.model)
     try:
-        run_demo(args.model, args.preset, args.run_name, Path(args.workspace), Path(args.model_repository),
-                 Path(args.results), args.max_batch_size, args.concurrency, args.batch_sizes, args.measurement_interval,
-                 args.max_attempts)
+        check_new_run_dir(result_dir)
+        run_demo(args.model, args.preset, result_dir, Path(args.workspace), Path(args.model_repository),
+                 args.max_batch_size, args.concurrency, args.batch_sizes, args.measurement_interval, args.max_attempts)
+    except RunFolderTaken as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     except StepFailed as err:
         print(f"\nerror: {err}", file=sys.stderr)
         return 1

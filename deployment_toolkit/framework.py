@@ -5,20 +5,22 @@ from pathlib import Path
 from typing import Callable
 
 from .export.verify import torch_callable
-from .models import get_model
 from .repository.python_runtime.runtimes import load_runtime, run_batched
 from .spec import Manifest
 
 
 def framework_model(manifest: Manifest, model_dir: str | Path, seed: int = 0):
-    """The PyTorch model an artifact came from: the registry's builder, with the trained weights the
-    manifest names (export_options["weights"], a safetensors file next to the artifact) when it has them."""
+    """The PyTorch model an artifact came from, rebuilt from the manifest's provenance record (zoo name,
+    timm arch, model.py + kwargs + checkpoint, or the source artifact), with the trained weights the manifest
+    names (export_options["weights"], a safetensors file next to the artifact) when it has them."""
     weights = manifest.export_options.get("weights")
     if weights:
         from .train import build_trained
 
         return build_trained(manifest.model, manifest.preset, Path(model_dir) / weights)
-    return get_model(manifest.model).build(manifest.preset, seed=seed)
+    from .sources import rebuild
+
+    return rebuild(manifest).build(seed)
 
 
 def framework_predictor(model_path: str | Path, runtime: str = "framework", device: str = "cpu",

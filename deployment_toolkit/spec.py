@@ -183,6 +183,11 @@ class Manifest:
     # Every file of the artifact, relative to its directory: the artifact first, then side files such as the
     # external weights of a > 2 GB ONNX model. Empty in manifests written before the field: see `files`.
     artifact_files: list[str] = field(default_factory=list)
+    # Provenance (deployment_toolkit.sources.ModelSource.to_dict()): source kind and reference, file and
+    # checkpoint sha256, factory kwargs. Every stage rebuilds the framework model from it. Empty in manifests
+    # written before the field: the zoo model `model` is assumed.
+    source: dict[str, Any] = field(default_factory=dict)
+    artifact_sha256: str = ""  # sha256 of the artifact file (not of side files) as written
 
     def __post_init__(self) -> None:
         if self.format not in FORMATS:
@@ -218,6 +223,10 @@ class Manifest:
     def from_dict(cls, d: dict[str, Any]) -> "Manifest":
         d = dict(d)
         d["signature"] = ModelSignature.from_dict(d["signature"])
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise SpecError(f"manifest has unknown fields {unknown}: written by a newer toolkit?")
         return cls(**d)
 
     def save(self, directory: str | Path) -> Path:

@@ -21,7 +21,7 @@ def main() -> int:
     """)
     from deployment_toolkit.perf.analyzer import add_perf_arguments, perf_options_from_args
 
-    p.add_argument("--model", default="resnet50", help="registered model (default: resnet50)")
+    p.add_argument("--model", default="resnet50", help="a zoo name, timm:<arch>, a model.py with get_signature, an ONNX file or an artifact folder (the source its manifest records) (default: resnet50)")
     p.add_argument("--preset", default="full", help="default: full")
     p.add_argument("--batch-sizes", type=cli.int_list, default=(1, 8), help="client batch sizes (default 1,8)")
     p.add_argument("--concurrency", default="1:4:1", help="online sweep levels: start:end:step or a list (default 1:4:1)")
@@ -40,6 +40,9 @@ def main() -> int:
                         "auto = when possible and --shared-memory is system (default)")
     add_perf_arguments(p)
     args = p.parse_args()
+    if args.data_dir is not None or args.dataloader is not None:
+        p.error("--data-dir/--dataloader are not supported here: the in-process side of the comparison runs on "
+                "random inputs, so the served side must too")
 
     import os
     import subprocess
@@ -58,21 +61,22 @@ def main() -> int:
         print(f"note: shared /dev/shm ({why_not}): a concurrent perf_analyzer using the same tensor names can "
               "disturb this run", file=sys.stderr)
 
-    from deployment_toolkit.models import get_model
     from deployment_toolkit.perf.online import parse_range
     from deployment_toolkit.perf.overhead import OverheadOptions, Variant, run_overhead, to_markdown
 
-    get_model(args.model).preset(args.preset)
+    from deployment_toolkit.sources import resolve
+
+    slug = resolve(args.model, preset=args.preset).slug  # a bad model source: a clear error before anything runs
     perf = perf_options_from_args(args, shared_memory="system" if args.shared_memory == "auto" else None)
     opts = OverheadOptions(
         model=args.model, preset=args.preset, batch_sizes=tuple(args.batch_sizes),
         concurrencies=tuple(parse_range(args.concurrency)), variants=tuple(Variant.parse(v) for v in args.variants),
         inprocess_warmup=args.inprocess_warmup, inprocess_seconds=args.inprocess_seconds,
         max_queue_delay_us=args.max_queue_delay_us, bar=args.bar, perf=perf,
-        workspace=Path(args.workspace or f"workspace/overhead-{args.model}"),
+        workspace=Path(args.workspace or f"workspace/overhead-{slug}"),
         server_start_timeout_s=args.server_start_timeout,
     )
-    result_dir = Path(args.result_path or f"results/overhead-{args.model}-cpu")
+    result_dir = Path(args.result_path or f"results/overhead-{slug}-cpu")
     result = run_overhead(opts, result_dir, run_config={"argv": sys.argv[1:], "private_shm": inside})
     print(to_markdown(result.rows, opts, _config(result)))
     print("wrote " + ", ".join(str(v) for v in result.paths.values()))

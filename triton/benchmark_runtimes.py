@@ -16,7 +16,8 @@ def main() -> int:
             --warmup 1 --iterations 10 --min-iterations 3 --max-seconds 30 --result-dir results/runtime-speed-cpu
     """)
     p.add_argument("--models", nargs="+", required=True, metavar="MODEL[:B1,B2]",
-                   help="registered models; a :B1,B2 suffix sets that model's batch sizes")
+                   help="models (a zoo name, timm:<arch>, a model.py with get_signature, an ONNX file or an artifact "
+                        "folder); a :B1,B2 suffix sets that model's batch sizes")
     p.add_argument("--preset", default="small", help="small (CI size) or full (benchmark size)")
     p.add_argument("--batch-sizes", type=cli.int_list, default=(1,), help="default batch sizes, e.g. 1,8")
     p.add_argument("--warmup", type=int, default=1, help="untimed calls per runtime and batch size")

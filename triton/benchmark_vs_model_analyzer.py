@@ -69,7 +69,8 @@ def main() -> int:
     if measured:
         print("\nboth winners re-measured in turns:\n" + "\n".join(table(measured, args.p99_ms)))
     if target:
-        print("\ntarget (as good as Model Analyzer's best in half its time):\n" + "\n".join(target))
+        print("\ntargets (our pick holds the budget in every round, with at least Model Analyzer's throughput, in at "
+              "most half its time):\n" + "\n".join(target))
     if ma.error:
         print(f"\nModel Analyzer: {ma.error}")
     print(f"\nsummary: {result_dir / 'vs_model_analyzer.md'}")

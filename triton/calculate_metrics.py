@@ -15,18 +15,20 @@ import argparse  # noqa: E402
 from deployment_toolkit import cli  # noqa: E402
 from deployment_toolkit.client.dump import DumpError, DumpMismatchError, load_dump  # noqa: E402
 from deployment_toolkit.metrics import (  # noqa: E402
+    METRIC_TASKS,
     MetricInputError,
+    MetricsFileError,
     MetricsError,
     ThresholdSyntaxError,
     UnknownMetricError,
     check_thresholds,
     compute_metrics,
     format_table,
+    load_metrics_file,
     parse_threshold,
     parse_thresholds,
     write_metrics_csv,
 )
-from deployment_toolkit.models.registry import TASKS  # noqa: E402
 
 EPILOG = """\
 metrics per task (vs labels | vs --reference-dir):
@@ -34,6 +36,8 @@ metrics per task (vs labels | vs --reference-dir):
   segmentation    dice_mean, dice_class_<c>       | dice_agreement_mean, dice_agreement_class_<c>
   denoising       label_psnr_mean, label_psnr_min | psnr_mean, psnr_min
   embedding       -                               | error statistics only
+  regression      mae, rmse, max_abs_err, r2      | error statistics only
+  generic         label_<error statistic>         | error statistics only
   every reference comparison adds max_abs_err, mean_abs_err, max_rel_err, rmse, cosine_mean, cosine_min
 
 example:
@@ -43,11 +47,18 @@ example:
       --csv ${SHARED_DIR}/accuracy_metrics.csv \\
       --threshold 'top1_agreement>=0.99' --threshold 'max_abs_err<=1e-3'
 
+your own metrics (the DLE form), beside the built-in ones and against the dump's labels:
+  python triton/calculate_metrics.py --metrics examples/my_model/metrics.py \\
+      --dump-dir ${SHARED_DIR}/accuracy_dump --csv ${SHARED_DIR}/accuracy_metrics.csv
+  metrics.py defines class MetricsCalculator with calc(self, *, ids, y_pred, x, y_real) -> dict of floats
+  (or a function calc(...)); see deployment_toolkit/metrics/user.py
+
 thresholds file (YAML; quote the bounds):
   top1_agreement: ">=0.99"
   max_abs_err: "<=1e-3"
 
-exit status: 0 ok, 1 a metric missed its bound, 2 unusable input (mismatched dumps, unknown metric)
+exit status: 0 ok, 1 a metric missed its bound, 2 unusable input (mismatched dumps, unknown metric,
+  a metrics file that does not load or raises)
 """
 
 
@@ -57,7 +68,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--dump-dir", required=True, type=Path, help="dump written by run_inference_on_triton.py")
     p.add_argument("--reference-dir", type=Path, help="dump of the reference run (e.g. the framework) to compare with")
-    p.add_argument("--task", choices=TASKS, help="override the task recorded in dump.json")
+    p.add_argument("--task", choices=METRIC_TASKS,
+                   help="override the task recorded in dump.json; regression and generic for models outside the zoo")
+    p.add_argument("--metrics", type=Path, metavar="FILE",
+                   help="your metrics.py (class MetricsCalculator with calc(*, ids, y_pred, x, y_real), the DLE form)")
     p.add_argument("--csv", required=True, type=Path, help="where to write the one-row metrics CSV")
     bounds = p.add_mutually_exclusive_group()
     bounds.add_argument("--thresholds", type=Path, help="YAML file mapping metric names to bounds")
@@ -78,11 +92,13 @@ def main(argv: list[str] | None = None) -> int:
             thresholds = parse_thresholds(args.thresholds)
         else:
             thresholds = [parse_threshold(t) for t in args.threshold]
+        user_fn = load_metrics_file(args.metrics) if args.metrics is not None else None
         dump = load_dump(args.dump_dir)
         reference = load_dump(args.reference_dir) if args.reference_dir is not None else None
         metrics = compute_metrics(
             dump, reference, args.task, output=args.output, label=args.label,
             include_background=args.include_background, num_classes=args.num_classes, data_range=args.data_range,
+            user_fn=user_fn,
         )
         write_metrics_csv(metrics, args.csv)
         print(format_table(metrics, thresholds))
@@ -91,7 +107,8 @@ def main(argv: list[str] | None = None) -> int:
     except DumpMismatchError as err:
         print(f"error: the dumps cannot be compared: {err}", file=sys.stderr)
         return 2
-    except (DumpError, MetricsError, MetricInputError, ThresholdSyntaxError, UnknownMetricError) as err:
+    except (DumpError, MetricsError, MetricInputError, MetricsFileError, ThresholdSyntaxError,
+            UnknownMetricError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     if failures:

@@ -34,6 +34,13 @@ def main() -> int:
     p.add_argument("--verify-batch-sizes", type=cli.int_list, default=(1, 2))
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-progress", action="store_true", help="no progress bar (CI logs)")
+    reuse = p.add_mutually_exclusive_group()
+    reuse.add_argument("--resume", dest="reuse", action="store_const", const="resume",
+                       help="refuse to go on if the CSV's rows were made under another identity (host, libraries, "
+                            "toolkit, options) instead of moving them aside")
+    reuse.add_argument("--fresh", dest="reuse", action="store_const", const="fresh",
+                       help="move the CSV's rows aside (kept under superseded/) and redo every cell")
+    p.set_defaults(reuse="auto")
     args = p.parse_args()
 
     from deployment_toolkit.export import ConvertOptions
@@ -44,6 +51,7 @@ def main() -> int:
         keep_artifacts=args.keep_artifacts, progress=not args.no_progress,
         isolate={"auto": None, "yes": True, "no": False}[args.isolate],
         options=ConvertOptions(opset=args.onnx_opset, verify_batch_sizes=args.verify_batch_sizes, seed=args.seed),
+        reuse=args.reuse,
     )
     counts = result.counts()
     print(f"{len(result.rows)} rows ({result.new} new, {result.resumed} resumed): "

@@ -95,15 +95,15 @@ def auto_format() -> str:
 
 def convert_if_needed(args, fmt: str, artifact_dir: Path) -> None:
     from deployment_toolkit.export import ConvertOptions, VerificationError, convert
-    from deployment_toolkit.spec import Manifest
+    from deployment_toolkit.export.reuse import reusable_artifact
+    from deployment_toolkit.sources import resolve
 
-    if not args.force_convert and (artifact_dir / "manifest.json").exists():
-        m = Manifest.load(artifact_dir)
-        same = (m.model, m.preset, m.format, m.precision) == (args.model, args.preset, fmt, args.precision)
-        verified = args.no_verify or m.verification.get("passed", False)
-        batch_ok = args.max_batch_size is None or m.max_batch_size >= args.max_batch_size
-        if same and verified and batch_ok:
-            print(f"reusing {artifact_dir} ({m.format}, verified: {m.verification.get('passed')})")
+    if not args.force_convert:
+        reuse = reusable_artifact(artifact_dir, resolve(args.model, preset=args.preset), fmt, args.preset,
+                                  precision=args.precision, min_max_batch_size=args.max_batch_size,
+                                  require_verified=not args.no_verify)
+        print(reuse.reason)
+        if reuse:
             return
     print(f"converting {args.model} ({args.preset}) to {fmt} in {artifact_dir} ...", flush=True)
     opts = ConvertOptions(preset=args.preset, precision=args.precision, max_batch_size=args.max_batch_size,

@@ -21,7 +21,8 @@ def main() -> int:
     """)
     from deployment_toolkit.perf.framework import COMPILE_MODES, PRECISIONS, RUNTIMES
 
-    p.add_argument("--models", nargs="+", default=["resnet50"], help="registered models (default: resnet50)")
+    p.add_argument("--models", nargs="+", default=["resnet50"],
+                   help="models: each a zoo name, timm:<arch>, a model.py with get_signature, an ONNX file or an artifact folder (the source its manifest records) (default: resnet50)")
     p.add_argument("--preset", default="full", help="model preset (default: full)")
     p.add_argument("--precisions", nargs="+", choices=PRECISIONS, default=list(PRECISIONS))
     p.add_argument("--compile-modes", nargs="+", choices=COMPILE_MODES, default=["none", "default"],
@@ -44,6 +45,13 @@ def main() -> int:
     p.add_argument("--config-timeout", type=float, default=900.0,
                    help="seconds one isolated configuration may take, compile included (default 900)")
     p.add_argument("--remeasure", action="store_true", help="measure completed configurations again")
+    reuse = p.add_mutually_exclusive_group()
+    reuse.add_argument("--resume", dest="reuse", action="store_const", const="resume",
+                       help="refuse to go on if the device's CSV holds rows of another identity (host, libraries, "
+                            "toolkit, timing options) instead of moving it aside")
+    reuse.add_argument("--fresh", dest="reuse", action="store_const", const="fresh",
+                       help="move the device's CSV aside (kept under superseded/) and measure everything anew")
+    p.set_defaults(reuse="auto")
     p.add_argument("--dry-run", action="store_true", help="print the plan (with skip reasons) and exit")
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--seed", type=int, default=0)
@@ -53,7 +61,6 @@ def main() -> int:
 
     import os
 
-    from deployment_toolkit.models import get_model
     from deployment_toolkit.perf.framework import (
         BenchCSV,
         BenchOptions,
@@ -66,8 +73,10 @@ def main() -> int:
         summary_table,
     )
 
+    from deployment_toolkit.sources import resolve
+
     for name in args.models:
-        get_model(name).preset(args.preset)  # unknown model/preset: a clear error before anything runs
+        resolve(name, preset=args.preset)  # unknown model/preset or a bad source: a clear error before anything runs
     device = default_device() if args.device == "auto" else args.device
     opts = BenchOptions(device=device, warmup=args.warmup, duration_s=args.duration, min_iterations=args.min_iterations,
                         gsd_m=tuple(args.gsd_m), amp_dtype=args.amp_dtype, tf32=not args.no_tf32, seed=args.seed)
@@ -92,7 +101,7 @@ def main() -> int:
                   "batch_sizes": list(args.batch_sizes), "threads": args.threads,
                   "load_average_before": [round(x, 2) for x in load_before]}
     csv_path, rows, plan = run_bench(configs, opts, args.result_dir, isolate=args.isolate,
-                                     timeout_s=args.config_timeout, remeasure=args.remeasure,
+                                     timeout_s=args.config_timeout, remeasure=args.remeasure, reuse=args.reuse,
                                      progress=not args.no_progress, run_config=run_config)
     load_after = os.getloadavg()
     if rows:

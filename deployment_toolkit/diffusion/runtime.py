@@ -55,15 +55,15 @@ def eager_denoiser(model_name: str, preset: str = "small", device: str = "cpu", 
     import torch
 
     from ..export.verify import torch_callable
-    from ..models import get_model
+    from ..sources import resolve
 
     if amp and not device.startswith("cuda"):
         raise ValueError("AMP fp16 needs a CUDA device; on CPU the framework baseline is fp32")
-    entry = get_model(model_name)
-    signature = entry.signature(preset)
+    entry = resolve(model_name, preset=preset)  # a zoo name or any other model source
+    signature = entry.signature
     in_names = [t.name for t in signature.inputs]
     out_names = [t.name for t in signature.outputs]
-    run = torch_callable(entry.build(preset, seed=seed), in_names, out_names, device=device)
+    run = torch_callable(entry.build(seed), in_names, out_names, device=device)
 
     def run_amp(inputs: Arrays) -> Arrays:
         ctx = torch.autocast("cuda", dtype=torch.float16) if amp else contextlib.nullcontext()

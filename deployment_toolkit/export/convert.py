@@ -1,15 +1,17 @@
-"""One entry point for every format: build the registered model, export, verify, write the manifest."""
+"""One entry point for every format: resolve the model source, export, verify, write the manifest with its provenance."""
 from __future__ import annotations
 
+import shutil
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
-from ..models import get_model
-from ..spec import ARTIFACT_NAMES, FORMATS, Manifest
+from ..sources import ModelSource, ResolvedModel, parse_reference, resolve, sha256_file
+from ..spec import ARTIFACT_NAMES, FORMATS, Manifest, ModelSignature
 from .errors import ConversionError, FormatUnavailable, VerificationError
-from .files import copy_artifact_files
+from .files import copy_artifact_files, write_replacing
 from .onnx import export_onnx
 from .tensorrt import build_engine, tensorrt_available
 from .torchscript import export_torchscript
@@ -21,85 +23,170 @@ class ConvertOptions:
     preset: str = "small"
     opset: int = 17
     simplify: bool = False
-    precision: str = "fp32"  # fp32 | fp16 (TensorRT and TorchScript)
+    precision: str = "fp32"  # fp32 | fp16 (TensorRT, TorchScript, ONNX)
     max_batch_size: int | None = None  # default: the preset's
     trt_min_batch: int = 1
     trt_opt_batch: int | None = None  # default: max batch
     trt_workspace_bytes: int = 1 << 30
     verify: bool = True
     verify_batch_sizes: tuple[int, ...] = (1, 2)
+    verify_device: str = "cpu"  # where framework and artifact run for verification (cuda:0 on GPU hosts)
     seed: int = 0
     onnx_external_data_threshold: int | None = None  # default: onnx.EXTERNAL_DATA_THRESHOLD_BYTES (2 GB)
+    # the user's real inputs for verification: signature -> batches {input name: array}, read (and checked
+    # against the signature) before anything is exported, so bad data writes nothing
+    verify_data: Callable[[ModelSignature], list[dict]] | None = None
 
 
-def _versions() -> dict[str, str]:
+def _versions(extra: dict[str, str] | None = None) -> dict[str, str]:
+    import platform
+    import sys
+
+    import numpy
     import onnx
     import onnxruntime
     import torch
 
-    return {"torch": torch.__version__, "onnx": onnx.__version__, "onnxruntime": onnxruntime.__version__}
+    from ..runs.identity import toolkit_version
+
+    out = {"python": platform.python_version(), "numpy": numpy.__version__, "torch": torch.__version__,
+           "onnx": onnx.__version__, "onnxruntime": onnxruntime.__version__, "toolkit": toolkit_version()}
+    for name in ("timm", "safetensors"):
+        if name in sys.modules:
+            out[name] = getattr(sys.modules[name], "__version__", "")
+    return {**out, **(extra or {})}
 
 
-def convert(model_name: str, fmt: str, output_dir: str | Path, options: ConvertOptions | None = None) -> Manifest:
-    """Convert `model_name` to `fmt` in `output_dir` (artifact + manifest.json). Raises ConversionError,
-    FormatUnavailable (host lacks the format) or VerificationError (outputs disagree; manifest still written)."""
+def _as_resolved(model: "str | ModelSource | ResolvedModel", opts: ConvertOptions) -> ResolvedModel:
+    if isinstance(model, ResolvedModel):
+        return model
+    if isinstance(model, str):
+        model = parse_reference(model, preset=opts.preset)
+    return resolve(model)
+
+
+def _from_artifact(resolved: ResolvedModel, fmt: str, artifact: Path, max_batch: int, opts: ConvertOptions) -> dict:
+    """An artifact made elsewhere: copied as-is into the same format, or built into TensorRT from ONNX."""
+    src_fmt = resolved.artifact_format
+    same = fmt == src_fmt or (src_fmt in ("ts-trace", "ts-script") and fmt in ("ts-trace", "ts-script"))
+    if same:
+        side = _onnx_external_files(resolved.artifact) if src_fmt == "onnx" else []
+        for name in side:  # weights stored beside the ONNX file travel with it
+            src = resolved.artifact.parent / name
+            if not src.is_file():
+                raise ConversionError(f"{resolved.artifact} keeps weights in {name}, which is not next to it")
+            write_replacing(artifact.parent / name, lambda tmp, src=src: shutil.copyfile(src, tmp))
+        write_replacing(artifact, lambda tmp: shutil.copyfile(resolved.artifact, tmp))
+        return {"copied_from": str(resolved.artifact), "external_data": side}
+    if src_fmt == "onnx" and fmt == "trt":
+        return build_engine(resolved.artifact, resolved.signature, artifact, precision=opts.precision,
+                            min_batch=opts.trt_min_batch, opt_batch=opts.trt_opt_batch or max(max_batch, 1),
+                            max_batch=max(max_batch, 1), workspace_bytes=opts.trt_workspace_bytes)
+    raise AssertionError("unreachable: _check_route runs first")
+
+
+def _check_route(resolved: ResolvedModel, fmt: str) -> None:
+    """An artifact source converts to its own format (a copy) or, from ONNX, to TensorRT; nothing else."""
+    src_fmt = resolved.artifact_format
+    reachable = ["ts-trace", "ts-script"] if src_fmt in ("ts-trace", "ts-script") else \
+        [src_fmt] + (["trt"] if src_fmt == "onnx" else [])
+    if fmt not in reachable:
+        raise ConversionError(f"{resolved.name} is a {src_fmt} file: it can be deployed as {' or '.join(reachable)}, "
+                              f"there is no conversion to {fmt}")
+
+
+def _onnx_external_files(path: Path) -> list[str]:
+    """The external data files an ONNX model names (relative to it), in first-use order."""
+    import onnx
+
+    graph = onnx.load(str(path), load_external_data=False).graph
+    names: dict[str, None] = {}
+    for init in graph.initializer:
+        if init.data_location == onnx.TensorProto.EXTERNAL:
+            names.update({e.value: None for e in init.external_data if e.key == "location"})
+    outside = [n for n in names if Path(n).is_absolute() or ".." in Path(n).parts]
+    if outside:
+        raise ConversionError(f"{path} names external data outside its folder: {outside}")
+    return list(names)
+
+
+def convert(model: "str | ModelSource | ResolvedModel", fmt: str, output_dir: str | Path,
+            options: ConvertOptions | None = None) -> Manifest:
+    """Convert a model (a reference string such as a zoo name or `timm:<arch>`, a ModelSource or a resolved
+    model) to `fmt` in `output_dir` (artifact + manifest.json with the source's provenance). Raises SourceError
+    (bad source; nothing written), ConversionError, FormatUnavailable (host lacks the format) or
+    VerificationError (outputs disagree; manifest still written)."""
     import torch
 
     opts = options or ConvertOptions()
     if fmt not in FORMATS:
         raise ConversionError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
-    entry = get_model(model_name)
-    preset = entry.preset(opts.preset)
+    resolved = _as_resolved(model, opts)
     if fmt == "trt":  # before building the model and exporting ONNX for an engine this host cannot build
         ok, why = tensorrt_available()
         if not ok:
             raise FormatUnavailable(why)
-    signature = preset.signature
-    max_batch = opts.max_batch_size if opts.max_batch_size is not None else preset.max_batch_size
+    signature = resolved.signature
+    samples = opts.verify_data(signature) if opts.verify_data is not None and opts.verify else None
+    max_batch = opts.max_batch_size if opts.max_batch_size is not None else resolved.max_batch_size
+    if resolved.max_batch_size == 0 and max_batch:
+        raise ConversionError(f"{resolved.name} has no batch axis, so it is served with max_batch_size 0; "
+                              f"drop --max-batch-size {max_batch}")
+    if resolved.is_artifact:
+        _check_route(resolved, fmt)
     out = Path(output_dir)
-    out.mkdir(parents=True, exist_ok=True)
     artifact = out / ARTIFACT_NAMES[fmt]
 
     t0 = time.perf_counter()
-    model = entry.build(opts.preset, seed=opts.seed)
-    examples = signature.examples(min(2, max(max_batch, 1)), seed=opts.seed)
-    example_args = tuple(torch.from_numpy(examples[t.name]) for t in signature.inputs)
-    onnx_options = dict(opset=opts.opset, simplify=opts.simplify,
-                        external_data_threshold=opts.onnx_external_data_threshold)
-    if fmt == "onnx":
-        export_options = export_onnx(model, signature, example_args, artifact, **onnx_options)
-    elif fmt in ("ts-trace", "ts-script"):
-        export_options = export_torchscript(model, example_args, artifact, mode=fmt.split("-")[1])
-    else:  # trt: through a temporary ONNX file
-        with tempfile.TemporaryDirectory() as tmp:
-            onnx_path = Path(tmp) / "model.onnx"
-            export_onnx(model, signature, example_args, onnx_path, **onnx_options)
-            export_options = build_engine(
-                onnx_path, signature, artifact, precision=opts.precision, min_batch=opts.trt_min_batch,
-                opt_batch=opts.trt_opt_batch or max_batch, max_batch=max(max_batch, 1),
-                workspace_bytes=opts.trt_workspace_bytes,
-            )
+    model_module = resolved.build(opts.seed) if resolved.artifact_format != "trt" else None  # bad source: nothing written
+    out.mkdir(parents=True, exist_ok=True)
+    if resolved.is_artifact:
+        export_options = _from_artifact(resolved, fmt, artifact, max_batch, opts)
+    else:
+        examples = signature.examples(min(2, max_batch) if max_batch else 0, seed=opts.seed)
+        example_args = tuple(torch.from_numpy(examples[t.name]) for t in signature.inputs)
+        onnx_options = dict(opset=opts.opset, simplify=opts.simplify, dynamic_batch=bool(max_batch),
+                            external_data_threshold=opts.onnx_external_data_threshold)
+        if fmt == "onnx":
+            export_options = export_onnx(model_module, signature, example_args, artifact, fp16=opts.precision == "fp16",
+                                         **onnx_options)
+        elif fmt in ("ts-trace", "ts-script"):
+            export_options = export_torchscript(model_module, example_args, artifact, mode=fmt.split("-")[1])
+        else:  # trt: through a temporary ONNX file
+            with tempfile.TemporaryDirectory() as tmp:
+                onnx_path = Path(tmp) / "model.onnx"
+                export_onnx(model_module, signature, example_args, onnx_path, **onnx_options)
+                export_options = build_engine(
+                    onnx_path, signature, artifact, precision=opts.precision, min_batch=opts.trt_min_batch,
+                    opt_batch=opts.trt_opt_batch or max_batch, max_batch=max(max_batch, 1),
+                    workspace_bytes=opts.trt_workspace_bytes,
+                )
     export_seconds = time.perf_counter() - t0
 
     manifest = Manifest(
-        model=entry.name, preset=opts.preset, family=entry.family, task=entry.task, metric=entry.metric,
-        format=fmt, artifact=artifact.name, signature=signature, max_batch_size=max_batch,
+        model=resolved.name, preset=resolved.source.preset, family=resolved.family, task=resolved.task,
+        metric=resolved.metric, format=fmt, artifact=artifact.name, signature=signature, max_batch_size=max_batch,
         precision=opts.precision, export_options={**export_options, "export_seconds": round(export_seconds, 3)},
-        versions=_versions(), artifact_files=[artifact.name, *export_options.get("external_data", [])],
+        versions=_versions(resolved.versions), artifact_files=[artifact.name, *export_options.get("external_data", [])],
+        source=resolved.source.to_dict(), artifact_sha256=sha256_file(artifact),
     )
-    if opts.verify:
-        result = verify_artifact(manifest, out, model=model, batch_sizes=opts.verify_batch_sizes, seed=opts.seed)
-        manifest.verification = result.to_dict()
+    if opts.verify and model_module is not None:
+        device = "cuda:0" if fmt == "trt" and opts.verify_device == "cpu" else opts.verify_device
+        result = verify_artifact(manifest, out, model=model_module, batch_sizes=opts.verify_batch_sizes,
+                                 seed=opts.seed, samples=samples, device=device)
+        manifest.verification = {**result.to_dict(), "device": device}
         manifest.save(out)
         if not result.passed:
-            raise VerificationError(f"{entry.name} as {fmt}: verification failed: {result.message}")
+            raise VerificationError(f"{resolved.name} as {fmt}: verification failed: {result.message}")
     else:
         manifest.save(out)
     return manifest
 
 
-def verify_artifact(manifest: Manifest, directory: str | Path, model=None, batch_sizes=(1, 2), seed: int = 0):
-    """Compare the artifact in `directory` with the framework model it came from."""
+def verify_artifact(manifest: Manifest, directory: str | Path, model=None, batch_sizes=(1, 2), seed: int = 0,
+                    samples=None, device: str | None = None):
+    """Compare the artifact in `directory` with the framework model it came from, both on `device` (default:
+    cpu, or cuda:0 for a TensorRT plan); also on `samples`, batches of the user's real inputs, when given."""
     from ..repository.python_runtime.runtimes import load_runtime
 
     from ..framework import framework_model
@@ -107,12 +194,14 @@ def verify_artifact(manifest: Manifest, directory: str | Path, model=None, batch
     model = model if model is not None else framework_model(manifest, directory, seed)
     in_names = [t.name for t in manifest.inputs]
     out_names = [t.name for t in manifest.outputs]
-    device = "cuda:0" if manifest.format == "trt" else "cpu"
+    device = device or ("cuda:0" if manifest.format == "trt" else "cpu")
     runtime = load_runtime(str(Path(directory) / manifest.artifact), manifest.format, in_names, out_names,
                            device=device, precision=manifest.precision)
-    sizes = tuple(b for b in batch_sizes if manifest.max_batch_size == 0 or b <= manifest.max_batch_size) or (1,)
-    return verify(torch_callable(model, in_names, out_names), runtime, manifest.signature, manifest.task,
-                  precision=manifest.precision, batch_sizes=sizes, seed=seed)
+    # no batch axis (max_batch_size 0): the signature's shapes are whole requests, compared as they are
+    sizes = (0,) if manifest.max_batch_size == 0 else \
+        tuple(b for b in batch_sizes if b <= manifest.max_batch_size) or (1,)
+    return verify(torch_callable(model, in_names, out_names, device=device), runtime, manifest.signature,
+                  manifest.task, precision=manifest.precision, batch_sizes=sizes, seed=seed, samples=samples)
 
 
 def copy_artifact(src_dir: str | Path, dst_dir: str | Path) -> Manifest:

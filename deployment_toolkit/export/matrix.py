@@ -20,6 +20,9 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
+from ..runs.identity import RunIdentity, host_identity, library_versions, toolkit_version
+from ..runs.ledger import PROVENANCE_COLUMNS, ensure_registered, now_utc, reconcile, record_run
+from ..sources.base import slugify
 from ..spec import FORMATS, Manifest, atomic_write_text
 from .convert import ConvertOptions, convert
 from .errors import ConversionError, FormatUnavailable, VerificationError
@@ -41,6 +44,8 @@ class MatrixRow:
     max_rel_err: str = ""
     agreement: str = ""  # the task's agreement metric(s), "name=value[;name=value]"
     export_seconds: str = ""  # the export alone (manifest), or the seconds until a cell failed
+    measured_at: str = ""  # UTC; with identity, the row's provenance (runs.ledger)
+    identity: str = ""
 
     @property
     def key(self) -> RowKey:
@@ -73,11 +78,11 @@ def read_rows(path: str | Path) -> list[MatrixRow]:
         return []
     with path.open(newline="") as fh:
         reader = csv.DictReader(fh)
-        missing = [c for c in COLUMNS if c not in (reader.fieldnames or [])]
+        missing = [c for c in COLUMNS if c not in (reader.fieldnames or []) and c not in PROVENANCE_COLUMNS]
         if missing:
             raise ValueError(f"{path} is not a conversion-matrix CSV (missing columns {missing}); "
                              "pass another --output or move that file away")
-        return [MatrixRow(**{c: row[c] or "" for c in COLUMNS}) for row in reader]
+        return [MatrixRow(**{c: row.get(c) or "" for c in COLUMNS}) for row in reader]
 
 
 def write_rows(path: str | Path, rows: Sequence[MatrixRow]) -> None:
@@ -153,11 +158,19 @@ def convert_cell(family: str, model: str, fmt: str, preset: str, out_dir: Path, 
 # --------------------------------------------------------------------------- the sweep
 
 def select_models(models: Iterable[str] | None = None, family: str | None = None) -> list:
-    """Registry entries by name (validated, in the given order) or all of them (optionally one family)."""
+    """Registry entries by name (validated, in the given order) or all of them (optionally one family). A
+    reference that is not a zoo name (timm:<arch>, a model.py, an ONNX file) is resolved through the model
+    sources and kept as given (its name is the reference the converter takes)."""
+    from types import SimpleNamespace
+
     from ..models import get_model, list_models
+    from ..sources import parse_reference, resolve
 
     if models:
-        entries = [get_model(m) for m in dict.fromkeys(models)]
+        entries = []
+        for m in dict.fromkeys(models):
+            source = parse_reference(m)
+            entries.append(get_model(m) if source.kind == "zoo" else SimpleNamespace(name=m, family=resolve(source).family))
         return [e for e in entries if family in (None, e.family)]
     entries = list_models(family)
     if not entries:
@@ -183,10 +196,13 @@ def run_matrix(
     isolate: bool | None = None,
     converter: Converter = convert,
     log: Callable[[str], None] | None = None,
+    reuse: str = "auto",
 ) -> MatrixResult:
     """Convert and verify every selected model in every format; append one row per pair to `output_csv`.
 
-    `preset` defaults to "full" when `full` else "small". Rows already in the CSV are skipped (resume).
+    `preset` defaults to "full" when `full` else "small". Rows already in the CSV are skipped (resume) when they
+    were measured under this run's identity (host, libraries, toolkit, convert options); rows of another are moved
+    aside (runs.ledger; `reuse`: auto | resume | fresh).
     Artifacts live in a temporary directory removed at the end unless `keep_artifacts` names a directory
     (then <dir>/<model>/<preset>/<format>/). Also writes <csv stem>.md and run.json next to the CSV.
     `isolate` (default: on for full presets) converts each cell in a fresh process, so an exporter that
@@ -208,7 +224,10 @@ def run_matrix(
     base.preset = preset
 
     csv_path = Path(output_csv)
-    rows = read_rows(csv_path)
+    identity = matrix_identity(base)
+    stored = [asdict(r) for r in read_rows(csv_path)]
+    rows = [MatrixRow(**r) for r in reconcile(csv_path.parent, csv_path.name, stored, identity, reuse,
+                                               [csv_path, csv_path.with_suffix(".md")], say=log)]
     done = {r.key for r in rows}
     todo = [(e, f) for e in entries for f in formats if (e.name, preset, f) not in done]
     resumed = len(entries) * len(formats) - len(todo)
@@ -221,7 +240,7 @@ def run_matrix(
               "output_csv": str(csv_path), "keep_artifacts": str(keep_artifacts) if keep_artifacts else None,
               "isolate": isolate, "convert_options": asdict(base)}
     if run_json:
-        _write_run_json(csv_path.parent, config, rows, state="running")
+        _write_run_json(csv_path.parent, config, rows, "running", identity)
 
     tmp = None if keep_artifacts else tempfile.TemporaryDirectory(prefix="conversion-matrix-")
     work = Path(keep_artifacts) if keep_artifacts else Path(tmp.name)
@@ -230,7 +249,7 @@ def run_matrix(
     try:
         for entry, fmt in todo:
             bar.set_postfix_str(f"{entry.name} {fmt}", refresh=True)
-            out_dir = work / entry.name / preset / fmt
+            out_dir = work / slugify(entry.name) / preset / fmt
             if fmt == "trt" and not trt_ok:  # skip without exporting an ONNX file that nothing can build
                 row = MatrixRow(entry.family, entry.name, preset, fmt, "skipped", one_line(trt_why))
             else:
@@ -238,6 +257,9 @@ def run_matrix(
                 row = _convert_isolated(*cell) if isolate else convert_cell(*cell)
                 if not keep_artifacts:
                     shutil.rmtree(out_dir, ignore_errors=True)
+            row.measured_at, row.identity = now_utc(), identity.id
+            if not new:
+                ensure_registered(csv_path.parent, identity)
             rows.append(row)
             new += 1
             write_rows(csv_path, rows)
@@ -250,8 +272,8 @@ def run_matrix(
         if tmp is not None:
             tmp.cleanup()
         md = write_markdown(csv_path.with_suffix(".md"), rows)
-        rj = _write_run_json(csv_path.parent, config, rows, state="complete" if new == len(todo) else "interrupted") \
-            if run_json else None
+        rj = _write_run_json(csv_path.parent, config, rows, "complete" if new == len(todo) else "interrupted",
+                             identity) if run_json else None
     return MatrixResult(csv_path=csv_path, markdown_path=md, run_json_path=rj, rows=rows, new=new, resumed=resumed)
 
 
@@ -279,12 +301,20 @@ def _progress(total: int, enabled: bool):
                 dynamic_ncols=True, file=sys.stderr)
 
 
-def _write_run_json(result_dir: Path, config: dict, rows: Sequence[MatrixRow], state: str) -> Path:
-    from .. import runinfo
+def _write_run_json(result_dir: Path, config: dict, rows: Sequence[MatrixRow], state: str,
+                    identity: RunIdentity) -> Path:
+    from ..runinfo import RUN_JSON
 
     c = Counter(r.status for r in rows)
-    meta = runinfo.run_metadata({**config, "state": state, "counts": {s: c.get(s, 0) for s in STATUSES}})
-    return runinfo.write_run_json(result_dir, meta)
+    record_run(result_dir, {**config, "state": state, "counts": {s: c.get(s, 0) for s in STATUSES}}, None, identity)
+    return result_dir / RUN_JSON
+
+
+def matrix_identity(options: ConvertOptions) -> RunIdentity:
+    """What defines a cell's outcome: the host, the exporting libraries, the toolkit and the convert options."""
+    return RunIdentity(host=host_identity(), server_version=None, model_config=None, artifact_digest=None,
+                       perf_options={}, input_data="n/a", toolkit_version=toolkit_version(),
+                       libraries=library_versions(), extra={"kind": "conversion-matrix", "convert_options": asdict(options)})
 
 
 # --------------------------------------------------------------------------- markdown

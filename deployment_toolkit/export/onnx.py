@@ -92,9 +92,12 @@ def _install(staged: Path, path: Path, files: list[str]) -> None:
 
 def export_onnx(model, signature: ModelSignature, example_args: tuple, path: Path, *, opset: int = 17,
                 simplify: bool = False, dynamic_batch: bool = True,
-                external_data_threshold: int | None = None) -> dict:
+                external_data_threshold: int | None = None, fp16: bool = False) -> dict:
     """Export to `path`; returns the options for the manifest, `external_data` listing the side files (none
-    unless the weights pass `external_data_threshold`, default EXTERNAL_DATA_THRESHOLD_BYTES)."""
+    unless the weights pass `external_data_threshold`, default EXTERNAL_DATA_THRESHOLD_BYTES).
+
+    fp16: weights and compute in float16 with float32 inputs/outputs kept (ONNX Runtime's float16 converter,
+    `keep_io_types`), so the signature, clients and perf_analyzer data stay as they are."""
     threshold = EXTERNAL_DATA_THRESHOLD_BYTES if external_data_threshold is None else external_data_threshold
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -106,7 +109,7 @@ def export_onnx(model, signature: ModelSignature, example_args: tuple, path: Pat
         raw = raw_dir / path.name
         _torch_export(model, signature, example_args, raw, opset, dynamic_axes)
         external = _needs_external_data(raw_dir, threshold)
-        if simplify or external:
+        if simplify or external or fp16:
             import onnx
 
             proto = onnx.load(str(raw))  # with torch's per-tensor files, if any
@@ -114,9 +117,14 @@ def export_onnx(model, signature: ModelSignature, example_args: tuple, path: Pat
                 import onnxslim
 
                 proto = onnxslim.slim(proto)
+            if fp16:
+                from onnxruntime.transformers.float16 import convert_float_to_float16
+
+                proto = convert_float_to_float16(proto, keep_io_types=True)
             files = _save(proto, staged / path.name, external)
         else:
             os.replace(raw, staged / path.name)
             files = [path.name]
         _install(staged, path, files)
-    return {"opset": opset, "simplified": simplify, "dynamic_axes": dynamic_axes, "external_data": files[1:]}
+    return {"opset": opset, "simplified": simplify, "dynamic_axes": dynamic_axes, "external_data": files[1:],
+            **({"float16": "weights and compute, float32 I/O"} if fp16 else {})}

@@ -59,8 +59,14 @@ class SpeedPlan:
 
     @classmethod
     def parse(cls, text: str) -> "SpeedPlan":
-        """`resnet50` or `nnunet3d:1` or `resnet50:1,8`."""
-        name, _, sizes = text.partition(":")
+        """`resnet50` or `nnunet3d:1` or `resnet50:1,8`; also any model source (`timm:resnet50:1,8`,
+        `pkg.module:function`): only a last `:` part made of batch sizes is taken as such."""
+        prefix, rest = ("timm:", text[len("timm:"):]) if text.startswith("timm:") else ("", text)
+        name, _, sizes = rest.partition(":")
+        if "." in name and sizes and not sizes[0].isdigit():  # package.module:function[:B1,B2]
+            func, _, sizes = sizes.partition(":")
+            name = f"{name}:{func}"
+        name = prefix + name
         try:
             batches = tuple(int(b) for b in sizes.split(",") if b)
         except ValueError as err:
@@ -187,31 +193,31 @@ def measure_model(model: str, preset: str = "small", batch_sizes: Sequence[int] 
     verification (the outputs of both runtimes are compared on the timed batches instead)."""
     import torch
 
-    from ..models import get_model
     from ..repository.python_runtime.runtimes import OnnxRuntime
+    from ..sources import resolve
     from .convert import ConvertOptions, convert
     from .verify import torch_callable
 
     opts = timing or TimingOptions()
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
-    entry = get_model(model)
+    resolved = resolve(model, preset=preset)  # any model source; an artifact folder brings its own record
     tmp = None
     try:
         if onnx_dir is None:
-            tmp = tempfile.TemporaryDirectory(prefix=f"speed-{model}-")
+            tmp = tempfile.TemporaryDirectory(prefix=f"speed-{resolved.slug}-")
             onnx_dir = Path(tmp.name)
             t0 = time.perf_counter()
             log(f"{model} ({preset}): exporting ONNX ...")
-            manifest = convert(model, "onnx", onnx_dir, ConvertOptions(preset=preset, verify=False, seed=seed))
+            manifest = convert(resolved, "onnx", onnx_dir, ConvertOptions(preset=preset, verify=False, seed=seed))
             log(f"{model} ({preset}): exported in {time.perf_counter() - t0:.1f} s")
         else:
             manifest = Manifest.load(onnx_dir)
-            if manifest.format != "onnx" or manifest.model != model or manifest.preset != preset:
+            if manifest.format != "onnx" or manifest.model != resolved.name or manifest.preset != preset:
                 raise ValueError(f"{onnx_dir} holds {manifest.model} ({manifest.preset}) as {manifest.format}; "
                                  f"expected {model} ({preset}) as onnx")
         in_names = [t.name for t in manifest.inputs]
         out_names = [t.name for t in manifest.outputs]
-        eager = torch_callable(entry.build(preset, seed=seed), in_names, out_names)
+        eager = torch_callable(resolved.build(seed), in_names, out_names)
         session = OnnxRuntime(str(Path(onnx_dir) / manifest.artifact))  # threads=0: ORT's default
         ort_threads = session.session.get_session_options().intra_op_num_threads
         threads = {EAGER: str(torch.get_num_threads()),

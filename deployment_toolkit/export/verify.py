@@ -7,7 +7,7 @@ the example size and fails at any other one.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 
@@ -34,6 +34,8 @@ class VerificationResult:
     input_shapes: list[dict[str, list[int]]] = field(default_factory=list)
     # second sizes not compared because the framework model itself fails there, with the reason
     unchecked_shapes: list[dict[str, Any]] = field(default_factory=list)
+    # the user's real samples also compared (0: random inputs only)
+    samples_checked: int = 0
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -167,9 +169,11 @@ def _check_second_size(reference: Callable[[dict], dict], converted: Callable[[d
 
 def verify(reference: Callable[[dict], dict], converted: Callable[[dict], dict], signature: ModelSignature,
            task: str, precision: str = "fp32", batch_sizes: tuple[int, ...] = (1, 2), seed: int = 0,
-           dynamic_sizes: bool = True) -> VerificationResult:
+           dynamic_sizes: bool = True, samples: Iterable[dict] | None = None) -> VerificationResult:
     """Compare at every batch size (example shapes), then, with `dynamic_sizes` and dynamic non-batch axes in
-    the signature, once more at the smallest batch size with those axes at their second size."""
+    the signature, once more at the smallest batch size with those axes at their second size; then on every
+    batch of `samples` (the user's real inputs, {input name: batch array}, already checked against the
+    signature): random inputs can miss what real data hits (saturating activations, a skewed class mix)."""
     atol, rtol = TOLERANCES.get(precision, TOLERANCES["fp32"])
     tally = _Tally(atol=atol, rtol=rtol, task=task)
     for i, batch in enumerate(batch_sizes):
@@ -178,6 +182,14 @@ def verify(reference: Callable[[dict], dict], converted: Callable[[dict], dict],
         got = tally.run_converted(converted, inputs, f"batch {batch}")
         if got is not None:
             tally.compare(signature, ref, got, f"batch {batch}")
+    samples_checked = 0
+    for k, inputs in enumerate(samples or ()):
+        where = f"real-sample batch {k}"
+        ref = reference(inputs)
+        got = tally.run_converted(converted, inputs, where)
+        if got is not None:
+            tally.compare(signature, ref, got, where)
+        samples_checked += len(next(iter(inputs.values())))
     checked, unchecked = [input_shapes(signature)], []
     second = alternate_signature(signature) if dynamic_sizes else None
     if second is not None:
@@ -203,4 +215,5 @@ def verify(reference: Callable[[dict], dict], converted: Callable[[dict], dict],
         message=message,
         input_shapes=checked,
         unchecked_shapes=unchecked,
+        samples_checked=samples_checked,
     )

@@ -3,6 +3,7 @@
 Pure numpy; `calculate_metrics` is the entry point used by triton/calculate_metrics.py.
 """
 from .calculate import (
+    METRIC_TASKS,
     MetricsError,
     Threshold,
     ThresholdsFailed,
@@ -21,8 +22,14 @@ from .classification import top1_agreement, topk_accuracy, topk_overlap
 from .denoising import psnr_metrics, psnr_per_sample
 from .regression import MetricInputError, cosine_per_sample, error_stats
 from .segmentation import DiceResult, dice_from_masks, dice_scores
+from .user import BaseMetricsCalculator, MetricsFileError, load_metrics_file, user_metrics
 
 __all__ = [
+    "BaseMetricsCalculator",
+    "METRIC_TASKS",
+    "MetricsFileError",
+    "load_metrics_file",
+    "user_metrics",
     "DiceResult",
     "MetricInputError",
     "MetricsError",

@@ -9,7 +9,14 @@ classification  top1_accuracy, top5_accuracy              top1_agreement, top5_o
 segmentation    dice_mean, dice_class_<c>                 dice_agreement_mean, dice_agreement_class_<c>
 denoising       label_psnr_mean, label_psnr_min           psnr_mean, psnr_min
 embedding       (none)                                    (error statistics only)
+regression      mae, rmse, max_abs_err, r2                (error statistics only)
+generic         label_<error statistic>                   (error statistics only)
 =============== ========================================= =============================================
+
+`regression` and `generic` are for models outside the zoo (give --task): `generic` scores any numeric output
+against a label of the same size with the error statistics below. A user's metrics file (`user_fn`, from
+metrics.user.load_metrics_file) adds its own named values beside these, with the same labels; with it the
+task may stay unknown, and then only its metrics (and the error statistics vs a reference) are computed.
 
 Every reference comparison also reports the error statistics max_abs_err, mean_abs_err, max_rel_err,
 rmse, cosine_mean, cosine_min of the primary output; further outputs get the same statistics with the
@@ -36,8 +43,11 @@ from ..models.registry import TASKS
 from ..spec import atomic_write_text
 from .classification import classification_label_metrics, classification_reference_metrics
 from .denoising import psnr_metrics
-from .regression import DEFAULT_REL_EPS, MetricInputError, error_stats
+from .regression import DEFAULT_REL_EPS, MetricInputError, as_float_pair, error_stats
 from .segmentation import dice_scores
+
+# the zoo's tasks plus two for models outside it
+METRIC_TASKS = (*TASKS, "regression", "generic")
 
 ThresholdsLike = Union[Mapping[str, Any], Sequence[Union[str, "Threshold"]], str, Path]
 
@@ -183,17 +193,42 @@ def _pick(tensors: Mapping[str, np.ndarray], name: str | None, what: str, where:
     return name
 
 
-def resolve_task(dump: Dump, reference: Dump | None, task: str | None) -> str:
+def resolve_task(dump: Dump, reference: Dump | None, task: str | None, required: bool = True) -> str | None:
+    """The task to score: `task`, else the one dump.json names; None only when not `required` (a user's
+    metrics file alone needs none)."""
     if task is None:
         tasks = {d.task for d in (dump, reference) if d is not None and d.task}
         if len(tasks) > 1:
             raise DumpMismatchError(f"the dumps come from different tasks {sorted(tasks)}; compare runs of one model")
         if not tasks:
-            raise MetricsError(f"{dump.directory}/dump.json names no task; pass --task ({', '.join(TASKS)})")
+            if not required:
+                return None
+            raise MetricsError(f"{dump.directory}/dump.json names no task; pass --task ({', '.join(METRIC_TASKS)}) "
+                               "or --metrics metrics.py")
         task = tasks.pop()
-    if task not in TASKS:
-        raise MetricsError(f"unknown task {task!r}; choose one of {', '.join(TASKS)}")
+    if task not in METRIC_TASKS:
+        raise MetricsError(f"unknown task {task!r}; choose one of {', '.join(METRIC_TASKS)}")
     return task
+
+
+def regression_metrics(pred: np.ndarray, y: np.ndarray) -> dict[str, float]:
+    """mae, rmse, max_abs_err and r2 (1 - SS_res / SS_tot; NaN when the labels are constant)."""
+    a, b = as_float_pair(_like(pred, y), y)
+    diff = a - b
+    ss_tot = float(np.sum((b - b.mean()) ** 2))
+    return {
+        "mae": float(np.mean(np.abs(diff))),
+        "rmse": float(np.sqrt(np.mean(diff ** 2))),
+        "max_abs_err": float(np.max(np.abs(diff))),
+        "r2": 1.0 - float(np.sum(diff ** 2)) / ss_tot if ss_tot > 0 else math.nan,
+    }
+
+
+def _like(pred: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """A (N, 1) prediction scored against (N,) labels (or the reverse): same size, same rows."""
+    if pred.shape != y.shape and pred.size == y.size and pred.shape[:1] == y.shape[:1]:
+        return pred.reshape(y.shape)
+    return pred
 
 
 def _scored(context: str, fn: Callable[..., dict[str, float]], *args: Any, **kwargs: Any) -> dict[str, float]:
@@ -214,9 +249,10 @@ def compute_metrics(
     num_classes: int | None = None,
     data_range: float | None = None,
     rel_eps: float = DEFAULT_REL_EPS,
+    user_fn: Callable[..., Any] | None = None,
 ) -> dict[str, float]:
     """The metrics of loaded dumps (see the module doc for names). Mismatched dumps raise DumpMismatchError."""
-    task = resolve_task(dump, reference, task)
+    task = resolve_task(dump, reference, task, required=user_fn is None)
     out_name = _pick(dump.outputs, output, "output", f"{dump.directory} outputs")
     pred = dump.outputs[out_name]
     metrics: dict[str, float] = {"num_samples": float(dump.num_samples)}
@@ -237,6 +273,11 @@ def compute_metrics(
                 pred, y, num_classes=num_classes, include_background=include_background).as_metrics("dice")))
         elif task == "denoising":
             metrics.update(_scored(ctx, psnr_metrics, pred, y, data_range, prefix="label_psnr"))
+        elif task == "regression":
+            metrics.update(_scored(ctx, regression_metrics, pred, y))
+        elif task == "generic":
+            stats = _scored(ctx, lambda: error_stats(_like(pred, y), y, rel_eps))
+            metrics.update({f"label_{k}": v for k, v in stats.items()})
 
     if aligned is not None:
         ref = aligned.b[out_name]
@@ -254,6 +295,16 @@ def compute_metrics(
             if name != out_name:
                 stats = _scored(f"{name} vs reference", error_stats, aligned.a[name], aligned.b[name], rel_eps)
                 metrics.update({f"{k}[{name}]": v for k, v in stats.items()})
+
+    if user_fn is not None:
+        from .user import user_metrics
+
+        own = user_metrics(user_fn, dump, labels)
+        clash = sorted(set(own) & set(metrics))
+        if clash:
+            raise MetricsError(f"{getattr(user_fn, '__name__', 'calc')} returns {clash}, names the built-in metrics "
+                               "already use; rename them in your metrics file")
+        metrics.update(own)
 
     if len(metrics) == 1:
         why = "the embedding task has no label metrics" if task == "embedding" else f"{dump.directory} has no labels"

@@ -17,7 +17,6 @@ from .offline import run_offline
 from .online import parse_range, run_online
 from .sweep import (
     STORE_COLUMNS,
-    FingerprintMismatch,
     ResultsStore,
     ServerDiedError,
     ServerNotReady,
@@ -31,6 +30,6 @@ from .sweep import (
 __all__ = [
     "MEASURE_COLUMNS", "STORE_COLUMNS", "PerfAnalyzerError", "PerfAnalyzerNotFound", "PerfOptions", "PointResult",
     "build_command", "check_perf_analyzer", "find_perf_analyzer", "parse_csv", "perf_environment", "run_point",
-    "run_offline", "run_online", "parse_range", "FingerprintMismatch", "ResultsStore", "ServerDiedError",
+    "run_offline", "run_online", "parse_range", "ResultsStore", "ServerDiedError",
     "ServerNotReady", "SweepError", "SweepOutcome", "SweepPoint", "read_store_csv", "run_sweep",
 ]

@@ -817,6 +817,15 @@ def add_perf_arguments(parser) -> None:
                    help="per sample and output; default: the manifest's largest output + 25%% (min 100 KB)")
     g.add_argument("--input-data", default="random", metavar="random|zero|PATH",
                    help="inputs with fixed values in the manifest always get those values (default: %(default)s)")
+    g.add_argument("--data-dir", default=None, metavar="DIR",
+                   help="real samples instead of --input-data: a folder of .npy/.npz samples, or the data_dir of "
+                        "--dataloader; written as perf_analyzer JSON (input_data_<sha12>.json) in the run folder")
+    g.add_argument("--dataloader", default=None, metavar="FILE",
+                   help="a dataloader.py defining get_dataloader_fn(**kwargs) (the DLE form) for the real samples")
+    g.add_argument("--dataloader-arg", action="append", default=[], metavar="KEY=VALUE",
+                   help="extra keyword argument for get_dataloader_fn (repeatable)")
+    g.add_argument("--perf-samples", type=int, default=16,
+                   help="real samples written for perf_analyzer, sent round-robin (default: %(default)s)")
     g.add_argument("--measurement-mode", choices=("time_windows", "count_windows"), default="time_windows")
     g.add_argument("--measurement-interval", type=int, default=5000, metavar="MS",
                    help="window length for time_windows (default: %(default)s)")
@@ -830,6 +839,28 @@ def add_perf_arguments(parser) -> None:
                    help="attempts per point, each with a longer window (+2000 ms or +50 requests); default %(default)s")
     g.add_argument("--perf-analyzer-arg", action="append", default=[], metavar="ARG",
                    help="extra argument passed to perf_analyzer as is (repeatable)")
+
+
+def real_input_data(args, signature: HasSignature, directory: str | Path, *, precision: str = "fp32",
+                    batched: bool = True) -> str | None:
+    """With --data-dir/--dataloader: the user's samples, validated against `signature`, written as
+    perf_analyzer JSON in `directory`; returns its path (None without those flags). --input-data must then
+    be left at its default."""
+    from ..data.perf_input import build_perf_input
+    from ..data.user import user_data_from_args
+    from ..spec import ModelSignature
+
+    if getattr(args, "data_dir", None) is None and getattr(args, "dataloader", None) is None:
+        return None
+    if getattr(args, "input_data", "random") != "random":
+        raise ValueError("give either --input-data or --data-dir/--dataloader, not both")
+    sig = getattr(signature, "signature", signature)  # a Manifest carries one
+    if not isinstance(sig, ModelSignature):
+        sig = ModelSignature(tuple(signature.inputs), tuple(signature.outputs))
+    data = user_data_from_args(args, sig, precision=precision, batched=batched)
+    if data is None:  # --data-dir synthetic
+        return None
+    return str(build_perf_input(data, directory, args.perf_samples))
 
 
 def perf_options_from_args(args, shared_memory: str | None = None) -> PerfOptions:

@@ -32,6 +32,8 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
+from ..runs.identity import RunIdentity, host_identity, library_versions, toolkit_version
+from ..runs.ledger import reconcile
 from ..spec import atomic_write_text
 
 PRECISIONS = ("fp32", "fp16", "bf16", "amp")
@@ -45,7 +47,7 @@ BASE_COLUMNS = (
     "timestamp", *KEY_COLUMNS, "status", "reason", "family", "device", "batch_size", "input_shape",
     "throughput", "unit", "mean_ms", "p50_ms", "p95_ms", "p99_ms", "iterations", "timed_s", "warmup",
     "first_call_s", "prepare_s", "peak_mem_mb", "peak_mem_metric", "peak_rss_mb", "threads", "amp_dtype", "tf32",
-    "loadavg_1m", "loadavg_5m", "background_cpu", "tile_px",
+    "loadavg_1m", "loadavg_5m", "background_cpu", "tile_px", "identity",
 )
 COVERAGE_PREFIX = "km2_per_s_at_"
 
@@ -404,7 +406,7 @@ def prepare(cfg: BenchConfig, opts: BenchOptions, workdir: Path) -> Prepared:
     """Build the model in the configuration's precision and wrap it in the configuration's runtime."""
     import torch
 
-    from ..models import get_model
+    from ..sources import resolve
 
     t0 = time.perf_counter()
     device = torch.device(opts.device)
@@ -415,13 +417,13 @@ def prepare(cfg: BenchConfig, opts: BenchOptions, workdir: Path) -> Prepared:
         torch.backends.cudnn.benchmark = True
     if cfg.threads > 0:
         torch.set_num_threads(cfg.threads)
-    entry = get_model(cfg.model)
-    signature = entry.signature(cfg.preset)
+    entry = resolve(cfg.model, preset=cfg.preset)  # any model source (zoo, timm:<arch>, model.py, artifact folder)
+    signature = entry.signature
     dtype = _torch_dtype(cfg.precision)
     caps_like = HostCaps(device=opts.device)
     amp = cfg.precision == "amp"
     amp_dtype = _torch_dtype(amp_dtype_for(caps_like, opts.amp_dtype))
-    model = entry.build(cfg.preset, seed=opts.seed).to(device=device, dtype=dtype)
+    model = entry.build(opts.seed).to(device=device, dtype=dtype)
 
     def torch_inputs(batch: int) -> tuple:
         arrays = signature.examples(batch, seed=opts.seed)
@@ -451,11 +453,11 @@ def prepare(cfg: BenchConfig, opts: BenchOptions, workdir: Path) -> Prepared:
 
         return Prepared(run_eager, torch_inputs, torch_threads, time.perf_counter() - t0, **common)
 
-    example = torch_inputs(min(2, max(entry.preset(cfg.preset).max_batch_size, 1)))
+    example = torch_inputs(min(2, max(entry.max_batch_size, 1)))
     if cfg.runtime == "torchscript":
         from ..export.torchscript import export_torchscript
 
-        path = workdir / f"{cfg.model}-{cfg.preset}-{cfg.precision}.pt"
+        path = workdir / f"{slugify(cfg.model)}-{cfg.preset}-{cfg.precision}.pt"
         with autocast():  # amp: the autocast casts are recorded into the trace
             export_torchscript(model, example, path, mode="trace")
         module = torch.jit.load(str(path), map_location=device).eval()
@@ -469,7 +471,7 @@ def prepare(cfg: BenchConfig, opts: BenchOptions, workdir: Path) -> Prepared:
     from ..export.onnx import export_onnx
     from ..repository.python_runtime.runtimes import OnnxRuntime
 
-    path = workdir / f"{cfg.model}-{cfg.preset}-{cfg.precision}.onnx"
+    path = workdir / f"{slugify(cfg.model)}-{cfg.preset}-{cfg.precision}.onnx"
     export_onnx(model, signature, example, path, opset=opts.onnx_opset)
     del model
     session = OnnxRuntime(str(path), device=opts.device, threads=cfg.threads)
@@ -767,7 +769,8 @@ def groups_of(configs: Sequence[BenchConfig]) -> list[list[BenchConfig]]:
     return list(out.values())
 
 
-def write_hardware_json(path: Path, config: dict[str, Any], caps: HostCaps) -> Path:
+def write_hardware_json(path: Path, config: dict[str, Any], caps: HostCaps,
+                        identity: RunIdentity | None = None) -> Path:
     """`<device_slug>_hardware.json`: runinfo's machine/versions/git record plus what torch sees; `runs`
     keeps every measuring run's command, config and git state (the CSV collects rows of many runs)."""
     import json
@@ -793,8 +796,22 @@ def write_hardware_json(path: Path, config: dict[str, Any], caps: HostCaps) -> P
                                          "memory_gib": round(props.total_memory / 2**30, 1),
                                          "torch_cuda": torch.version.cuda}
     atomic_write_text(path, json.dumps(meta, indent=2, default=str) + "\n")
-    runinfo.write_run_json(path.parent, meta)  # the folder's run.json, like every results folder: the latest run
+    if identity is not None:  # the folder's run.json, like every results folder: the latest run, every identity
+        meta["identities"] = runinfo.read_run_json(path.parent).get("identities", {})
+    runinfo.write_run_json(path.parent, meta)
+    if identity is not None:
+        from ..runs.ledger import register
+
+        register(path.parent, identity, meta)
     return path
+
+
+def bench_identity(opts: BenchOptions) -> RunIdentity:
+    """What defines a bench row (runs.identity): the host and its GPUs, the libraries, the toolkit and how each
+    configuration is timed. The configuration itself is the row's key."""
+    return RunIdentity(host=host_identity(), server_version=None, model_config=None, artifact_digest=None,
+                       perf_options=asdict(opts), input_data="random", toolkit_version=toolkit_version(),
+                       libraries=library_versions(), extra={"kind": "framework-bench"})
 
 
 def _coverage_text(row: dict[str, Any]) -> str:
@@ -825,8 +842,11 @@ def summary_table(rows: Sequence[dict[str, Any]]) -> str:
 def run_bench(configs: Sequence[BenchConfig], opts: BenchOptions, result_dir: str | Path, *,
               caps: HostCaps | None = None, isolate: str = "compile", timeout_s: float = 900.0,
               remeasure: bool = False, progress: bool = True, run_config: dict[str, Any] | None = None,
-              log: Callable[[str], None] | None = None) -> tuple[Path, list[dict[str, Any]], Plan]:
+              log: Callable[[str], None] | None = None, reuse: str = "auto") -> tuple[Path, list[dict[str, Any]], Plan]:
     """Measure what is missing from `<result_dir>/<device_slug>.csv`; returns (csv path, this run's rows, plan).
+
+    Rows are reused only under this run's identity (`bench_identity`); a CSV holding rows of another identity is
+    moved aside first (runs.ledger; `reuse`: auto | resume | fresh).
 
     isolate: `compile` runs torch.compile groups in a child process with `timeout_s` per configuration,
     `all` every group, `none` nothing (fastest; a hang or an OOM kill then stops the bench).
@@ -837,6 +857,10 @@ def run_bench(configs: Sequence[BenchConfig], opts: BenchOptions, result_dir: st
     slug = device_slug(opts.device)
     result_dir = Path(result_dir)
     store = BenchCSV(result_dir / f"{slug}.csv")
+    identity = bench_identity(opts)
+    hw_path = result_dir / f"{slug}_hardware.json"
+    reconcile(result_dir, store.path.name, store.read(), identity, reuse,
+              [store.path, store.path.with_suffix(".md"), hw_path], say=log)  # moves the CSV aside if it must
     measured = {_row_key(r) for r in store.read() if r.get("status") == STATUS_OK}
     needs_compile = any(c.compile_mode != "none" and (remeasure or tuple(map(str, c.key)) not in measured)
                         for c in configs)
@@ -849,12 +873,12 @@ def run_bench(configs: Sequence[BenchConfig], opts: BenchOptions, result_dir: st
     plan = plan_run(configs, caps, store.read(), opts.amp_dtype, remeasure)
     log(plan.summary() + f" ({store.path})")
     hw_config = {**(run_config or {}), "options": asdict(opts), "isolate": isolate, "timeout_s": timeout_s}
-    hw_path = result_dir / f"{slug}_hardware.json"
     if plan.todo or plan.unsupported or not hw_path.exists():  # a run that measures nothing leaves it alone
-        write_hardware_json(hw_path, hw_config, caps)
+        write_hardware_json(hw_path, hw_config, caps, identity)
 
     run_rows: list[dict[str, Any]] = []
-    skipped_rows = [base_row(cfg, opts.device, STATUS_SKIPPED, reason) for cfg, reason in plan.unsupported]
+    skipped_rows = [{**base_row(cfg, opts.device, STATUS_SKIPPED, reason), "identity": identity.id}
+                    for cfg, reason in plan.unsupported]
     store.upsert(skipped_rows)
     run_rows += skipped_rows
 
@@ -866,6 +890,7 @@ def run_bench(configs: Sequence[BenchConfig], opts: BenchOptions, result_dir: st
         log = _bar_log(bar)
 
     def emit(row: dict[str, Any]) -> None:
+        row = {**row, "identity": identity.id}
         store.upsert([row])
         run_rows.append(row)
         if row["status"] == STATUS_OK:

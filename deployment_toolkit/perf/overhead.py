@@ -52,7 +52,9 @@ class Variant:
             f"{self.threads} intra-op thread{'s' if self.threads > 1 else ''}" if self.threads else "default threads")
 
     def model_name(self, model: str) -> str:
-        return f"{model}_i{self.instances}_t{self.threads}"
+        from ..sources import short_name
+
+        return f"{short_name(model)}_i{self.instances}_t{self.threads}"
 
 
 @dataclass
@@ -178,23 +180,24 @@ def prepare_repository(opts: OverheadOptions, log: Callable[[str], None]) -> tup
     """ONNX artifact (reused when the workspace already holds this model/preset) and one repository entry
     per variant. Returns (onnx dir, repository, manifest)."""
     from ..export import ConvertOptions, convert
-    from ..models import get_model
     from ..repository.config import ConfigOptions
+    from ..export.reuse import reusable_artifact
     from ..repository.layout import write_model
-    from ..spec import Manifest
 
     ws = Path(opts.workspace)
-    onnx_dir = ws / f"{opts.model}-{opts.preset}-onnx"
-    max_batch = max(get_model(opts.model).preset(opts.preset).max_batch_size, max(opts.batch_sizes))
-    manifest = None
-    if (onnx_dir / "manifest.json").exists():
-        manifest = Manifest.load(onnx_dir)
-        if (manifest.model, manifest.preset, manifest.format, manifest.max_batch_size) != \
-                (opts.model, opts.preset, "onnx", max_batch):
-            manifest = None
-    if manifest is None:
+    from ..sources import resolve
+
+    resolved = resolve(opts.model, preset=opts.preset)  # any model source; an artifact folder brings its record
+    onnx_dir = ws / f"{resolved.slug}-{opts.preset}-onnx"
+    max_batch = max(resolved.max_batch_size, max(opts.batch_sizes))
+    reuse = reusable_artifact(onnx_dir, resolved, "onnx", opts.preset, min_max_batch_size=max_batch,
+                              require_verified=False)
+    manifest = reuse.manifest
+    if manifest is not None:
+        log(reuse.reason)
+    else:
         log(f"converting {opts.model} ({opts.preset}) to ONNX in {onnx_dir} ...")
-        manifest = convert(opts.model, "onnx", onnx_dir, ConvertOptions(preset=opts.preset, max_batch_size=max_batch,
+        manifest = convert(resolved, "onnx", onnx_dir, ConvertOptions(preset=opts.preset, max_batch_size=max_batch,
                                                                            verify=False, seed=opts.seed))
     repo = ws / "model_repository"
     if repo.exists():
@@ -226,7 +229,7 @@ def run_overhead(opts: OverheadOptions, result_dir: str | Path, log: Callable[[s
         timings = [time_inprocess(session, inputs, opts.inprocess_warmup, opts.inprocess_seconds)]
         served: dict[Variant, list[dict[str, Any]]] = {}
         for variant in opts.variants:
-            served[variant] = _sweep(repo, variant, batch, opts, manifest, result_dir, log, server_info)
+            served[variant] = _sweep(repo, variant, batch, opts, manifest, result_dir, log, server_info, onnx_dir)
             points += served[variant]
             log(f"batch {batch}: in-process ONNX Runtime again ...")
             timings.append(time_inprocess(session, inputs, 1, opts.inprocess_seconds))
@@ -250,7 +253,7 @@ MAX_SERVER_STARTS = 3  # per sweep: a server that dies mid-sweep is restarted an
 
 
 def _sweep(repo: Path, variant: Variant, batch: int, opts: OverheadOptions, manifest, result_dir: Path,
-           log: Callable[[str], None], server_info: dict[str, Any]) -> list[dict[str, Any]]:
+           log: Callable[[str], None], server_info: dict[str, Any], onnx_dir: Path) -> list[dict[str, Any]]:
     """One online sweep of a variant on a fresh server that loads only that variant (no idle neighbours,
     nothing left over from the previous sweep). If the server dies, it is restarted and the sweep resumes
     from its completed points (run_sweep's store); each point gets Triton's statistics delta."""
@@ -260,8 +263,6 @@ def _sweep(repo: Path, variant: Variant, batch: int, opts: OverheadOptions, mani
 
     name = variant.model_name(opts.model)
     sweep_dir = result_dir / "sweeps" / f"{name}_b{batch}"
-    if sweep_dir.exists():
-        shutil.rmtree(sweep_dir)  # side by side in one run: never resume a sweep from an earlier run
     log(f"batch {batch}: {variant.label}: online sweep, concurrency {','.join(map(str, opts.concurrencies))} ...")
     extra: dict[int, dict[str, Any]] = {}
     restarts = 0
@@ -282,9 +283,12 @@ def _sweep(repo: Path, variant: Variant, batch: int, opts: OverheadOptions, mani
                 snap["stats"] = now
 
             try:
+                # side by side in one run: an earlier run's sweep is set aside (kept under superseded/), never
+                # resumed; after a restart within this run, the sweep resumes from its own completed points
                 outcome = run_online(name, None, manifest, list(opts.concurrencies), opts.perf, sweep_dir,
                                      server=server, batch_size=batch, progress=False, build_report=False,
-                                     on_point_done=on_point)
+                                     on_point_done=on_point, manifest_path=onnx_dir,
+                                     reuse="fresh" if start == 1 else "auto")
                 break
             except ServerDiedError as err:
                 restarts += 1

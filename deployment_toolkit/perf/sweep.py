@@ -3,17 +3,16 @@
 - Each finished point is saved at once: the whole `<kind>.csv` is rewritten through a temp file and a
   rename, so the file never holds a repeated header or half a row, whatever kills the process.
 - A rerun of the same command skips the points already in the CSV ("skipping N completed points").
-- A fingerprint of what defines the measurement (model, points, perf options) is stored next to the
-  CSV; a different configuration in the same folder is refused instead of silently mixed.
+- Each row records when it was measured and under which identity (runs.identity: host, server version, the
+  config the server loaded, artifact digest, perf options, input data, toolkit version). A rerun reuses only the
+  rows of the same identity; rows of another are moved aside (never deleted) with one line saying what differs.
 - Before each point the server is health-checked; if it died, the sweep stops with the server's log
   tail (or perf_analyzer's output), keeps what was measured and can be resumed by running it again.
 """
 from __future__ import annotations
 
 import csv
-import hashlib
 import io
-import json
 import math
 import sys
 import time
@@ -23,7 +22,11 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 import numpy as np
 
-from ..runinfo import read_run_json, run_metadata, write_run_json
+from ..runinfo import read_run_json
+from ..runs.identity import (RunIdentity, artifact_digest, host_identity, input_data_digest, library_versions,
+                             served_config, toolkit_version)
+from ..runs.ledger import (IDENTITY_COLUMN, MEASURED_AT_COLUMN, PROVENANCE_COLUMNS, IdentityMismatch,
+                           ensure_registered, now_utc, reconcile, record_run)
 from ..spec import ModelSignature, SpecError, TensorSpec, atomic_write_text, numpy_dtype
 from .analyzer import (
     MEASURE_COLUMNS,
@@ -52,6 +55,7 @@ STORE_COLUMNS = (
     "attempts",
     "window",
     "note",
+    *PROVENANCE_COLUMNS,
 )
 _INT_COLUMNS = {"Client Batch Size", "Concurrent client requests", "Triton Instances", "attempts"}
 _BOOL_COLUMNS = {"stable", "residual_clamped"}
@@ -59,10 +63,6 @@ _BOOL_COLUMNS = {"stable", "residual_clamped"}
 
 class SweepError(RuntimeError):
     """A sweep could not go on; completed points are kept and a rerun resumes."""
-
-
-class FingerprintMismatch(SweepError):
-    pass
 
 
 class ServerDiedError(SweepError):
@@ -89,81 +89,54 @@ class SweepPoint:
 
 # ---- results store -----------------------------------------------------------------------------
 
-def fingerprint_of(kind: str, model_name: str, model_version: str, points: Sequence[SweepPoint],
-                   options: PerfOptions) -> dict[str, Any]:
-    """What defines a sweep's numbers. The server URL is left out: a restarted server may get new ports."""
-    return {
-        "kind": kind,
-        "model_name": model_name,
-        "model_version": model_version or "latest",
-        "batch_sizes": sorted({p.batch_size for p in points}),
-        "concurrencies": sorted({p.concurrency for p in points}),
-        "options": options.measurement_fields(),
-    }
-
-
-def _digest(fp: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(fp, sort_keys=True).encode()).hexdigest()[:16]
+def sweep_identity(model_config: dict[str, Any], server_version: str | None, manifest_path: str | Path | None,
+                   options: PerfOptions, input_data: str | Path | None) -> RunIdentity:
+    """What defines a sweep's numbers (runs.identity). The server URL is left out: a restarted server may get new
+    ports; the points are not in it either: a sweep extended by new points reuses the ones it has."""
+    return RunIdentity(
+        host=host_identity(),
+        server_version=server_version,
+        model_config=served_config(model_config),
+        artifact_digest=artifact_digest(manifest_path),
+        perf_options=options.measurement_fields(),
+        input_data=input_data_digest(input_data if input_data is not None else options.input_data),
+        toolkit_version=toolkit_version(),
+        libraries=library_versions(),
+    )
 
 
 class ResultsStore:
-    """`<run_dir>/<kind>.csv` (ms, seed columns) plus `<kind>.fingerprint.json` guarding it."""
+    """`<run_dir>/<kind>.csv` (ms, seed columns, and each row's `measured_at` and `identity`).
 
-    def __init__(self, run_dir: str | Path, kind: str, fingerprint: dict[str, Any]):
+    Opening it reuses the rows measured under `identity` and sets the others aside (runs.ledger.reconcile).
+    """
+
+    def __init__(self, run_dir: str | Path, kind: str, identity: RunIdentity, policy: str = "auto"):
         self.run_dir = Path(run_dir)
         self.kind = kind
-        self.fingerprint = fingerprint
+        self.identity = identity
+        self.policy = policy
         self.csv_path = self.run_dir / f"{kind}.csv"
-        self.fingerprint_path = self.run_dir / f"{kind}.fingerprint.json"
         self._rows: dict[tuple[int, int], dict[str, Any]] = {}
+        self._registered = False
 
     def open(self) -> "ResultsStore":
-        """Check the fingerprint (or write it for a new folder) and load completed points."""
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        if self.fingerprint_path.exists():
-            stored = json.loads(self.fingerprint_path.read_text()).get("fingerprint", {})
-            if stored != self.fingerprint:
-                raise FingerprintMismatch(self._mismatch_message(stored))
-        elif self.csv_path.exists() and read_store_csv(self.csv_path):
-            raise FingerprintMismatch(
-                f"{self.csv_path} holds results without a {self.fingerprint_path.name}: the configuration that "
-                f"produced them is unknown. Use a new --result-path (e.g. {self._suggest()}) or remove the folder."
-            )
-        else:
-            atomic_write_text(self.fingerprint_path, json.dumps(
-                {"fingerprint": self.fingerprint, "digest": _digest(self.fingerprint)}, indent=2) + "\n")
-        if self.csv_path.exists():
-            for row in read_store_csv(self.csv_path):
-                self._rows[(int(row["Client Batch Size"]), int(row["Concurrent client requests"]))] = row
+        """Load the rows that may be reused; nothing is created until the first point is added."""
+        stored = read_store_csv(self.csv_path) if self.csv_path.exists() else []
+        aside = [self.csv_path, self.run_dir / f"{self.kind}.md", self.run_dir / f"{self.kind}.fingerprint.json"]
+        for row in reconcile(self.run_dir, self.kind, stored, self.identity, self.policy, aside):
+            self._rows[(int(row["Client Batch Size"]), int(row["Concurrent client requests"]))] = row
         return self
-
-    def _suggest(self) -> str:
-        return str(self.run_dir.parent / f"{self.run_dir.name}-{_digest(self.fingerprint)[:6]}")
-
-    def _mismatch_message(self, stored: dict[str, Any]) -> str:
-        keys = sorted(set(stored) | set(self.fingerprint))
-        diffs = []
-        for k in keys:
-            a, b = stored.get(k), self.fingerprint.get(k)
-            if a == b:
-                continue
-            if isinstance(a, dict) and isinstance(b, dict):
-                for sub in sorted(set(a) | set(b)):
-                    if a.get(sub) != b.get(sub):
-                        diffs.append(f"  {k}.{sub}: stored {a.get(sub)!r}, now {b.get(sub)!r}")
-            else:
-                diffs.append(f"  {k}: stored {a!r}, now {b!r}")
-        return (
-            f"{self.run_dir} already holds a {self.kind} sweep with a different configuration:\n" + "\n".join(diffs)
-            + f"\nMixing them would make the table meaningless. Use a new --result-path (e.g. {self._suggest()}), "
-            "or rerun with the original settings to resume."
-        )
 
     def completed(self, include_unstable: bool = True) -> set[tuple[int, int]]:
         return {k for k, r in self._rows.items() if include_unstable or r.get("stable", True)}
 
     def add(self, row: dict[str, Any]) -> None:
+        if not self._registered:
+            ensure_registered(self.run_dir, self.identity)
+            self._registered = True
         key = (int(row["Client Batch Size"]), int(row["Concurrent client requests"]))
+        row = {**row, MEASURED_AT_COLUMN: now_utc(), IDENTITY_COLUMN: self.identity.id}
         self._rows[key] = {c: row.get(c) for c in STORE_COLUMNS}
         self._write()
 
@@ -432,13 +405,15 @@ def run_sweep(
     remeasure_unstable: bool = False,
     build_report: bool = True,
     ready_timeout_s: float = 60.0,
+    reuse: str = "auto",
 ) -> SweepOutcome:
-    """Measure every point not yet in `<result_dir>/<kind>.csv`, then write the tables, run.json and report."""
+    """Measure every point not yet in `<result_dir>/<kind>.csv` under this run's identity, then write the tables,
+    run.json and report. Nothing is written before the server has answered a real request (a run that never
+    started leaves no trace); `reuse` is runs.ledger's policy: auto | resume | fresh."""
     result_dir = Path(result_dir)
     url = server_url or _server_url(server, options.protocol)
     binary, _ = check_perf_analyzer()
     points = sorted(dict.fromkeys(points))
-    store = ResultsStore(result_dir, kind, fingerprint_of(kind, model_name, model_version, points, options)).open()
 
     wait_until_ready(url, options.protocol, model_name, model_version, ready_timeout_s)
     try:
@@ -465,6 +440,9 @@ def run_sweep(
     if needs_input_file(signature) and options.input_data in ("random", "zero"):
         input_data = str(write_input_data_json(signature, raw_dir / f"{kind}_input_data.json", options.input_data))
 
+    server_version = fetch_server_version(url, options.protocol)
+    identity = sweep_identity(model_config, server_version, manifest_path, options, input_data)
+    store = ResultsStore(result_dir, kind, identity, reuse).open()
     done = store.completed(include_unstable=not remeasure_unstable)
     todo = [p for p in points if p.key not in done]
     skipped = [p for p in points if p.key in done]
@@ -477,7 +455,7 @@ def run_sweep(
         "perf_command_example": build_command(
             model_name, url, points[0].batch_size, points[0].concurrency, signature, options,
             raw_dir / f"{kind}_{points[0].name}.csv", model_version=model_version, input_data=input_data, binary=binary),
-        "fingerprint": store.fingerprint,
+        "identity": identity.id,
     }
     config = {
         "model_name": model_name,
@@ -491,7 +469,7 @@ def run_sweep(
         "triton_instances": instances,
         "number_of_model_instances_flag": number_of_model_instances,
     }
-    _record_run(result_dir, kind, config, section, fetch_server_version(url, options.protocol))
+    _record_run(result_dir, kind, config, section, server_version, identity)
 
     outcome = SweepOutcome(kind, result_dir, store.csv_path, store.rows(), skipped=skipped)
     bar = _progress(len(points), len(skipped), kind, progress)
@@ -530,7 +508,7 @@ def run_sweep(
 
     section["completed"] = len(outcome.rows)
     section["unstable_points"] = [[r["Client Batch Size"], r["Concurrent client requests"]] for r in outcome.unstable]
-    _record_run(result_dir, kind, config, section, fetch_server_version(url, options.protocol))
+    _record_run(result_dir, kind, config, section, server_version, identity)
     if build_report:
         from ..report.build import build_report as _build
 
@@ -602,13 +580,13 @@ def _write_markdown(result_dir: Path, kind: str, rows: list[dict[str, Any]]) -> 
 
 
 def _record_run(result_dir: Path, kind: str, config: dict[str, Any], section: dict[str, Any],
-                server_version: str | None) -> None:
-    """run.json: this run's metadata, keeping the other sweep kind's section when both share a folder."""
+                server_version: str | None, identity: RunIdentity) -> None:
+    """run.json: this invocation's metadata, the other sweep kind's section when both share a folder, and every
+    identity whose rows the folder holds (runs.ledger)."""
     previous = read_run_json(result_dir)
     sweeps = dict(previous.get("config", {}).get("sweeps", {}))
     sweeps[kind] = section
-    meta = run_metadata({**config, "sweeps": sweeps}, server_version)
-    write_run_json(result_dir, meta)
+    record_run(result_dir, {**config, "sweeps": sweeps}, server_version, identity)
 
 
 # ---- command line (shared by the offline and online scripts) -----------------------------------
@@ -634,6 +612,13 @@ def add_target_arguments(parser) -> None:
     o = parser.add_argument_group("results")
     o.add_argument("--result-path", default=None, metavar="DIR",
                    help="run folder (default: results/<model-name>); rerunning into it resumes")
+    reuse = o.add_mutually_exclusive_group()
+    reuse.add_argument("--resume", dest="reuse", action="store_const", const="resume",
+                       help="reuse the folder's points and refuse to go on if they were measured under another "
+                            "identity (host, server, loaded config, artifact, perf options, input data, toolkit)")
+    reuse.add_argument("--fresh", dest="reuse", action="store_const", const="fresh",
+                       help="move the folder's points aside (kept under superseded/) and measure every point anew")
+    o.set_defaults(reuse="auto")
     o.add_argument("--remeasure-unstable", action="store_true", help="on resume, measure unstable points again")
     o.add_argument("--no-report", action="store_true", help="skip report.md/report.html/plots")
     o.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -653,6 +638,32 @@ def parse_shapes(items: Sequence[str]) -> dict[str, list[int]]:
     return shapes
 
 
+def _with_real_input_data(args, options, manifest, url: str, result_dir: Path):
+    """--data-dir/--dataloader: the user's samples as perf_analyzer JSON in the run folder, validated against
+    the manifest's signature (or the served model's metadata); the options then point at that file."""
+    from dataclasses import replace
+
+    from ..perf.analyzer import real_input_data
+
+    if getattr(args, "data_dir", None) is None and getattr(args, "dataloader", None) is None:
+        return options
+    wait_until_ready(url, options.protocol, args.model_name, args.model_version, args.ready_timeout)  # then write
+    if manifest is not None:
+        signature, batched, precision = manifest.signature, manifest.max_batch_size > 0, manifest.precision
+    else:
+        config = fetch_model_config(url, options.protocol, args.model_name, args.model_version)
+        max_batch = int(config.get("max_batch_size", 0) or 0)
+        metadata = fetch_model_metadata(url, options.protocol, args.model_name, args.model_version)
+        signature = signature_from_metadata(metadata, max_batch, parse_shapes(args.shape))
+        batched, precision = max_batch > 0, "fp32"
+    path = real_input_data(args, signature, result_dir / "raw", precision=precision, batched=batched)
+    if path is None:
+        return options
+    print(f"input data: {args.perf_samples} real sample(s) at most from {args.dataloader or args.data_dir} "
+          f"-> {path}", flush=True)
+    return replace(options, input_data=path)
+
+
 def run_cli(kind: str, args, points_arg: Sequence[int] | str, fixed: int) -> int:
     """Run one sweep from parsed flags; print the table; return the exit code (errors as messages, no traceback)."""
     from ..perf.analyzer import PerfAnalyzerNotFound, perf_options_from_args
@@ -669,11 +680,12 @@ def run_cli(kind: str, args, points_arg: Sequence[int] | str, fixed: int) -> int
         from ..repository.names import check_model_name
 
         result_dir = Path(args.result_path or Path("results") / check_model_name(args.model_name))
+        options = _with_real_input_data(args, options, manifest, url, result_dir)
         common = dict(
             model_version=args.model_version, precision=args.precision,
             number_of_model_instances=args.number_of_model_instances, shapes=parse_shapes(args.shape),
             manifest_path=args.manifest, progress=not args.no_progress, remeasure_unstable=args.remeasure_unstable,
-            build_report=not args.no_report, ready_timeout_s=args.ready_timeout,
+            build_report=not args.no_report, ready_timeout_s=args.ready_timeout, reuse=args.reuse,
         )
         if kind == "online":
             from .online import run_online
@@ -685,9 +697,9 @@ def run_cli(kind: str, args, points_arg: Sequence[int] | str, fixed: int) -> int
 
             outcome = run_offline(args.model_name, url, manifest, points_arg, options, result_dir,
                                   concurrency=fixed, **common)
-    except (SweepError, PerfAnalyzerNotFound, SpecError, ValueError, FileNotFoundError) as err:
-        # a dead server, an unknown model, a missing tool, bad flags: exit 2 (the README's table); the
-        # completed points are kept and the same command resumes
+    except (SweepError, PerfAnalyzerNotFound, IdentityMismatch, SpecError, ValueError, FileNotFoundError) as err:
+        # a dead server, an unknown model, a missing tool, bad flags, a refused --resume: exit 2 (the README's
+        # table); the completed points are kept and the same command resumes
         print(f"error: {err}", file=sys.stderr)
         return 2
     from ..report.tables import full_table

@@ -32,7 +32,8 @@ def build_report(run_dir: str | Path) -> dict[str, Path]:
     model = cfg.get("model_name") or cfg.get("model") or run_dir.name
     title = f"Triton performance report: {model} ({run_dir.name})"
 
-    md = [f"# {title}", "", hardware_section(meta), "", f"Command: `{meta.get('command', 'n/a')}`", ""]
+    all_rows = [r for section in sections for r in section["rows"]]
+    md = [f"# {title}", "", hardware_section(meta, all_rows), "", f"Command: `{meta.get('command', 'n/a')}`", ""]
     for section in sections:
         kind = section["kind"]
         md += [f"## {kind.capitalize()} scenario", "", config_table(meta, kind), ""]
@@ -42,7 +43,7 @@ def build_report(run_dir: str | Path) -> dict[str, Path]:
                "Times in milliseconds; throughput in inferences per second.", ""]
     paths: dict[str, Path] = {name: p for s in sections for name, p in s["plots"].items()}
     paths["hardware.md"] = run_dir / "hardware.md"  # alone, for READMEs that quote a run (embed_results.py)
-    atomic_write_text(paths["hardware.md"], hardware_section(meta) + "\n")
+    atomic_write_text(paths["hardware.md"], hardware_section(meta, all_rows) + "\n")
     paths["report.md"] = run_dir / "report.md"
     atomic_write_text(paths["report.md"], "\n".join(md))
     paths["report.html"] = run_dir / "report.html"

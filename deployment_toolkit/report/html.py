@@ -77,8 +77,9 @@ def render(title: str, meta: dict[str, Any], sections: Sequence[dict[str, Any]])
     """sections: {"kind", "rows", "plots": {name: path}} per sweep kind present in the run."""
     parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
              f"<style>{_CSS}</style></head><body><h1>{html.escape(title)}</h1>"]
+    rows = [r for section in sections for r in section["rows"]]
     parts.append("<p>Our results were obtained using the following configuration:</p><ul>"
-                 + "".join(f"<li>{html.escape(line)}</li>" for line in hardware_lines(meta)) + "</ul>")
+                 + "".join(f"<li>{html.escape(line)}</li>" for line in hardware_lines(meta, rows)) + "</ul>")
     parts.append("<p class='note'>Command: <code>" + html.escape(str(meta.get("command", "n/a"))) + "</code></p>")
     for section in sections:
         kind = section["kind"]

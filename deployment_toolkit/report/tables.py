@@ -9,6 +9,7 @@ from typing import Any, Iterable, Sequence
 
 from ..perf.analyzer import MEASURE_COLUMNS, RESIDUAL, THROUGHPUT
 from ..perf.sweep import read_store_csv
+from ..runs.ledger import row_identities
 
 ONLINE_COLUMNS = ("Concurrent client requests", *MEASURE_COLUMNS)
 OFFLINE_COLUMNS = ("Precision", "Client Batch Size", THROUGHPUT, "P90 Latency", "P95 Latency", "P99 Latency", "Avg Latency")
@@ -196,8 +197,53 @@ def config_table(meta: dict[str, Any], kind: str | None = None) -> str:
     return markdown_table(("Parameter Name", "Parameter Value"), config_rows(meta, kind), ("l", "l"))
 
 
-def hardware_lines(meta: dict[str, Any]) -> list[str]:
-    """The "Our results were obtained using the following configuration" bullets."""
+def hardware_lines(meta: dict[str, Any], rows: Iterable[dict[str, Any]] | None = None) -> list[str]:
+    """The "Our results were obtained using the following configuration" bullets, for the rows given.
+
+    Rows name the identity they were measured under (runs.ledger); the bullets describe that identity's host and
+    software, and when the rows were measured. A folder whose rows come from several identities says so and
+    describes each. Without rows (or for rows older than row provenance) the run.json's own metadata is used.
+    """
+    rows = list(rows or [])
+    counts = row_identities(rows)
+    ids = meta.get("identities") or {}
+    if not rows or not any(i in ids for i in counts):
+        return _environment_lines(meta, meta.get("timestamp", "n/a"))
+    if len(counts) == 1:
+        (ident,) = counts
+        return _environment_lines(_identity_view(ids[ident]), _measured_range(rows, ident))
+    lines = [f"This folder mixes rows measured under {len(counts)} identities (each row's identity column says "
+             "which); figures of different identities are not comparable as one run:"]
+    for ident, n in sorted(counts.items(), key=lambda kv: -kv[1]):
+        if ident not in ids:
+            lines.append(f"identity {ident or '(none)'}: {n} row(s), not described in run.json")
+            continue
+        env = _environment_lines(_identity_view(ids[ident]), _measured_range(rows, ident))
+        lines.append(f"identity {ident}: {n} row(s); " + "; ".join(env))
+    return lines
+
+
+def _identity_view(entry: dict[str, Any]) -> dict[str, Any]:
+    invocations = entry.get("invocations") or [{}]
+    last = invocations[-1]
+    hardware = dict(entry.get("hardware") or {})
+    host = (entry.get("identity") or {}).get("host") or {}
+    if host:  # the identity's host is what defines the rows: it wins over the invocation's hardware probe
+        hardware["cpu"] = {**(hardware.get("cpu") or {}), "model": host.get("cpu_model"),
+                           "usable_cores": host.get("usable_cores")}
+    if last.get("load_average_1_5_15m"):
+        hardware["load_average_1_5_15m"] = last["load_average_1_5_15m"]
+    return {"hardware": hardware, "versions": entry.get("versions") or {}, "git": last.get("git") or {}}
+
+
+def _measured_range(rows: Sequence[dict[str, Any]], ident: str) -> str:
+    times = sorted(str(r.get("measured_at")) for r in rows if r.get("identity") == ident and r.get("measured_at"))
+    if not times:
+        return "n/a"
+    return times[0] if times[0] == times[-1] else f"{times[0]} to {times[-1]}"
+
+
+def _environment_lines(meta: dict[str, Any], measured: str) -> list[str]:
     hw = meta.get("hardware", {})
     cpu = hw.get("cpu", {})
     gpu = hw.get("gpu", "none")
@@ -213,7 +259,7 @@ def hardware_lines(meta: dict[str, Any]) -> list[str]:
         f"Python {versions.get('python', 'n/a')}, numpy {versions.get('numpy', 'n/a')}, "
         f"torch {versions.get('torch', 'n/a')}, onnxruntime {versions.get('onnxruntime', 'n/a')}",
         f"Toolkit commit: {sha}",
-        f"Measured: {meta.get('timestamp', 'n/a')}",
+        f"Measured: {measured}",
     ]
     load = hw.get("load_average_1_5_15m")
     if load:  # other work on the host inflates every figure: say how busy it was
@@ -221,6 +267,6 @@ def hardware_lines(meta: dict[str, Any]) -> list[str]:
     return lines
 
 
-def hardware_section(meta: dict[str, Any]) -> str:
+def hardware_section(meta: dict[str, Any], rows: Iterable[dict[str, Any]] | None = None) -> str:
     return "Our results were obtained using the following configuration:\n\n" + "\n".join(
-        f"- {line}" for line in hardware_lines(meta))
+        f"- {line}" for line in hardware_lines(meta, rows))

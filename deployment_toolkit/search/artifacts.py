@@ -5,45 +5,37 @@ is reported and left out, never served: the search only measures artifacts that 
 """
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
+from ..export.reuse import reusable_artifact
+from ..runs.identity import file_digest
+from ..sources import ModelSource, ResolvedModel, resolve
 from ..spec import Manifest
 from .engine import FormatInfo
 
 
 def artifact_digest(directory: Path, manifest: Manifest) -> str:
     """Content hash of the artifact: a re-export invalidates the checkpointed points of that format."""
-    h = hashlib.sha256()
-    with open(directory / manifest.artifact, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()[:16]
+    return (manifest.artifact_sha256 or file_digest(directory / manifest.artifact))[:16]
 
 
-def _usable(manifest: Manifest, model: str, preset: str, fmt: str) -> bool:
-    v = manifest.verification or {}
-    return (manifest.model == model and manifest.preset == preset and manifest.format == fmt
-            and bool(v.get("passed", False)))
-
-
-def prepare_formats(model: str, preset: str, formats: list[str], workspace: str | Path,
-                    log=print) -> list[FormatInfo]:
-    """One FormatInfo per requested format, each with a verified artifact or the reason it has none."""
+def prepare_formats(model: "str | ModelSource | ResolvedModel", preset: str, formats: list[str],
+                    workspace: str | Path, log=print) -> list[FormatInfo]:
+    """One FormatInfo per requested format, each with a verified artifact or the reason it has none. `model`:
+    any model source (a reference string is resolved with `preset`)."""
     from ..export import ConvertOptions, FormatUnavailable, convert
     from ..export.errors import ConversionError
 
+    if not isinstance(model, ResolvedModel):
+        model = resolve(model, preset=preset) if isinstance(model, str) else resolve(model)
     out = []
     for fmt in formats:
         directory = Path(workspace) / fmt
-        manifest = None
-        if (directory / "manifest.json").exists():
-            found = Manifest.load(directory)
-            if _usable(found, model, preset, fmt) and (directory / found.artifact).exists():
-                manifest = found
-                log(f"{fmt}: reusing the verified artifact in {directory}")
+        reuse = reusable_artifact(directory, model, fmt, preset)
+        manifest = reuse.manifest
+        log(f"{fmt}: {reuse.reason}")
         if manifest is None:
-            log(f"{fmt}: converting {model} ({preset}) into {directory} ...")
+            log(f"{fmt}: converting {model.name} ({preset}) into {directory} ...")
             try:
                 manifest = convert(model, fmt, directory, ConvertOptions(preset=preset))
             except FormatUnavailable as err:

@@ -1,6 +1,8 @@
 """`triton/search_config.py`: flags, wiring and the final answer of a config search."""
 from __future__ import annotations
 
+from importlib import metadata
+
 import shlex
 import sys
 import time
@@ -14,6 +16,7 @@ from .engine import Search, SearchError, SearchOutcome, SearchSettings, format_s
 from .space import DEFAULT_QUEUE_DELAYS_US, host_cores
 from .stats import MIN_NOISE
 from .store import SearchStore, StoreMismatch
+from ..runs.identity import RunIdentity, host_identity, input_data_digest, library_versions, toolkit_version
 
 EXAMPLE = """
     python triton/search_config.py --model resnet50 --preset full --p99-ms 500 --max-minutes 20 \\
@@ -31,8 +34,10 @@ def build_parser():
     p.description = ("Search instances x max batch x preferred batch sizes x queue delay x runtime threads x formats "
                      "for the best config under a p99 budget, measured on the embedded tritonserver with "
                      "perf_analyzer, never oversubscribing the host's cores.")
+    from ..sources.cli import add_source_arguments
+
+    add_source_arguments(p)  # --model / --input-path / --manifest and the source's flags
     g = p.add_argument_group("model and budget")
-    g.add_argument("--model", required=True, help="registered model name (python -m deployment_toolkit models)")
     g.add_argument("--preset", default="small", help="small (CI size) or full (benchmark size)")
     g.add_argument("--p99-ms", type=float, required=True,
                    help="p99 latency budget in ms: a point counts only within it")
@@ -52,9 +57,9 @@ def build_parser():
                    help="also measure configs with instances x threads > the usable cores")
     s.add_argument("--max-concurrency", type=int, default=256,
                    help="cap of each concurrency sweep (default: %(default)s)")
-    s.add_argument("--refine-steps", type=int, default=2,
-                   help="bisections between the last concurrency within budget and the first over it "
-                        "(default: %(default)s)")
+    s.add_argument("--refine-steps", type=int, default=8,
+                   help="at most this many probes between the last concurrency within budget and the first over "
+                        "it; they stop when the two are one client apart (default: %(default)s)")
     s.add_argument("--noise-repeats", type=int, default=2,
                    help="extra measurements of the baseline to estimate the noise (default: %(default)s)")
     s.add_argument("--confirm-samples", type=int, default=3,
@@ -63,7 +68,11 @@ def build_parser():
                    help="floor of the relative noise: smaller gains never count (default: %(default)s)")
     s.add_argument("--queue-delays-us", type=cli.int_list, default=DEFAULT_QUEUE_DELAYS_US,
                    help="max queue delays to try, in us (default: %s)" % ",".join(map(str, DEFAULT_QUEUE_DELAYS_US)))
-    s.add_argument("--fresh", action="store_true", help="discard the checkpointed points in --result-path")
+    s.add_argument("--fresh", action="store_true",
+                   help="set the checkpointed points in --result-path aside (kept under superseded/) and start over")
+    s.add_argument("--resume", action="store_true",
+                   help="refuse to go on (exit 2) if the checkpoint was measured under another identity, instead of "
+                        "setting it aside")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
     o = p.add_argument_group("output")
     o.add_argument("--model-repository", default="model_repository", help="where the winner is written")
@@ -101,15 +110,37 @@ def settings_from_args(args) -> SearchSettings:
     )
 
 
-def fingerprint(model: str, preset: str, options, cores: int) -> dict:
-    """What defines the stored numbers; the budget is not in it (a point is a fact whatever the budget)."""
-    return {"model": model, "preset": preset, "usable_cores": cores, "perf_options": options.measurement_fields(),
-            "batch_size": 1}
+def search_identity(model: str, preset: str, options, infos) -> RunIdentity:
+    """What defines the stored points (runs.identity); the budget is not in it (a point is a fact whatever the
+    budget), nor the candidates' configs (each point's key names its candidate)."""
+    try:
+        server = f"embedded tritonserver (nvidia-pytriton {metadata.version('nvidia-pytriton')})"
+    except metadata.PackageNotFoundError:
+        server = None
+    digests = ";".join(sorted(f"{i.format}:{i.digest}" for i in infos if getattr(i, "digest", None)))
+    return RunIdentity(host=host_identity(), server_version=server, model_config=None, artifact_digest=digests or None,
+                       perf_options=options.measurement_fields(), input_data=input_data_digest(options.input_data),
+                       toolkit_version=toolkit_version(), libraries=library_versions(),
+                       extra={"model": model, "preset": preset, "batch_size": 1})
+
+
+def _with_real_input_data(args, options, infos, result_dir: Path):
+    """--data-dir/--dataloader: perf_analyzer sends the user's samples (its digest is part of the checkpoint's
+    run identity, so points measured on other data are never reused)."""
+    from ..perf.analyzer import real_input_data
+
+    manifest = next((i.manifest for i in infos if i.manifest is not None), None)
+    if manifest is None:
+        return options
+    path = real_input_data(args, manifest, result_dir / "raw", precision=manifest.precision,
+                           batched=manifest.max_batch_size > 0)
+    return replace(options, input_data=path) if path else options
 
 
 def run_search(args) -> int:
     from ..perf.analyzer import perf_options_from_args
-    from ..runinfo import cpu_info, run_metadata, write_run_json
+    from ..runinfo import cpu_info
+    from ..runs.ledger import record_run
     from .artifacts import prepare_formats
     from ..report.build import build_report
     from .output import plot_frontier, write_csvs, write_markdown, write_winner
@@ -125,18 +156,25 @@ def run_search(args) -> int:
     # with --max-attempts > 1 an unstable point is retried with a window twice as long (the runners add 2 s)
     options = replace(options, retry_interval_step_ms=options.measurement_interval_ms,
                       retry_request_count_step=options.measurement_request_count)
-    result_dir = Path(args.result_path or Path("results") / f"search-{args.model}-{args.preset}")
-    workspace = Path(args.workspace or Path("workspace") / f"{args.model}-{args.preset}")
-    model_name = check_model_name(args.model_name or args.model)
+    from ..sources import resolve
+    from ..sources.cli import source_from_args
+
+    resolved = resolve(source_from_args(args, args.preset))
+    label = resolved.name
+    result_dir = Path(args.result_path or Path("results") / f"search-{resolved.slug}-{args.preset}")
+    workspace = Path(args.workspace or Path("workspace") / f"{resolved.slug}-{args.preset}")
+    model_name = check_model_name(args.model_name or resolved.slug)
     cpu = cpu_info()
     host = f"{settings.cores} usable cores ({cpu['model']}; sched_getaffinity)"
     print(f"host: {host}; p99 budget {settings.budget_ms:g} ms; objective {settings.objective}; "
           f"time limit {settings.max_minutes:g} min", flush=True)
 
-    infos = prepare_formats(args.model, args.preset, formats, workspace, log=lambda m: print(m, flush=True))
-    store = SearchStore(result_dir, fingerprint(args.model, args.preset, options, settings.cores))
+    infos = prepare_formats(resolved, args.preset, formats, workspace, log=lambda m: print(m, flush=True))
+    options = _with_real_input_data(args, options, infos, result_dir)
+    identity = search_identity(label, args.preset, options, infos)
+    store = SearchStore(result_dir, identity)
     try:
-        store.open(fresh=args.fresh)
+        store.open(fresh=args.fresh, policy="resume" if args.resume else "auto")
     except StoreMismatch as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -158,18 +196,20 @@ def run_search(args) -> int:
 
     written = write_winner(outcome, by_format, Path(args.model_repository), model_name, result_dir)
     csv_path, _ = write_csvs(outcome, store, result_dir)
-    title = f"Config search: {args.model} ({args.preset}), p99 <= {settings.budget_ms:g} ms, {settings.objective}"
+    title = f"Config search: {label} ({args.preset}), p99 <= {settings.budget_ms:g} ms, {settings.objective}"
     plot = plot_frontier(outcome, result_dir / "search_frontier.png",
-                         f"{args.model} ({args.preset}) on {settings.cores} cores: throughput vs p99 per config")
+                         f"{label} ({args.preset}) on {settings.cores} cores: throughput vs p99 per config")
     command = shlex.join([Path(sys.argv[0]).name if sys.argv else "search_config.py", *sys.argv[1:]])
     md = write_markdown(outcome, result_dir, title=title, host=host, command=command, written=written, plot=plot,
                         reused_failures=store.reused_failures)
-    write_run_json(result_dir, run_metadata({
-        "kind": "search", "model_name": model_name, "model": args.model, "preset": args.preset,
+    record_run(result_dir, {
+        "kind": "search", "model_name": model_name, "model": label, "preset": args.preset,
+        "source": resolved.source.to_dict(),
         "formats": formats, "settings": asdict(settings), "perf_options": options.measurement_fields(),
+        "input_data_digest": input_data_digest(options.input_data),
         "winner": outcome.decision.winner.candidate.to_dict() if outcome.decision.winner else None,
         "decision": outcome.decision.message, "wall_s": round(outcome.wall_s, 1),
-    }))
+    }, identity.server_version, identity)
     report = build_report(result_dir)["report.html"]  # the search as a section of the run's report
     return _print_answer(outcome, written, csv_path, report)
 

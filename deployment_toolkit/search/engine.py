@@ -4,9 +4,13 @@ Order (cheapest and most decisive first): the default config (the baseline, meas
 the noise) -> other formats -> instances x runtime threads (never more threads than cores unless allowed) ->
 max batch size -> preferred batch sizes -> max queue delay. A candidate replaces the incumbent only when
 its score beats it by more than the noise; along an ordered dimension the first step that does not ends
-that dimension. At the end the best two non-dominated configs and the default are measured again, and the
-winner must beat the default by more than the noise with its whole spread, or the default is declared as
-good. Measurement goes through a `Measurer` (the real server in `triton.py`, a fake in the unit tests).
+that dimension. A level counts as within the budget only with room for the p99 noise measured on the
+baseline (`stats.holds_budget`). At the end the best two non-dominated configs and the default are measured
+again with fresh samples, in turns; the time for that (and for one step down) is reserved up front from the
+measured time of a point, so --max-minutes never squeezes it out. A finalist whose fresh samples do not hold
+the budget steps down before it can be named. The winner must beat the default by more than the noise with
+its whole spread, or the default is declared as good. Measurement goes through a `Measurer` (the real server
+in `triton.py`, a fake in the unit tests).
 """
 from __future__ import annotations
 
@@ -29,13 +33,23 @@ from .space import (
     preferred_options,
     queue_delay_ladder,
 )
-from .stats import MIN_NOISE, Gain, Noise, Spread, relative_gain
+from .stats import MIN_NOISE, Gain, Noise, Spread, holds_budget, relative_gain, worst_p99
 from .store import Point, SearchStore
-from .sweep import SweepPolicy, SweepResult, best_point, budget_level, score, sweep_concurrency, sweep_near
+from .sweep import (
+    SweepPolicy,
+    SweepResult,
+    best_point,
+    budget_level,
+    narrow_knee,
+    score,
+    sweep_concurrency,
+    sweep_near,
+)
 
 
 T = TypeVar("T")
 NOISY = 0.20  # above this relative noise the search warns that the host is too busy to rank configs
+FINAL_SAMPLE = 100  # sample numbers of the final re-measurement start here: never the sweep's or the noise's
 
 
 class SearchError(RuntimeError):
@@ -80,7 +94,7 @@ class SearchSettings:
     noise_repeats: int = 2  # extra measurements of the baseline's best point
     confirm_samples: int = 3  # samples per finalist in the final comparison
     max_concurrency: int = 256
-    refine_steps: int = 2
+    refine_steps: int = 8  # at most this many probes to narrow the knee to one client
     queue_delays_us: tuple[int, ...] = DEFAULT_QUEUE_DELAYS_US
     min_noise: float = MIN_NOISE
     finish_reserve_s: float = 0.0  # kept at the end of --max-minutes for what the command does after the search
@@ -88,9 +102,12 @@ class SearchSettings:
 
 @dataclass
 class Confirmation:
+    """The final re-measurement of a finalist at one level (fresh samples, taken in turns)."""
+
     concurrency: int
     throughput: Spread
     p99: Spread
+    holds: bool = True  # every sample within the budget, the median with room for the p99 noise
 
 
 @dataclass
@@ -382,12 +399,43 @@ class Search:
         samples = self._samples(base, anchor.concurrency, 1 + self.s.noise_repeats)
         self.noise = Noise.from_samples([p.throughput for p in samples], [p.p99_ms for p in samples],
                                         self.s.min_noise)
-        self._release()
         self._say(f"noise (baseline at concurrency {anchor.concurrency}, {len(samples)} samples): {self.noise.text()}")
         if self.noise.throughput > NOISY:
             warning = noisy_host_warning(self.noise, self.s.cores)
             self.notes.append(warning)
             self._say(f"WARNING: {warning}")
+        self._refine_knee(base)
+        self._release()
+
+    def _refine_knee(self, trial: Trial) -> None:
+        """With the p99 noise now known, the baseline's best level may no longer hold the budget with room for
+        it: narrow the knee again between the best level that does and the first one above it that does not."""
+        best = self._best(trial)
+        if self.s.objective != "throughput" or best is None:
+            return
+        above = [p for p in trial.sweep.points if p.concurrency > best.concurrency
+                 and not self._holds(trial, p.concurrency)]
+        if not above:
+            return
+        bad = self._median_point(trial, min(above, key=lambda p: p.concurrency))
+        if bad.concurrency - best.concurrency <= 1:
+            return
+        before = self.measured_points
+
+        def take(c: int) -> Point:
+            p = self._point(trial, c, 0)
+            if c not in trial.sweep.by_concurrency():
+                trial.sweep.points.append(p)
+            return p
+        stop = lambda: self._out_of_time(self._final_points(1) * self._point_s())  # noqa: E731
+        try:
+            narrow_knee(take, self._policy(), best, bad, trial.sweep, stop)
+        except (CandidateRefused, CandidateFailed) as err:
+            self._say(f"  {trial.candidate.slug}: {err} while narrowing the knee; kept what was measured")
+        trial.measured_points += self.measured_points - before
+        new = self._best(trial)
+        self._say(f"  knee with room for the p99 noise ({self.noise.p99 * 100:.1f}%): best level "
+                  f"{new.concurrency if new else '-'} (was {best.concurrency})")
 
     def _samples(self, trial: Trial, concurrency: int, n: int) -> list[Point]:
         return [self._point(trial, concurrency, s) for s in range(n)]
@@ -400,11 +448,16 @@ class Search:
         return self.noise.p99 if self.s.objective == "latency" else self.noise.throughput
 
     def _best(self, trial: Trial) -> Point | None:
-        """The best point within budget, where a level measured several times counts with its medians."""
+        """The best level that holds the budget (`_holds`), at the medians of its samples."""
         if trial.status != "measured" or trial.sweep is None:
             return None
-        return best_point([self._median_point(trial, p) for p in trial.sweep.points], self.s.budget_ms,
-                          self.s.objective)
+        return best_point([self._median_point(trial, p) for p in trial.sweep.points
+                           if self._holds(trial, p.concurrency)], self.s.budget_ms, self.s.objective)
+
+    def _holds(self, trial: Trial, concurrency: int) -> bool:
+        """Every sample of a level within the budget, and their median with room for the p99 noise."""
+        return holds_budget([p.p99_ms for p in self.store.samples(trial.key, concurrency)], self.s.budget_ms,
+                            self.noise.p99)
 
     def _median_point(self, trial: Trial, point: Point) -> Point:
         samples = self.store.samples(trial.key, point.concurrency)
@@ -444,42 +497,43 @@ class Search:
 
     # ---- final decision ---------------------------------------------------------------------
     def _confirm(self, finalists: list[Trial]) -> None:
-        """Samples 0..n-1 of every finalist at its best concurrency, taken in turns with all finalists loaded.
-        A finalist whose p99 went over the budget in any of them steps down to its next lower level (while time
-        allows): a config that breaks the budget one time in three sits too close to it to be recommended."""
-        budget = self.s.budget_ms
-        levels: dict[str, list[int]] = {}
-        for t in finalists:
-            best = self._best(t)
-            lower = sorted((p.concurrency for p in t.sweep.points
-                            if p.concurrency < best.concurrency and self._median_point(t, p).p99_ms <= budget),
-                           reverse=True)
-            levels[t.candidate.key] = [best.concurrency, *lower]
+        """Fresh samples of every finalist at its best level, taken in turns with all finalists loaded (their
+        time was reserved up front). A finalist whose samples do not hold the budget (`holds_budget`: any one
+        over it, or the median without room for the p99 noise) steps down to where Little's law puts its worst
+        p99 at the budget and is measured again there, in the time reserved for that; one that still does not
+        hold, or finds no time left to step down, is not named."""
+        budget, noise = self.s.budget_ms, self.noise.p99
+        level = {t.candidate.key: self._best(t).concurrency for t in finalists}
         todo = list(finalists)
         self._keep_loaded = True
         try:
             while todo:
-                taken = self._take_in_turns(todo, {k: v[0] for k, v in levels.items()})
-                again = []
+                taken = self._take_in_turns(todo, level)
+                broke = []
                 for t in todo:
                     key = t.candidate.key
                     if key not in taken:
                         continue
-                    pts, level = taken[key], levels[key][0]
-                    t.confirmation = Confirmation(level, Spread.of([p.throughput for p in pts]),
-                                                  Spread.of([p.p99_ms for p in pts]))
-                    over = sum(p.p99_ms > budget for p in pts)
-                    if len(levels[key]) == 1 and level > 1:  # nothing measured below: where Little's law puts
-                        # the worst p99 seen at the budget (a challenger's sweep starts at the incumbent's level)
-                        levels[key].append(max(1, min(level - 1, budget_level(level, t.confirmation.p99.high,
-                                                                              budget))))
-                    if over and len(levels[key]) > 1 and not self._out_of_time(self._step_down_s()):
-                        levels[key].pop(0)
-                        self._say(f"  {t.candidate.slug}: p99 over the budget in {over} of {len(pts)} re-measurements "
-                                  f"at concurrency {level} (median {t.confirmation.p99.median:.1f} ms); re-measuring "
-                                  f"at {levels[key][0]}")
-                        again.append(t)
-                todo = again
+                    pts = taken[key]
+                    p99s = [p.p99_ms for p in pts]
+                    t.confirmation = Confirmation(level[key], Spread.of([p.throughput for p in pts]),
+                                                  Spread.of(p99s), holds_budget(p99s, budget, noise))
+                    if not t.confirmation.holds:
+                        broke.append((t, p99s))
+                todo = []
+                for t, p99s in broke:
+                    c, over = level[t.candidate.key], sum(p > budget for p in p99s)
+                    why = (f"p99 over the budget in {over} of {len(p99s)} re-measurements" if over else
+                           f"median p99 {t.confirmation.p99.median:.1f} ms without room for the p99 noise "
+                           f"({noise * 100:.1f}%)")
+                    if c <= 1 or not self._fits((len(todo) + 1) * self.s.confirm_samples):
+                        self._say(f"  {t.candidate.slug}: {why} at concurrency {c}; "
+                                  + ("nothing below it" if c <= 1 else "no time left to step down") + ": not named")
+                        continue
+                    level[t.candidate.key] = max(1, min(c - 1, budget_level(c, worst_p99(p99s, noise), budget)))
+                    self._say(f"  {t.candidate.slug}: {why} at concurrency {c}; re-measuring at "
+                              f"{level[t.candidate.key]}")
+                    todo.append(t)
         finally:
             self._keep_loaded = False
             self._release()
@@ -494,7 +548,8 @@ class Search:
                 if key not in taken:
                     continue
                 try:
-                    taken[key].append(self._retrying(t, lambda t=t, s=s: self._point(t, level[t.candidate.key], s)))
+                    taken[key].append(self._retrying(
+                        t, lambda t=t, s=s: self._point(t, level[t.candidate.key], FINAL_SAMPLE + s)))
                 except (CandidateRefused, CandidateFailed) as err:
                     t.detail = f"failed when re-measured: {err}"
                     t.confirmation = None
@@ -503,8 +558,7 @@ class Search:
 
     def _frontier(self, trial: Trial) -> list[Point]:
         """The trial's points within budget, each level at the median of its samples."""
-        pts = [self._median_point(trial, p) for p in trial.sweep.points]
-        return [p for p in pts if p.p99_ms <= self.s.budget_ms]
+        return [self._median_point(trial, p) for p in trial.sweep.points if self._holds(trial, p.concurrency)]
 
     def _dominated_by(self, a: Trial, feasible: list[Trial]) -> Trial | None:
         """The first config with as much throughput at no more p99 for every point of `a` (ties: the earlier)."""
@@ -538,12 +592,13 @@ class Search:
         self._say(f"final re-measurement of {len(finalists)} config(s), {self.s.confirm_samples} samples each, "
                   "taken in turns so that a change in the host's load hits all of them alike ...")
         self._confirm(finalists)
-        confirmed = [t for t in finalists if t.confirmation and t.confirmation.p99.median <= budget]
+        confirmed = [t for t in finalists if t.confirmation and t.confirmation.holds]
         self._bar_step()
         for t in finalists:
             if t.confirmation and t not in confirmed:
-                t.detail = (f"p99 over budget when re-measured: median {t.confirmation.p99.median:.1f} ms at "
-                            f"concurrency {t.confirmation.concurrency}")
+                t.detail = (f"p99 over budget when re-measured (or without room for the {self.noise.p99 * 100:.1f}% "
+                            f"p99 noise): {t.confirmation.p99.text()} ms at concurrency "
+                            f"{t.confirmation.concurrency}")
         key = (lambda t: t.confirmation.throughput.median) if higher else (lambda t: t.confirmation.p99.median)
         confirmed.sort(key=key, reverse=higher)
 
@@ -555,8 +610,17 @@ class Search:
             elif feasible:
                 decision.message = (
                     f"no configuration held p99 <= {budget:g} ms when re-measured, although "
-                    f"{len(feasible)} did once (best p99 seen {best_p99.p99_ms:.2f} ms): the measurements vary by "
-                    f"{self.noise.throughput * 100:.0f}% on this host. Run on a quiet host or raise --p99-ms.")
+                    f"{len(feasible)} did once (best p99 seen {best_p99.p99_ms:.2f} ms): p99 varies by "
+                    f"{self.noise.p99 * 100:.0f}% between measurements on this host. Run on a quiet host or raise "
+                    "--p99-ms.")
+            elif best_p99.p99_ms <= budget:
+                owner = next(t for t in measured if t.sweep and best_p99 in t.sweep.points)
+                decision.message = (
+                    f"no configuration holds p99 <= {budget:g} ms with room for the p99 noise measured on this host "
+                    f"({self.noise.p99 * 100:.0f}%): the best p99 seen was {best_p99.p99_ms:.2f} ms "
+                    f"({owner.candidate.label()}, concurrency {best_p99.concurrency}), which the next measurement "
+                    f"may put at {best_p99.p99_ms * (1 + self.noise.p99):.1f} ms. Run on a quiet host (the noise "
+                    "comes from the load), or raise --p99-ms above that.")
             else:
                 owner = next(t for t in measured if t.sweep and best_p99 in t.sweep.points)
                 decision.message = (
@@ -668,23 +732,25 @@ class Search:
         return (f"--max-minutes {self.s.max_minutes:g}: stopped with {max(left, 0.0) / 60:.1f} min left, kept for "
                 "the steps after it")
 
-    def _step_down_s(self) -> float:
-        """A finalist re-measured at a lower level: its samples there."""
-        return self.s.confirm_samples * self._point_s()
+    def _fits(self, points: int) -> bool:
+        """`points` more points fit in --max-minutes (at the measured time of a point)."""
+        return self._time_left_s() >= points * self._point_s()
+
+    def _final_points(self, finalists: int) -> int:
+        """Points of the final re-measurement: fresh samples of every finalist, and one step down of one."""
+        return (finalists + 1) * self.s.confirm_samples
 
     def _baseline_reserve_s(self) -> float:
-        """The baseline keeps time for its noise samples."""
-        return self.s.noise_repeats * self._point_s()
+        """The baseline keeps time for its noise samples and for its own final re-measurement."""
+        return (self.s.noise_repeats + self._final_points(1)) * self._point_s()
 
     def _confirmation_reserve_s(self) -> float:
-        """Time to keep for the final re-measurement if one more config is measured: the finalists other than
-        the default (at most two) need their extra samples; the default has its noise samples already."""
-        per_point = self._point_s()
+        """Time to keep for the final re-measurement if one more config is measured: at most two challengers
+        and the default, each with fresh samples."""
         challengers = sum(1 for t in self.trials.values() if t.status == "measured" and t is not self.default
                           and self._best(t) is not None)
-        finalists = min(2, challengers + 1)
-        default_missing = max(0, self.s.confirm_samples - 1 - self.s.noise_repeats)
-        return (finalists * max(0, self.s.confirm_samples - 1) + default_missing) * per_point
+        default = 1 if self.default is not None and self._best(self.default) is not None else 0
+        return self._final_points(min(2, challengers + 1) + default) * self._point_s()
 
     def _ladder_sizes(self) -> int:
         if self.s.objective == "latency":

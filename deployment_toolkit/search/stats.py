@@ -61,6 +61,21 @@ class Noise:
                 f"{self.measured_p99 * 100:.1f}%, floor {MIN_NOISE * 100:.0f}%)")
 
 
+def holds_budget(p99s: Sequence[float], budget_ms: float, p99_noise: float) -> bool:
+    """A level holds the budget only with room for the p99 noise measured on this host: its worst sample is
+    within it, and so is its median raised by that noise. One sample 14% under the budget at 17% noise does
+    not hold: the next measurement of the same level is as likely to land over it."""
+    vals = [float(v) for v in p99s]
+    if not vals:
+        return False
+    return max(vals) <= budget_ms and statistics.median(vals) * (1.0 + p99_noise) <= budget_ms
+
+
+def worst_p99(p99s: Sequence[float], p99_noise: float) -> float:
+    """The p99 a level must be expected to reach: its worst sample or its median raised by the noise."""
+    return max(max(p99s), statistics.median(p99s) * (1.0 + p99_noise))
+
+
 def relative_gain(new: float, old: float, higher_is_better: bool = True) -> float:
     """+0.10 = 10% better. For latency (lower is better) the gain is the relative reduction."""
     if old == 0:

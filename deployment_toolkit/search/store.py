@@ -2,8 +2,9 @@
 
 A rerun of the same command reads it back and measures only what is missing, so an interrupted or
 time-limited search resumes where it stopped. A point is keyed by candidate (with a digest of the
-artifact it served), concurrency and sample number; a fingerprint of what defines the numbers (model,
-perf options, usable cores) guards the file, so a different setup is refused instead of silently mixed.
+artifact it served), concurrency and sample number, and carries when it was measured and under which run
+identity (runs.identity: host, server, perf options, artifacts, input data, toolkit). A checkpoint of another
+identity is never reused: it is moved aside (runs.ledger), or refused with --resume.
 """
 from __future__ import annotations
 
@@ -11,15 +12,17 @@ import json
 import math
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
+from ..runs.identity import RunIdentity
+from ..runs.ledger import IdentityMismatch, ensure_registered, now_utc, reconcile
 from ..spec import atomic_write_text
 
 POINTS_FILE = "search_points.json"
 
 
-class StoreMismatch(RuntimeError):
-    """The result folder holds a search measured under other conditions."""
+class StoreMismatch(IdentityMismatch):
+    """--resume, but the result folder holds a search measured under another identity."""
 
 
 @dataclass
@@ -38,6 +41,8 @@ class Point:
     stable: bool = True
     note: str = ""
     seconds: float = 0.0
+    measured_at: str = ""  # UTC, stamped by the store
+    identity: str = ""  # the run identity's id, resolved by run.json
 
     @property
     def key(self) -> str:
@@ -56,31 +61,44 @@ def point_key(candidate: str, concurrency: int, sample: int) -> str:
     return f"{candidate}|c{concurrency}|s{sample}"
 
 
-class SearchStore:
-    """`<result_dir>/search_points.json`: {"fingerprint", "points": {key: point}, "failures": {cand: {...}}}."""
+def as_identity(identity: RunIdentity | Mapping[str, Any]) -> RunIdentity:
+    """A plain mapping (tests, callers without a server) becomes an identity whose fields are all in `extra`."""
+    if isinstance(identity, RunIdentity):
+        return identity
+    return RunIdentity(host={}, server_version=None, model_config=None, artifact_digest=None, perf_options={},
+                       input_data="", toolkit_version="", extra=dict(identity))
 
-    def __init__(self, result_dir: str | Path, fingerprint: dict[str, Any]):
-        self.path = Path(result_dir) / POINTS_FILE
-        self.fingerprint = fingerprint
+
+class SearchStore:
+    """`<result_dir>/search_points.json`: {"identity", "points": {key: point}, "failures": {cand: {...}}}."""
+
+    def __init__(self, result_dir: str | Path, identity: RunIdentity | Mapping[str, Any]):
+        self.result_dir = Path(result_dir)
+        self.path = self.result_dir / POINTS_FILE
+        self.identity = as_identity(identity)
         self.points: dict[str, Point] = {}
         self.failures: dict[str, dict[str, str]] = {}
         self._loaded: set[str] = set()
         self.reused: set[str] = set()
 
-    def open(self, fresh: bool = False) -> "SearchStore":
-        if self.path.exists() and not fresh:
+    def open(self, fresh: bool = False, policy: str = "auto") -> "SearchStore":
+        """Load the checkpoint when it was measured under this identity; else set it aside (or, with policy
+        "resume", refuse). `fresh` sets any checkpoint aside."""
+        policy = "fresh" if fresh else policy
+        if self.path.exists():
             data = json.loads(self.path.read_text())
-            stored = data.get("fingerprint", {})
-            if stored != self.fingerprint:
-                keys = sorted(set(stored) | set(self.fingerprint))
-                diffs = [f"  {k}: stored {stored.get(k)!r}, now {self.fingerprint.get(k)!r}"
-                         for k in keys if stored.get(k) != self.fingerprint.get(k)]
-                raise StoreMismatch(
-                    f"{self.path} holds a search measured under other conditions:\n" + "\n".join(diffs)
-                    + "\nUse another --result-path, or pass --fresh to discard the stored points.")
-            self.points = {k: Point.from_dict(v) for k, v in data.get("points", {}).items()}
-            self.failures = dict(data.get("failures", {}))
-            self._loaded = set(self.points) | {f"fail:{k}" for k in self.failures}
+            stored_id = data.get("identity_id") or ""
+            rows = [{"identity": stored_id}]  # the checkpoint is one unit: all its points share one identity
+            try:
+                kept = reconcile(self.result_dir, "search", rows, self.identity, policy, [self.path],
+                                 stored=data.get("identity"))
+            except IdentityMismatch as err:
+                raise StoreMismatch(str(err)) from None
+            if kept:
+                self.points = {k: Point.from_dict(v) for k, v in data.get("points", {}).items()}
+                self.failures = dict(data.get("failures", {}))
+                self._loaded = set(self.points) | {f"fail:{k}" for k in self.failures}
+        ensure_registered(self.result_dir, self.identity)
         self._write()
         return self
 
@@ -93,6 +111,8 @@ class SearchStore:
         return point
 
     def put(self, point: Point) -> None:
+        point.measured_at = point.measured_at or now_utc()
+        point.identity = point.identity or self.identity.id
         self.points[point.key] = point
         self._write()
 
@@ -120,7 +140,7 @@ class SearchStore:
         return sum(1 for k in self.reused if k.startswith("fail:"))
 
     def _write(self) -> None:
-        doc = {"fingerprint": self.fingerprint,
+        doc = {"identity_id": self.identity.id, "identity": self.identity.to_dict(),
                "points": {k: p.to_dict() for k, p in sorted(self.points.items())},
                "failures": self.failures}
         atomic_write_text(self.path, json.dumps(doc, indent=1) + "\n")

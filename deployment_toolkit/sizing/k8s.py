@@ -104,7 +104,8 @@ def _meta(spec: FleetSpec, plan: Plan, **extra: Any) -> dict[str, Any]:
         "sizing.deployment-toolkit/run": str(plan.run.path),
         "sizing.deployment-toolkit/config": plan.run.label[:200],
         "sizing.deployment-toolkit/slo-p99-ms": f"{plan.demand.slo_ms:g}",
-        "sizing.deployment-toolkit/sustainable-inferences-per-s": f"{plan.sustainable.throughput:.6g}",
+        "sizing.deployment-toolkit/sustainable-inferences-per-s": f"{plan.replica_capacity:.6g}",
+        "sizing.deployment-toolkit/capacity-basis": plan.basis,
         **extra,
     }
     m["annotations"] = annotations
@@ -124,9 +125,9 @@ def _max_replicas(plan: Plan, spec: FleetSpec) -> int:
 
 
 def _per_pod_request_target(plan: Plan) -> float:
-    """Requests/s per pod above which the headroom is being eaten: sustainable / batch / (1 + headroom)."""
-    s = plan.sustainable
-    return s.point.request_rate / (1.0 + plan.demand.headroom)
+    """Requests/s per pod above which the headroom is being eaten: per-replica capacity (open loop or confirmed
+    when measured) / batch / (1 + headroom)."""
+    return plan.replica_capacity / max(plan.sustainable.point.batch, 1) / (1.0 + plan.demand.headroom)
 
 
 def deployment(plan: Plan, spec: FleetSpec) -> dict[str, Any]:

@@ -24,7 +24,8 @@ CSV_COLUMNS = (
     "point", "point_batch", "point_concurrency", "point_p99_ms", "point_avg_ms", "little_deviation",
     "replicas", "devices", "nodes", "price_per_device_h", "cost_per_h", "cost_per_million_at_peak",
     "cost_per_million_at_capacity", "per_replica_rate", "utilisation", "excluded_unstable", "excluded_unreliable",
-    "status",
+    "status", "basis", "replica_capacity", "open_loop_capacity", "open_loop_distribution", "open_loop_trials",
+    "open_loop_spread", "derated_from",
 )
 
 
@@ -80,6 +81,11 @@ def csv_rows(sizing: Sizing) -> list[dict[str, Any]]:
             "per_replica_rate": _g(p.per_replica_rate), "utilisation": _g(p.utilisation),
             "excluded_unstable": len(s.unstable), "excluded_unreliable": 0 if s.used_unreliable else len(s.unreliable),
             "status": "ok" if p.reachable else "slo_unreachable",
+            "basis": p.basis, "replica_capacity": _g(p.replica_capacity),
+            "open_loop_capacity": _g(p.open_loop.capacity if p.open_loop else None),
+            "open_loop_distribution": p.open_loop.distribution if p.open_loop else "",
+            "open_loop_trials": ";".join(f"{c:.6g}" for c in p.open_loop.capacities) if p.open_loop else "",
+            "open_loop_spread": _g(p.open_loop.spread if p.open_loop else None), "derated_from": _g(p.derated_from),
         })
     return out
 
@@ -100,18 +106,34 @@ def sizing_csv(sizing: Sizing) -> str:
 
 
 def sizing_markdown(sizing: Sizing, runs: Sequence[Run], plot_name: str | None = "sizing.png",
-                    confirmation: str | None = None, command: str | None = None) -> str:
+                    confirmation: str | None = None, command: str | None = None,
+                    headroom_note: str | None = None, sections: Sequence[tuple[str, str]] = ()) -> str:
     d = sizing.demand
     md = ["# Fleet sizing", ""]
     if command:
         md += [f"Command: `{command}`", ""]
+    open_loop = [p for p in sizing.plans if p.open_loop is not None]
     md += [
-        f"Demand: peak **{d.peak_rps:,.6g} inferences/s**, headroom {d.headroom:.0%} -> planned for "
+        f"Demand: peak **{d.peak_rps:,.6g} inferences/s**, headroom {d.headroom:.1%} -> planned for "
         f"**{d.planned_rate:,.6g} inferences/s**, SLO **p99 <= {d.slo_ms:g} ms**"
         + (f", {d.gpus_per_node} GPUs per node" if any(r.gpu for r in runs) else "") + ".",
         "",
-        "Sustainable throughput = the best measured Inferences/second among stable points with p99 <= SLO "
-        "(never extrapolated); replicas = ceil(peak x (1 + headroom) / sustainable throughput). A replica is one "
+    ]
+    if headroom_note:
+        md += [headroom_note, ""]
+    if open_loop:
+        md += ["Per-replica capacity = the open-loop capacity: the highest offered request rate (perf_analyzer "
+               "--request-rate-range, async, Poisson or constant arrivals) at which one replica answered >= 97% of "
+               "what was offered, its queue did not grow across windows and p99 met the SLO, found by bracketing and "
+               "bisection from the closed-loop figure; the median of the repeated searches. "
+               "replicas = ceil(peak x (1 + headroom) / open-loop capacity).", ""]
+    else:
+        md += ["**Closed loop only**: no open-loop capacity was measured (size_fleet.py --capacity URL), so this plan "
+               "rests on closed-loop points, which overstate what a replica sustains under real (open-loop) traffic. "
+               "Measure and confirm before buying from it.", ""]
+    md += [
+        "Closed-loop sustainable throughput = the best measured Inferences/second among stable points with p99 <= "
+        "SLO (never extrapolated). A replica is one "
         "Triton server with the run's instance_group on its GPU(s); on a CPU-only run it is one server on one host. "
         "Throughput counts inferences (requests x client batch size); an offline point (batch b, concurrency 1) "
         "assumes clients that send batches of b.",
@@ -122,12 +144,15 @@ def sizing_markdown(sizing: Sizing, runs: Sequence[Run], plot_name: str | None =
         "",
     ]
     if sizing.ranked:
-        headers = ["Rank", "Configuration", "Point", "Inferences/second (p99 <= SLO)", "P99 (ms)", "Replicas",
+        headers = ["Rank", "Configuration", "Point", "Closed-loop inf/s (p99 <= SLO)", "P99 (ms)",
+                   "Open-loop capacity (inf/s)", "Planned per replica", "Replicas",
                    "GPUs / hosts", "Nodes", "$/h", "$/M inf at peak", "$/M inf at capacity", "Utilisation"]
         rows = []
         for p in sizing.ranked:
             s = p.sustainable
-            rows.append([p.rank, p.run.label, s.point.level, _f(s.throughput), _f(s.point.p99, 3), p.replicas,
+            ol = p.open_loop.capacity if p.open_loop is not None else None
+            rows.append([p.rank, p.run.label, s.point.level, _f(s.throughput), _f(s.point.p99, 3), _f(ol),
+                         f"{_f(p.replica_capacity)} ({p.basis})", p.replicas,
                          f"{p.devices} {p.run.unit}{'s' if p.devices != 1 else ''}", p.nodes, _money(p.cost_h),
                          _money(p.cost_per_million_peak), _money(p.cost_per_million_capacity),
                          f"{p.utilisation:.0%}"])
@@ -137,6 +162,32 @@ def sizing_markdown(sizing: Sizing, runs: Sequence[Run], plot_name: str | None =
                "capacity.", ""]
     for note in sizing.notes:
         md += [f"Note: {note}", ""]
+    if open_loop:
+        md += ["## Open-loop capacity next to closed-loop", ""]
+        rows = []
+        for p in open_loop:
+            o = p.open_loop
+            best = [t.best for t in o.trials if t.best]
+            rows.append([p.run.label, _f(o.closed_loop), o.closed_loop_level or "n/a", o.distribution,
+                         " / ".join(_f(c) for c in o.capacities) or "none", _f(o.capacity),
+                         "n/a" if o.spread is None else f"{o.spread:.1%}", f"{o.headroom:.1%}",
+                         "n/a" if o.ratio is None else f"{o.ratio:.0%}",
+                         sum(len(t.points) for t in o.trials)])
+        md += [_table(["Configuration", "Closed loop (inf/s)", "Closed-loop point", "Arrivals",
+                       "Open-loop capacity per search", "Median", "Spread", "Headroom", "Open / closed", "Points"],
+                      rows), ""]
+        md += [f"- {p.open_loop.explain()}" for p in open_loop if p.open_loop.explain()] + [""]
+        md += ["Spread = (max - min) / min of the repeated searches; headroom = max(spread, the search's resolution). "
+               "Each point is in the run folder's openloop.csv (rate, distribution, perf options, trial, timestamp, "
+               "perf_analyzer command and log).", ""]
+        for p in open_loop:
+            for i, t in enumerate(p.open_loop.trials, 1):
+                rows = [[f"{q.offered:,.1f}", _f(q.sent), _f(q.answered), _f(q.p99, 3),
+                         ", ".join(f"{x:.1f}" for x in q.row.get("window_latency_ms") or []) or "n/a",
+                         q.verdict(t.slo_ms)] for q in t.points]
+                md += [f"{p.run.name}, search {i} (points in the order measured):", "",
+                       _table(["Offered (inf/s)", "Sent", "Answered", "P99 (ms)", "Window avg latency (ms)", "Note"],
+                              rows), ""]
     if sizing.unreachable:
         md += ["## SLO not reachable", ""] + [f"- {t}" for t in sizing.unreachable] + [""]
     excluded = [(p.run, p.sustainable) for p in sizing.plans if p.sustainable.unstable]
@@ -184,9 +235,13 @@ def sizing_markdown(sizing: Sizing, runs: Sequence[Run], plot_name: str | None =
     if plot_name:
         md += ["## Cost frontier", "", f"![cost frontier]({plot_name})", "",
                "For SLOs from tight to loose: the cheapest configuration and its GPU/host count "
-               "(the answer only changes at a measured p99).", ""]
+               "(the answer only changes at a measured p99)."
+               + (" The frontier rests on the closed-loop points: open-loop capacity is measured at the requested "
+                  "SLO only, so read it for the shape, the table above for the plan." if open_loop else ""), ""]
     if confirmation:
         md += ["## Confirmation under open-loop load", "", confirmation, ""]
+    for title, text in sections:
+        md += [f"## {title}", "", text, ""]
     return "\n".join(md)
 
 
@@ -270,7 +325,8 @@ def frontier_plot(steps: Sequence[FrontierStep], slo_ms: float, path: str | Path
 
 
 def write_outputs(sizing: Sizing, runs: Sequence[Run], steps: Sequence[FrontierStep], out_dir: str | Path,
-                  confirmation: str | None = None, command: str | None = None) -> dict[str, Path]:
+                  confirmation: str | None = None, command: str | None = None, headroom_note: str | None = None,
+                  sections: Sequence[tuple[str, str]] = ()) -> dict[str, Path]:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     d = sizing.demand
@@ -278,7 +334,7 @@ def write_outputs(sizing: Sizing, runs: Sequence[Run], steps: Sequence[FrontierS
     png = frontier_plot(steps, d.slo_ms, out_dir / "sizing.png", title)
     paths = {"sizing.png": png, "sizing.md": out_dir / "sizing.md", "sizing.csv": out_dir / "sizing.csv"}
     atomic_write_text(paths["sizing.csv"], sizing_csv(sizing))
-    md = sizing_markdown(sizing, runs, png.name, confirmation, command)
+    md = sizing_markdown(sizing, runs, png.name, confirmation, command, headroom_note, sections)
     atomic_write_text(paths["sizing.md"], md)
     # for report.html: the same content as an HTML fragment with the plot embedded
     paths["sizing.html"] = out_dir / "sizing.html"

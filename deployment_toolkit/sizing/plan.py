@@ -407,6 +407,9 @@ class Plan:
     price_per_device_h: float | None = None
     coverage: list[Coverage] = field(default_factory=list)
     rank: int | None = None
+    open_loop: Any = None  # capacity.OpenLoopCapacity: what the plan rests on when measured
+    derated_from: float | None = None  # the per-replica capacity before a failed confirmation derated it
+    replica_override: float | None = None  # the confirmed per-replica capacity after a derate
 
     @property
     def run(self) -> Run:
@@ -423,9 +426,26 @@ class Plan:
         return self.devices * self.price_per_device_h
 
     @property
+    def basis(self) -> str:
+        """What one replica's capacity rests on: "confirmed" (derated), "open loop" or "closed loop"."""
+        if self.replica_override is not None:
+            return "confirmed"
+        return "open loop" if self.open_loop is not None else "closed loop"
+
+    @property
+    def replica_capacity(self) -> float | None:
+        """Inferences/s one replica is planned to carry: the confirmed rate after a derate, else the open-loop
+        capacity when measured, else the closed-loop sustainable throughput."""
+        if self.replica_override is not None:
+            return self.replica_override
+        if self.open_loop is not None:
+            return self.open_loop.capacity
+        return self.sustainable.throughput
+
+    @property
     def capacity(self) -> float | None:
-        """Inferences/s the fleet sustains under the SLO: replicas x sustainable throughput."""
-        thr = self.sustainable.throughput
+        """Inferences/s the fleet sustains under the SLO: replicas x per-replica capacity."""
+        thr = self.replica_capacity
         return None if thr is None or self.replicas is None else self.replicas * thr
 
     @property
@@ -452,19 +472,34 @@ class Plan:
 
 
 def plan_for(s: Sustainable, demand: Demand, prices: Prices, gsd_m: Sequence[float] = (),
-             area_km2: float = EARTH_LAND_KM2) -> Plan:
-    plan = Plan(s, demand, price_per_device_h=prices.price(s.run))
-    if not s.reachable:
+             area_km2: float = EARTH_LAND_KM2, open_loop: Any = None) -> Plan:
+    plan = Plan(s, demand, price_per_device_h=prices.price(s.run), open_loop=open_loop)
+    if not s.reachable or plan.replica_capacity is None:
         return plan
-    run = s.run
-    plan.replicas = ceil_div(demand.planned_rate, s.throughput)
+    _scale(plan, gsd_m, area_km2)
+    return plan
+
+
+def derate(plan: Plan, confirmed: float) -> Plan:
+    """Re-plan on a lower confirmed per-replica capacity (inferences/s): more replicas, same demand."""
+    if plan.derated_from is None:
+        plan.derated_from = plan.replica_capacity
+    plan.replica_override = confirmed
+    gsd, area = [c.gsd_m for c in plan.coverage], (plan.coverage[0].area_km2 if plan.coverage else EARTH_LAND_KM2)
+    plan.coverage = []
+    _scale(plan, gsd, area)
+    return plan
+
+
+def _scale(plan: Plan, gsd_m: Sequence[float], area_km2: float) -> None:
+    demand, run, thr = plan.demand, plan.run, plan.replica_capacity
+    plan.replicas = ceil_div(demand.planned_rate, thr)
     plan.devices = plan.replicas * (run.gpus_per_replica if run.gpu else 1)
     plan.nodes = ceil_div(plan.devices, demand.gpus_per_node) if run.gpu else plan.devices
     if run.family == "geospatial" and run.tile_hw:
         for g in (gsd_m or DEFAULT_GSD_M):
             per = coverage_km2_per_s(1.0, run.tile_hw, g)
-            plan.coverage.append(Coverage(g, per, s.throughput * per, plan.capacity * per, area_km2))
-    return plan
+            plan.coverage.append(Coverage(g, per, thr * per, plan.capacity * per, area_km2))
 
 
 @dataclass
@@ -485,21 +520,25 @@ class Sizing:
 def _rank_key(by_cost: bool):
     def key(p: Plan):
         cost = p.cost_h if by_cost else 0.0
-        return (cost, p.devices, -(p.sustainable.throughput or 0.0), p.run.name)
+        return (cost, p.devices, -(p.replica_capacity or 0.0), p.run.name)
     return key
 
 
 def size(runs: Iterable[Run], demand: Demand, prices: Prices = Prices(), gsd_m: Sequence[float] = (),
-         area_km2: float = EARTH_LAND_KM2, include_unreliable: bool = False) -> Sizing:
+         area_km2: float = EARTH_LAND_KM2, include_unreliable: bool = False,
+         open_loop: dict[str, Any] | None = None) -> Sizing:
     """Plan every run, rank the reachable ones (by $/hour when every one has a price, else by device count)
-    and recommend the first."""
+    and recommend the first. `open_loop` maps a run's name to its measured OpenLoopCapacity: a run that has
+    one is planned on it (the closed-loop figure then only seeded the search)."""
     runs = list(runs)
     if not runs:
         raise SizingError("no runs given")
-    plans = [plan_for(sustainable(r, demand.slo_ms, include_unreliable), demand, prices, gsd_m, area_km2)
-             for r in runs]
+    open_loop = open_loop or {}
+    plans = [plan_for(sustainable(r, demand.slo_ms, include_unreliable), demand, prices, gsd_m, area_km2,
+                      open_loop.get(r.name)) for r in runs]
     reachable = [p for p in plans if p.reachable]
-    unreachable = [p.sustainable.unreachable_text() for p in plans if not p.reachable]
+    unreachable = [(p.open_loop.unreachable_text() if p.open_loop is not None and p.sustainable.reachable
+                    else p.sustainable.unreachable_text()) for p in plans if not p.reachable]
     notes: list[str] = []
     by_cost = bool(reachable) and all(p.cost_h is not None for p in reachable)
     units = {p.run.unit for p in reachable}
@@ -526,20 +565,25 @@ def _reason(best: Plan, ranked: list[Plan], by_cost: bool, demand: Demand) -> st
     unit = best.run.unit
     what = (f"{best.devices} {unit}{'s' if best.devices != 1 else ''}"
             + (f" at ${best.cost_h:,.2f}/h" if best.cost_h is not None else ""))
+    if best.open_loop is not None:
+        basis = (f"open-loop capacity, {best.open_loop.distribution} arrivals; the closed-loop sweep gave "
+                 f"{s.throughput:.1f} inf/s at {s.point.level}, p99 {s.point.p99:.3f} ms")
+    else:
+        basis = f"closed loop, measured at {s.point.level}, p99 {s.point.p99:.3f} ms"
     text = (f"{best.run.label} is the {'cheapest' if by_cost else 'smallest'} fleet that meets p99 <= "
             f"{demand.slo_ms:g} ms: {what} ({best.replicas} replica{'s' if best.replicas != 1 else ''} x "
-            f"{s.throughput:.1f} inf/s each, measured at {s.point.level}, p99 {s.point.p99:.3f} ms).")
+            f"{best.replica_capacity:.1f} inf/s each, {basis}).")
     if len(ranked) > 1:
         nxt = ranked[1]
         if by_cost and best.cost_h and math.isclose(nxt.cost_h, best.cost_h):
             text += (f" {nxt.run.label} costs the same (${nxt.cost_h:,.2f}/h); this one sustains more per replica "
-                     f"({s.throughput:.1f} vs {nxt.sustainable.throughput:.1f} inf/s), so it has more spare capacity.")
+                     f"({best.replica_capacity:.1f} vs {nxt.replica_capacity:.1f} inf/s), so it has more spare capacity.")
         elif by_cost and best.cost_h:
             extra = (nxt.cost_h - best.cost_h) / best.cost_h * 100
             text += f" The next, {nxt.run.label}, costs {extra:+.0f}% (${nxt.cost_h:,.2f}/h, {nxt.devices} {nxt.run.unit}s)."
         else:
             text += f" The next, {nxt.run.label}, needs {nxt.devices} {nxt.run.unit}s."
-    if s.at_highest_load:
+    if s.at_highest_load and best.open_loop is None:
         text += (" Its point is the highest load measured and still within the SLO, so one replica may sustain "
                  "more: measure higher concurrency (or batch) before buying fewer devices.")
     hidden = s.excluded_within_slo

@@ -138,7 +138,28 @@ def test_row_key_and_columns():
     row = MatrixRow("timm", "resnet18", "small", "onnx", "ok")
     assert row.key == ("resnet18", "small", "onnx")
     assert COLUMNS == ["family", "model", "preset", "format", "status", "reason", "max_abs_err", "max_rel_err",
-                       "agreement", "export_seconds"]
+                       "agreement", "export_seconds", "measured_at", "identity"]
+
+
+def test_rows_made_under_another_identity_are_moved_aside_and_redone(resnet18_matrix, tmp_path, capsys):
+    from deployment_toolkit.export import ConvertOptions
+
+    copy = tmp_path / "m.csv"
+    copy.write_text(resnet18_matrix.csv_path.read_text())
+    (tmp_path / "run.json").write_text(resnet18_matrix.run_json_path.read_text())  # resolves the rows' identity
+    calls = []
+
+    def fake(model, fmt, out_dir, opts):
+        calls.append((model, fmt, opts.opset))
+        raise FormatUnavailable("pretend")
+
+    res = run_matrix(["resnet18"], ["onnx"], None, copy, progress=False, converter=fake, run_json=False,
+                     options=ConvertOptions(opset=18))
+    assert calls == [("resnet18", "onnx", 18)] and (res.new, res.resumed) == (1, 0)
+    assert "convert_options.opset: stored 17, now 18" in capsys.readouterr().err
+    (kept,) = (tmp_path / "superseded").glob("*/m.csv")
+    assert kept.read_text() == resnet18_matrix.csv_path.read_text(), "the old rows are kept aside, unchanged"
+    assert {r.identity for r in read_rows(copy)} == {res.rows[0].identity} != {""}
 
 
 # --------------------------------------------------------------------------- speed figures (same issue)

@@ -19,6 +19,7 @@ from deployment_toolkit.repository.python_runtime.runtimes import OnnxRuntime
 from deployment_toolkit.spec import Manifest, ModelSignature, SpecError, TensorSpec
 
 convert_mod = importlib.import_module("deployment_toolkit.export.convert")  # the package rebinds `convert`
+zoo_source = importlib.import_module("deployment_toolkit.sources.zoo")
 
 
 def _entry(builder, signature: ModelSignature, name: str = "tiny") -> ModelEntry:
@@ -30,7 +31,7 @@ def _entry(builder, signature: ModelSignature, name: str = "tiny") -> ModelEntry
 def register(monkeypatch):
     """Serve a test model to convert() without touching the global registry."""
     def use(entry: ModelEntry) -> ModelEntry:
-        monkeypatch.setattr(convert_mod, "get_model", lambda name: entry)
+        monkeypatch.setattr(zoo_source, "get_model", lambda name: entry)  # the zoo resolver's lookup
         return entry
 
     return use
@@ -290,3 +291,23 @@ def test_artifact_files_and_manifest_are_readable_by_other_users(register, tmp_p
     convert("tiny", "onnx", tmp_path, ConvertOptions(onnx_external_data_threshold=0, verify=False))
     for name in ("model.onnx", "model.onnx.data", "manifest.json"):
         assert stat.S_IMODE((tmp_path / name).stat().st_mode) == default_file_mode(), name
+
+
+# ------------------------------------------------------------------ ONNX at fp16 (the GPU acceptance converts it)
+
+
+def test_onnx_fp16_has_half_weights_float_io_and_is_verified_with_fp16_tolerances(register, tmp_path):
+    import onnx
+
+    register(_entry(TinyMLP, MLP_SIGNATURE))
+    manifest = convert("tiny", "onnx", tmp_path, ConvertOptions(precision="fp16"))
+    proto = onnx.load(str(tmp_path / "model.onnx"))
+    weights = {init.data_type for init in proto.graph.initializer if len(init.dims) == 2}
+    assert weights == {onnx.TensorProto.FLOAT16}  # the weights really are half, not a relabelled fp32 file
+    io_types = {v.type.tensor_type.elem_type for v in (*proto.graph.input, *proto.graph.output)}
+    assert io_types == {onnx.TensorProto.FLOAT}  # clients and perf_analyzer keep sending float32
+    v = manifest.verification
+    assert v["passed"] and v["device"] == "cpu" and (v["atol"], v["rtol"]) == (1e-2, 1e-2)
+    assert manifest.export_options["float16"]
+    x = np.random.default_rng(0).standard_normal((3, 64)).astype(np.float32)
+    assert _onnx_output(tmp_path / "model.onnx", x).dtype == np.float32

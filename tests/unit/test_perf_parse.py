@@ -28,14 +28,12 @@ from deployment_toolkit.perf.analyzer import (
 from deployment_toolkit.perf.online import parse_range
 from deployment_toolkit.perf.sweep import (
     STORE_COLUMNS,
-    FingerprintMismatch,
     ResultsStore,
-    SweepPoint,
-    fingerprint_of,
     instance_count,
     read_store_csv,
     signature_from_metadata,
 )
+from deployment_toolkit.runs import IdentityMismatch, RunIdentity
 from deployment_toolkit.spec import ModelSignature, SpecError, TensorSpec
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "perf"
@@ -350,13 +348,18 @@ def _row(b: int, c: int, stable: bool = True) -> dict:
     return row
 
 
-def _fp(concurrencies=(1, 2, 3), **opts):
-    return fingerprint_of("online", "m", "", [SweepPoint(1, c) for c in concurrencies], PerfOptions(**opts))
+def _fp(host: str = "cpu-a", server: str = "2.51.0", instances: int = 1, **opts) -> RunIdentity:
+    """An identity as a sweep builds it (host and server simulated)."""
+    return RunIdentity(host={"cpu_model": host, "usable_cores": 2, "arch": "x86_64", "gpus": []},
+                       server_version=server, model_config={"name": "m", "instance_group": [{"count": instances}]},
+                       artifact_digest="sha256:abc", perf_options=PerfOptions(**opts).measurement_fields(),
+                       input_data="random", toolkit_version="0.1.0")
 
 
 def test_store_resumes_completed_points(tmp_path):
     store = ResultsStore(tmp_path, "online", _fp()).open()
     assert store.completed() == set()
+    assert not (tmp_path / "online.csv").exists(), "nothing is written before a point is measured"
     store.add(_row(1, 2))
     store.add(_row(1, 1))
     store.add(_row(1, 3, stable=False))
@@ -368,6 +371,7 @@ def test_store_resumes_completed_points(tmp_path):
     rows = read_store_csv(tmp_path / "online.csv")
     assert [r["Concurrent client requests"] for r in rows] == [1, 2, 3]
     assert rows[2]["stable"] is False and rows[0]["stable"] is True
+    assert {r["identity"] for r in rows} == {_fp().id} and all(r["measured_at"].endswith("+00:00") for r in rows)
     assert not list(tmp_path.glob(".*.tmp")), "atomic writes leave no temp files"
 
 
@@ -380,25 +384,54 @@ def test_deleting_a_row_makes_it_pending_again(tmp_path):
     assert ResultsStore(tmp_path, "online", _fp()).open().completed() == {(1, 1), (1, 3)}
 
 
-def test_fingerprint_mismatch_is_refused_with_a_way_out(tmp_path):
-    ResultsStore(tmp_path / "run", "online", _fp()).open().add(_row(1, 1))
-    with pytest.raises(FingerprintMismatch) as info:
-        ResultsStore(tmp_path / "run", "online", _fp(measurement_interval_ms=9000)).open()
-    msg = str(info.value)
-    assert "options.measurement_interval_ms: stored 5000, now 9000" in msg and "--result-path" in msg
-    with pytest.raises(FingerprintMismatch, match="concurrencies"):
-        ResultsStore(tmp_path / "run", "online", _fp(concurrencies=(1, 2))).open()
-    # retry settings are not part of the measurement definition
-    ResultsStore(tmp_path / "run", "online", _fp(max_attempts=9)).open()
-    # the other kind has its own fingerprint in the same folder
-    ResultsStore(tmp_path / "run", "offline", {"kind": "offline"}).open()
+@pytest.mark.parametrize("changed, field", [
+    (dict(measurement_interval_ms=9000), "perf_options.measurement_interval_ms: stored 5000, now 9000"),
+    (dict(instances=2), "model_config.instance_group"),
+    (dict(server="2.52.0"), 'server_version: stored "2.51.0", now "2.52.0"'),
+    (dict(host="cpu-b"), 'host.cpu_model: stored "cpu-a", now "cpu-b"'),
+])
+def test_rows_of_another_identity_are_kept_aside_and_measured_anew(tmp_path, changed, field):
+    from deployment_toolkit.runs.ledger import register
+
+    run = tmp_path / "run"
+    ResultsStore(run, "online", _fp()).open().add(_row(1, 1))
+    register(run, _fp(), {"timestamp": "t0", "command": "first"})
+    said = []
+    from deployment_toolkit.runs import ledger
+
+    rows = ledger.reconcile(run, "online", read_store_csv(run / "online.csv"), _fp(**changed), "auto",
+                            [run / "online.csv"], say=said.append)
+    assert rows == [] and len(said) == 1 and field in said[0] and "moved to" in said[0]
+    kept = list((run / "superseded").glob("*/online.csv"))
+    assert len(kept) == 1 and len(read_store_csv(kept[0])) == 1, "old rows are kept, never deleted"
+    assert not (run / "online.csv").exists()
+    assert ResultsStore(run, "online", _fp(**changed)).open().completed() == set()
 
 
-def test_results_without_fingerprint_are_refused(tmp_path):
+def test_retry_settings_are_not_part_of_the_identity(tmp_path):
     ResultsStore(tmp_path, "online", _fp()).open().add(_row(1, 1))
-    (tmp_path / "online.fingerprint.json").unlink()
-    with pytest.raises(FingerprintMismatch, match="configuration that produced them is unknown"):
-        ResultsStore(tmp_path, "online", _fp()).open()
+    assert _fp(max_attempts=9).id == _fp().id
+    assert ResultsStore(tmp_path, "online", _fp(max_attempts=9)).open().completed() == {(1, 1)}
+
+
+def test_resume_refuses_another_identity_and_fresh_sets_everything_aside(tmp_path):
+    ResultsStore(tmp_path, "online", _fp()).open().add(_row(1, 1))
+    with pytest.raises(IdentityMismatch, match="cannot resume .*perf_options.measurement_interval_ms"):
+        ResultsStore(tmp_path, "online", _fp(measurement_interval_ms=9000), "resume").open()
+    assert (tmp_path / "online.csv").exists(), "a refused resume moves nothing"
+    assert ResultsStore(tmp_path, "online", _fp(), "resume").open().completed() == {(1, 1)}
+    assert ResultsStore(tmp_path, "online", _fp(), "fresh").open().completed() == set()
+    assert len(list((tmp_path / "superseded").glob("*/online.csv"))) == 1
+
+
+def test_rows_without_an_identity_are_not_reused(tmp_path):
+    legacy = [c for c in STORE_COLUMNS if c not in ("measured_at", "identity")]
+    (tmp_path / "online.csv").write_text(",".join(legacy) + "\n" + ",".join(
+        str(_row(1, 1)[c]) for c in legacy) + "\n")
+    (tmp_path / "online.fingerprint.json").write_text("{}")
+    assert ResultsStore(tmp_path, "online", _fp()).open().completed() == set()
+    aside = list((tmp_path / "superseded").glob("*"))
+    assert len(aside) == 1 and {p.name for p in aside[0].iterdir()} == {"online.csv", "online.fingerprint.json"}
 
 
 # ---- server metadata fallback ------------------------------------------------------------------

@@ -75,15 +75,54 @@ def test_target_is_checked_from_the_head_to_head_medians():
     theirs = Contender(THEIRS, Candidate("onnx", 1, 0, 4), 4, [26.0, 30.0, 29.0], [200.0, 210.0, 205.0])
     lines = target_lines(500, ours, ma, [mine, theirs])
     assert lines[0].endswith("= 0.41 of its time (target: at most 0.50): met")
-    assert "32.0 vs 29.0 inf/s = 1.103x" in lines[1] and lines[1].endswith(": met")
+    # our pick broke the budget in one round of three: that target is not met, and the line says where and why
+    assert lines[1].startswith("- budget: our pick's p99 within 500 ms in 2 of 3 head-to-head rounds (target: "
+                               "every round): not met: p99 520.0 ms in the rounds over it, at concurrency 8")
+    assert "32.0 vs 29.0 inf/s = 1.103x" in lines[2] and lines[2].endswith(": met")
+    held = Contender(OURS, mine.candidate, 8, mine.throughputs, [300.0, 490.0, 310.0])
+    assert target_lines(500, ours, ma, [held, theirs])[1].endswith("(target: every round): met")
     slow = OurResult(0, 200.0, 3, 33.0, "onnx_i1", 8, 300.0, "onnx_i1", "")
-    assert target_lines(500, slow, ma, [mine, theirs])[0].endswith("not met")
+    assert target_lines(500, slow, ma, [mine, theirs])[0].endswith(
+        "not met: 0.3 min over half of Model Analyzer's time")
     edge = OurResult(0, 184.5, 3, 33.0, "onnx_i1", 8, 300.0, "onnx_i1", "")
     assert "= 0.504 of its time (target: at most 0.50): not met" in target_lines(500, edge, ma, [mine, theirs])[0]
     over = Contender(OURS, mine.candidate, 8, [40.0, 41.0, 42.0], [600.0, 620.0, 480.0])
-    assert target_lines(500, ours, ma, [over, theirs])[1].endswith("not met"), "over the budget does not count"
-    assert target_lines(500, ours, ma, [mine])[1].endswith("same config at the same concurrency: met")
+    assert target_lines(500, ours, ma, [over, theirs])[2].endswith(
+        "not met: our pick's median p99 600.0 ms is over the budget, so its throughput does not count")
+    assert target_lines(500, ours, ma, [held])[2].endswith("same config at the same concurrency: met")
     close = Contender(THEIRS, theirs.candidate, 4, [32.5, 31.0, 33.5], [200.0, 210.0, 205.0])
-    assert target_lines(500, ours, ma, [mine, close])[1].endswith(
-        "not met (a tie within the spread of the rounds: ours 31.0..33.0, Model Analyzer's 31.0..33.5 inf/s)")
+    tie = target_lines(500, ours, ma, [held, close])[2]
+    assert ": not met: 1.5% less throughput than Model Analyzer's pick (onnx, 1 inst x default threads, max batch 4" \
+        in tie and "at concurrency 4 vs ours at 8)" in tie
+    assert tie.endswith("(a tie within the spread of the rounds: ours 31.0..33.0, Model Analyzer's 31.0..33.5 inf/s)")
+    none = OurResult(3, 100.0, 1, None, "", None, None, "", "", error="exit code 3")
+    lines = target_lines(500, none, ma, [theirs])
+    assert lines[1] == "- budget held in every head-to-head round: not met: our search named no config (exit code 3)"
+    assert lines[2] == "- throughput: not met: our search named no config (exit code 3)"
     assert target_lines(500, ours, MAResult(ran=False, error="not installed"), [mine]) == []
+
+
+def test_the_three_model_benchmark_script_runs_each_model_into_its_own_folder():
+    import shlex
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[2] / "scripts" / "benchmarks" / "search_vs_ma.sh"
+    out = subprocess.run([str(script), "--dry-run"], capture_output=True, text=True, check=True).stdout
+    runs = [shlex.split(line) for line in out.splitlines()]
+    got = {(r[r.index("--model") + 1], r[r.index("--preset") + 1], r[r.index("--p99-ms") + 1],
+            r[r.index("--result-path") + 1]) for r in runs}
+    assert got == {("resnet50", "full", "500", "results/search-vs-ma-resnet50-cpu"),
+                   ("resnet18", "small", "50", "results/search-vs-ma-resnet18-cpu"),
+                   ("efficientnet_b0", "full", "150", "results/search-vs-ma-efficientnet_b0-cpu")}
+    assert all(r[1] == "triton/benchmark_vs_model_analyzer.py" and r[r.index("--our-max-minutes") + 1] == "half"
+               for r in runs)
+    one = subprocess.run([str(script), "--dry-run", "--only", "resnet18"], capture_output=True, text=True, check=True)
+    assert len(one.stdout.splitlines()) == 1 and "resnet18" in one.stdout
+    bad = subprocess.run([str(script), "--only", "resnet"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "not one of the benchmarked models" in bad.stderr
+    assert "Example:" in subprocess.run([str(script), "--help"], capture_output=True, text=True).stdout
+    if shutil.which("shellcheck"):
+        lint = subprocess.run(["shellcheck", str(script)], capture_output=True, text=True)
+        assert lint.returncode == 0, lint.stdout

@@ -1,0 +1,400 @@
+"""The user's data: a seed-style `dataloader.py` or a plain folder of `.npy`/`.npz` samples, checked against
+the model's signature before anything is sent, run or written.
+
+A dataloader file defines `get_dataloader_fn(**kwargs)` returning a callable that yields
+`(ids, x, y_real)` batches: `ids` one id per sample, `x` a dict {input name: array with the batch axis
+first}, `y_real` a dict {label name: array} (may be empty or None). The keyword arguments it may take (it
+gets the ones its signature names, or all of them with `**kwargs`): `data_dir`, `batch_size`, `precision`,
+`input_names`, `input_shapes` ({name: per-sample shape}), `input_dtypes`, `output_names`, plus every
+`--dataloader-arg key=value`.
+
+A data folder (`--data-dir DIR` without `--dataloader`) holds, in file-name order, either
+
+- `.npz` files: arrays named after the model's inputs (one sample, or a batch with the batch axis first),
+  optionally `ids` (one per row of a batch) and labels: `labels`, any key starting with `label`, or a
+  key named after a model output. Any other key is refused (a misspelt input name must not pass).
+- `.npy` files, for one-input models: `<id>.npy` holds one sample (or a batch), or, with labels, the
+  seed's nnU-Net pairs `<id>_x.npy` (the input) and `<id>_y.npy` (its label, key `labels`).
+
+A sample is a file holding arrays of exactly the per-sample rank of the signature; one more leading axis
+makes it a batch. Ids are the `ids` array, else the file stem (`<stem>:<row>` for rows of a batch).
+"""
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Mapping
+
+import numpy as np
+
+from ..runs.identity import file_digest
+from ..sources.userfile import first_line as _first_line, import_file
+from ..spec import ModelSignature, TensorSpec
+
+Arrays = dict[str, np.ndarray]
+Batch = tuple[np.ndarray, Arrays, Arrays]
+DATALOADER_FN_NAME = "get_dataloader_fn"
+LABEL_PREFIX = "label"
+IDS_KEY = "ids"
+
+
+class DataError(ValueError):
+    """Data that cannot be used with this model: one line saying what is wrong and what to do."""
+
+
+# ---- validation --------------------------------------------------------------------------------
+
+def _describe(shape: tuple[int, ...], dtype: Any) -> str:
+    return f"shape {tuple(int(d) for d in shape)} {np.dtype(dtype).name}"
+
+
+def check_tensor(spec: TensorSpec, value: Any, where: str, batched: bool = True) -> np.ndarray:
+    """`value` as an array if it fits `spec` (batch axis first when `batched`); else DataError naming the
+    tensor, the expected and the actual per-sample shape and dtype."""
+    arr = np.asarray(value)
+    got = arr.shape[1:] if batched else arr.shape
+    expected = " x ".join("N" if d == -1 else str(d) for d in spec.shape) or "scalar"
+    fits_shape = (arr.ndim == len(spec.shape) + (1 if batched else 0)
+                  and all(s in (-1, g) for s, g in zip(spec.shape, got)))
+    wanted = np.dtype(spec.dtype)
+    fits_dtype = arr.dtype == wanted or (wanted == np.dtype(object) and arr.dtype.kind in "OSU")
+    if not (fits_shape and fits_dtype):
+        raise DataError(
+            f"{where}: input {spec.name!r} has per-sample {_describe(got, arr.dtype)}, the model expects "
+            f"shape ({expected}) {wanted.name}"
+            + ("" if fits_dtype else f"; convert it with .astype(np.{wanted.name})")
+            + ("" if fits_shape or not batched else " (arrays carry the batch axis first)"))
+    return arr
+
+
+def validate_batch(signature: ModelSignature, ids: Any, x: Any, y_real: Any, where: str,
+                   batched: bool = True) -> Batch:
+    """One `(ids, x, y_real)` batch checked against the signature's inputs; returns it as numpy arrays.
+
+    Extra keys in `x` are refused (a misspelt input name would otherwise be dropped and replaced by nothing),
+    ids must be one per sample, labels must share the batch axis."""
+    if not isinstance(x, Mapping):
+        raise DataError(f"{where}: x must be a dict {{input name: array}}, got {type(x).__name__}")
+    names = [t.name for t in signature.inputs]
+    missing, extra = [n for n in names if n not in x], [k for k in x if k not in names]
+    if missing or extra:
+        raise DataError(f"{where}: x has tensors {sorted(x)}, the model's inputs are {names}"
+                        + (f" (missing {missing})" if missing else "") + (f" (unknown {extra})" if extra else ""))
+    inputs = {spec.name: check_tensor(spec, x[spec.name], where, batched) for spec in signature.inputs}
+    n = len(next(iter(inputs.values()))) if batched else 1
+    if batched:
+        sizes = {k: len(v) for k, v in inputs.items()}
+        if len(set(sizes.values())) > 1:
+            raise DataError(f"{where}: inputs have different batch sizes {sizes}")
+    ids_arr = np.asarray(ids).reshape(-1) if ids is not None else np.arange(n)
+    if ids_arr.dtype == object:
+        ids_arr = np.asarray([str(i) for i in ids_arr.tolist()])
+    if len(ids_arr) != n:
+        raise DataError(f"{where}: {len(ids_arr)} ids for a batch of {n} samples; give one id per sample")
+    labels: Arrays = {}
+    if y_real is not None:
+        if not isinstance(y_real, Mapping):
+            raise DataError(f"{where}: y_real must be a dict {{label name: array}} or None, got {type(y_real).__name__}")
+        for k, v in y_real.items():
+            arr = np.asarray(v)
+            if batched and (arr.ndim == 0 or len(arr) != n):
+                raise DataError(f"{where}: label {k!r} has shape {arr.shape}; its first axis must be the batch ({n})")
+            labels[str(k)] = arr
+    return ids_arr, inputs, labels
+
+
+# ---- loading a dataloader file -----------------------------------------------------------------
+
+def import_user_file(path: str | Path, what: str, hint: str) -> Any:
+    """Import a user's Python file as a module; any failure becomes one DataError line."""
+    return import_file(path, what, DataError, hint)
+
+
+def call_with_accepted(fn: Callable[..., Any], offered: Mapping[str, Any], required_extra: Mapping[str, Any],
+                       what: str) -> Any:
+    """Call `fn` with the offered keyword arguments it takes (all of them with **kwargs); the user's own
+    `required_extra` ones must all be taken, else DataError (a typo in --dataloader-arg must not pass)."""
+    params = inspect.signature(fn).parameters
+    var_kw = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    unknown = [k for k in required_extra if not var_kw and k not in params]
+    if unknown:
+        raise DataError(f"{what} takes no argument(s) {unknown}; it takes {sorted(params)}")
+    kwargs = {k: v for k, v in {**offered, **required_extra}.items() if var_kw or k in params}
+    needed = [n for n, p in params.items() if p.default is inspect.Parameter.empty and n not in kwargs
+              and p.kind in (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    if needed:
+        raise DataError(f"{what} needs argument(s) {needed} that nobody gives; pass them with "
+                        f"--dataloader-arg NAME=VALUE or give them defaults")
+    try:
+        return fn(**kwargs)
+    except DataError:
+        raise
+    except Exception as err:  # noqa: BLE001
+        raise DataError(f"{what} raised {_first_line(err)}") from err
+
+
+def parse_key_values(items: Iterable[str], flag: str = "--dataloader-arg") -> dict[str, Any]:
+    """`key=value` strings; values read as int, float, true/false when they look like one, else as text."""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        if not sep or not key.strip():
+            raise DataError(f"{flag} {item!r}: write KEY=VALUE")
+        out[key.strip()] = _literal(text)
+    return out
+
+
+def _literal(text: str) -> Any:
+    low = text.strip().lower()
+    if low in ("true", "false"):
+        return low == "true"
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return text
+
+
+# ---- reading a folder --------------------------------------------------------------------------
+
+def _npy_groups(files: list[Path]) -> list[tuple[str, Path, Path | None]]:
+    """(id, input file, label file or None): `<id>_x.npy` + `<id>_y.npy` pairs, else `<id>.npy` alone."""
+    by_name = {p.name: p for p in files}
+    pairs = [p for p in files if p.name.endswith("_x.npy")]
+    if pairs:
+        stray = [p.name for p in files if not p.name.endswith(("_x.npy", "_y.npy"))]
+        if stray:
+            raise DataError(f"{files[0].parent}: mixes <id>_x.npy/<id>_y.npy pairs with other .npy files "
+                            f"({', '.join(stray[:3])}); use one layout")
+        orphans = [p.name for p in files if p.name.endswith("_y.npy") and p.name[:-6] + "_x.npy" not in by_name]
+        if orphans:
+            raise DataError(f"{files[0].parent}: label file(s) {orphans[:3]} have no <id>_x.npy input")
+        return [(p.name[:-6], p, by_name.get(p.name[:-6] + "_y.npy")) for p in pairs]
+    return [(p.stem, p, None) for p in files]
+
+
+def read_folder(folder: str | Path, signature: ModelSignature) -> Iterator[tuple[Batch, str]]:
+    """Each file of a data folder as a validated (ids, x, y_real) batch, with the file name for messages."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise DataError(f"--data-dir {folder} is not a folder")
+    files = sorted(p for p in folder.iterdir() if p.suffix in (".npy", ".npz") and not p.name.startswith("."))
+    if not files:
+        raise DataError(f"no .npy or .npz files in {folder}; see the layout in deployment_toolkit/data/user.py")
+    kinds = {p.suffix for p in files}
+    if len(kinds) > 1:
+        raise DataError(f"{folder} mixes .npy and .npz files; use one layout")
+    names = [t.name for t in signature.inputs]
+    out_names = {t.name for t in signature.outputs}
+    if kinds == {".npy"}:
+        if len(names) != 1:
+            raise DataError(f"{folder}: .npy files work for one-input models; this model has inputs {names}: "
+                            "use .npz files with one array per input")
+        spec = signature.inputs[0]
+        for sample_id, x_path, y_path in _npy_groups(files):
+            raw = np.load(x_path, allow_pickle=False)
+            single = raw.ndim == len(spec.shape)
+            x = raw[None] if single else raw
+            ids = [sample_id] if single else [f"{sample_id}:{i}" for i in range(len(x))]
+            labels = None
+            if y_path is not None:
+                y = np.load(y_path, allow_pickle=False)
+                labels = {"labels": y[None] if single else y}
+            yield validate_batch(signature, ids, {spec.name: x}, labels, str(x_path)), x_path.name
+        return
+    for path in files:
+        with np.load(path, allow_pickle=False) as npz:
+            keys = list(npz.files)
+            unknown = [k for k in keys if k not in names and k != IDS_KEY and k not in out_names
+                       and not k.startswith(LABEL_PREFIX)]
+            if unknown:
+                raise DataError(f"{path}: arrays {unknown} are neither inputs {names}, '{IDS_KEY}', outputs "
+                                f"{sorted(out_names)} nor labels ('{LABEL_PREFIX}*'); rename them")
+            missing = [n for n in names if n not in keys]
+            if missing:
+                raise DataError(f"{path} lacks input(s) {missing}; it has {keys}")
+            single = npz[names[0]].ndim == len(signature.inputs[0].shape)  # one sample, no batch axis
+            x = {n: npz[n][None] if single else npz[n] for n in names}
+            labels = {k: (npz[k][None] if single else npz[k]) for k in keys
+                      if k not in names and k != IDS_KEY}
+            n = len(next(iter(x.values())))
+            if IDS_KEY in keys:
+                ids = npz[IDS_KEY].reshape(-1)
+            else:
+                ids = [path.stem] if single else [f"{path.stem}:{i}" for i in range(n)]
+        yield validate_batch(signature, ids, x, labels, str(path)), path.name
+
+
+# ---- the data set ------------------------------------------------------------------------------
+
+def _rebatch(batches: Iterable[Batch], batch_size: int, limit: int | None) -> Iterator[Batch]:
+    """Re-cut batches of any size into batches of exactly `batch_size` (the last may be smaller)."""
+    buf: list[Batch] = []
+    held = 0
+    given = 0
+
+    def cut(n: int) -> Batch:
+        nonlocal buf, held
+        ids = np.concatenate([b[0] for b in buf])
+        x = {k: np.concatenate([b[1][k] for b in buf]) for k in buf[0][1]}
+        label_keys = buf[0][2].keys()
+        y = {k: np.concatenate([b[2][k] for b in buf]) for k in label_keys}
+        out = (ids[:n], {k: v[:n] for k, v in x.items()}, {k: v[:n] for k, v in y.items()})
+        rest = (ids[n:], {k: v[n:] for k, v in x.items()}, {k: v[n:] for k, v in y.items()})
+        buf = [rest] if len(rest[0]) else []
+        held = len(rest[0])
+        return out
+
+    for batch in batches:
+        if buf and set(batch[2]) != set(buf[0][2]):
+            raise DataError(f"labels {sorted(batch[2])} differ from earlier batches' {sorted(buf[0][2])}; "
+                            "every batch needs the same label tensors")
+        if limit is not None:
+            room = limit - given - held
+            if room <= 0:
+                break
+            if len(batch[0]) > room:
+                batch = (batch[0][:room], {k: v[:room] for k, v in batch[1].items()},
+                         {k: v[:room] for k, v in batch[2].items()})
+        buf.append(batch)
+        held += len(batch[0])
+        while held >= batch_size:
+            out = cut(batch_size)
+            given += len(out[0])
+            yield out
+    if held:
+        yield cut(held)
+
+
+@dataclass
+class UserData:
+    """The user's data set for one model: `batches()` gives validated batches of the asked size, the same
+    interface as client.data's SyntheticSource, so every tool takes either."""
+
+    signature: ModelSignature
+    data_dir: str | None = None
+    dataloader: str | None = None
+    dataloader_args: dict[str, Any] = field(default_factory=dict)
+    precision: str = "fp32"
+    limit: int | None = None  # at most this many samples (None: all)
+    batched: bool = True  # False for a max_batch_size 0 model: every yielded x is one whole request
+
+    def __post_init__(self) -> None:
+        if self.dataloader is None and self.data_dir is None:
+            raise DataError("give --data-dir (a folder of .npy/.npz samples) or --dataloader (a dataloader.py)")
+        if self.dataloader is not None and not Path(self.dataloader).is_file():
+            raise DataError(f"--dataloader {self.dataloader} does not exist")
+        if self.limit is not None and self.limit < 1:
+            raise DataError(f"the sample limit must be >= 1, got {self.limit}")
+
+    def offered_kwargs(self, batch_size: int) -> dict[str, Any]:
+        """What a dataloader's get_dataloader_fn may take (see the module doc)."""
+        return {
+            "data_dir": self.data_dir,
+            "batch_size": batch_size,
+            "precision": self.precision,
+            "input_names": [t.name for t in self.signature.inputs],
+            "input_shapes": {t.name: list(t.concrete_shape) for t in self.signature.inputs},
+            "input_dtypes": {t.name: t.dtype for t in self.signature.inputs},
+            "output_names": [t.name for t in self.signature.outputs],
+        }
+
+    def _raw(self, batch_size: int) -> Iterator[Batch]:
+        if self.dataloader is None:
+            for batch, _ in read_folder(self.data_dir, self.signature):  # type: ignore[arg-type]
+                yield batch
+            return
+        module = import_user_file(self.dataloader, "dataloader", f"it must define {DATALOADER_FN_NAME}(**kwargs)")
+        factory = getattr(module, DATALOADER_FN_NAME, None)
+        if not callable(factory):
+            raise DataError(f"dataloader {self.dataloader} defines no {DATALOADER_FN_NAME}(**kwargs) returning a "
+                            "callable that yields (ids, x, y_real)")
+        what = f"{Path(self.dataloader).name}:{DATALOADER_FN_NAME}"
+        fn = call_with_accepted(factory, self.offered_kwargs(batch_size), self.dataloader_args, what)
+        if not callable(fn):
+            raise DataError(f"{what} returned {type(fn).__name__}, not a callable yielding (ids, x, y_real)")
+        try:
+            iterator = iter(fn())
+        except Exception as err:  # noqa: BLE001
+            raise DataError(f"{what}'s dataloader raised {_first_line(err)}") from err
+        index = 0
+        while True:
+            try:
+                item = next(iterator)
+            except StopIteration:
+                return
+            except Exception as err:  # noqa: BLE001
+                raise DataError(f"{what}'s dataloader raised {_first_line(err)} at batch {index}") from err
+            if not isinstance(item, tuple) or len(item) != 3:
+                raise DataError(f"{what}: batch {index} is not an (ids, x, y_real) tuple")
+            yield validate_batch(self.signature, *item, where=f"{what} batch {index}", batched=self.batched)
+            index += 1
+
+    def batches(self, batch_size: int) -> Iterator[Batch]:
+        """Validated batches of exactly `batch_size` samples (the last may be smaller); ids unique."""
+        if batch_size < 1:
+            raise DataError(f"batch size must be >= 1, got {batch_size}")
+        seen: set[Any] = set()
+        count = 0
+        source = self._raw(batch_size)
+        stream = source if not self.batched else _rebatch(source, batch_size, self.limit)
+        for ids, x, y in stream:
+            dup = [i for i in ids.tolist() if i in seen]
+            if dup:
+                raise DataError(f"sample ids repeat ({dup[:3]}); ids must be unique across the data set")
+            seen.update(ids.tolist())
+            count += len(ids)
+            yield ids, x, y
+            if not self.batched and self.limit is not None and count >= self.limit:
+                return
+        if count == 0:
+            raise DataError(f"{self.dataloader or self.data_dir} yielded no samples")
+
+    def samples(self, limit: int | None = None) -> Iterator[tuple[Any, Arrays]]:
+        """(id, inputs of one sample without the batch axis), at most `limit` of them."""
+        n = 0
+        for ids, x, _ in self.batches(1):
+            for i, sample_id in enumerate(ids.tolist()):
+                if limit is not None and n >= limit:
+                    return
+                yield sample_id, ({k: v[i] for k, v in x.items()} if self.batched else x)
+                n += 1
+
+    def describe(self) -> dict[str, Any]:
+        """Provenance of the data for manifests and run.json: what was read, and the loader file's digest."""
+        out: dict[str, Any] = {"data_dir": str(self.data_dir) if self.data_dir is not None else None}
+        if self.dataloader is not None:
+            out.update(dataloader=str(self.dataloader), dataloader_sha256=file_digest(self.dataloader),
+                       dataloader_args=dict(self.dataloader_args))
+        if self.limit is not None:
+            out["limit"] = self.limit
+        return out
+
+
+def add_data_arguments(parser, *, folder_help: str | None = None) -> None:
+    """--dataloader / --dataloader-arg (the seed's form); --data-dir is the caller's (its default differs)."""
+    parser.add_argument("--dataloader", default=None, metavar="FILE",
+                        help="a dataloader.py defining get_dataloader_fn(**kwargs) (the DLE form); it gets "
+                             "--data-dir as data_dir")
+    parser.add_argument("--dataloader-arg", action="append", default=[], metavar="KEY=VALUE",
+                        help="extra keyword argument for get_dataloader_fn (repeatable)")
+
+
+def user_data_from_args(args, signature: ModelSignature, *, precision: str = "fp32", limit: int | None = None,
+                        batched: bool = True) -> UserData | None:
+    """UserData from --dataloader/--dataloader-arg/--data-dir, or None when neither names user data
+    (no dataloader and --data-dir unset or 'synthetic')."""
+    data_dir = getattr(args, "data_dir", None)
+    dataloader = getattr(args, "dataloader", None)
+    if dataloader is None and (data_dir is None or data_dir == "synthetic"):
+        return None
+    return UserData(signature, data_dir=data_dir, dataloader=dataloader,
+                    dataloader_args=parse_key_values(getattr(args, "dataloader_arg", []) or []),
+                    precision=precision, limit=limit, batched=batched)
+
+
+__all__ = ["DataError", "UserData", "validate_batch", "check_tensor", "read_folder", "import_user_file",
+           "call_with_accepted", "parse_key_values", "add_data_arguments", "user_data_from_args",
+           "DATALOADER_FN_NAME"]

@@ -1,0 +1,112 @@
+"""The user's own code: `model.py` defining `get_model(**kwargs) -> nn.Module` (the seed's form, optionally
+`get_signature(**kwargs)`), or `package.module:function`.
+
+kwargs come from repeatable `--model-arg key=value`; a key the factory does not take is an error unless
+--ignore-unknown-parameters drops it (the seed's flag). Import, factory and checkpoint failures become one
+SourceError naming the file and the cause.
+"""
+from __future__ import annotations
+
+import importlib
+import inspect
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Callable
+
+from ..spec import ModelSignature, SpecError
+from .base import DEFAULT_MAX_BATCH, ModelSource, ResolvedModel, SourceError, display_name, register_source
+from .common import input_specs, probe_outputs, task_and_metric, with_checkpoint
+from .userfile import first_line as _first_line, import_file
+
+FACTORY = "get_model"
+SIGNATURE_FN = "get_signature"
+
+
+def is_module_ref(ref: str) -> bool:
+    """`package.module:function` (not a path)."""
+    head, sep, tail = ref.partition(":")
+    return bool(sep) and bool(tail) and not head.endswith(".py") and "/" not in head and tail.isidentifier()
+
+
+def load_module(ref: str) -> tuple[ModuleType, str, Path]:
+    """(module, factory name, file) for a model.py path or `package.module:function`."""
+    if is_module_ref(ref):
+        mod_name, func = ref.split(":")
+        try:
+            module = importlib.import_module(mod_name)
+        except Exception as err:
+            raise SourceError(f"module {mod_name} failed to import: {_first_line(err)}") from err
+        return module, func, Path(getattr(module, "__file__", "") or mod_name)
+    path = Path(ref)
+    return import_file(path, "model file", SourceError), FACTORY, path
+
+
+def accepted_kwargs(fn: Callable, kwargs: dict[str, Any], ignore_unknown: bool, what: str) -> dict[str, Any]:
+    params = inspect.signature(fn).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return dict(kwargs)
+    unknown = sorted(set(kwargs) - set(params))
+    if unknown and not ignore_unknown:
+        raise SourceError(f"{what} takes no parameter {', '.join(unknown)} (it takes {', '.join(params) or 'none'}); "
+                          "fix --model-arg or pass --ignore-unknown-parameters")
+    return {k: v for k, v in kwargs.items() if k in params}
+
+
+def _signature(value: Any, where: str) -> tuple[ModelSignature, dict[str, Any]]:
+    """get_signature's answer: a ModelSignature, or a dict with inputs/outputs lists (TensorSpec fields) and
+    optionally max_batch_size and task."""
+    if isinstance(value, ModelSignature):
+        return value, {}
+    if isinstance(value, dict) and "inputs" in value and "outputs" in value:
+        try:
+            return ModelSignature.from_dict(value), {k: value[k] for k in ("max_batch_size", "task") if k in value}
+        except (SpecError, KeyError, TypeError) as err:
+            raise SourceError(f"{where} returned a signature that does not parse: {err}") from err
+    raise SourceError(f"{where} must return a ModelSignature or a dict with 'inputs' and 'outputs', "
+                      f"got {type(value).__name__}")
+
+
+@register_source("python")
+def resolve_python(source: ModelSource) -> ResolvedModel:
+    import torch
+
+    module, factory_name, file = load_module(source.ref)
+    factory = getattr(module, factory_name, None)
+    if not callable(factory):
+        raise SourceError(f"{source.ref} defines no {factory_name}(**kwargs) function returning a torch.nn.Module")
+    what = f"{file.name}:{factory_name}" if not is_module_ref(source.ref) else source.ref
+    kwargs = accepted_kwargs(factory, source.kwargs, source.ignore_unknown_parameters, what)
+
+    def build(seed: int):
+        torch.manual_seed(seed)
+        try:
+            model = factory(**kwargs)
+        except Exception as err:
+            raise SourceError(f"{what}(**{kwargs}) raised {_first_line(err)}") from err
+        if isinstance(model, tuple) and model and isinstance(model[0], torch.nn.Module):
+            model = model[0]  # the seed's get_model returns (model, tensor_names)
+        if not isinstance(model, torch.nn.Module):
+            raise SourceError(f"{what} returned a {type(model).__name__}, not a torch.nn.Module")
+        return with_checkpoint(model, source, what)
+
+    extra: dict[str, Any] = {}
+    sig_fn = getattr(module, SIGNATURE_FN, None)
+    if source.input_shapes:
+        inputs = input_specs(source)
+        max_batch = source.max_batch_size if source.max_batch_size is not None else DEFAULT_MAX_BATCH
+        signature = ModelSignature(inputs=inputs, outputs=probe_outputs(build(0), inputs, 1 if max_batch else 0))
+    elif callable(sig_fn):
+        sig_kwargs = accepted_kwargs(sig_fn, source.kwargs, True, f"{file.name}:{SIGNATURE_FN}")
+        try:
+            value = sig_fn(**sig_kwargs)
+        except Exception as err:
+            raise SourceError(f"{file.name}:{SIGNATURE_FN}(**{sig_kwargs}) raised {_first_line(err)}") from err
+        signature, extra = _signature(value, f"{file.name}:{SIGNATURE_FN}")
+    else:
+        raise SourceError(f"{source.ref} has no {SIGNATURE_FN}(**kwargs): pass the inputs with "
+                          "--input-shape NAME=D1,D2,... (per sample, without the batch axis)")
+    max_batch = source.max_batch_size if source.max_batch_size is not None else \
+        int(extra.get("max_batch_size", DEFAULT_MAX_BATCH))
+    task, metric = task_and_metric(source, signature.outputs, extra.get("task"))
+    return ResolvedModel(source=source, name=display_name(source), family="user", task=task, metric=metric,
+                         signature=signature, max_batch_size=max_batch, builder=build)

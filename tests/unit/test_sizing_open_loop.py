@@ -1,0 +1,339 @@
+"""Open-loop capacity, its store, headroom, derating and the fleet's balancer config, without a server.
+
+The bisection runs on recorded perf_analyzer outputs (tests/fixtures/sizing/openloop/: a Python-backend model
+sleeping 10 ms per request, 700 ms windows, and the committed example's old synchronous confirmation run);
+the derating and the unreachable SLO on points worked out by hand here.
+"""
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from deployment_toolkit.perf.analyzer import PerfOptions, parse_csv
+from deployment_toolkit.perf.sweep import rows_to_csv
+from deployment_toolkit.sizing import Demand, Prices, load_runs, size
+from deployment_toolkit.sizing.capacity import (
+    ClientLimited,
+    OpenLoopCapacity,
+    RatePoint,
+    open_loop_options,
+    parse_open_loop_output,
+    queue_growing,
+    repeat_search,
+    row_from_outputs,
+    search,
+)
+from deployment_toolkit.sizing.confirm import confirm_plan
+from deployment_toolkit.sizing.fleet import NginxMissing, find_nginx, nginx_config
+from deployment_toolkit.sizing.openloop import derived_headroom
+from deployment_toolkit.sizing.ratestore import RateKey, RateStore, options_key, read_rows
+
+ROOT = Path(__file__).resolve().parents[2]
+REC = ROOT / "tests" / "fixtures" / "sizing" / "openloop"
+OPTS = options_key(open_loop_options(PerfOptions(), "poisson", 700, 50.0).measurement_fields())
+
+
+def recorded(rate: float, config: str = "slow/online", trial: int = 1) -> RatePoint:
+    """The point perf_analyzer's recorded CSV and console output give at `rate` (only recorded rates exist)."""
+    name = f"r{rate:g}"
+    log = (REC / f"{name}.log").read_text()
+    csv_path = REC / f"{name}.csv"
+    rows = [r for r in parse_csv(csv_path) if math.isclose(r["Request rate"], rate, rel_tol=1e-6)] \
+        if csv_path.exists() else []
+    row = row_from_outputs(rate, rows[0] if rows else {}, bool(rows), log)
+    return RatePoint(RateKey(config, "poisson", rate, 1, OPTS, trial), row)
+
+
+def synthetic(rate: float, limit: float, p99_at_limit: float = 50.0, trial: int = 1, window_ms: int = 3000,
+              distribution: str = "constant") -> RatePoint:
+    """A replica that answers everything up to `limit` requests/s (p99 rising towards p99_at_limit) and only
+    `limit` above it, with a growing queue."""
+    over = rate > limit
+    row = {"answered": limit if over else rate, "p99_ms": p99_at_limit * (4 if over else rate / limit),
+           "avg_ms": 5.0, "window_latency_ms": [5, 10, 20, 40] if over else [5, 5, 5], "send_rate": None,
+           "queue_growing": over, "client_limited": False, "stable": True}
+    opts = options_key({"measurement_interval_ms": window_ms})
+    return RatePoint(RateKey("syn", distribution, rate, 1, opts, trial), row)
+
+
+# ---- parsing perf_analyzer's open-loop output ----------------------------------------------------
+
+def test_parse_windows_send_rate_and_delayed_share():
+    win = parse_open_loop_output((REC / "sync_client_limited_r400.log").read_text())
+    assert len(win.throughput) == 7 and win.latency_ms[0] == pytest.approx(12.797)
+    assert win.send_rate == pytest.approx(356.13) and win.delayed_pct == pytest.approx(100.0)
+
+
+def test_the_committed_fail_was_the_client():
+    """The example's old confirmation (sync calls, perf_analyzer's default 4 threads at 400/s) sent 356/s with
+    every request delayed: that is the client's limit, and a search stops there instead of blaming the server."""
+    log = (REC / "sync_client_limited_r400.log").read_text()
+    (values,) = parse_csv(REC / "sync_client_limited_r400.csv")
+    p = RatePoint(RateKey("resnet18_i2/online", "constant", 400.0, 1, "{}", 1), row_from_outputs(400, values, True, log))
+    assert p.client_limited and not p.passes(50.0)
+    with pytest.raises(ClientLimited, match="could not generate 400.0 inferences/s: it sent 356.1/s .*client, not the"):
+        search(lambda r: p, 400.0, 50.0)
+
+
+def test_queue_growth_ignores_the_warm_up_window():
+    assert queue_growing([70.8, 88.8, 162.8, 268.4, 398.4, 408.1])  # recorded at 89.63/s: clearly piling up
+    assert not queue_growing([25.4, 21.2, 35.0, 35.9, 58.8, 27.3])  # recorded at 76.18/s: noisy, drained again
+    assert not queue_growing([300.0, 10.0, 11.0])  # a slow first window (connection set-up) is not a queue
+    assert not queue_growing([10.0, 11.0])
+    assert not queue_growing([1.0, 1.2, 1.6, 2.4])  # sub-millisecond wobble is not a backlog
+
+
+# ---- the bisection on recorded outputs ------------------------------------------------------------
+
+def test_bisection_on_recorded_outputs():
+    asked = []
+
+    def at(rate):
+        asked.append(rate)
+        return recorded(rate)
+
+    s = search(at, 89.63, slo_ms=200.0, resolution=0.1)
+    # seed (the closed-loop figure) fails: queue growing, p99 491 ms; one step down (the server answered more
+    # than 80% of it, so 0.8 x seed) passes; bisection: 80.66 fails (p99 257 ms), 76.18 passes; 5.9% <= 10%
+    assert asked == [89.63, 71.7, 80.66, 76.18]
+    assert s.capacity == pytest.approx(76.18) and s.bracket == (pytest.approx(76.18), pytest.approx(80.66))
+    verdicts = {p.rate: p.verdict(200.0) for p in s.points}
+    assert "queue growing" in verdicts[89.63] and "p99 491.0 ms > 200 ms" in verdicts[89.63]
+    assert verdicts[71.7] == verdicts[76.18] == "pass"
+
+
+def test_a_tighter_slo_moves_the_capacity_down():
+    s = search(lambda r: synthetic(r, 100.0, p99_at_limit=50.0), 150.0, slo_ms=25.0, resolution=0.02)
+    # p99 = 50 x rate / 100 <= 25 ms up to 50/s
+    assert 49.0 <= s.capacity <= 50.0 and all(p.rate > 50 for p in s.points if not p.passes(25.0))
+
+
+def test_an_slo_no_rate_meets(tmp_path):
+    s = search(lambda r: synthetic(r, 100.0, p99_at_limit=10_000.0), 120.0, slo_ms=50.0)
+    assert s.capacity is None and s.best is None
+    assert len(s.points) == 10 and [p.rate for p in s.points] == sorted((p.rate for p in s.points), reverse=True)
+    assert "no offered rate down to" in s.unreachable_text() and "p99" in s.unreachable_text()
+    cap = OpenLoopCapacity("tiny/online", "constant", 50.0, [s], 200.0, "concurrency 4", 20.0)
+    run_dir = _tiny_run(tmp_path)
+    (run,) = load_runs(run_dir)
+    sizing = size([run], Demand(100, 50), Prices(), open_loop={run.name: cap})
+    assert sizing.recommendation is None and not sizing.plans[0].reachable
+    assert "no offered rate down to" in sizing.unreachable[0]
+
+
+# ---- repeats and headroom -------------------------------------------------------------------------
+
+def test_headroom_from_the_spread_of_repeated_searches(tmp_path):
+    limits = {1: 100.0, 2: 92.0, 3: 96.0}  # the same replica measured three times: a noisy boundary
+    trials = repeat_search(lambda r, t: synthetic(r, limits[t], trial=t), 150.0, 1000.0, trials=3, resolution=0.02)
+    caps = [t.capacity for t in trials]
+    assert len(caps) == 3 and all(0.98 * limits[i + 1] <= c <= limits[i + 1] for i, c in enumerate(caps))
+    ol = OpenLoopCapacity("tiny/online", "constant", 1000.0, trials, 150.0, "concurrency 8", 30.0)
+    assert ol.capacity == sorted(caps)[1]  # the median
+    assert ol.spread == pytest.approx((max(caps) - min(caps)) / min(caps)) and ol.headroom == ol.spread
+    h, note = derived_headroom({"tiny/online": ol})
+    assert h == ol.headroom and "spread" in note and "3 searches" in note
+    (run,) = load_runs(_tiny_run(tmp_path))
+    plan = size([run], Demand(1000, 1000, h), Prices(), open_loop={run.name: ol}).plans[0]
+    # the plan carries the peak even at the lowest capacity measured
+    assert plan.replicas == math.ceil(round(1000 * (1 + h) / ol.capacity, 9))
+    assert plan.replicas * min(caps) >= 1000 and plan.basis == "open loop"
+    # a single search has no spread: the search's resolution is the headroom
+    one = OpenLoopCapacity("x", "constant", 1000.0, trials[:1])
+    assert one.spread is None and one.headroom == pytest.approx(0.02)
+
+
+def test_poisson_noise_allowance_only_without_a_send_rate():
+    p = synthetic(100.0, 1000.0, window_ms=1000, distribution="poisson")
+    p.row["answered"] = 90.0  # 300 requests expected over three windows: 2 sigma is 11.5%
+    assert p.required == pytest.approx((0.97 - 2 / math.sqrt(300)) * 100) and p.kept_up
+    p.row["send_rate"] = 100.0  # perf_analyzer said what it sent: no allowance
+    assert p.required == pytest.approx(97.0) and not p.kept_up
+    c = synthetic(100.0, 1000.0, window_ms=1000, distribution="constant")
+    c.row["answered"] = 90.0
+    assert not c.kept_up
+
+
+# ---- the store --------------------------------------------------------------------------------------
+
+def test_store_roundtrip_keys_and_provenance(tmp_path):
+    store = RateStore(tmp_path)
+    key = RateKey("m/online", "poisson", 123.4, 1, OPTS, 1)
+    row = {"offered": 123.4, "answered": 120.0, "p99_ms": 12.5, "window_latency_ms": [3.0, 4.5],
+           "queue_growing": False, "client_limited": False, "stable": True, "timestamp": "2026-11-24T00:00:00+00:00",
+           "command": "perf_analyzer -m m", "log": "x.log"}
+    store.put(key, row)
+    again = RateStore(tmp_path).get(key)
+    assert again["answered"] == 120.0 and again["window_latency_ms"] == [3.0, 4.5] and again["stable"] is True
+    assert again["timestamp"] and again["command"]
+    for other in (RateKey("m/online", "constant", 123.4, 1, OPTS, 1), RateKey("m/online", "poisson", 123.4, 1, "{}", 1),
+                  RateKey("m/online", "poisson", 123.4, 1, OPTS, 2), RateKey("n/online", "poisson", 123.4, 1, OPTS, 1)):
+        assert RateStore(tmp_path).get(other) is None
+    text = (tmp_path / "openloop.csv").read_text()
+    assert text.count("\n") == 2 and not list(tmp_path.glob("*.tmp*"))
+
+
+def test_store_against_a_live_server_reuses_only_rows_of_its_identity(tmp_path, capsys):
+    from deployment_toolkit.runs import RunIdentity
+
+    def ident(server: str) -> RunIdentity:
+        return RunIdentity(host={"cpu_model": "c"}, server_version=server, model_config={"name": "m"},
+                           artifact_digest=None, perf_options={}, input_data="random", toolkit_version="t")
+
+    key = RateKey("m/online", "poisson", 100.0, 1, OPTS, 1)
+    RateStore(tmp_path, identity=ident("2.51.0")).put(key, {"offered": 100.0, "answered": 99.0})
+    assert RateStore(tmp_path, identity=ident("2.51.0")).get(key)["identity"] == ident("2.51.0").id
+    assert RateStore(tmp_path).get(key) is not None, "planning from stored points replays them as they are"
+    assert RateStore(tmp_path, identity=ident("2.52.0")).get(key) is None
+    assert 'server_version: stored "2.51.0", now "2.52.0"' in capsys.readouterr().out
+    assert len(list((tmp_path / "superseded").glob("*/openloop.csv"))) == 1, "kept aside, never deleted"
+
+
+# ---- derate and reconfirm --------------------------------------------------------------------------
+
+def _tiny_run(tmp_path: Path, thr: float = 200.0) -> Path:
+    d = tmp_path / "tiny"
+    d.mkdir(exist_ok=True)
+    rows = [{"Precision": "FP32", "Client Batch Size": 1, "Concurrent client requests": 4, "Inferences/second": thr,
+             "P99 Latency": 20.0, "Avg Latency": 4 / thr * 1000, "Triton Instances": 1, "stable": True}]
+    (d / "online.csv").write_text(rows_to_csv(rows))
+    (d / "run.json").write_text(json.dumps({"hardware": {"gpu": "none", "cpu": {"model": "x", "usable_cores": 2}},
+                                            "config": {"model_name": "m", "triton_instances": 1, "protocol": "grpc"}}))
+    return d
+
+
+def test_derate_and_reconfirm(tmp_path):
+    (run,) = load_runs(_tiny_run(tmp_path))
+    plan = size([run], Demand(380, 50, 0.0), Prices(host_hour=1.0)).plans[0]
+    assert (plan.replicas, plan.per_replica_rate) == (2, 190.0)  # on the closed-loop 200 inf/s
+    asked = []
+
+    def at(rate, n):
+        asked.append(rate)
+        return synthetic(rate, 150.0, p99_at_limit=10.0, trial=n)  # the replica really carries 150/s
+
+    result = confirm_plan(plan, at, rounds=3)
+    # round 1 at 190/s: answered 150, queue growing -> derated to 150/s -> 3 replicas at 126.7/s: holds
+    assert asked == [190.0, 126.7] and result.passed and result.derated
+    assert (plan.replicas, plan.replica_capacity, plan.derated_from, plan.basis) == (3, 150.0, 200.0, "confirmed")
+    assert "after derating" in result.text() and "| 2 | 3 |" in result.text()
+    assert result.summary().startswith("PASS after derating to 3 replicas")
+
+
+def test_confirmation_that_never_holds_stops_after_the_rounds(tmp_path):
+    (run,) = load_runs(_tiny_run(tmp_path))
+    plan = size([run], Demand(380, 50, 0.0), Prices()).plans[0]
+    # a replica that never keeps up, whatever it is offered
+    result = confirm_plan(plan, lambda r, n: synthetic(r, r * 0.5, p99_at_limit=10.0, trial=n), rounds=3)
+    assert len(result.rounds) == 3 and not result.passed
+    assert [r.replicas for r in result.rounds] == sorted({r.replicas for r in result.rounds})  # more each round
+    assert [r.target for r in result.rounds] == [190.0, 95.0, 47.5]  # derated to what it answered each time
+    assert "**FAIL**" in result.text() and "no plan held within 3 round(s)" in result.text()
+
+
+# ---- the balancer ------------------------------------------------------------------------------------
+
+def test_nginx_config_is_loopback_and_self_contained(tmp_path):
+    conf = nginx_config(["127.0.0.1:9001", "127.0.0.1:9002"], 9100, tmp_path)
+    assert "listen 127.0.0.1:9100 http2;" in conf and "grpc_pass grpc://triton;" in conf
+    assert "server 127.0.0.1:9001;" in conf and "server 127.0.0.1:9002;" in conf
+    assert f"pid {tmp_path / 'nginx.pid'};" in conf and f"error_log {tmp_path / 'error.log'}" in conf
+    assert "/var/" not in conf and "/etc/" not in conf
+    assert "location = /inference.GRPCInferenceService/ModelInfer" in conf  # only inference is balanced
+    try:
+        nginx = find_nginx()
+    except NginxMissing:
+        return
+    for k in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"):
+        (tmp_path / f"{k}_temp").mkdir()
+    (tmp_path / "nginx.conf").write_text(conf)
+    test = subprocess.run([str(nginx), "-t", "-p", str(tmp_path), "-c", str(tmp_path / "nginx.conf"),
+                           "-e", str(tmp_path / "error.log")], capture_output=True, text=True, timeout=30)
+    assert test.returncode == 0, test.stderr
+
+
+def test_nginx_missing_says_how_to_install(tmp_path):
+    with pytest.raises(NginxMissing, match="apt-get install -y nginx"):
+        find_nginx(tmp_path / "no-nginx")
+
+
+# ---- bad input on the command line -----------------------------------------------------------------
+
+def cli(*args):
+    return subprocess.run([sys.executable, str(ROOT / "triton" / "size_fleet.py"), *map(str, args)],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_cli_confirm_where_nothing_listens(tmp_path):
+    run = _tiny_run(tmp_path)
+    out = cli(run, "--peak-rps", "100", "--p99-ms", "50", "--confirm", f"127.0.0.1:{_free_port()}")
+    assert out.returncode == 2, out.stderr
+    (line,) = out.stderr.strip().splitlines()[-1:]
+    assert line.startswith("error: --confirm 127.0.0.1:") and "start the server" in line
+    assert len([x for x in out.stderr.splitlines() if x.startswith("error")]) == 1 and "Traceback" not in out.stderr
+    cap = cli(run, "--peak-rps", "100", "--p99-ms", "50", "--capacity", f"127.0.0.1:{_free_port()}")
+    assert cap.returncode == 2 and cap.stderr.strip().startswith("error: --capacity 127.0.0.1:")
+
+
+def test_cli_nginx_missing(tmp_path):
+    out = cli(_tiny_run(tmp_path), "--peak-rps", "100", "--p99-ms", "50", "--confirm-fleet", "2",
+              "--fleet-model-repository", tmp_path, "--nginx", tmp_path / "nginx")
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert "nginx not found" in out.stderr and "apt-get install" in out.stderr
+
+
+def test_cli_a_rate_the_client_cannot_generate(tmp_path):
+    """openloop.csv holds a point where perf_analyzer could not send the rate: replaying the search stops with
+    exit 2 and names the client."""
+    run = _tiny_run(tmp_path)
+    (r,) = load_runs(run)
+    opts = open_loop_options(PerfOptions(protocol="grpc", shared_memory="none"), "poisson", 3000, 30.0)
+    key = RateKey(r.name, "poisson", 200.0, 1, options_key(opts.measurement_fields()), 1)
+    RateStore(run).put(key, {"offered": 200.0, "answered": 120.0, "send_rate": 121.0, "delayed_pct": 100.0,
+                             "p99_ms": 10.0, "window_latency_ms": [8.0, 8.0, 8.0], "queue_growing": False,
+                             "client_limited": True, "stable": True, "timestamp": "2026-11-24T00:00:00+00:00"})
+    out = cli(run, "--peak-rps", "100", "--p99-ms", "50")
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "client, not the server" in out.stderr and len(out.stderr.strip().splitlines()) == 1
+    assert read_rows(run / "openloop.csv")[0]["client_limited"] is True
+
+
+def test_cli_stored_points_plan_without_a_server(tmp_path):
+    """Points in openloop.csv (here: a replica that carries 150/s) are replayed: the plan rests on them."""
+    run = _tiny_run(tmp_path)
+    (r,) = load_runs(run)
+    opts = open_loop_options(PerfOptions(protocol="grpc", shared_memory="none"), "constant", 3000, 30.0)
+    store = RateStore(run)
+
+    def at(rate, trial):
+        p = synthetic(rate, 150.0, p99_at_limit=20.0, trial=trial)
+        key = RateKey(r.name, "constant", p.rate, 1, options_key(opts.measurement_fields()), trial)
+        store.put(key, {**p.row, "offered": p.rate, "timestamp": "2026-11-24T00:00:00+00:00"})
+        return RatePoint(key, store.get(key))
+
+    repeat_search(at, 200.0, 50.0, trials=2)
+    out = cli(run, "--peak-rps", "300", "--p99-ms", "50", "--distribution", "constant", "--capacity-trials", "2")
+    assert out.returncode == 0, out.stderr
+    md = (run / "sizing.md").read_text()
+    assert "open loop" in md and "## Open-loop capacity next to closed-loop" in md and "Closed loop only" not in md
+    import csv
+
+    (row,) = list(csv.DictReader(open(run / "sizing.csv")))
+    cap = float(row["open_loop_capacity"])
+    assert 140 <= cap <= 150 and row["basis"] == "open loop"
+    assert int(row["replicas"]) == math.ceil(round(300 * (1 + float(row["headroom"])) / cap, 9))
+    assert float(row["sustainable_throughput"]) == 200.0  # closed loop, side by side
