@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -11,37 +10,45 @@ import deployment_toolkit  # noqa: F401
 
 
 def _serve(args) -> int:
+    """Run the server until Ctrl-C / SIGTERM. The handlers are in place before the server process exists, so a
+    signal at any moment (while it starts, while models load, while it serves) stops it and its stubs; if this
+    process is SIGKILLed, the kernel kills the server (PR_SET_PDEATHSIG, see cleanup.die_with_parent)."""
+    from .cli import EXIT_SIGTERM, install_sigterm_handler
     from .server.local import LocalTritonServer, ServerConfig
 
-    cfg = ServerConfig(
-        model_repository=Path(args.model_repository), http_port=args.http_port, grpc_port=args.grpc_port,
-        metrics_port=args.metrics_port, address=args.address, model_control_mode=args.model_control_mode,
-        log_dir=Path(args.log_dir) if args.log_dir else None, log_verbose=args.log_verbose,
-    )
-    server = LocalTritonServer(cfg)
-    server.start()
-    print(f"tritonserver ready: HTTP {server.http_url}  gRPC {server.grpc_url}  metrics {server.metrics_url}\n"
-          f"log: {server.log_path}   (Ctrl-C stops it)", flush=True)
-    stop = {"now": False}
-
-    def handler(*_):
-        stop["now"] = True
-
-    signal.signal(signal.SIGTERM, handler)
-    signal.signal(signal.SIGINT, handler)
+    restore = install_sigterm_handler()  # SIGTERM unwinds like Ctrl-C from here on
+    stopped_by_signal = False
+    server = None
     try:
-        while not stop["now"] and server.is_alive():
+        cfg = ServerConfig(
+            model_repository=Path(args.model_repository), http_port=args.http_port, grpc_port=args.grpc_port,
+            metrics_port=args.metrics_port, address=args.address, model_control_mode=args.model_control_mode,
+            log_dir=Path(args.log_dir) if args.log_dir else None, log_verbose=args.log_verbose,
+        )
+        server = LocalTritonServer(cfg)
+        server.start()
+        print(f"tritonserver ready: HTTP {server.http_url}  gRPC {server.grpc_url}  metrics {server.metrics_url}\n"
+              f"log: {server.log_path}   (Ctrl-C stops it)", flush=True)
+        while server.is_alive():
             try:
                 server.process.wait(timeout=0.5)
             except subprocess.TimeoutExpired:
                 pass
+    except KeyboardInterrupt:
+        stopped_by_signal = True
+    except SystemExit as err:
+        if err.code != EXIT_SIGTERM:
+            raise
+        stopped_by_signal = True
     finally:
-        alive = server.is_alive()
-        server.stop()
-    if not alive and not stop["now"]:
-        print(f"tritonserver exited unexpectedly:\n{server.log_tail(20)}", file=sys.stderr)
-        return 1
-    return 0
+        if server is not None:
+            server.stop()
+        restore()
+    if stopped_by_signal:
+        print("tritonserver stopped", file=sys.stderr)
+        return 0
+    print(f"tritonserver exited unexpectedly:\n{server.log_tail(20)}", file=sys.stderr)
+    return 1
 
 
 def _models(args) -> int:

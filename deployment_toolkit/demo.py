@@ -159,6 +159,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-attempts", type=int, default=2,
                    help="tries per point before it is kept as unstable (each retry lengthens the window)")
     args = p.parse_args(argv)
+    from .repository.names import ModelNameError, check_model_name
+
+    try:
+        check_model_name(args.model, "--model")  # it becomes folder names (workspace, repository, run folder)
+    except ModelNameError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     if args.fast:
         for key, value in FAST.items():
             setattr(args, key, value)

@@ -168,4 +168,11 @@ def read_run_json(result_dir: str | Path) -> dict[str, Any]:
     path = Path(result_dir) / RUN_JSON
     if not path.exists():
         return {}
-    return json.loads(path.read_text())
+    try:
+        meta = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ValueError(f"{path} is not valid JSON ({err}): restore it, or rerun into a new --result-path") from None
+    if not isinstance(meta, dict):
+        raise ValueError(f"{path} holds JSON {type(meta).__name__}, not a run record: restore it, or rerun into "
+                         "a new --result-path")
+    return meta

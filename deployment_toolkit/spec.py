@@ -241,7 +241,23 @@ class Manifest:
             path = path / MANIFEST_NAME
         if not path.exists():
             raise FileNotFoundError(f"no manifest at {path}: run triton/convert_model.py first")
-        return cls.from_dict(json.loads(path.read_text()))
+        hint = "rerun triton/convert_model.py to write it again"
+        try:
+            data = json.loads(path.read_text())
+            if not isinstance(data, dict):
+                raise SpecError(f"holds JSON {type(data).__name__}, not a manifest object")
+            return cls.from_dict(data)
+        except json.JSONDecodeError as err:
+            raise SpecError(f"manifest {path} is not valid JSON ({err.msg}: line {err.lineno}, column "
+                            f"{err.colno}; truncated or edited?): {hint}") from None
+        except UnicodeDecodeError:
+            raise SpecError(f"manifest {path} is not text (binary or corrupt): {hint}") from None
+        except OSError as err:
+            raise SpecError(f"cannot read manifest {path}: {err.strerror or err}") from None
+        except KeyError as err:
+            raise SpecError(f"manifest {path} lacks the field {err}: {hint}") from None
+        except (SpecError, TypeError, ValueError, AttributeError) as err:
+            raise SpecError(f"manifest {path} is not usable: {err}: {hint}") from None
 
 
 @functools.lru_cache(maxsize=1)

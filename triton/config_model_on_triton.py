@@ -25,6 +25,10 @@ def main() -> int:
                         "ts-trace/ts-script/onnx/trt: Triton's native backend for that format (NGC container)")
     p.add_argument("--model-name", required=True)
     p.add_argument("--model-version", type=int, default=1)
+    p.add_argument("--hardlink", action="store_true",
+                   help="hard-link the artifact files instead of copying them (saves space for multi-GB weights); "
+                        "both the workspace's and the repository's names become read-only. Default: the repository "
+                        "gets its own copy (a reflink where the filesystem offers it)")
     p.add_argument("--max-batch-size", type=int, default=None, help="default: the manifest's")
     p.add_argument("--preferred-batch-sizes", type=cli.int_list, default=())
     p.add_argument("--max-queue-delay-us", type=int, default=0)
@@ -74,7 +78,8 @@ def main() -> int:
                              f"which is {fmt}: convert it to {args.model_format} or pass --model-format {fmt}")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")  # host mismatch, batching left out: shown, not fatal
-        model_dir = write_model(args.model_repository, args.model_path, opts, version=args.model_version)
+        model_dir = write_model(args.model_repository, args.model_path, opts, version=args.model_version,
+                                hardlink=args.hardlink)
     for w in caught:
         print(f"warning: {w.message}", file=sys.stderr)
     print(f"wrote {model_dir / 'config.pbtxt'} and {model_dir / str(args.model_version)}/")

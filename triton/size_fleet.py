@@ -161,7 +161,7 @@ def main(argv=None) -> int:
         return _main(argv)
     except (PerfAnalyzerError, PerfAnalyzerNotFound) as err:  # measured points are kept; a rerun resumes
         print(f"error: a perf_analyzer run failed: {err}", file=sys.stderr)
-        return 1
+        return 2  # a server or tool problem, not a plan that failed its confirmation (README: exit codes)
 
 
 def _main(argv=None) -> int:

@@ -19,6 +19,8 @@ import json
 import os
 import re
 import tempfile
+import zipfile
+import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -277,6 +279,30 @@ def _shard_files(directory: Path) -> list[Path]:
     return [p for m, p in sorted(found, key=lambda mp: int(mp[0].group(1)))]
 
 
+# What numpy and zipfile raise for a truncated or bit-flipped .npz (checked: truncation gives BadZipFile or
+# EOFError, a flipped byte a CRC BadZipFile, a broken array header ValueError, a broken deflate stream zlib.error)
+_CORRUPT = (zipfile.BadZipFile, EOFError, OSError, ValueError, zlib.error, KeyError, UnicodeDecodeError)
+
+
+def _read_shard(path: Path, parts: dict[str, list[np.ndarray]], ids: list[np.ndarray]) -> None:
+    """Append a shard's ids and tensors; a shard numpy cannot read is a DumpError naming it (exit 2)."""
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            missing = [k for k in (IDS_KEY, *parts) if k not in npz.files]
+            if missing:
+                raise DumpError(f"{path} lacks arrays {missing}; the dump is corrupt, rerun the inference")
+            arrays = {IDS_KEY: npz[IDS_KEY], **{name: npz[name] for name in parts}}
+    except DumpError:
+        raise
+    except _CORRUPT as err:
+        why = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise DumpError(f"{path} is truncated or corrupt ({type(err).__name__}: {why}); rerun the inference "
+                        "to write the dump again") from None
+    ids.append(arrays.pop(IDS_KEY))
+    for name, value in arrays.items():
+        parts[name].append(value)
+
+
 def load_dump(directory: str | Path) -> Dump:
     """Read a complete dump. Raises DumpError for a missing, empty, incomplete or corrupt directory."""
     directory = Path(directory)
@@ -294,11 +320,16 @@ def load_dump(directory: str | Path) -> Dump:
     try:
         meta = json.loads(meta_path.read_text())
     except json.JSONDecodeError as err:
-        raise DumpError(f"{meta_path} is not valid JSON: {err}") from err
-    tensors = meta.get("tensors") or {}
-    if not tensors.get("outputs"):
+        raise DumpError(f"{meta_path} is not valid JSON ({err}); the dump is corrupt, rerun the inference") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise DumpError(f"cannot read {meta_path} ({err}); the dump is corrupt, rerun the inference") from None
+    tensors = meta.get("tensors") if isinstance(meta, dict) else None
+    if not isinstance(tensors, dict) or not tensors.get("outputs"):
         raise DumpError(f"{meta_path} lists no output tensors; was it written by DumpWriter?")
-    num_shards = int(meta.get("num_shards", -1))
+    try:
+        num_shards = int(meta.get("num_shards", -1))
+    except (TypeError, ValueError):
+        raise DumpError(f"{meta_path}: num_shards is {meta.get('num_shards')!r}, not a number; the dump is corrupt") from None
     ids: np.ndarray | None = None
     sections: dict[str, dict[str, np.ndarray]] = {}
     for section in SECTIONS:
@@ -310,13 +341,7 @@ def load_dump(directory: str | Path) -> Dump:
         parts: dict[str, list[np.ndarray]] = {name: [] for name in tensors[section]}
         section_ids: list[np.ndarray] = []
         for path in files:
-            with np.load(path, allow_pickle=False) as npz:
-                missing = [k for k in (IDS_KEY, *parts) if k not in npz.files]
-                if missing:
-                    raise DumpError(f"{path} lacks arrays {missing}; the dump is corrupt, rerun the inference")
-                section_ids.append(npz[IDS_KEY])
-                for name in parts:
-                    parts[name].append(npz[name])
+            _read_shard(path, parts, section_ids)
         sec_ids = np.concatenate(section_ids)
         if ids is None:
             ids = sec_ids

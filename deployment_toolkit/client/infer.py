@@ -16,6 +16,7 @@ from typing import Iterable, Iterator
 
 import numpy as np
 
+from ..cleanup import sweep_dead_runs
 from ..spec import TensorSpec, numpy_dtype
 
 Arrays = dict[str, np.ndarray]
@@ -66,6 +67,8 @@ class TritonClient:
         else:
             self.client = self.module.InferenceServerClient(url=url)
         self._regions: dict[str, tuple[str, object, int]] = {}
+        if shared_memory == "system":
+            sweep_dead_runs()  # dtk_<pid>_ regions of a client that was SIGKILLed before it could free them
 
     def close(self) -> None:
         self._free_regions()

@@ -36,6 +36,7 @@ from typing import Any, Iterable, Iterator, Protocol, Sequence
 
 import numpy as np
 
+from ..cleanup import PerfShmRecord, die_with_parent, perf_region_pattern
 from ..spec import TensorSpec, atomic_write_text
 
 PERF_ANALYZER = "perf_analyzer"
@@ -507,7 +508,8 @@ def run_point(
         cmd = build_command(model_name, url, batch_size, concurrency, signature, opts, csv_path,
                             request_rate=request_rate, model_version=model_version, input_data=input_data, binary=binary)
         csv_path.unlink(missing_ok=True)
-        with shared_memory_guard(opts.shared_memory, url, wait_s=opts.call_timeout_s()):
+        with shared_memory_guard(opts.shared_memory, url, wait_s=opts.call_timeout_s()), \
+                perf_regions_removed(opts.shared_memory, signature):
             rc, output = _execute(cmd, opts.call_timeout_s())
         with open(log_path, "a") as fh:
             fh.write(f"### {tag}: {' '.join(cmd)}\n### exit code {rc}\n{output}\n")
@@ -582,7 +584,7 @@ def _execute(cmd: list[str], timeout_s: float) -> tuple[int, str]:
     """Run perf_analyzer (argument list, no shell); stdout and stderr together; a timeout is an error."""
     try:
         proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                              env=perf_environment(), timeout=timeout_s)
+                              env=perf_environment(), timeout=timeout_s, preexec_fn=die_with_parent())
     except subprocess.TimeoutExpired as err:
         out = err.output.decode(errors="replace") if isinstance(err.output, bytes) else (err.output or "")
         raise PerfAnalyzerError(
@@ -752,6 +754,24 @@ def _acquire(fd: int, deadline: float, said: set[str], path: Path) -> bool:
                 return False
             _note_once(said, f"another perf_analyzer run of this toolkit (lock {path})")
             time.sleep(0.2)  # polling interval, not a fixed wait
+
+
+@contextlib.contextmanager
+def perf_regions_removed(shared_memory: str, signature: HasSignature) -> Iterator[None]:
+    """Remove the system shared-memory regions perf_analyzer created, however it ended: killed (our SIGTERM,
+    Ctrl-C, a timeout) it never unlinks them. Only names that match its tensor-named regions and appeared
+    during the run are removed (the run holds the shared-memory lock); a record beside the lock lets the
+    next run clear what a SIGKILLed one left."""
+    if shared_memory != "system" or not SHM_DIR.is_dir():
+        yield
+        return
+    pattern = perf_region_pattern([t.name for t in signature.inputs], [t.name for t in signature.outputs])
+    record = PerfShmRecord(shm_lock_path().with_name(SHM_LOCK_NAME.replace(".lock", ".regions.json")))
+    before = record.begin(pattern)
+    try:
+        yield
+    finally:
+        record.end(pattern, before)
 
 
 @contextlib.contextmanager

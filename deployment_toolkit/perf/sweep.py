@@ -292,12 +292,37 @@ def signature_from_metadata(metadata: dict[str, Any], max_batch_size: int,
     )
 
 
+def repository_models(url: str, protocol: str) -> list[str] | None:
+    """Names in the server's repository index (loaded or not); None if the server does not say."""
+    client = None
+    try:
+        client = _client(url, protocol)
+        if protocol == "grpc":
+            index = client.get_model_repository_index(as_json=True).get("models", [])
+        else:
+            index = client.get_model_repository_index()
+        return sorted({m.get("name", "") for m in index} - {""})
+    except Exception:  # noqa: BLE001 - a server that cannot list its models: keep waiting for readiness
+        return None
+    finally:
+        if client is not None:
+            _close(client)
+
+
 def wait_until_ready(url: str, protocol: str, model: str, version: str = "", timeout_s: float = 60.0) -> None:
+    """Poll until the model is ready; a model the server's repository does not hold fails at once, naming
+    the models it does hold (waiting would not help)."""
     deadline = time.monotonic() + timeout_s
     while True:
         reason = health_reason(url, protocol, model, version)
         if reason is None:
             return
+        if reason.startswith("model "):  # the server answers; is the model there at all?
+            have = repository_models(url, protocol)
+            if have is not None and model not in have:
+                raise ServerNotReady(
+                    f"{reason}: the server's repository has no model {model!r}; it has "
+                    f"{', '.join(have) or 'no models'} (pass one of them to --model-name)")
         if time.monotonic() > deadline:
             raise ServerNotReady(f"{reason} after waiting {timeout_s:.0f} s: start the server / load the model first")
         time.sleep(0.2)  # polling interval of the health check
@@ -652,7 +677,9 @@ def run_cli(kind: str, args, points_arg: Sequence[int] | str, fixed: int) -> int
             shm = "system" if host in _LOOPBACK else "none"
         options = perf_options_from_args(args, shared_memory=shm)
         manifest = Manifest.load(args.manifest) if args.manifest else None
-        result_dir = Path(args.result_path or Path("results") / args.model_name)
+        from ..repository.names import check_model_name
+
+        result_dir = Path(args.result_path or Path("results") / check_model_name(args.model_name))
         options = _with_real_input_data(args, options, manifest, url, result_dir)
         common = dict(
             model_version=args.model_version, precision=args.precision,
@@ -670,12 +697,11 @@ def run_cli(kind: str, args, points_arg: Sequence[int] | str, fixed: int) -> int
 
             outcome = run_offline(args.model_name, url, manifest, points_arg, options, result_dir,
                                   concurrency=fixed, **common)
-    except (IdentityMismatch, SpecError, ValueError, FileNotFoundError) as err:
+    except (SweepError, PerfAnalyzerNotFound, IdentityMismatch, SpecError, ValueError, FileNotFoundError) as err:
+        # a dead server, an unknown model, a missing tool, bad flags, a refused --resume: exit 2 (the README's
+        # table); the completed points are kept and the same command resumes
         print(f"error: {err}", file=sys.stderr)
         return 2
-    except (SweepError, PerfAnalyzerNotFound) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
     from ..report.tables import full_table
 
     print(f"\nFull tabular data ({kind}, {outcome.csv_path}):\n")

@@ -2,6 +2,7 @@
 Parameter Value"), built from a run folder's CSVs (already in ms) and run.json."""
 from __future__ import annotations
 
+import csv
 import math
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -33,9 +34,44 @@ def sort_rows(kind: str, rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]
                                        r.get("Concurrent client requests") or 0))
 
 
+class ResultsFileError(ValueError):
+    """A results file that cannot be what a sweep wrote (edited by hand, truncated): exit 2, naming it."""
+
+
+_LATENCY_COLUMNS = tuple(c for c in MEASURE_COLUMNS if c != THROUGHPUT)
+
+
 def load_rows(run_dir: str | Path, kind: str) -> list[dict[str, Any]]:
+    """The sweep's rows, checked: a CSV that is not a sweep's table (wrong header, text where numbers go,
+    negative times, a load level below 1) is refused with one line naming the file and the first problem,
+    instead of a traceback or a report of nonsense."""
     path = Path(run_dir) / f"{kind}.csv"
-    return sort_rows(kind, read_store_csv(path)) if path.exists() else []
+    if not path.exists():
+        return []
+    fix = "restore it from the run or rerun the sweep into a new --result-path"
+    try:
+        with open(path, newline="") as fh:
+            header = next(csv.reader(fh), [])
+        missing = [c for c in ("Client Batch Size", "Concurrent client requests", THROUGHPUT) if c not in header]
+        if missing:
+            raise ResultsFileError(f"{path} is not a {kind} results table (no column {missing[0]!r}): {fix}")
+        rows = read_store_csv(path)
+    except ResultsFileError:
+        raise
+    except (ValueError, csv.Error, UnicodeDecodeError) as err:
+        raise ResultsFileError(f"{path} holds a value that is not a number ({err}): {fix}") from None
+    except OSError as err:
+        raise ResultsFileError(f"cannot read {path} ({err.strerror or err})") from None
+    for n, row in enumerate(rows, start=2):
+        for col in ("Client Batch Size", "Concurrent client requests"):
+            if row[col] is None or row[col] < 1:
+                raise ResultsFileError(f"{path} line {n}: {col} is {row[col]!r}, not a load level >= 1: {fix}")
+        for col in (THROUGHPUT, *_LATENCY_COLUMNS):
+            value = row[col]
+            if not math.isnan(value) and (value < 0 or math.isinf(value)):
+                raise ResultsFileError(f"{path} line {n}: {col} is {value!r}; measured times and rates are "
+                                       f"finite and >= 0: {fix}")
+    return sort_rows(kind, rows)
 
 
 def fmt(value: Any, column: str = "") -> str:

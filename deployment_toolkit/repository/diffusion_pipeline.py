@@ -21,9 +21,10 @@ from typing import Any
 
 from tritonclient.grpc import model_config_pb2 as mc
 
-from ..spec import Manifest, atomic_write_text
-from .config import ConfigError, ConfigOptions, _dims, _version_policy, read_config, to_text
-from .layout import write_model
+from ..spec import Manifest
+from .config import ConfigError, ConfigOptions, _dims, _version_policy, read_config
+from .layout import staged_version, write_config, write_model
+from .names import check_model_name
 from .python_runtime import RUNTIME_DIR
 
 SAMPLER_MODEL_FILE = "sampler_model.py"
@@ -147,19 +148,13 @@ def write_sampler_model(repository: str | Path, name: str, settings: PipelineSet
     """Write the sampler model; like write_model, the config goes last and must round-trip."""
     from ..diffusion import samplers
 
+    check_model_name(name)
     cfg = build_sampler_config(name, settings, instances)
     model_dir = Path(repository) / name
-    version_dir = model_dir / str(version)
-    if version_dir.exists():
-        shutil.rmtree(version_dir)
-    version_dir.mkdir(parents=True)
-    shutil.copy2(RUNTIME_DIR / SAMPLER_MODEL_FILE, version_dir / "model.py")
-    shutil.copy2(samplers.__file__, version_dir / "samplers.py")
-    config_path = model_dir / "config.pbtxt"
-    atomic_write_text(config_path, to_text(cfg))
-    if read_config(config_path) != cfg:
-        raise ConfigError(f"{config_path} does not round-trip through Triton's ModelConfig schema")
-    return model_dir
+    with staged_version(model_dir, version) as staging:
+        shutil.copy2(RUNTIME_DIR / SAMPLER_MODEL_FILE, staging / "model.py")
+        shutil.copy2(samplers.__file__, staging / "samplers.py")
+    return write_config(model_dir, cfg)
 
 
 def write_diffusion_pipeline(repository: str | Path, artifact_dir: str | Path, name: str, sampler: str = "ddim",
@@ -172,8 +167,9 @@ def write_diffusion_pipeline(repository: str | Path, artifact_dir: str | Path, n
     `runtime`: python (Python backend runs the artifact; any host) or native (the format's Triton backend,
     NGC container on GPU hosts). `denoiser_options` overrides the denoiser's ConfigOptions (its model_name
     and runtime are set here)."""
+    check_model_name(name)
+    denoiser = check_model_name(denoiser_name or f"{name}_denoiser", "the denoiser's model name")
     manifest = Manifest.load(artifact_dir)
-    denoiser = denoiser_name or f"{name}_denoiser"
     if denoiser == name:
         raise ConfigError("the denoiser and the sampler need different model names")
     base = denoiser_options or ConfigOptions(model_name=denoiser)
@@ -188,7 +184,7 @@ def write_diffusion_pipeline(repository: str | Path, artifact_dir: str | Path, n
 
 def read_pipeline(repository: str | Path, name: str) -> tuple[PipelineSettings, Path]:
     """Settings of a written pipeline and the denoiser's version directory (artifact + manifest.json)."""
-    cfg = read_config(Path(repository) / name / "config.pbtxt")
+    cfg = read_config(Path(repository) / check_model_name(name) / "config.pbtxt")
     params = {k: v.string_value for k, v in cfg.parameters.items()}
     if "denoiser" not in params:
         raise ConfigError(f"model {name!r} in {repository} is not a diffusion sampler (no 'denoiser' parameter)")

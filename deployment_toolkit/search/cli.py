@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Sequence
 
 from .. import cli
+from ..repository.names import check_model_name
 from .engine import Search, SearchError, SearchOutcome, SearchSettings, format_seconds
 from .space import DEFAULT_QUEUE_DELAYS_US, host_cores
 from .stats import MIN_NOISE
@@ -162,7 +163,7 @@ def run_search(args) -> int:
     label = resolved.name
     result_dir = Path(args.result_path or Path("results") / f"search-{resolved.slug}-{args.preset}")
     workspace = Path(args.workspace or Path("workspace") / f"{resolved.slug}-{args.preset}")
-    model_name = args.model_name or resolved.slug
+    model_name = check_model_name(args.model_name or resolved.slug)
     cpu = cpu_info()
     host = f"{settings.cores} usable cores ({cpu['model']}; sched_getaffinity)"
     print(f"host: {host}; p99 budget {settings.budget_ms:g} ms; objective {settings.objective}; "
@@ -187,9 +188,9 @@ def run_search(args) -> int:
         search = Search(infos, measurer, store, settings, progress=not args.no_progress, started=started)
         try:
             outcome = search.run()
-        except SearchError as err:
+        except SearchError as err:  # nothing to search, or the default config cannot be measured
             print(f"error: {err}", file=sys.stderr)
-            return 1
+            return 2
     print(f"reused {outcome.reused_points} measured points from the checkpoint; measured {outcome.measured_points} "
           f"new ones", flush=True)
 

@@ -17,6 +17,7 @@ from ..perf.analyzer import MEASURE_COLUMNS, PerfAnalyzerError, PerfOptions, che
 from ..perf.sweep import ServerNotReady, preflight
 from ..repository.config import ConfigError
 from ..repository.layout import write_model
+from ..repository.names import check_model_name
 from ..server.errors import ModelLoadError, ServerError
 from ..server.local import LocalTritonServer, ServerConfig, explain_lines
 from .engine import CandidateFailed, CandidateRefused, FormatInfo
@@ -35,7 +36,7 @@ class TritonMeasurer:
                  *, http_port: int = 0, grpc_port: int = 0, metrics_port: int = 0, log_verbose: int = 0,
                  load_timeout_s: float = 180.0):
         self.formats = formats
-        self.base_name = base_name
+        self.base_name = check_model_name(base_name)
         self.work_dir = Path(work_dir)
         self.repository = self.work_dir / "scratch_repository"
         self.raw_dir = self.work_dir / "raw"

@@ -7,6 +7,7 @@ waits for readiness by health check and stops cleanly.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import json
@@ -18,13 +19,15 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Iterator
 
+from ..cleanup import GroupWatchdog, die_with_parent, python_backend_shm_prefix, regions_with_prefix, remove_regions, sweep_dead_runs
 from .errors import (
     ModelLoadError,
     PortInUseError,
@@ -109,7 +112,10 @@ def free_port() -> int:
 
 
 def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether tritonserver could bind `port`: it binds with SO_REUSEADDR (libevhtp and gRPC both set it), so
+    a socket of a just-stopped server in TIME-WAIT does not count, only a live listener or bound socket does."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((host, port))
         except OSError:
@@ -154,11 +160,14 @@ class LocalTritonServer:
         self.config = config
         self.installation = installation or find_installation()
         self.process: subprocess.Popen | None = None
+        self._watchdog: GroupWatchdog | None = None
         self._log_fh = None
         self.http_port = config.http_port
         self.grpc_port = config.grpc_port
         self.metrics_port = config.metrics_port
         self.log_path: Path | None = None
+        # the Python backend's /dev/shm regions carry this prefix, so they can be removed when the server is gone
+        self.shm_prefix = config.backend_config.get("shm-region-prefix-name") or python_backend_shm_prefix()
 
     # ---- addresses -------------------------------------------------------------------------
     @property
@@ -199,7 +208,7 @@ class LocalTritonServer:
             cmd.append(f"--repository-poll-secs={cfg.repository_poll_secs}")
         for name in cfg.load_models:
             cmd.append(f"--load-model={name}")
-        for key, value in cfg.backend_config.items():
+        for key, value in {"shm-region-prefix-name": self.shm_prefix, **cfg.backend_config}.items():
             cmd.append(f"--backend-config=python,{key}={value}")
         cmd.extend(cfg.extra_args)
         return cmd
@@ -209,19 +218,25 @@ class LocalTritonServer:
         repo = Path(cfg.model_repository)
         if not repo.is_dir():
             raise FileNotFoundError(f"model repository {repo} does not exist: run triton/config_model_on_triton.py first")
+        sweep_dead_runs()  # regions of this toolkit's runs that were killed before they could clean up
         self._claim_ports()
         log_dir = Path(cfg.log_dir) if cfg.log_dir else Path(tempfile.mkdtemp(prefix="tritonserver-"))
         log_dir.mkdir(parents=True, exist_ok=True)
         self.log_path = log_dir / "tritonserver.log"
         self._log_fh = open(self.log_path, "ab")
-        self.process = subprocess.Popen(
-            self.command(),
-            stdout=self._log_fh,
-            stderr=subprocess.STDOUT,
-            env=server_environment(self.installation),
-            start_new_session=True,  # Ctrl-C in the terminal goes to us; we stop the server cleanly
-        )
         try:
+            # A Ctrl-C or SIGTERM inside Popen (after the fork, before it returns) would lose the handle that
+            # stop() needs: hold them until self.process is set; the child unblocks them before exec.
+            with signals_deferred():
+                self.process = subprocess.Popen(
+                    self.command(),
+                    stdout=self._log_fh,
+                    stderr=subprocess.STDOUT,
+                    env=server_environment(self.installation),
+                    start_new_session=True,  # Ctrl-C in the terminal goes to us; we stop the server cleanly
+                    preexec_fn=die_with_parent(),  # and if we are SIGKILLed, the kernel kills the server
+                )
+            self._watchdog = GroupWatchdog(self.process.pid)  # ... and the watchdog its stubs
             self.wait_ready(cfg.start_timeout_s)
         except BaseException:
             self.stop()
@@ -285,19 +300,25 @@ class LocalTritonServer:
         SIGKILL whenever anything in it outlives the server (after `GROUP_GRACE_S`).
         """
         proc = self.process
-        if proc is not None:
-            pgid = proc.pid
-            if proc.poll() is None:
-                signal_group(pgid, signal.SIGTERM)
-                try:
-                    proc.wait(timeout=timeout_s)
-                except subprocess.TimeoutExpired:
-                    pass
-            # still running after timeout_s, or (server gone) a stub that does not exit on its own
-            if proc.poll() is None or not wait_group_gone(pgid, GROUP_GRACE_S):
-                signal_group(pgid, signal.SIGKILL)
-            proc.wait(timeout=10)
-            wait_group_gone(pgid, 10.0)
+        with signals_deferred():  # a second Ctrl-C / SIGTERM waits until the group is gone
+            if proc is not None:
+                pgid = proc.pid
+                if proc.poll() is None:
+                    signal_group(pgid, signal.SIGTERM)
+                    try:
+                        proc.wait(timeout=timeout_s)
+                    except subprocess.TimeoutExpired:
+                        pass
+                # still running after timeout_s, or (server gone) a stub that does not exit on its own
+                if proc.poll() is None or not wait_group_gone(pgid, GROUP_GRACE_S):
+                    signal_group(pgid, signal.SIGKILL)
+                proc.wait(timeout=10)
+                wait_group_gone(pgid, 10.0)
+                # the Python backend unlinks its regions on a clean exit only; after a kill they stay
+                remove_regions(regions_with_prefix(self.shm_prefix))
+            if self._watchdog is not None:
+                self._watchdog.release()
+                self._watchdog = None
         if self._log_fh is not None:
             self._log_fh.close()
             self._log_fh = None
@@ -367,6 +388,21 @@ class LocalTritonServer:
 
     def log_tail(self, lines: int = 30) -> str:
         return "\n".join(self.log_text().splitlines()[-lines:])
+
+
+@contextlib.contextmanager
+def signals_deferred() -> Iterator[None]:
+    """Hold SIGINT/SIGTERM until the body is done (main thread only), so cleanup is never cut short;
+    a signal that arrived meanwhile is delivered (and its handler runs) right after."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held = {signal.SIGINT, signal.SIGTERM}
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def signal_group(pgid: int, sig: int) -> bool:

@@ -201,8 +201,20 @@ def test_fixed_value_inputs_get_their_values_and_dynamic_dims_a_shape(server, tm
 
 
 def test_unknown_model_fails_fast_with_the_reason(server, tmp_path):
-    with pytest.raises(ServerNotReady, match="'nope' is not ready"):
-        run_online("nope", server.grpc_url, SIG, [1], FAST, tmp_path / "run", progress=False, ready_timeout_s=0.5)
+    t0 = time.monotonic()
+    with pytest.raises(ServerNotReady, match="'nope' is not ready") as info:
+        run_online("nope", server.grpc_url, SIG, [1], FAST, tmp_path / "run", progress=False, ready_timeout_s=30)
+    assert "it has double, scaled" in str(info.value)
+    assert time.monotonic() - t0 < 10, "a model the repository does not hold fails at once, without waiting"
+
+
+def test_cli_unknown_model_exits_2_listing_the_models(server, tmp_path):
+    cmd = [sys.executable, str(ROOT / "triton" / "run_offline_performance_test_on_triton.py"),
+           "--server-url", server.grpc_url, "--model-name", "nope", "--batch-sizes", "1",
+           "--result-path", str(tmp_path / "run"), "--no-progress"]
+    out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert out.returncode == 2, out.stderr
+    assert "it has double, scaled" in out.stderr and "Traceback" not in out.stderr
 
 
 def test_server_killed_mid_sweep_keeps_points_and_resumes(repository, tmp_path):
@@ -240,7 +252,7 @@ def test_cli_exits_non_zero_when_the_server_is_gone(repository, tmp_path):
            "--server-url", "127.0.0.1:1", "--model-name", "double", "--concurrency", "1:2:1",
            "--result-path", str(tmp_path / "run"), "--ready-timeout", "0.5", "--no-progress"]
     out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=60)
-    assert out.returncode == 1
+    assert out.returncode == 2, out.stderr  # the README's exit-code table: unusable input or server
     assert "does not answer" in out.stderr and "Traceback" not in out.stderr
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from deployment_toolkit.cleanup import regions_with_prefix
 from deployment_toolkit.server import LocalTritonServer, ServerConfig
 from deployment_toolkit.server.local import group_members
 
@@ -98,9 +99,11 @@ def test_stop_clears_the_group_when_the_server_died_first(tmp_path, repo):
     try:
         stubs = [p for p in group_members(pgid) if p != pgid]
         assert len(stubs) == 2
+        assert regions_with_prefix(server.shm_prefix), "the Python backend's regions carry this server's prefix"
         os.kill(pgid, signal.SIGKILL)  # the server alone dies, as in a crash
         server.stop()
         assert group_members(pgid) == []
+        assert regions_with_prefix(server.shm_prefix) == []  # a killed server never unlinks them itself
     finally:
         if group_members(pgid):
             os.killpg(pgid, signal.SIGKILL)

@@ -1,0 +1,207 @@
+"""What a run leaves behind, however it ends: child processes and shared-memory regions.
+
+Imports nothing of the package (server, perf and client all use it).
+
+- Children die with us: `die_with_parent` is a pre-exec hook that asks the kernel (PR_SET_PDEATHSIG) to
+  SIGKILL the child when the process that started it dies, SIGKILL included, when no handler runs. The
+  server's own children (Python-backend stubs) are not ours to set that on: a `GroupWatchdog` (a small
+  process holding the read end of a pipe from us) kills the server's whole process group when the pipe
+  closes without a "done", which happens exactly when we die.
+- Shared memory is named so it can be traced to its run: the Python backend's regions get the prefix
+  `dtkpy_<pid>_<n>_` (`python_backend_shm_prefix`), the client's own regions `dtk_<pid>_...`; regions of a
+  pid that no longer lives (a run that was SIGKILLed) are swept by the next run. Regions of other programs
+  never match these names and are never touched.
+- perf_analyzer names its regions after the tensors (no prefix option); a run records what it may create
+  (`PerfShmRecord`) and removes what appeared during its run, and a later run clears the record of a dead one.
+"""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import itertools
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Callable, Iterable
+
+SHM_DIR = Path("/dev/shm")
+_PR_SET_PDEATHSIG = 1
+_libc = None
+_server_ids = itertools.count(1)
+# dtkpy_<pid>_<n>_...: Python-backend regions of a server started by <pid>; dtk_<pid>_...: the client's regions
+OWNED_REGION = re.compile(r"^dtk(?:py)?_(\d+)_")
+
+
+def _prctl():
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    return _libc.prctl
+
+
+def die_with_parent() -> Callable[[], None] | None:
+    """A `preexec_fn` for Popen: the child gets SIGKILL when this process dies (Linux only; None elsewhere).
+
+    Resolved before the fork (no library loading in the child). The kernel ties the signal to the thread that
+    forks, so start long-lived children from the main thread. If we died between fork and prctl, the child
+    exits at once instead of running parentless. The child starts with no signal blocked."""
+    try:
+        prctl = _prctl()
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def hook() -> None:
+        prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        signal.pthread_sigmask(signal.SIG_SETMASK, ())  # the parent may hold SIGINT/SIGTERM while it forks
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return hook
+
+
+_WATCHDOG = (
+    "import os, signal, sys\n"
+    "if sys.stdin.buffer.read() != b'done':\n"  # EOF without 'done': the process that started us is gone
+    "    try:\n"
+    "        os.killpg(int(sys.argv[1]), signal.SIGKILL)\n"
+    "    except OSError:\n"
+    "        pass\n"
+)
+
+
+class GroupWatchdog:
+    """Kills process group `pgid` when this process dies, however it dies (the kernel closes our end of the
+    pipe); `release()` after a clean stop lets it exit without killing anything."""
+
+    def __init__(self, pgid: int):
+        self.proc: subprocess.Popen | None = subprocess.Popen(
+            [sys.executable, "-S", "-c", _WATCHDOG, str(pgid)], stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)  # no terminal Ctrl-C
+
+    def release(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
+        try:
+            proc.stdin.write(b"done")
+            proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: alive
+        return True
+    return True
+
+
+def python_backend_shm_prefix() -> str:
+    """A prefix for one server's Python-backend regions (`--backend-config=python,shm-region-prefix-name=`)."""
+    return f"dtkpy_{os.getpid()}_{next(_server_ids)}_"
+
+
+def remove_regions(names: Iterable[str], shm_dir: Path = SHM_DIR) -> list[str]:
+    """Unlink these regions (names in `shm_dir`) if they exist; returns those removed."""
+    removed = []
+    for name in names:
+        try:
+            (shm_dir / name).unlink()
+            removed.append(name)
+        except FileNotFoundError:
+            pass
+        except OSError:  # not ours to remove (another user's): leave it
+            pass
+    return removed
+
+
+def regions_with_prefix(prefix: str, shm_dir: Path = SHM_DIR) -> list[str]:
+    try:
+        return sorted(p.name for p in shm_dir.iterdir() if p.name.startswith(prefix))
+    except OSError:
+        return []
+
+
+def sweep_dead_runs(shm_dir: Path = SHM_DIR) -> list[str]:
+    """Remove this toolkit's regions (OWNED_REGION names, this user's files) whose run's process is gone."""
+    if not shm_dir.is_dir():
+        return []
+    dead = []
+    uid = os.geteuid()
+    for entry in shm_dir.iterdir():
+        m = OWNED_REGION.match(entry.name)
+        if not m or int(m.group(1)) == os.getpid():
+            continue
+        try:
+            if entry.stat().st_uid != uid or pid_alive(int(m.group(1))):
+                continue
+        except OSError:
+            continue
+        dead.append(entry.name)
+    return remove_regions(dead, shm_dir)
+
+
+# ---- perf_analyzer's regions --------------------------------------------------------------------
+
+def perf_region_pattern(inputs: Iterable[str], outputs: Iterable[str]) -> re.Pattern[str]:
+    """Names perf_analyzer gives its system shared-memory regions: `<input>_<stream>_<step>` and `<output>`
+    (checked with perf_analyzer 2.50: FI_IN -> FI_IN_0_0, FI_OUT -> FI_OUT; matched case-insensitively)."""
+    alts = [re.escape(n) + r"_\d+_\d+" for n in inputs] + [re.escape(n) for n in outputs]
+    return re.compile("^(?:" + "|".join(alts or ["(?!)"]) + ")$", re.I)
+
+
+class PerfShmRecord:
+    """A record (beside the machine-wide perf lock, held while it exists) of the regions one perf_analyzer run
+    may create: the names that existed before it started are never removed; a later run clears the regions
+    of a record whose owner died without cleaning up (SIGKILL)."""
+
+    def __init__(self, path: Path, shm_dir: Path = SHM_DIR):
+        self.path = Path(path)
+        self.shm_dir = shm_dir
+
+    def _listing(self) -> set[str]:
+        try:
+            return {p.name for p in self.shm_dir.iterdir()}
+        except OSError:
+            return set()
+
+    def begin(self, pattern: re.Pattern[str]) -> set[str]:
+        self.clear_dead()
+        before = self._listing()
+        tmp = self.path.with_name(self.path.name + f".{os.getpid()}.tmp")
+        try:
+            tmp.write_text(json.dumps({"pid": os.getpid(), "pattern": pattern.pattern, "before": sorted(before)}))
+            os.replace(tmp, self.path)
+        except OSError:
+            pass  # no record: cleanup on our own exit still works
+        return before
+
+    def end(self, pattern: re.Pattern[str], before: set[str]) -> list[str]:
+        """Remove regions that match `pattern` and appeared since `begin`; drop the record."""
+        new = [n for n in self._listing() - before if pattern.match(n)]
+        removed = remove_regions(new, self.shm_dir)
+        self.path.unlink(missing_ok=True)
+        return removed
+
+    def clear_dead(self) -> list[str]:
+        try:
+            rec = json.loads(self.path.read_text())
+            pid, pattern, before = int(rec["pid"]), re.compile(rec["pattern"], re.I), set(rec["before"])
+        except (OSError, ValueError, KeyError, TypeError, re.error):
+            return []
+        if pid == os.getpid() or pid_alive(pid):
+            return []
+        return self.end(pattern, before)

@@ -1,0 +1,30 @@
+"""Model names are names, never paths.
+
+A model name becomes a folder of the repository (`<repository>/<name>/`) and a URL segment
+(`/v2/models/<name>`): `--model-name /tmp/x/victim` or `../evil` once made the tool write (and delete)
+outside the repository. Every place where a name meets the filesystem checks it here first.
+"""
+from __future__ import annotations
+
+from .config import ConfigError
+
+_FORBIDDEN = ("/", "\\", "\0")
+
+
+class ModelNameError(ConfigError):
+    """A model name Triton would not find in a repository folder (exit code 2, like every bad input)."""
+
+
+def check_model_name(name: str, what: str = "--model-name") -> str:
+    """Return `name` if it can be a repository folder; raise ModelNameError saying why not."""
+    if not isinstance(name, str) or not name.strip():
+        raise ModelNameError(f"{what} is empty: give the model a name, e.g. resnet50")
+    bad = [c for c in _FORBIDDEN if c in name]
+    if bad or name in (".", "..") or name != name.strip() or any(ord(c) < 32 for c in name):
+        why = ("contains a path separator" if bad else
+               "is '.' or '..'" if name in (".", "..") else "has surrounding spaces or control characters")
+        raise ModelNameError(
+            f"{what} {name!r} {why}: a model name is one folder name inside the model repository "
+            "(letters, digits, '_', '-', '.'; no '/', no '..'), e.g. resnet50; choose the repository with "
+            "--model-repository")
+    return name
