@@ -67,6 +67,11 @@ class PlanOptions:
     # what a GPU run uses; the CPU smoke test of the orchestration (tests/integration) passes cpu / system
     instance_kind: str = "gpu"
     shared_memory: str = "cuda"
+    # the served model's perf sweeps (the CPU smoke test measures fewer, shorter points)
+    offline_batches: str = ""  # default: 1,8,<served_max_batch>
+    online_concurrency: str = "1,4,16,32"
+    measurement_interval_ms: int = 2000
+    max_attempts: int = 2
 
     @property
     def repository(self) -> Path:
@@ -130,7 +135,8 @@ def configure_step(opts: PlanOptions, model: str, max_batch: int, preferred: str
 def _perf_common(opts: PlanOptions, model: str, result: Path) -> tuple[str, ...]:
     return ("--server-url", "{grpc_url}", "--model-name", model,
             "--manifest", str(_art(opts, model, "ts-trace") / "manifest.json"), "--precision", "fp16",
-            "--shared-memory", opts.shared_memory, "--measurement-interval", "2000", "--max-trials", "5", "--max-attempts", "2",
+            "--shared-memory", opts.shared_memory, "--measurement-interval", str(opts.measurement_interval_ms),
+            "--max-trials", "5", "--max-attempts", str(opts.max_attempts),
             "--number-of-model-instances", "1", "--no-progress", "--result-path", str(result))
 
 
@@ -159,10 +165,11 @@ def serving_steps(opts: PlanOptions) -> list[Step]:
             opts.budgets["accuracy"], (f"accuracy {m}: served (Triton) dump", f"accuracy {m}: framework dump")),
         Step(f"offline {m} (batch sweep, CUDA shared memory)", "offline", (
             "triton/run_offline_performance_test_on_triton.py", *_perf_common(opts, m, served),
-            "--batch-sizes", f"1,8,{opts.served_max_batch}"), opts.budgets["offline"], (conf_m.name,), server=True),
+            "--batch-sizes", opts.offline_batches or f"1,8,{opts.served_max_batch}"), opts.budgets["offline"],
+            (conf_m.name,), server=True),
         Step(f"online {m} (concurrency sweep, CUDA shared memory)", "online", (
             "triton/run_online_performance_test_on_triton.py", *_perf_common(opts, m, served),
-            "--concurrency", "1,4,16,32"), opts.budgets["online"], (conf_m.name,), server=True),
+            "--concurrency", opts.online_concurrency), opts.budgets["online"], (conf_m.name,), server=True),
         *[Step(f"online {nn} (concurrency 1..8, seed 001's table)", "nnunet-online", (
             "triton/run_online_performance_test_on_triton.py",
             *_perf_common(opts, nn, opts.result_dir / "serving" / nn), "--concurrency", "1:8:1"),

@@ -159,5 +159,5 @@ def test_every_writer_checks_the_name_first(tmp_path):
         read_pipeline(tmp_path / "repo", "../sd")
     with pytest.raises(ModelNameError):
         TritonMeasurer({}, "../m", tmp_path / "work", options=None)
-    assert demo_main(["--run-name", "../../elsewhere"]) == 2
+    assert demo_main(["--model", "../../elsewhere"]) == 2
     assert not (tmp_path / "repo").exists() and not (tmp_path / "work").exists()
