@@ -9,6 +9,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import deployment_toolkit  # noqa: E402,F401  (first: hides a module-name clash before torch loads)
 from deployment_toolkit import cli  # noqa: E402
+from deployment_toolkit.runs.ledger import add_reuse_arguments  # noqa: E402
 from deployment_toolkit.spec import FORMATS  # noqa: E402
 
 
@@ -34,13 +35,7 @@ def main() -> int:
     p.add_argument("--verify-batch-sizes", type=cli.int_list, default=(1, 2))
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-progress", action="store_true", help="no progress bar (CI logs)")
-    reuse = p.add_mutually_exclusive_group()
-    reuse.add_argument("--resume", dest="reuse", action="store_const", const="resume",
-                       help="refuse to go on if the CSV's rows were made under another identity (host, libraries, "
-                            "toolkit, options) instead of moving them aside")
-    reuse.add_argument("--fresh", dest="reuse", action="store_const", const="fresh",
-                       help="move the CSV's rows aside (kept under superseded/) and redo every cell")
-    p.set_defaults(reuse="auto")
+    add_reuse_arguments(p, "rows of the CSV")
     args = p.parse_args()
 
     from deployment_toolkit.export import ConvertOptions

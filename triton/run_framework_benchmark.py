@@ -11,6 +11,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import deployment_toolkit  # noqa: E402,F401  (first: hides a module-name clash before torch loads)
 from deployment_toolkit import cli  # noqa: E402
+from deployment_toolkit.runs.ledger import add_reuse_arguments  # noqa: E402
 
 
 def main() -> int:
@@ -45,13 +46,7 @@ def main() -> int:
     p.add_argument("--config-timeout", type=float, default=900.0,
                    help="seconds one isolated configuration may take, compile included (default 900)")
     p.add_argument("--remeasure", action="store_true", help="measure completed configurations again")
-    reuse = p.add_mutually_exclusive_group()
-    reuse.add_argument("--resume", dest="reuse", action="store_const", const="resume",
-                       help="refuse to go on if the device's CSV holds rows of another identity (host, libraries, "
-                            "toolkit, timing options) instead of moving it aside")
-    reuse.add_argument("--fresh", dest="reuse", action="store_const", const="fresh",
-                       help="move the device's CSV aside (kept under superseded/) and measure everything anew")
-    p.set_defaults(reuse="auto")
+    add_reuse_arguments(p, "rows of the device's CSV")
     p.add_argument("--dry-run", action="store_true", help="print the plan (with skip reasons) and exit")
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--seed", type=int, default=0)

@@ -26,7 +26,7 @@ from ..runinfo import read_run_json
 from ..runs.identity import (RunIdentity, artifact_digest, host_identity, input_data_digest, library_versions,
                              served_config, toolkit_version)
 from ..runs.ledger import (IDENTITY_COLUMN, MEASURED_AT_COLUMN, PROVENANCE_COLUMNS, IdentityMismatch,
-                           ensure_registered, now_utc, reconcile, record_run)
+                           add_reuse_arguments, ensure_registered, now_utc, reconcile, record_run)
 from ..spec import ModelSignature, SpecError, TensorSpec, atomic_write_text, numpy_dtype
 from .analyzer import (
     MEASURE_COLUMNS,
@@ -612,13 +612,7 @@ def add_target_arguments(parser) -> None:
     o = parser.add_argument_group("results")
     o.add_argument("--result-path", default=None, metavar="DIR",
                    help="run folder (default: results/<model-name>); rerunning into it resumes")
-    reuse = o.add_mutually_exclusive_group()
-    reuse.add_argument("--resume", dest="reuse", action="store_const", const="resume",
-                       help="reuse the folder's points and refuse to go on if they were measured under another "
-                            "identity (host, server, loaded config, artifact, perf options, input data, toolkit)")
-    reuse.add_argument("--fresh", dest="reuse", action="store_const", const="fresh",
-                       help="move the folder's points aside (kept under superseded/) and measure every point anew")
-    o.set_defaults(reuse="auto")
+    add_reuse_arguments(o, "points")
     o.add_argument("--remeasure-unstable", action="store_true", help="on resume, measure unstable points again")
     o.add_argument("--no-report", action="store_true", help="skip report.md/report.html/plots")
     o.add_argument("--no-progress", action="store_true", help="no progress bar")

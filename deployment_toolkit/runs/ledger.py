@@ -28,6 +28,17 @@ class IdentityMismatch(ValueError):
     """--resume was asked for, but the stored rows were measured under another identity (a user error)."""
 
 
+def add_reuse_arguments(parser, what: str = "points") -> None:
+    """--resume / --fresh (dest `reuse`, default "auto"): the same two flags on every tool that reuses results."""
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--resume", dest="reuse", action="store_const", const="resume",
+                       help=f"reuse the stored {what}, and refuse (exit 2) if they were measured under another run "
+                            "identity instead of moving them aside")
+    group.add_argument("--fresh", dest="reuse", action="store_const", const="fresh",
+                       help=f"move the stored {what} aside (kept under superseded/) and measure everything anew")
+    parser.set_defaults(reuse="auto")
+
+
 def now_utc() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
