@@ -41,7 +41,7 @@ class NginxMissing(ValueError):
     """nginx is not installed; the message says how to install it."""
 
 
-class BalancerError(RuntimeError):
+class BalancerError(ValueError):
     """nginx did not start or does not answer; the message has its error log."""
 
 
@@ -116,7 +116,7 @@ class NginxBalancer:
         self.binary = find_nginx(binary)
         self.port = port or _free_port()
         self.prefix = Path(tempfile.mkdtemp(prefix="nginx-grpc-lb-"))
-        self.log_dir = Path(log_dir) if log_dir else None
+        self.log_dir = Path(log_dir).resolve() if log_dir else None  # nginx reads relative paths from its prefix
         self.process: subprocess.Popen | None = None
 
     @property

@@ -337,3 +337,18 @@ def test_cli_stored_points_plan_without_a_server(tmp_path):
     assert 140 <= cap <= 150 and row["basis"] == "open loop"
     assert int(row["replicas"]) == math.ceil(round(300 * (1 + float(row["headroom"])) / cap, 9))
     assert float(row["sustainable_throughput"]) == 200.0  # closed loop, side by side
+
+
+def test_balancer_log_folder_given_relative_is_made_absolute(tmp_path, monkeypatch):
+    """nginx reads a relative error_log path from its own temp prefix: the relative --output of a sizing run
+    made nginx reject its config (found by the example's rerun)."""
+    from deployment_toolkit.sizing.fleet import NginxBalancer
+
+    monkeypatch.chdir(tmp_path)
+    lb = NginxBalancer(["127.0.0.1:1"], log_dir="results/run/fleet-logs")
+    try:
+        assert lb.error_log == tmp_path / "results" / "run" / "fleet-logs" / "nginx-error.log"
+    finally:
+        import shutil
+
+        shutil.rmtree(lb.prefix, ignore_errors=True)
