@@ -84,6 +84,13 @@ def run_example(out: Path, workspace: Path, fast: bool) -> Path:
              "--no-progress")
     total = time.perf_counter() - t0
     write_timings(out / "example_timings.md", total, what="The worked example (examples/my_model/run_example.py)")
+    from deployment_toolkit.runinfo import run_metadata, write_run_json
+
+    # the folder's own record (the timings and accuracy_metrics.csv; perf/ and search/ keep theirs)
+    write_run_json(out, run_metadata({"kind": "worked-example", "workspace": str(ws), "fast": fast,
+                                      "total_s": round(total, 1),
+                                      "steps": [{"step": s, "seconds": round(t, 1), "command": c}
+                                                for s, t, c in _TIMINGS]}))
     print(f"\nworked example finished in {total / 60:.1f} min: {out}")
     return out
 

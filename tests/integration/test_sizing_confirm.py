@@ -12,11 +12,11 @@ import csv
 import math
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 
 import pytest
+from test_perf_runners import _write_model
 
 from deployment_toolkit.perf import PerfAnalyzerNotFound, PerfOptions, check_perf_analyzer, run_online
 from deployment_toolkit.sizing import Demand, load_runs, size
@@ -67,9 +67,7 @@ def server(tmp_path_factory):
     except (PerfAnalyzerNotFound, Exception) as err:  # noqa: BLE001
         pytest.skip(f"needs perf_analyzer and the embedded tritonserver: {err}")
     repo = tmp_path_factory.mktemp("model_repository")
-    (repo / "double" / "1").mkdir(parents=True)
-    (repo / "double" / "config.pbtxt").write_text(textwrap.dedent(CONFIG).lstrip())
-    (repo / "double" / "1" / "model.py").write_text(MODEL.lstrip())
+    _write_model(repo, "double", CONFIG, MODEL)
     srv = LocalTritonServer(ServerConfig(model_repository=repo, log_dir=tmp_path_factory.mktemp("log")))
     srv.start()
     yield srv

@@ -11,11 +11,11 @@ from __future__ import annotations
 import csv
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 
 import pytest
+from test_perf_runners import _write_model
 
 from deployment_toolkit.perf import PerfAnalyzerNotFound, PerfOptions, check_perf_analyzer, run_online
 from deployment_toolkit.sizing import load_runs
@@ -67,9 +67,7 @@ def repo(tmp_path_factory):
     except (PerfAnalyzerNotFound, Exception) as err:  # noqa: BLE001
         pytest.skip(f"needs perf_analyzer and the embedded tritonserver: {err}")
     repo = tmp_path_factory.mktemp("model_repository")
-    (repo / "slow" / "1").mkdir(parents=True)
-    (repo / "slow" / "config.pbtxt").write_text(textwrap.dedent(CONFIG).lstrip())
-    (repo / "slow" / "1" / "model.py").write_text(MODEL.lstrip())
+    _write_model(repo, "slow", CONFIG, MODEL)
     return repo
 
 

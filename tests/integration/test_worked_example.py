@@ -44,3 +44,5 @@ def test_worked_example_runs_every_step_on_the_users_model_data_and_metric(tmp_p
     assert search and any(r.get("status") == "measured" for r in search)
     assert (ws / "search_repository" / "my_model" / "config.pbtxt").exists()
     assert "| config search under a p99 budget, on the samples |" in (out / "example_timings.md").read_text()
+    record = json.loads((out / "run.json").read_text())
+    assert record["config"]["kind"] == "worked-example" and len(record["config"]["steps"]) == 11
