@@ -10,6 +10,7 @@ from typing import Any, Iterable, Sequence
 from ..perf.analyzer import MEASURE_COLUMNS, RESIDUAL, THROUGHPUT
 from ..perf.sweep import read_store_csv
 from ..runs.ledger import row_identities
+from ..tables import markdown_table  # noqa: F401  (re-exported: report.build imports it from here)
 
 ONLINE_COLUMNS = ("Concurrent client requests", *MEASURE_COLUMNS)
 OFFLINE_COLUMNS = ("Precision", "Client Batch Size", THROUGHPUT, "P90 Latency", "P95 Latency", "P99 Latency", "Avg Latency")
@@ -89,17 +90,6 @@ def fmt(value: Any, column: str = "") -> str:
         text = f"{value:.{digits}f}".rstrip("0").rstrip(".")
         return "0" if text in ("-0", "") else text
     return str(value)
-
-
-def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], align: Sequence[str] | None = None) -> str:
-    """A GitHub-flavoured markdown table; align: 'l' or 'r' per column (numbers right)."""
-    align = align or ["r"] * len(headers)
-    rule = [(":" + "-" * max(len(h) + 1, 3)) if a == "l" else ("-" * max(len(h) + 1, 3) + ":")
-            for h, a in zip(headers, align)]
-    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join(rule) + "|"]
-    for row in rows:
-        lines.append("| " + " | ".join(str(c) for c in row) + " |")
-    return "\n".join(lines)
 
 
 def full_table(kind: str, rows: Iterable[dict[str, Any]]) -> str:

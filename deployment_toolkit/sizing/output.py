@@ -52,7 +52,7 @@ def _duration(seconds: float) -> str:
 
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    from ..report.tables import markdown_table
+    from ..tables import markdown_table
 
     align = ["l" if h in ("Configuration", "Run", "Point", "Device", "Note") else "r" for h in headers]
     return markdown_table(list(headers), [[str(c) for c in r] for r in rows], align)
