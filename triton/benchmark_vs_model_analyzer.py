@@ -45,7 +45,8 @@ def main() -> int:
     p.add_argument("--shared-memory", choices=("system", "none"), default="system",
                    help="tensor transport of perf_analyzer on both sides (default: %(default)s)")
     p.add_argument("--measurement-interval", type=int, default=2000,
-                   help="our side's perf_analyzer window (ms), also for the head-to-head re-measurement")
+                   help="the head-to-head re-measurement's perf_analyzer window (ms); our search measures with its "
+                        "own defaults, as a user's search would")
     p.add_argument("--rounds", type=int, default=3,
                    help="head-to-head: times each side's winner is re-measured, in turns (0: skip)")
     args = p.parse_args()
@@ -58,7 +59,7 @@ def main() -> int:
     ours, ma, contenders = compare(
         model=args.model, preset=args.preset, budget_ms=args.p99_ms, max_minutes=args.max_minutes,
         formats=[f for f in args.formats.split(",") if f], workspace=workspace, result_dir=result_dir,
-        our_extra=["--measurement-interval", str(args.measurement_interval), "--no-progress"],
+        our_extra=["--no-progress"],
         ma_binary=args.model_analyzer, ma_mode=args.ma_search_mode,
         skip_ma=args.skip_model_analyzer, shared_memory=args.shared_memory,
         measurement_interval_ms=args.measurement_interval, rounds=args.rounds,

@@ -90,7 +90,12 @@ def build_parser():
     # points and judges gains against its own noise estimate from repeated samples, so perf_analyzer's check
     # only has to reject gross outliers. Retrying an unstable point with longer windows cost 30-60 s a point on
     # a 2-core host; an unstable one now gets one final run with the check off, and is marked unstable.
-    p.set_defaults(measurement_interval=2000, stability_percentage=20.0, max_trials=5, max_attempts=1)
+    # Windows of 40 requests (perf_analyzer's count_windows: at least 1 s, longer until 40 requests are done):
+    # a fast model gets 1-s windows (a point in about 4 s instead of 7 s with 2-s windows, which left a
+    # resnet18 search on a short limit no time to climb past concurrency 1), a slow one as many requests per
+    # window as 2-s windows gave resnet50 at its knee.
+    p.set_defaults(measurement_mode="count_windows", measurement_request_count=40, measurement_interval=2000,
+                   stability_percentage=20.0, max_trials=5, max_attempts=1)
     return p
 
 

@@ -178,6 +178,7 @@ class Search:
         self.trials: dict[str, Trial] = {}
         self.notes: list[str] = []
         self.noise = Noise(settings.min_noise, settings.min_noise, 0)
+        self._noise_known = False
         self.incumbent: Trial | None = None
         self.default: Trial | None = None
         self.loaded: list[Candidate] = []  # one while exploring; the finalists together while re-measuring
@@ -399,6 +400,7 @@ class Search:
         samples = self._samples(base, anchor.concurrency, 1 + self.s.noise_repeats)
         self.noise = Noise.from_samples([p.throughput for p in samples], [p.p99_ms for p in samples],
                                         self.s.min_noise)
+        self._noise_known = True
         self._say(f"noise (baseline at concurrency {anchor.concurrency}, {len(samples)} samples): {self.noise.text()}")
         if self.noise.throughput > NOISY:
             warning = noisy_host_warning(self.noise, self.s.cores)
@@ -416,6 +418,7 @@ class Search:
         above = [p for p in trial.sweep.points if p.concurrency > best.concurrency
                  and not self._holds(trial, p.concurrency)]
         if not above:
+            self._resume_climb(trial, best)
             return
         bad = self._median_point(trial, min(above, key=lambda p: p.concurrency))
         if bad.concurrency - best.concurrency <= 1:
@@ -436,6 +439,33 @@ class Search:
         new = self._best(trial)
         self._say(f"  knee with room for the p99 noise ({self.noise.p99 * 100:.1f}%): best level "
                   f"{new.concurrency if new else '-'} (was {best.concurrency})")
+
+    def _resume_climb(self, trial: Trial, best: Point) -> None:
+        """A baseline whose sweep the time limit stopped before any level broke the budget climbs on from its
+        best level, now that the noise is known and the reserve may be smaller (`_step_down_possible`): the
+        baseline is often the recommendation on a short limit, and its knee is worth more than a challenger."""
+        if not trial.sweep.stop_reason.startswith("--max-minutes") or self.s.objective != "throughput":
+            return
+        before = self.measured_points
+        known = trial.sweep.by_concurrency()
+
+        def measure(c: int) -> Point:
+            p = known.get(c) or self._point(trial, c, 0)
+            if c not in trial.sweep.by_concurrency():
+                trial.sweep.points.append(p)
+            return p
+        stop = lambda: self._out_of_time(self._final_points(1) * self._point_s())  # noqa: E731
+        try:
+            climb = sweep_near(measure, self._policy(), best.concurrency, None, stop)
+        except (CandidateRefused, CandidateFailed) as err:
+            self._say(f"  {trial.candidate.slug}: {err} while climbing on; kept what was measured")
+            return
+        trial.measured_points += self.measured_points - before
+        if self.measured_points > before:
+            trial.sweep.stop_reason += f"; climbed on after the noise estimate: {climb.stop_reason}"
+            new = self._best(trial)
+            self._say(f"  climbed on from concurrency {best.concurrency}: best level "
+                      f"{new.concurrency if new else '-'} ({climb.stop_reason})")
 
     def _samples(self, trial: Trial, concurrency: int, n: int) -> list[Point]:
         return [self._point(trial, concurrency, s) for s in range(n)]
@@ -716,7 +746,10 @@ class Search:
         return points * self._point_s()
 
     def _point_s(self) -> float:
-        return sum(self.point_seconds) / len(self.point_seconds) if self.point_seconds else 0.0
+        """The time a point takes: the median of the last ten, so that one slow point (an unstable window
+        measured again) does not make every later reserve look twice as large and stop the sweeps early."""
+        recent = self.point_seconds[-10:]
+        return statistics.median(recent) if recent else 0.0
 
     def _time_left_s(self) -> float:
         if self.s.max_minutes is None:
@@ -737,8 +770,29 @@ class Search:
         return self._time_left_s() >= points * self._point_s()
 
     def _final_points(self, finalists: int) -> int:
-        """Points of the final re-measurement: fresh samples of every finalist, and one step down of one."""
-        return (finalists + 1) * self.s.confirm_samples
+        """Points of the final re-measurement: fresh samples of every finalist, and one step down of one where a
+        finalist may need it (`_step_down_possible`)."""
+        return (finalists + (1 if self._step_down_possible() else 0)) * self.s.confirm_samples
+
+    def _step_down_possible(self) -> bool:
+        """Whether a finalist may break the budget when re-measured and have to step down. Not while every
+        measured level that could be named is so far under the budget that even the next level a sweep may try
+        (at most twice the clients, so at most twice the p99 by Little's law) keeps room for twice the p99 noise;
+        until the noise is measured, it is taken as `NOISY`. Holding the step-down time back from the start cost
+        the baseline its climb on fast models (resnet18 small stopped at concurrency 1 of a knee near 10)."""
+        noise = self.noise.p99 if self._noise_known else max(self.noise.p99, NOISY)
+        highest = 0.0
+        for t in self.trials.values():
+            if t.status != "measured" or t.sweep is None:
+                continue
+            ok = [p for p in t.sweep.points if self._holds(t, p.concurrency)]
+            if not ok:
+                continue
+            highest = max(highest, max(worst_p99([q.p99_ms for q in self.store.samples(t.key, p.concurrency)],
+                                                 noise) for p in ok))
+        if highest == 0.0:
+            return True  # nothing within the budget yet: no grounds to drop it
+        return 2.0 * highest * (1.0 + 2.0 * noise) > self.s.budget_ms
 
     def _baseline_reserve_s(self) -> float:
         """The baseline keeps time for its noise samples and for its own final re-measurement."""

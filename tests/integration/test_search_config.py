@@ -13,7 +13,8 @@ import pytest
 from deployment_toolkit.search.cli import EXIT_NO_CONFIG, main
 
 pytestmark = pytest.mark.integration
-FAST = ["--measurement-interval", "500", "--stability-percentage", "100", "--max-trials", "3", "--max-attempts", "1",
+FAST = ["--measurement-mode", "time_windows", "--measurement-interval", "500", "--stability-percentage", "100",
+        "--max-trials", "3", "--max-attempts", "1",
         "--noise-repeats", "1", "--confirm-samples", "2", "--refine-steps", "0", "--max-concurrency", "4",
         "--no-progress"]
 

@@ -706,3 +706,55 @@ def test_the_baselines_knee_is_narrowed_again_once_the_p99_noise_is_known(tmp_pa
     assert "knee at 10..11" in base.sweep.stop_reason
     w = outcome.decision.winner
     assert w is base and w.confirmation.holds and w.confirmation.concurrency <= 10
+
+
+def _clocked(monkeypatch, seconds_per_point: float):
+    """A fake whose every point takes `seconds_per_point` of a fake clock that the engine reads."""
+    import deployment_toolkit.search.engine as engine
+
+    clock = {"t": 0.0}
+
+    class Clocked(FakeMeasurer):
+        def measure(self, cand, c, sample, key):
+            clock["t"] += seconds_per_point
+            return super().measure(cand, c, sample, key)
+
+    monkeypatch.setattr(engine.time, "monotonic", lambda: clock["t"])
+    return clock, Clocked
+
+
+def test_a_short_limit_on_a_fast_model_still_climbs_the_baseline_to_its_knee(tmp_path, monkeypatch):
+    """Issue 22's resnet18 run: a limit of about 15 points, a knee far above concurrency 1. Holding the
+    step-down of the final re-measurement back from the start stopped the baseline at concurrency 1 (a third
+    less throughput than the knee); a level far under the budget cannot need a step-down, so the baseline
+    climbs, and the final re-measurement still fits inside the limit."""
+    clock, Clocked = _clocked(monkeypatch, 5.0)
+    # resnet18 small on the 2-core host: 330 inf/s and p99 6 ms at 1 client, 450 inf/s and 27 ms at 8
+    fast = lambda cand, c: (480.0 * c / (c + 0.45), 3.0 * (c + 1.0))  # noqa: E731
+    outcome, fake, _ = run(tmp_path, Clocked(perf=fast), budget=50.0, max_minutes=0.9)
+    assert clock["t"] <= 54.0, f"the search took {clock['t']:.0f} s of a 54 s limit"
+    w = outcome.decision.winner
+    assert w is not None and w.confirmation is not None and w.confirmation.holds, outcome.decision.message
+    assert w.confirmation.concurrency >= 8, (w.confirmation.concurrency, w.sweep.stop_reason)
+    assert w.confirmation.throughput.median >= 1.3 * fast(None, 1)[0]
+
+
+def test_the_step_down_is_still_reserved_near_the_budget(tmp_path, monkeypatch):
+    """The same limit, a model whose first level already sits near the budget: the reserve keeps the
+    step-down, so a finalist that breaks the budget when re-measured steps down inside the limit."""
+    clock, Clocked = _clocked(monkeypatch, 5.0)
+
+    class BreaksOnce(Clocked):
+        def measure(self, cand, c, sample, key):
+            p = super().measure(cand, c, sample, key)
+            if sample == FINAL_SAMPLE and not any(s >= FINAL_SAMPLE and cc != c for _, cc, s in self.measured):
+                p.p99_ms = 55.0  # the first fresh sample at the first final level is over the budget
+            return p
+
+    near = lambda cand, c: (100.0 * c / (c + 0.3), 9.0 * c + 12.0)  # noqa: E731
+    outcome, fake, _ = run(tmp_path, BreaksOnce(perf=near), budget=50.0, max_minutes=0.9)
+    assert clock["t"] <= 54.0, f"the search took {clock['t']:.0f} s of a 54 s limit"
+    d = outcome.decision
+    assert d.winner is not None and d.winner.confirmation.holds, d.message
+    finals = {c for _, c, s in fake.measured if s >= FINAL_SAMPLE}
+    assert len(finals) == 2, finals  # stepped down once, inside the limit
