@@ -6,8 +6,8 @@ max batch size -> preferred batch sizes -> max queue delay. A candidate replaces
 its score beats it by more than the noise; along an ordered dimension the first step that does not ends
 that dimension. A level counts as within the budget only with room for the p99 noise measured on the
 baseline (`stats.holds_budget`). At the end the best two non-dominated configs and the default are measured
-again with fresh samples, in turns; the time for that (and for one step down) is reserved up front from the
-measured time of a point, so --max-minutes never squeezes it out. A finalist whose fresh samples do not hold
+again with fresh samples, in turns; the time for that (and for one step down, while a finalist may need one)
+is reserved up front from the measured time of a point, so --max-minutes never squeezes it out. A finalist whose fresh samples do not hold
 the budget steps down before it can be named. The winner must beat the default by more than the noise with
 its whole spread, or the default is declared as good. Measurement goes through a `Measurer` (the real server
 in `triton.py`, a fake in the unit tests).
