@@ -92,6 +92,9 @@ def _build_parser():
                         "was measured with, when it still exists, else random)")
     v.add_argument("--confirm-rounds", type=int, default=3,
                    help="confirm, derate on failure and confirm again, at most this often (default %(default)s)")
+    v.add_argument("--confirm-trials", type=int, default=3,
+                   help="open-loop runs per round; a round passes when most of them pass, so one stall of the host "
+                        "does not derate the plan (default %(default)s)")
     v.add_argument("--burst-factor", type=float, default=1.5,
                    help="burst check at peak x this after a passing confirmation; 0 skips it (default %(default)s)")
     v.add_argument("--burst-seconds", type=float, default=6.0, help="length of the burst (default %(default)s)")
@@ -247,8 +250,10 @@ def _main(argv=None) -> int:
         options = _options(args, protocol, args.confirm_shared_memory, args.confirm_interval_ms,
                            args.confirm_stability_percentage, _input_data(args, plan))
         target = target_for(plan.run, args.confirm, options, args.distribution, batch, model_name=model)
+        if args.confirm_trials < 1:
+            raise ValueError(f"--confirm-trials {args.confirm_trials}: at least 1 (3 lets one stall of the host pass)")
         result = confirm(plan, target, out_dir / "confirm", args.confirm_rounds, args.burst_factor or None,
-                         args.burst_seconds)
+                         args.burst_seconds, args.confirm_trials)
         confirmation = result.text()
         if result.derated:
             sizing.reason += (f" The open-loop confirmation derated {plan.run.name} to {plan.replicas} replicas of "

@@ -222,7 +222,7 @@ def test_derate_and_reconfirm(tmp_path):
     # round 1 at 190/s: answered 150, queue growing -> derated to 150/s -> 3 replicas at 126.7/s: holds
     assert asked == [190.0, 126.7] and result.passed and result.derated
     assert (plan.replicas, plan.replica_capacity, plan.derated_from, plan.basis) == (3, 150.0, 200.0, "confirmed")
-    assert "after derating" in result.text() and "| 2 | 3 |" in result.text()
+    assert "after derating" in result.text() and "| 2 | 1 | 3 |" in result.text()  # round 2, trial 1, 3 replicas
     assert result.summary().startswith("PASS after derating to 3 replicas")
 
 
@@ -235,6 +235,55 @@ def test_confirmation_that_never_holds_stops_after_the_rounds(tmp_path):
     assert [r.replicas for r in result.rounds] == sorted({r.replicas for r in result.rounds})  # more each round
     assert [r.target for r in result.rounds] == [190.0, 95.0, 47.5]  # derated to what it answered each time
     assert "**FAIL**" in result.text() and "no plan held within 3 round(s)" in result.text()
+
+
+def test_one_stalled_trial_does_not_derate_the_plan(tmp_path):
+    """The committed example's failure: a replica that holds the plan, measured on a host that stalls once (one
+    run's p99 at twice the SLO). Most trials pass, so the round passes and the plan stands; each trial is shown."""
+    (run,) = load_runs(_tiny_run(tmp_path))
+    plan = size([run], Demand(380, 50, 0.0), Prices()).plans[0]
+    asked = []
+
+    def at(rate, n):
+        asked.append((rate, n))
+        p = synthetic(rate, 250.0, p99_at_limit=40.0, trial=n)
+        if n == 1:
+            p.row["p99_ms"] = 105.3  # one stall
+        return p
+
+    result = confirm_plan(plan, at, rounds=3, trials=3)
+    assert result.passed and not result.derated, result.text()
+    assert asked == [(190.0, 1), (190.0, 2), (190.0, 3)]
+    assert plan.replicas == 2 and plan.basis != "confirmed"
+    text = result.text()
+    assert "2 of 3 trials passed" in text and "105.300" in text and "fail: p99 105.3 ms > 50 ms" in text
+    assert result.summary().startswith("PASS (2 of 3 trials passed): median p99")
+
+
+def test_most_trials_failing_derates_after_two_and_on_the_failed_trials_median(tmp_path):
+    """Two failures of three decide the round: the third is not measured, and the derate uses the median of what
+    the failed trials carried; the next round starts its trials at the next number (points never collide)."""
+    (run,) = load_runs(_tiny_run(tmp_path))
+    plan = size([run], Demand(380, 50, 0.0), Prices()).plans[0]
+    carried = {1: 150.0, 2: 160.0}
+    asked = []
+
+    def at(rate, n):
+        asked.append((rate, n))
+        return synthetic(rate, carried.get(n, 1000.0), p99_at_limit=10.0, trial=n)
+
+    result = confirm_plan(plan, at, rounds=3, trials=3)
+    assert [n for _, n in asked] == [1, 2, 4, 5]  # round 1: trials 1-2 fail; round 2: trials 4-5 pass
+    assert plan.replica_capacity == 155.0 and result.passed and result.derated
+    assert result.rounds[0].tally() == "0 of 2 trials passed"
+
+
+def test_a_single_trial_keeps_the_old_rule(tmp_path):
+    (run,) = load_runs(_tiny_run(tmp_path))
+    plan = size([run], Demand(380, 50, 0.0), Prices()).plans[0]
+    result = confirm_plan(plan, lambda r, n: synthetic(r, 250.0, p99_at_limit=10.0, trial=n) if n > 1 else
+                          synthetic(r, 100.0, p99_at_limit=10.0, trial=n), rounds=2, trials=1)
+    assert result.derated and result.passed and len(result.rounds[0].points) == 1
 
 
 # ---- the balancer ------------------------------------------------------------------------------------
