@@ -1,7 +1,9 @@
 """Fleet sizing from measured perf curves (triton/size_fleet.py).
 
-- plan: what one replica sustains under a p99 SLO (best measured point, never extrapolated), replicas, GPUs or
-  hosts, nodes, cost; Little's-law consistency check; geospatial coverage; scaling tables; the SLO frontier.
+- runs: the measured sweeps and their points, with the Little's-law consistency check.
+- sustainable: what one replica sustains under a p99 SLO (best measured point, never extrapolated).
+- plan: replicas, GPUs or hosts, nodes, cost, geospatial coverage; the ranking of plans.
+- frontier: the cheapest plan across SLOs and the scaling tables.
 - output: sizing.md, sizing.csv and the cost-frontier plot sizing.png.
 - capacity: open-loop capacity (perf_analyzer --request-rate-range, async, Poisson/constant): bracket and bisect the
   highest rate a replica keeps up with at the SLO; ratestore keeps the points (openloop.csv), openloop replays them.
@@ -9,29 +11,11 @@
 - fleet: N embedded servers behind nginx (gRPC), fleet capacity against N x one replica, CPU seconds per part.
 - k8s: Deployment/Service/HPA of the NGC Triton image and a KServe InferenceService, with validation.
 """
-from .plan import (
-    DEFAULT_GSD_M,
-    EARTH_LAND_KM2,
-    LITTLE_TOLERANCE,
-    Demand,
-    Plan,
-    Point,
-    Prices,
-    Run,
-    Sizing,
-    SizingError,
-    Sustainable,
-    ceil_div,
-    coverage_km2_per_s,
-    frontier,
-    little_flags,
-    load_prices,
-    load_runs,
-    points_of,
-    scaling_tables,
-    size,
-    sustainable,
-)
+from .frontier import frontier, scaling_tables
+from .plan import DEFAULT_GSD_M, EARTH_LAND_KM2, Demand, Plan, Prices, Sizing, ceil_div, coverage_km2_per_s, \
+    load_prices, size
+from .runs import LITTLE_TOLERANCE, Point, Run, SizingError, little_flags, load_runs, points_of
+from .sustainable import Sustainable, sustainable
 
 __all__ = [
     "DEFAULT_GSD_M", "EARTH_LAND_KM2", "LITTLE_TOLERANCE", "Demand", "Plan", "Point", "Prices", "Run", "Sizing",

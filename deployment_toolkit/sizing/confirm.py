@@ -24,7 +24,8 @@ from ..perf.analyzer import PerfOptions
 from ..spec import Manifest, ModelSignature
 from ..tables import markdown_table
 from .capacity import ClientLimited, RatePoint, Target, client_limit_message, measure, round_rate
-from .plan import Plan, SizingError, derate
+from .plan import Plan, derate
+from .runs import SizingError
 from .ratestore import FreshStore, RateStore
 
 DEFAULT_ROUNDS = 3

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .plan import Plan, SizingError
+from .plan import Plan
+from .runs import SizingError
 
 TRITON_IMAGE = "nvcr.io/nvidia/tritonserver:24.10-py3"
 K8S_VERSION = "1.31"

@@ -16,7 +16,8 @@ from .capacity import (
     measure_capacity,
     repeat_search,
 )
-from .plan import Run, sustainable
+from .runs import Run
+from .sustainable import sustainable
 from .ratestore import FILE_NAME, RateKey, RateStore, options_key
 
 

@@ -9,14 +9,9 @@ from typing import Any, Sequence
 
 from ..report.sections import markdown_to_html
 from ..spec import atomic_write_text
-from .plan import (
-    LITTLE_TOLERANCE,
-    FrontierStep,
-    Run,
-    Sizing,
-    little_flags,
-    scaling_tables,
-)
+from .frontier import FrontierStep, scaling_tables
+from .plan import Sizing
+from .runs import LITTLE_TOLERANCE, Run, little_flags
 
 CSV_COLUMNS = (
     "rank", "recommended", "run", "kind", "model", "format", "precision", "device", "unit", "triton_instances",
@@ -167,7 +162,6 @@ def sizing_markdown(sizing: Sizing, runs: Sequence[Run], plot_name: str | None =
         rows = []
         for p in open_loop:
             o = p.open_loop
-            best = [t.best for t in o.trials if t.best]
             rows.append([p.run.label, _f(o.closed_loop), o.closed_loop_level or "n/a", o.distribution,
                          " / ".join(_f(c) for c in o.capacities) or "none", _f(o.capacity),
                          "n/a" if o.spread is None else f"{o.spread:.1%}", f"{o.headroom:.1%}",
@@ -246,7 +240,7 @@ def sizing_markdown(sizing: Sizing, runs: Sequence[Run], plot_name: str | None =
 
 
 def _pts(run: Run):
-    from .plan import points_of
+    from .runs import points_of
 
     return [p for p in points_of(run) if p.stable]
 
