@@ -1,16 +1,17 @@
 """Config search under a latency budget: what Model Analyzer does, sized to the host and judged against noise.
 
 space (candidates, cores), sweep (one candidate's concurrency sweep with early stops), stats (noise, gains
-with spread), store (checkpoint), engine (the search), triton (measuring on the embedded server),
+with spread), store (checkpoint), trials (the search's contracts and errors), engine (the search),
+progress (its console), triton (measuring on the embedded server),
 artifacts (verified formats), output (search.csv/md, frontier plot, winner config), model_analyzer
 (the side-by-side benchmark).
 """
-from .engine import (
+from .engine import Search
+from .trials import (
     CandidateFailed,
     CandidateRefused,
     Decision,
     FormatInfo,
-    Search,
     SearchError,
     SearchOutcome,
     SearchSettings,

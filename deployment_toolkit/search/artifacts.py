@@ -11,7 +11,7 @@ from ..export.reuse import reusable_artifact
 from ..runs.identity import file_digest
 from ..sources import ModelSource, ResolvedModel, resolve
 from ..spec import Manifest
-from .engine import FormatInfo
+from .trials import FormatInfo
 
 
 def artifact_digest(directory: Path, manifest: Manifest) -> str:

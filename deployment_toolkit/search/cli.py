@@ -12,7 +12,9 @@ from typing import Sequence
 
 from .. import cli
 from ..repository.names import check_model_name
-from .engine import Search, SearchError, SearchOutcome, SearchSettings, format_seconds
+from .engine import Search
+from .progress import format_seconds
+from .trials import SearchError, SearchOutcome, SearchSettings
 from .space import DEFAULT_QUEUE_DELAYS_US, host_cores
 from .stats import MIN_NOISE
 from .store import SearchStore, StoreMismatch
@@ -205,8 +207,8 @@ def run_search(args) -> int:
     plot = plot_frontier(outcome, result_dir / "search_frontier.png",
                          f"{label} ({args.preset}) on {settings.cores} cores: throughput vs p99 per config")
     command = shlex.join([Path(sys.argv[0]).name if sys.argv else "search_config.py", *sys.argv[1:]])
-    md = write_markdown(outcome, result_dir, title=title, host=host, command=command, written=written, plot=plot,
-                        reused_failures=store.reused_failures)
+    write_markdown(outcome, result_dir, title=title, host=host, command=command, written=written, plot=plot,
+                   reused_failures=store.reused_failures)
     record_run(result_dir, {
         "kind": "search", "model_name": model_name, "model": label, "preset": args.preset,
         "source": resolved.source.to_dict(),

@@ -11,29 +11,28 @@ is reserved up front from the measured time of a point, so --max-minutes never s
 the budget steps down before it can be named. The winner must beat the default by more than the noise with
 its whole spread, or the default is declared as good. Measurement goes through a `Measurer` (the real server
 in `triton.py`, a fake in the unit tests).
+
+Over 400 lines on purpose: one class whose steps (exploration, noise, knee, final re-measurement, decision, time
+reserves) read and write the state of one search (trials, incumbent, noise, checkpoint, clock); its contracts,
+console and per-candidate sweep live in trials.py, progress.py and sweep.py.
 """
 from __future__ import annotations
 
 import statistics
-import sys
 import time
-from dataclasses import dataclass, field, replace
-from pathlib import Path
-from typing import Callable, Protocol, TypeVar
+from dataclasses import replace
+from typing import Callable, TypeVar
 
-from ..repository.config import ConfigError, build_config
-from ..spec import Manifest
+from .progress import Progress, noisy_host_warning
 from .space import (
-    DEFAULT_QUEUE_DELAYS_US,
     Candidate,
     default_candidate,
-    host_cores,
     instance_thread_pairs,
     max_batch_ladder,
     preferred_options,
     queue_delay_ladder,
 )
-from .stats import MIN_NOISE, Gain, Noise, Spread, holds_budget, relative_gain, worst_p99
+from .stats import Gain, Noise, Spread, holds_budget, relative_gain, worst_p99
 from .store import Point, SearchStore
 from .sweep import (
     SweepPolicy,
@@ -45,124 +44,24 @@ from .sweep import (
     sweep_concurrency,
     sweep_near,
 )
+from .trials import (
+    CandidateFailed,
+    CandidateRefused,
+    Confirmation,
+    Decision,
+    FormatInfo,
+    Measurer,
+    SearchError,
+    SearchOutcome,
+    SearchSettings,
+    Trial,
+    config_problem,
+)
 
 
 T = TypeVar("T")
 NOISY = 0.20  # above this relative noise the search warns that the host is too busy to rank configs
 FINAL_SAMPLE = 100  # sample numbers of the final re-measurement start here: never the sweep's or the noise's
-
-
-class SearchError(RuntimeError):
-    """The search cannot go on (e.g. the default config itself does not load); measured points are kept."""
-
-
-class CandidateRefused(Exception):
-    """The server refused to load a config; the message is the server's reason."""
-
-
-class CandidateFailed(Exception):
-    """A loaded config failed while being measured (crash, error responses); the message says how."""
-
-
-class Measurer(Protocol):
-    def load(self, candidate: Candidate) -> None: ...
-
-    def measure(self, candidate: Candidate, concurrency: int, sample: int, store_key: str) -> Point: ...
-
-    def release(self, candidate: Candidate) -> None: ...
-
-
-@dataclass
-class FormatInfo:
-    """A verified artifact of one format, or why there is none."""
-
-    format: str
-    manifest: Manifest | None = None
-    artifact_dir: Path | None = None
-    digest: str = ""
-    error: str = ""
-
-
-@dataclass
-class SearchSettings:
-    budget_ms: float
-    objective: str = "throughput"
-    cores: int = field(default_factory=host_cores)
-    allow_oversubscribe: bool = False
-    max_minutes: float | None = None
-    max_configs: int | None = None
-    noise_repeats: int = 2  # extra measurements of the baseline's best point
-    confirm_samples: int = 3  # samples per finalist in the final comparison
-    max_concurrency: int = 256
-    refine_steps: int = 8  # at most this many probes to narrow the knee to one client
-    queue_delays_us: tuple[int, ...] = DEFAULT_QUEUE_DELAYS_US
-    min_noise: float = MIN_NOISE
-    finish_reserve_s: float = 0.0  # kept at the end of --max-minutes for what the command does after the search
-
-
-@dataclass
-class Confirmation:
-    """The final re-measurement of a finalist at one level (fresh samples, taken in turns)."""
-
-    concurrency: int
-    throughput: Spread
-    p99: Spread
-    holds: bool = True  # every sample within the budget, the median with room for the p99 noise
-
-
-@dataclass
-class Trial:
-    """One candidate's fate: measured (with its sweep) or why not, and the final verdict."""
-
-    candidate: Candidate
-    stage: str
-    key: str
-    status: str = "pending"  # measured | refused | invalid | oversubscribed | skipped | failed | unavailable
-    reason: str = ""
-    sweep: SweepResult | None = None
-    verdict: str = ""
-    detail: str = ""
-    confirmation: Confirmation | None = None
-    best: Point | None = None  # best point within budget (medians where a level was measured repeatedly)
-    measured_points: int = 0
-    seconds: float = 0.0
-
-
-@dataclass
-class Decision:
-    winner: Trial | None
-    default: Trial
-    runner_up: Trial | None = None
-    gain: Gain | None = None
-    default_as_good: bool = False
-    message: str = ""
-    best_p99_seen: Point | None = None
-
-
-@dataclass
-class SearchOutcome:
-    settings: SearchSettings
-    trials: list[Trial]
-    decision: Decision
-    noise: Noise
-    notes: list[str]
-    measured_points: int
-    reused_points: int
-    wall_s: float
-    stopped: str = ""
-
-
-def config_problem(manifest: Manifest, candidate: Candidate) -> str | None:
-    """build_config's verdict on a candidate (the same validation `config_model_on_triton.py` runs)."""
-    import warnings
-
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            build_config(manifest, candidate.config_options("probe"))
-    except ConfigError as err:
-        return str(err)
-    return None
 
 
 class Search:
@@ -187,21 +86,19 @@ class Search:
         self.point_seconds: list[float] = []
         self.stopped = ""
         self.started = started
-        self._bar = None
-        self._log = log
-        self._progress = progress
+        self.progress = Progress(progress, log, settings.max_minutes)
 
     # ---- public -----------------------------------------------------------------------------
     def run(self) -> SearchOutcome:
         self.started = time.monotonic() if self.started is None else self.started
+        self.progress.started = self.started
         self._open_bar()
         try:
             self._explore()
             decision = self._decide()
         finally:
             self._release()
-            if self._bar is not None:
-                self._bar.close()
+            self.progress.close()
         return SearchOutcome(self.s, list(self.trials.values()), decision, self.noise, self.notes,
                              self.measured_points, self.store.reused_points, time.monotonic() - self.started,
                              self.stopped)
@@ -235,7 +132,7 @@ class Search:
         skip = self._batching_skip_reason()
         if skip:
             self.notes.append(f"batching dimensions not explored: {skip}")
-            self._bar_total(-self._ladder_sizes())
+            self.progress.total(-self._ladder_sizes())
             return
         inc = self.incumbent.candidate
         self._ladder("max batch size", [
@@ -270,12 +167,12 @@ class Search:
                 gain = self._gain_text(trial, self.incumbent)
                 self.notes.append(f"{name}: stopped after {cand.label()} ({gain}, noise "
                                   f"{self._noise_for_objective() * 100:.1f}%); not tried: {len(rest)} more value(s)")
-                self._bar_total(-len(rest))
+                self.progress.total(-len(rest))
             return
 
     def _challenge(self, trial: Trial) -> bool:
         if trial.status == "measured" and self._better(trial, self.incumbent):
-            self._say(f"  -> new incumbent: {trial.candidate.label()} ({self._gain_text(trial, self.incumbent)})")
+            self.progress.say(f"  -> new incumbent: {trial.candidate.label()} ({self._gain_text(trial, self.incumbent)})")
             self.incumbent = trial
             return True
         return False
@@ -295,8 +192,8 @@ class Search:
         why = self._why_not(trial)
         if why:
             trial.status, trial.reason = why
-            self._say(f"[{stage}] {cand.label()}: {trial.status} - {trial.reason}")
-            self._bar_step()
+            self.progress.say(f"[{stage}] {cand.label()}: {trial.status} - {trial.reason}")
+            self.progress.step()
             return trial
         t0 = time.monotonic()
         before = self.measured_points
@@ -327,8 +224,8 @@ class Search:
             self._release()
         trial.measured_points = self.measured_points - before
         trial.seconds = time.monotonic() - t0
-        self._say(self._trial_line(trial))
-        self._bar_step()
+        self.progress.say(self._trial_line(trial))
+        self.progress.step()
         return trial
 
     def _retrying(self, trial: Trial, work: Callable[[], T]) -> T:
@@ -338,7 +235,7 @@ class Search:
             return work()
         except CandidateFailed as err:
             self._release()
-            self._say(f"  {trial.candidate.slug}: {err}; trying once more")
+            self.progress.say(f"  {trial.candidate.slug}: {err}; trying once more")
             return work()
 
     def _why_not(self, trial: Trial) -> tuple[str, str] | None:
@@ -378,10 +275,10 @@ class Search:
         if trial.candidate not in self.loaded:
             if not self._keep_loaded:
                 self._release()
-            self._bar_postfix(f"loading {trial.candidate.slug}")
+            self.progress.postfix(f"loading {trial.candidate.slug}")
             self.measurer.load(trial.candidate)
             self.loaded.append(trial.candidate)
-        self._bar_postfix(f"{trial.candidate.slug} c={concurrency}" + (f" #{sample + 1}" if sample else ""))
+        self.progress.postfix(f"{trial.candidate.slug} c={concurrency}" + (f" #{sample + 1}" if sample else ""))
         t0 = time.monotonic()
         point = self.measurer.measure(trial.candidate, concurrency, sample, trial.key)
         point.seconds = point.seconds or (time.monotonic() - t0)
@@ -401,11 +298,11 @@ class Search:
         self.noise = Noise.from_samples([p.throughput for p in samples], [p.p99_ms for p in samples],
                                         self.s.min_noise)
         self._noise_known = True
-        self._say(f"noise (baseline at concurrency {anchor.concurrency}, {len(samples)} samples): {self.noise.text()}")
+        self.progress.say(f"noise (baseline at concurrency {anchor.concurrency}, {len(samples)} samples): {self.noise.text()}")
         if self.noise.throughput > NOISY:
             warning = noisy_host_warning(self.noise, self.s.cores)
             self.notes.append(warning)
-            self._say(f"WARNING: {warning}")
+            self.progress.say(f"WARNING: {warning}")
         self._refine_knee(base)
         self._release()
 
@@ -434,10 +331,10 @@ class Search:
         try:
             narrow_knee(take, self._policy(), best, bad, trial.sweep, stop)
         except (CandidateRefused, CandidateFailed) as err:
-            self._say(f"  {trial.candidate.slug}: {err} while narrowing the knee; kept what was measured")
+            self.progress.say(f"  {trial.candidate.slug}: {err} while narrowing the knee; kept what was measured")
         trial.measured_points += self.measured_points - before
         new = self._best(trial)
-        self._say(f"  knee with room for the p99 noise ({self.noise.p99 * 100:.1f}%): best level "
+        self.progress.say(f"  knee with room for the p99 noise ({self.noise.p99 * 100:.1f}%): best level "
                   f"{new.concurrency if new else '-'} (was {best.concurrency})")
 
     def _resume_climb(self, trial: Trial, best: Point) -> None:
@@ -458,13 +355,13 @@ class Search:
         try:
             climb = sweep_near(measure, self._policy(), best.concurrency, None, stop)
         except (CandidateRefused, CandidateFailed) as err:
-            self._say(f"  {trial.candidate.slug}: {err} while climbing on; kept what was measured")
+            self.progress.say(f"  {trial.candidate.slug}: {err} while climbing on; kept what was measured")
             return
         trial.measured_points += self.measured_points - before
         if self.measured_points > before:
             trial.sweep.stop_reason += f"; climbed on after the noise estimate: {climb.stop_reason}"
             new = self._best(trial)
-            self._say(f"  climbed on from concurrency {best.concurrency}: best level "
+            self.progress.say(f"  climbed on from concurrency {best.concurrency}: best level "
                       f"{new.concurrency if new else '-'} ({climb.stop_reason})")
 
     def _samples(self, trial: Trial, concurrency: int, n: int) -> list[Point]:
@@ -557,17 +454,17 @@ class Search:
                            f"median p99 {t.confirmation.p99.median:.1f} ms without room for the p99 noise "
                            f"({noise * 100:.1f}%)")
                     if c <= 1 or not self._fits((len(todo) + 1) * self.s.confirm_samples):
-                        self._say(f"  {t.candidate.slug}: {why} at concurrency {c}; "
+                        self.progress.say(f"  {t.candidate.slug}: {why} at concurrency {c}; "
                                   + ("nothing below it" if c <= 1 else "no time left to step down") + ": not named")
                         continue
                     level[t.candidate.key] = max(1, min(c - 1, budget_level(c, worst_p99(p99s, noise), budget)))
-                    self._say(f"  {t.candidate.slug}: {why} at concurrency {c}; re-measuring at "
+                    self.progress.say(f"  {t.candidate.slug}: {why} at concurrency {c}; re-measuring at "
                               f"{level[t.candidate.key]}")
                     todo.append(t)
         finally:
             self._keep_loaded = False
             self._release()
-            self._bar_postfix("")
+            self.progress.postfix("")
 
     def _take_in_turns(self, trials: list[Trial], level: dict[str, int]) -> dict[str, list[Point]]:
         """Round-robin over the trials so that a change in the host's load hits all of them alike."""
@@ -619,11 +516,11 @@ class Search:
         if self.default in feasible and self.default not in finalists:
             finalists.append(self.default)
 
-        self._say(f"final re-measurement of {len(finalists)} config(s), {self.s.confirm_samples} samples each, "
+        self.progress.say(f"final re-measurement of {len(finalists)} config(s), {self.s.confirm_samples} samples each, "
                   "taken in turns so that a change in the host's load hits all of them alike ...")
         self._confirm(finalists)
         confirmed = [t for t in finalists if t.confirmation and t.confirmation.holds]
-        self._bar_step()
+        self.progress.step()
         for t in finalists:
             if t.confirmation and t not in confirmed:
                 t.detail = (f"p99 over budget when re-measured (or without room for the {self.noise.p99 * 100:.1f}% "
@@ -833,60 +730,8 @@ class Search:
                 f"stopped: {t.sweep.stop_reason}{reused}")
 
     def _open_bar(self) -> None:
-        if not self._progress:
-            return
-        from tqdm import tqdm
-
         pairs = len(instance_thread_pairs(self.s.cores, self.s.allow_oversubscribe)) - 1
-        guess = len(self.order) + pairs + self._ladder_sizes() + 1  # + the final re-measurement
-        self._bar = tqdm(total=guess, desc="config search", unit="config", dynamic_ncols=True, file=sys.stderr)
-
-    def _bar_step(self) -> None:
-        if self._bar is not None:
-            if self._bar.n + 1 > self._bar.total:
-                self._bar.total = self._bar.n + 1
-            self._bar.update(1)
-
-    def _bar_total(self, delta: int) -> None:
-        if self._bar is not None:
-            self._bar.total = max(self._bar.n, self._bar.total + delta)
-            self._bar.refresh()
-
-    def _bar_postfix(self, text: str) -> None:
-        """What is being measured, and the time left under --max-minutes (tqdm's ETA assumes every config runs)."""
-        if self._bar is not None:
-            if self.s.max_minutes is not None and self.started is not None:
-                left = self.s.max_minutes - (time.monotonic() - self.started) / 60.0
-                text = f"{text}{', ' if text else ''}{max(0.0, left):.1f} of {self.s.max_minutes:g} min left"
-            self._bar.set_postfix_str(text, refresh=True)
-
-    def _say(self, text: str) -> None:
-        if self._log is not None:
-            self._log(text)
-        elif self._bar is not None:
-            self._bar.write(text, file=sys.stderr)
-        else:
-            print(text, file=sys.stderr, flush=True)
+        self.progress.open(len(self.order) + pairs + self._ladder_sizes() + 1)  # + the final re-measurement
 
 
-def noisy_host_warning(noise: Noise, cores: int) -> str:
-    """Why a search cannot rank configs on this host right now, and what to do."""
-    import os
-
-    try:
-        load = os.getloadavg()[0]
-        busy = f"; 1-minute load average {load:.1f} on {cores} cores" + (" - other processes compete for the CPU"
-                                                                         if load > cores else "")
-    except OSError:  # pragma: no cover
-        busy = ""
-    return (f"the baseline's throughput varies by {noise.throughput * 100:.0f}% between repeated measurements{busy}: "
-            f"only gains above that count. Run the search on a quiet host, or lengthen the windows "
-            f"(--measurement-interval)")
-
-
-def format_seconds(s: float) -> str:
-    return f"{s / 60:.1f} min" if s >= 90 else f"{s:.0f} s"
-
-
-__all__ = ["Search", "SearchSettings", "SearchOutcome", "SearchError", "CandidateRefused", "CandidateFailed",
-           "FormatInfo", "Trial", "Decision", "Confirmation", "Measurer", "config_problem", "format_seconds"]
+__all__ = ["Search", "FINAL_SAMPLE", "NOISY"]

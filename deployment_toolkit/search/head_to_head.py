@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..perf.analyzer import PerfOptions
-from .engine import CandidateFailed, CandidateRefused, FormatInfo
+from .trials import CandidateFailed, CandidateRefused, FormatInfo
 from .space import Candidate
 
 

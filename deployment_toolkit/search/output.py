@@ -13,7 +13,8 @@ from ..report.sections import include_section, markdown_to_html
 from ..repository.config import build_config, to_text
 from ..repository.layout import write_model
 from ..spec import atomic_write_text
-from .engine import FormatInfo, SearchOutcome, Trial, format_seconds
+from .progress import format_seconds
+from .trials import FormatInfo, SearchOutcome, Trial
 
 CSV_COLUMNS = (
     "config", "stage", "format", "instances", "threads", "threads_used", "cores", "max_batch_size",

@@ -20,7 +20,7 @@ from ..repository.layout import write_model
 from ..repository.names import check_model_name
 from ..server.errors import ModelLoadError, ServerError
 from ..server.local import LocalTritonServer, ServerConfig, explain_lines
-from .engine import CandidateFailed, CandidateRefused, FormatInfo
+from .trials import CandidateFailed, CandidateRefused, FormatInfo
 from .space import Candidate
 from .store import Point
 

@@ -26,7 +26,8 @@ from deployment_toolkit.search import (
     sweep_concurrency,
     sweep_near,
 )
-from deployment_toolkit.search.engine import FINAL_SAMPLE, config_problem
+from deployment_toolkit.search.engine import FINAL_SAMPLE
+from deployment_toolkit.search.trials import config_problem
 from deployment_toolkit.search.space import max_batch_ladder, preferred_options, queue_delay_ladder
 from deployment_toolkit.spec import Manifest, ModelSignature, TensorSpec
 

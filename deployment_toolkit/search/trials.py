@@ -1,0 +1,127 @@
+"""The search's contracts: what it is given (formats, settings, a Measurer), what it keeps per candidate (Trial,
+its final Confirmation) and what it returns (Decision, SearchOutcome), and its errors."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from ..repository.config import ConfigError, build_config
+from ..spec import Manifest
+from .space import DEFAULT_QUEUE_DELAYS_US, Candidate, host_cores
+from .stats import MIN_NOISE, Gain, Noise, Spread
+from .store import Point
+from .sweep import SweepResult
+
+
+class SearchError(RuntimeError):
+    """The search cannot go on (e.g. the default config itself does not load); measured points are kept."""
+
+
+class CandidateRefused(Exception):
+    """The server refused to load a config; the message is the server's reason."""
+
+
+class CandidateFailed(Exception):
+    """A loaded config failed while being measured (crash, error responses); the message says how."""
+
+
+class Measurer(Protocol):
+    def load(self, candidate: Candidate) -> None: ...
+
+    def measure(self, candidate: Candidate, concurrency: int, sample: int, store_key: str) -> Point: ...
+
+    def release(self, candidate: Candidate) -> None: ...
+
+
+@dataclass
+class FormatInfo:
+    """A verified artifact of one format, or why there is none."""
+
+    format: str
+    manifest: Manifest | None = None
+    artifact_dir: Path | None = None
+    digest: str = ""
+    error: str = ""
+
+
+@dataclass
+class SearchSettings:
+    budget_ms: float
+    objective: str = "throughput"
+    cores: int = field(default_factory=host_cores)
+    allow_oversubscribe: bool = False
+    max_minutes: float | None = None
+    max_configs: int | None = None
+    noise_repeats: int = 2  # extra measurements of the baseline's best point
+    confirm_samples: int = 3  # samples per finalist in the final comparison
+    max_concurrency: int = 256
+    refine_steps: int = 8  # at most this many probes to narrow the knee to one client
+    queue_delays_us: tuple[int, ...] = DEFAULT_QUEUE_DELAYS_US
+    min_noise: float = MIN_NOISE
+    finish_reserve_s: float = 0.0  # kept at the end of --max-minutes for what the command does after the search
+
+
+@dataclass
+class Confirmation:
+    """The final re-measurement of a finalist at one level (fresh samples, taken in turns)."""
+
+    concurrency: int
+    throughput: Spread
+    p99: Spread
+    holds: bool = True  # every sample within the budget, the median with room for the p99 noise
+
+
+@dataclass
+class Trial:
+    """One candidate's fate: measured (with its sweep) or why not, and the final verdict."""
+
+    candidate: Candidate
+    stage: str
+    key: str
+    status: str = "pending"  # measured | refused | invalid | oversubscribed | skipped | failed | unavailable
+    reason: str = ""
+    sweep: SweepResult | None = None
+    verdict: str = ""
+    detail: str = ""
+    confirmation: Confirmation | None = None
+    best: Point | None = None  # best point within budget (medians where a level was measured repeatedly)
+    measured_points: int = 0
+    seconds: float = 0.0
+
+
+@dataclass
+class Decision:
+    winner: Trial | None
+    default: Trial
+    runner_up: Trial | None = None
+    gain: Gain | None = None
+    default_as_good: bool = False
+    message: str = ""
+    best_p99_seen: Point | None = None
+
+
+@dataclass
+class SearchOutcome:
+    settings: SearchSettings
+    trials: list[Trial]
+    decision: Decision
+    noise: Noise
+    notes: list[str]
+    measured_points: int
+    reused_points: int
+    wall_s: float
+    stopped: str = ""
+
+
+def config_problem(manifest: Manifest, candidate: Candidate) -> str | None:
+    """build_config's verdict on a candidate (the same validation `config_model_on_triton.py` runs)."""
+    import warnings
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            build_config(manifest, candidate.config_options("probe"))
+    except ConfigError as err:
+        return str(err)
+    return None
