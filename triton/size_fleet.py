@@ -146,7 +146,7 @@ def _reachable(url: str, protocol: str, model: str, what: str) -> None:
 
 def _options(args, protocol: str, shared_memory: str, window_ms: int, stability: float, input_data: str = "random"):
     from deployment_toolkit.perf.analyzer import PerfOptions
-    from deployment_toolkit.sizing.capacity import open_loop_options
+    from deployment_toolkit.sizing.ratepoint import open_loop_options
 
     return open_loop_options(PerfOptions(protocol=protocol, shared_memory=shared_memory, input_data=input_data),
                              args.distribution, window_ms, stability)

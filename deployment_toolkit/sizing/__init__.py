@@ -5,8 +5,9 @@
 - plan: replicas, GPUs or hosts, nodes, cost, geospatial coverage; the ranking of plans.
 - frontier: the cheapest plan across SLOs and the scaling tables.
 - output: sizing.md, sizing.csv and the cost-frontier plot sizing.png.
-- capacity: open-loop capacity (perf_analyzer --request-rate-range, async, Poisson/constant): bracket and bisect the
-  highest rate a replica keeps up with at the SLO; ratestore keeps the points (openloop.csv), openloop replays them.
+- ratepoint: one open-loop point (perf_analyzer --request-rate-range, async, Poisson/constant) and its pass rule.
+- capacity: bracket and bisect the highest rate a replica keeps up with at the SLO, repeated for the spread;
+  ratestore keeps the points (openloop.csv), openloop replays them.
 - confirm: the plan in open loop at its per-replica rate, derated and confirmed again on failure; a burst check.
 - fleet: N embedded servers behind nginx (gRPC), fleet capacity against N x one replica, CPU seconds per part.
 - k8s: Deployment/Service/HPA of the NGC Triton image and a KServe InferenceService, with validation.

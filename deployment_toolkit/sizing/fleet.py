@@ -30,7 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from .capacity import DEFAULT_RESOLUTION, Search, Target, measure, search
+from .capacity import DEFAULT_RESOLUTION, Search, search
+from .ratepoint import Target, measure
 from .ratestore import RateStore
 
 NGINX_HINT = ("install Debian's nginx (`apt-get update && apt-get install -y nginx`, or `make system-deps` as "

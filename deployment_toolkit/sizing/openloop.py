@@ -7,15 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from ..perf.analyzer import PerfOptions
-from .capacity import (
-    DEFAULT_RESOLUTION,
-    OpenLoopCapacity,
-    RatePoint,
-    Target,
-    round_rate,
-    measure_capacity,
-    repeat_search,
-)
+from .capacity import DEFAULT_RESOLUTION, OpenLoopCapacity, measure_capacity, repeat_search
+from .ratepoint import RatePoint, Target, round_rate
 from .runs import Run
 from .sustainable import sustainable
 from .ratestore import FILE_NAME, RateKey, RateStore, options_key

@@ -19,7 +19,8 @@ from test_perf_runners import _write_model
 
 from deployment_toolkit.perf import PerfAnalyzerNotFound, PerfOptions, check_perf_analyzer, run_online
 from deployment_toolkit.sizing import load_runs
-from deployment_toolkit.sizing.capacity import ClientLimited, RatePoint, Target, measure, open_loop_options, search
+from deployment_toolkit.sizing.capacity import search
+from deployment_toolkit.sizing.ratepoint import ClientLimited, RatePoint, Target, measure, open_loop_options
 from deployment_toolkit.sizing.ratestore import RateKey, RateStore, read_rows
 from deployment_toolkit.spec import ModelSignature, TensorSpec
 

@@ -18,16 +18,14 @@ import pytest
 from deployment_toolkit.perf.analyzer import PerfOptions, parse_csv
 from deployment_toolkit.perf.sweep import rows_to_csv
 from deployment_toolkit.sizing import Demand, Prices, load_runs, size
-from deployment_toolkit.sizing.capacity import (
+from deployment_toolkit.sizing.capacity import OpenLoopCapacity, repeat_search, search
+from deployment_toolkit.sizing.ratepoint import (
     ClientLimited,
-    OpenLoopCapacity,
     RatePoint,
     open_loop_options,
     parse_open_loop_output,
     queue_growing,
-    repeat_search,
     row_from_outputs,
-    search,
 )
 from deployment_toolkit.sizing.confirm import confirm_plan
 from deployment_toolkit.sizing.fleet import NginxMissing, find_nginx, nginx_config
