@@ -1,6 +1,8 @@
 """The Model Analyzer comparison's bookkeeping: which winners go head to head, and how they are shown."""
 import csv
 
+from conftest import require_tool
+
 from deployment_toolkit.search.head_to_head import Contender, our_winner, table
 from deployment_toolkit.search.model_analyzer import MAMeasurement, MAResult
 from deployment_toolkit.search.space import Candidate
@@ -104,7 +106,6 @@ def test_target_is_checked_from_the_head_to_head_medians():
 
 def test_the_three_model_benchmark_script_runs_each_model_into_its_own_folder():
     import shlex
-    import shutil
     import subprocess
     from pathlib import Path
 
@@ -123,6 +124,13 @@ def test_the_three_model_benchmark_script_runs_each_model_into_its_own_folder():
     bad = subprocess.run([str(script), "--only", "resnet"], capture_output=True, text=True)
     assert bad.returncode == 2 and "not one of the benchmarked models" in bad.stderr
     assert "Example:" in subprocess.run([str(script), "--help"], capture_output=True, text=True).stdout
-    if shutil.which("shellcheck"):
-        lint = subprocess.run(["shellcheck", str(script)], capture_output=True, text=True)
-        assert lint.returncode == 0, lint.stdout
+
+
+def test_the_three_model_benchmark_script_is_shellcheck_clean():
+    import subprocess
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[2] / "scripts" / "benchmarks" / "search_vs_ma.sh"
+    shellcheck = require_tool("shellcheck", "apt-get install shellcheck (or `make install` as root)")
+    lint = subprocess.run([str(shellcheck), str(script)], capture_output=True, text=True)
+    assert lint.returncode == 0, lint.stdout
