@@ -30,6 +30,20 @@ def test_our_winner_is_read_back_as_a_candidate(tmp_path):
     assert our_winner(tmp_path / "missing.csv") is None
 
 
+def test_our_winner_reads_the_search_csv_the_search_writes(tmp_path):
+    """The reader against the search's own writer (write_csvs), not a hand-written CSV: a renamed or dropped
+    column in search.csv fails here."""
+    from test_search import run
+
+    from deployment_toolkit.search.output import write_csvs
+
+    outcome, _, store = run(tmp_path)
+    csv_path, _ = write_csvs(outcome, store, tmp_path)
+    winner = outcome.decision.winner
+    assert winner is not None and winner.confirmation is not None
+    assert our_winner(csv_path) == (winner.candidate, winner.confirmation.concurrency)
+
+
 def _ma(*measurements):
     return MAResult(ran=True, measurements=[MAMeasurement(*m) for m in measurements])
 
