@@ -17,8 +17,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import require_tool
 import yaml
+from conftest import require_tool
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = REPO / "scripts" / "docker"
