@@ -1,5 +1,8 @@
+import os
+import shutil
 import sys
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -24,3 +27,41 @@ def converted(tmp_path_factory):
 
 def pytest_addoption(parser):
     parser.addoption("--update-golden", action="store_true", help="rewrite golden config files")
+
+
+# ---- what a test may skip on ----------------------------------------------------------------------
+# A test skips only for a documented, detectable optional part (no GPU; nginx or shellcheck, which `make install`
+# installs only as root). Under CI (env var CI set) those must be there too, so a broken CI image fails instead of
+# skipping. Everything `make install` always provides (torch, onnxruntime, the embedded tritonserver,
+# perf_analyzer) is imported or found directly: its absence is a failure, never a skip.
+
+def under_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def require_tool(name: str, install_hint: str, find: "Callable[[], Path] | None" = None,
+                 missing: "type[Exception]" = LookupError) -> Path:
+    """The executable `name`, found on PATH (or by `find`, which raises `missing` when it is not there): skip
+    when it is missing on a developer machine, fail under CI."""
+    try:
+        found = find() if find is not None else shutil.which(name)
+    except missing as err:
+        found, install_hint = None, str(err)
+    if found is None:
+        why = f"{name} not installed: {install_hint}"
+        if under_ci():
+            pytest.fail(f"{why} (CI must have it: `make install` as root installs it)")
+        pytest.skip(why)
+    return Path(found)
+
+
+def require_triton_tools() -> None:
+    """The embedded tritonserver (nvidia-pytriton) and perf_analyzer come with `make install`: missing is a failure."""
+    from deployment_toolkit.perf.analyzer import PerfAnalyzerNotFound, check_perf_analyzer
+    from deployment_toolkit.server.local import ServerNotFoundError, find_installation
+
+    try:
+        find_installation()
+        check_perf_analyzer()
+    except (ServerNotFoundError, PerfAnalyzerNotFound) as err:
+        pytest.fail(f"the embedded tritonserver and perf_analyzer are part of `make install`: {err}")

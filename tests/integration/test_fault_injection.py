@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import require_triton_tools
 
 from deployment_toolkit.cleanup import SHM_DIR, regions_with_prefix
 from deployment_toolkit.server.local import free_port, port_is_free
@@ -60,14 +61,7 @@ def _repo(root: Path, name: str, slow: bool) -> Path:
 
 @pytest.fixture(scope="module")
 def tools():
-    try:
-        from deployment_toolkit.perf import check_perf_analyzer
-        from deployment_toolkit.server.local import find_installation
-
-        find_installation()
-        check_perf_analyzer()
-    except Exception as err:  # noqa: BLE001
-        pytest.skip(f"needs the embedded tritonserver and perf_analyzer: {err}")
+    require_triton_tools()  # part of `make install`: missing fails, never skips
 
 
 @pytest.fixture()

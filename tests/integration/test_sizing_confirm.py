@@ -16,9 +16,10 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import require_triton_tools
 from test_perf_runners import _write_model
 
-from deployment_toolkit.perf import PerfAnalyzerNotFound, PerfOptions, check_perf_analyzer, run_online
+from deployment_toolkit.perf import PerfOptions, run_online
 from deployment_toolkit.sizing import Demand, load_runs, size
 from deployment_toolkit.sizing.ratestore import read_rows
 from deployment_toolkit.spec import ModelSignature, TensorSpec
@@ -59,13 +60,9 @@ class TritonPythonModel:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    try:
-        check_perf_analyzer()
-        from deployment_toolkit.server.local import LocalTritonServer, ServerConfig, find_installation
+    from deployment_toolkit.server.local import LocalTritonServer, ServerConfig
 
-        find_installation()
-    except (PerfAnalyzerNotFound, Exception) as err:  # noqa: BLE001
-        pytest.skip(f"needs perf_analyzer and the embedded tritonserver: {err}")
+    require_triton_tools()  # part of `make install`: missing fails, never skips
     repo = tmp_path_factory.mktemp("model_repository")
     _write_model(repo, "double", CONFIG, MODEL)
     srv = LocalTritonServer(ServerConfig(model_repository=repo, log_dir=tmp_path_factory.mktemp("log")))

@@ -15,9 +15,10 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import require_tool, require_triton_tools
 from test_perf_runners import _write_model
 
-from deployment_toolkit.perf import PerfAnalyzerNotFound, PerfOptions, check_perf_analyzer, run_online
+from deployment_toolkit.perf import PerfOptions, run_online
 from deployment_toolkit.sizing import load_runs
 from deployment_toolkit.sizing.capacity import search
 from deployment_toolkit.sizing.ratepoint import ClientLimited, RatePoint, Target, measure, open_loop_options
@@ -60,13 +61,7 @@ SMALL = ["--capacity-window-ms", "700", "--capacity-trials", "2", "--capacity-ma
 
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory):
-    try:
-        check_perf_analyzer()
-        from deployment_toolkit.server.local import find_installation
-
-        find_installation()
-    except (PerfAnalyzerNotFound, Exception) as err:  # noqa: BLE001
-        pytest.skip(f"needs perf_analyzer and the embedded tritonserver: {err}")
+    require_triton_tools()  # part of `make install`: missing fails, never skips
     repo = tmp_path_factory.mktemp("model_repository")
     _write_model(repo, "slow", CONFIG, MODEL)
     return repo
@@ -183,12 +178,10 @@ def test_client_limit_is_named(server, tmp_path):
 
 
 def test_fleet_behind_nginx(repo, swept, tmp_path):
-    from deployment_toolkit.sizing.fleet import find_nginx
+    from deployment_toolkit.sizing.fleet import NginxMissing, find_nginx
 
-    try:
-        find_nginx()
-    except ValueError as err:
-        pytest.skip(str(err))
+    # optional without root (the Makefile's system-deps): skips here, fails under CI
+    require_tool("nginx", "", find=find_nginx, missing=NginxMissing)
     started = time.monotonic()
     out = size_fleet(swept, "--peak-rps", "100", "--p99-ms", "200", *SMALL, "--output", tmp_path,
                      "--confirm-fleet", "2", "--fleet-model-repository", repo, "--fleet-window-ms", "700",

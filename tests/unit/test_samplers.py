@@ -89,11 +89,12 @@ def test_ddim_timesteps():
 
 @pytest.mark.parametrize("spacing", ["trailing", "leading"])
 def test_ddim_matches_diffusers_scheduler(spacing):
-    torch = pytest.importorskip("torch")
+    import torch  # runtime dependencies (pyproject): missing is a broken install, not a skip
+
     import deployment_toolkit.compat as compat
 
     compat.import_torchvision()
-    diffusers = pytest.importorskip("diffusers")
+    import diffusers
     sched = diffusers.DDIMScheduler(
         num_train_timesteps=1000, beta_schedule="scaled_linear", beta_start=0.00085, beta_end=0.012,
         clip_sample=False, set_alpha_to_one=True, timestep_spacing=spacing, steps_offset=0,

@@ -1,6 +1,8 @@
 """The Model Analyzer comparison's bookkeeping: which winners go head to head, and how they are shown."""
 import csv
 
+from conftest import require_tool
+
 from deployment_toolkit.search.head_to_head import Contender, our_winner, table
 from deployment_toolkit.search.model_analyzer import MAMeasurement, MAResult
 from deployment_toolkit.search.space import Candidate
@@ -26,6 +28,20 @@ def test_our_winner_is_read_back_as_a_candidate(tmp_path):
     ])
     assert our_winner(tmp_path / "search.csv") == (Candidate("onnx", 1, 0, 32), 8)
     assert our_winner(tmp_path / "missing.csv") is None
+
+
+def test_our_winner_reads_the_search_csv_the_search_writes(tmp_path):
+    """The reader against the search's own writer (write_csvs), not a hand-written CSV: a renamed or dropped
+    column in search.csv fails here."""
+    from test_search import run
+
+    from deployment_toolkit.search.output import write_csvs
+
+    outcome, _, store = run(tmp_path)
+    csv_path, _ = write_csvs(outcome, store, tmp_path)
+    winner = outcome.decision.winner
+    assert winner is not None and winner.confirmation is not None
+    assert our_winner(csv_path) == (winner.candidate, winner.confirmation.concurrency)
 
 
 def _ma(*measurements):
@@ -104,7 +120,6 @@ def test_target_is_checked_from_the_head_to_head_medians():
 
 def test_the_three_model_benchmark_script_runs_each_model_into_its_own_folder():
     import shlex
-    import shutil
     import subprocess
     from pathlib import Path
 
@@ -123,6 +138,13 @@ def test_the_three_model_benchmark_script_runs_each_model_into_its_own_folder():
     bad = subprocess.run([str(script), "--only", "resnet"], capture_output=True, text=True)
     assert bad.returncode == 2 and "not one of the benchmarked models" in bad.stderr
     assert "Example:" in subprocess.run([str(script), "--help"], capture_output=True, text=True).stdout
-    if shutil.which("shellcheck"):
-        lint = subprocess.run(["shellcheck", str(script)], capture_output=True, text=True)
-        assert lint.returncode == 0, lint.stdout
+
+
+def test_the_three_model_benchmark_script_is_shellcheck_clean():
+    import subprocess
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[2] / "scripts" / "benchmarks" / "search_vs_ma.sh"
+    shellcheck = require_tool("shellcheck", "apt-get install shellcheck (or `make install` as root)")
+    lint = subprocess.run([str(shellcheck), str(script)], capture_output=True, text=True)
+    assert lint.returncode == 0, lint.stdout
