@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from ..client import server_api
 from ..cleanup import GroupWatchdog, die_with_parent, python_backend_shm_prefix, regions_with_prefix, remove_regions, sweep_dead_runs
+from ..client import server_api
 from .errors import (
     ModelLoadError,
     PortInUseError,
