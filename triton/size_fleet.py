@@ -137,7 +137,7 @@ def _pick(plans, which, sizing, what):
 
 def _reachable(url: str, protocol: str, model: str, what: str) -> None:
     """One line and exit 2 when nothing answers at `url` (before any perf_analyzer run)."""
-    from deployment_toolkit.perf.sweep import health_reason
+    from deployment_toolkit.client.server_api import health_reason
 
     reason = health_reason(url, protocol, model)
     if reason is not None:

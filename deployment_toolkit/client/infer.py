@@ -102,6 +102,18 @@ class TritonClient:
             return [m["name"] for m in index]
         return [m.name for m in index.models]
 
+    def model_config(self, model: str, version: str = "") -> dict:
+        """The config the server loaded, as JSON (gRPC's int64 fields come as strings)."""
+        if self.protocol == "grpc":
+            return self.client.get_model_config(model, version, as_json=True)["config"]
+        return self.client.get_model_config(model, version)
+
+    def inference_statistics(self, model: str, version: str = "") -> dict:
+        """The statistics extension's answer for `model` (cumulative counters; gRPC's int64 as strings)."""
+        if self.protocol == "grpc":
+            return self.client.get_inference_statistics(model_name=model, model_version=version, as_json=True)
+        return self.client.get_inference_statistics(model_name=model, model_version=version)
+
     def signature(self, model: str, version: str = "") -> tuple[list[TensorSpec], list[TensorSpec], int]:
         """Inputs, outputs and max batch size as the server reports them (batch axis stripped)."""
         meta = self.client.get_model_metadata(model, version)

@@ -35,7 +35,7 @@ def load_cond(path: str | None, cond_shape: tuple[int, ...], seed: int = 0) -> n
 
 def _stats(client: Any, model: str) -> dict[str, int]:
     """Cumulative success / queue / compute-infer counters of one model (gRPC statistics extension)."""
-    data = client.get_inference_statistics(model_name=model, as_json=True)
+    data = client.inference_statistics(model)
     stats = data["model_stats"][0]["inference_stats"]
     pick = lambda key: stats.get(key, {})  # noqa: E731
     return {"count": int(pick("success").get("count", 0)), "success_ns": int(pick("success").get("ns", 0)),
@@ -54,7 +54,7 @@ class TritonSamplerTarget:
         self.url, self.model, self.cond = url, model, np.ascontiguousarray(cond, dtype=np.float32)
         self.client = TritonClient(url, "grpc", timeout_s=timeout_s)
         self.client.require_ready(model)
-        cfg = self.client.client.get_model_config(model, as_json=True)["config"]
+        cfg = self.client.model_config(model)
         params = {k: v.get("string_value", "") for k, v in cfg.get("parameters", {}).items()}
         if "denoiser" not in params:
             raise ValueError(f"model {model!r} on {url} is not a diffusion sampler (no 'denoiser' parameter)")
@@ -69,7 +69,7 @@ class TritonSamplerTarget:
         from ..client.infer import TritonClient
 
         with TritonClient(url, "grpc") as c:
-            cfg = c.client.get_model_config(model, as_json=True)["config"]
+            cfg = c.model_config(model)
         return {k: v.get("string_value", "") for k, v in cfg.get("parameters", {}).items()}
 
     def __call__(self, steps: int, seed: int, samples: int) -> np.ndarray:
@@ -82,14 +82,14 @@ class TritonSamplerTarget:
 
     def reset(self) -> None:
         self._client_s = []
-        self._before = {m: _stats(self.client.client, m) for m in (self.model, self.denoiser)}
+        self._before = {m: _stats(self.client, m) for m in (self.model, self.denoiser)}
 
     def breakdown(self, evaluations: int | None) -> dict[str, float]:
         if not self._client_s:
             return {}
         deadline = time.monotonic() + 2.0
         while True:  # a request's statistics land when the server releases it, just after the client has the reply
-            after = {m: _stats(self.client.client, m) for m in (self.model, self.denoiser)}
+            after = {m: _stats(self.client, m) for m in (self.model, self.denoiser)}
             d = {m: {k: after[m][k] - self._before[m][k] for k in after[m]} for m in after}
             requests = d[self.model]["count"]
             if requests >= len(self._client_s) or time.monotonic() > deadline:

@@ -150,17 +150,6 @@ def time_inprocess(session: Callable[[dict], Any], inputs: dict, warmup: int, se
     return {**latency_stats(timing.seconds, batch), "background_cpu": timing.background_cpu}
 
 
-def _model_stats(http_url: str, model: str) -> dict[str, Any]:
-    import tritonclient.http as httpclient
-
-    client = httpclient.InferenceServerClient(url=http_url)
-    try:
-        stats = client.get_inference_statistics(model).get("model_stats", [])
-    finally:
-        client.close()
-    return stats[0] if stats else {}
-
-
 def _loadavg() -> list[float]:
     try:
         return [round(x, 2) for x in os.getloadavg()]
@@ -257,9 +246,10 @@ def _sweep(repo: Path, variant: Variant, batch: int, opts: OverheadOptions, mani
     """One online sweep of a variant on a fresh server that loads only that variant (no idle neighbours,
     nothing left over from the previous sweep). If the server dies, it is restarted and the sweep resumes
     from its completed points (run_sweep's store); each point gets Triton's statistics delta."""
+    from ..client.server_api import fetch_server_version, model_statistics
     from ..server.local import LocalTritonServer, ServerConfig
     from .online import run_online
-    from .sweep import ServerDiedError, fetch_server_version
+    from .sweep import ServerDiedError
 
     name = variant.model_name(opts.model)
     sweep_dir = result_dir / "sweeps" / f"{name}_b{batch}"
@@ -274,10 +264,10 @@ def _sweep(repo: Path, variant: Variant, batch: int, opts: OverheadOptions, mani
             server.require_models([name])
             server_info["version"] = server_info["version"] or fetch_server_version(server.grpc_url, "grpc")
             server_info["logs"].append(str(server.log_path))
-            snap = {"stats": _model_stats(server.http_url, name)}
+            snap = {"stats": model_statistics(server.http_url, name)}
 
             def on_point(point, _result, server=server, snap=snap) -> None:
-                now = _model_stats(server.http_url, name)
+                now = model_statistics(server.http_url, name)
                 extra[point.concurrency] = {**stats_delta(snap["stats"], now), "loadavg_1m": _loadavg()[0],
                                             "server_restarts_before": restarts}
                 snap["stats"] = now

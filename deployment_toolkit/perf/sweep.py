@@ -15,13 +15,21 @@ import csv
 import io
 import math
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 import numpy as np
 
+from ..client.server_api import (
+    ServerNotReady,
+    fetch_model_config,
+    fetch_model_metadata,
+    fetch_server_version,
+    health_reason,
+    preflight,
+    wait_until_ready,
+)
 from ..runinfo import read_run_json
 from ..runs.identity import (RunIdentity, artifact_digest, host_identity, input_data_digest, library_versions,
                              served_config, toolkit_version)
@@ -66,10 +74,6 @@ class SweepError(RuntimeError):
 
 
 class ServerDiedError(SweepError):
-    pass
-
-
-class ServerNotReady(SweepError):
     pass
 
 
@@ -188,77 +192,6 @@ def read_store_csv(path: str | Path) -> list[dict[str, Any]]:
 
 # ---- talking to the server ---------------------------------------------------------------------
 
-def _client(url: str, protocol: str):
-    if protocol == "grpc":
-        import tritonclient.grpc as grpcclient
-
-        return grpcclient.InferenceServerClient(url=url)
-    import tritonclient.http as httpclient
-
-    return httpclient.InferenceServerClient(url=url, connection_timeout=10.0, network_timeout=60.0)
-
-
-def _close(client) -> None:
-    try:
-        client.close()
-    except Exception:  # noqa: BLE001 - closing a dead connection must not hide the real error
-        pass
-
-
-def health_reason(url: str, protocol: str, model: str, version: str = "") -> str | None:
-    """None when the server is live and the model ready, else why not (a health check, not a sleep)."""
-    client = None
-    try:
-        client = _client(url, protocol)
-        kw = {"client_timeout": 5.0} if protocol == "grpc" else {}
-        if not client.is_server_live(**kw):
-            return f"server at {url} is not live"
-        if not client.is_model_ready(model, version, **kw):
-            return f"model {model!r} is not ready on {url}"
-        return None
-    except Exception as err:  # noqa: BLE001 - any failure to answer is the answer
-        return f"server at {url} ({protocol}) does not answer: {str(err).strip() or type(err).__name__}"
-    finally:
-        if client is not None:
-            _close(client)
-
-
-def fetch_model_config(url: str, protocol: str, model: str, version: str = "") -> dict[str, Any]:
-    """The model's config as Triton sees it (HTTP: GET /v2/models/NAME/config)."""
-    client = _client(url, protocol)
-    try:
-        if protocol == "grpc":
-            return client.get_model_config(model, version, as_json=True).get("config", {})
-        return client.get_model_config(model, version)
-    finally:
-        _close(client)
-
-
-def fetch_model_metadata(url: str, protocol: str, model: str, version: str = "") -> dict[str, Any]:
-    """GET /v2/models/NAME: input/output names, datatypes, shapes (gRPC's JSON has int64 as strings)."""
-    client = _client(url, protocol)
-    try:
-        meta = client.get_model_metadata(model, version, as_json=True) if protocol == "grpc" else \
-            client.get_model_metadata(model, version)
-    finally:
-        _close(client)
-    for group in ("inputs", "outputs"):
-        for tensor in meta.get(group, []):
-            tensor["shape"] = [int(d) for d in tensor.get("shape", [])]
-    return meta
-
-
-def fetch_server_version(url: str, protocol: str) -> str | None:
-    client = _client(url, protocol)
-    try:
-        meta = client.get_server_metadata(as_json=True) if protocol == "grpc" else client.get_server_metadata()
-        return meta.get("version")
-    except Exception:  # noqa: BLE001 - the version is informative only
-        return None
-    finally:
-        _close(client)
-
-
 def instance_count(model_config: dict[str, Any]) -> int:
     """Model instances from the config's instance_group (Triton's default is one per group)."""
     groups = model_config.get("instance_group") or []
@@ -290,79 +223,6 @@ def signature_from_metadata(metadata: dict[str, Any], max_batch_size: int,
         inputs=tuple(spec(t, True) for t in metadata.get("inputs", [])),
         outputs=tuple(spec(t, False) for t in metadata.get("outputs", [])),
     )
-
-
-def repository_models(url: str, protocol: str) -> list[str] | None:
-    """Names in the server's repository index (loaded or not); None if the server does not say."""
-    client = None
-    try:
-        client = _client(url, protocol)
-        if protocol == "grpc":
-            index = client.get_model_repository_index(as_json=True).get("models", [])
-        else:
-            index = client.get_model_repository_index()
-        return sorted({m.get("name", "") for m in index} - {""})
-    except Exception:  # noqa: BLE001 - a server that cannot list its models: keep waiting for readiness
-        return None
-    finally:
-        if client is not None:
-            _close(client)
-
-
-def wait_until_ready(url: str, protocol: str, model: str, version: str = "", timeout_s: float = 60.0) -> None:
-    """Poll until the model is ready; a model the server's repository does not hold fails at once, naming
-    the models it does hold (waiting would not help)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        reason = health_reason(url, protocol, model, version)
-        if reason is None:
-            return
-        if reason.startswith("model "):  # the server answers; is the model there at all?
-            have = repository_models(url, protocol)
-            if have is not None and model not in have:
-                raise ServerNotReady(
-                    f"{reason}: the server's repository has no model {model!r}; it has "
-                    f"{', '.join(have) or 'no models'} (pass one of them to --model-name)")
-        if time.monotonic() > deadline:
-            raise ServerNotReady(f"{reason} after waiting {timeout_s:.0f} s: start the server / load the model first")
-        time.sleep(0.2)  # polling interval of the health check
-
-
-def preflight(url: str, protocol: str, model: str, version: str, signature: HasSignature, batched: bool,
-              timeout_s: float = 60.0) -> None:
-    """Wait for readiness, then send one real request and check that every output comes back non-empty.
-
-    Catches a model that loads but cannot answer (e.g. the Python backend's numpy-2 empty-tensor bug)
-    before perf_analyzer spends minutes timing errors.
-    """
-    wait_until_ready(url, protocol, model, version, timeout_s)
-    if protocol == "grpc":
-        import tritonclient.grpc as tc
-    else:
-        import tritonclient.http as tc
-    client = _client(url, protocol)
-    try:
-        inputs = []
-        rng = np.random.default_rng(0)
-        for spec in signature.inputs:
-            data = spec.example(1 if batched else 0, rng)
-            tensor = tc.InferInput(spec.name, list(data.shape), spec.triton_dtype)
-            tensor.set_data_from_numpy(data)
-            inputs.append(tensor)
-        outputs = [tc.InferRequestedOutput(t.name) for t in signature.outputs]
-        try:
-            result = client.infer(model, inputs, model_version=version, outputs=outputs)
-        except Exception as err:  # noqa: BLE001
-            raise ServerNotReady(f"model {model!r} is ready but a test request failed: {err}") from err
-        for spec in signature.outputs:
-            value = result.as_numpy(spec.name)
-            if value is None or value.size == 0:
-                raise ServerNotReady(
-                    f"model {model!r} answered with an empty {spec.name!r}: the server's Python environment is "
-                    "broken (numpy >= 2 in the backend returns empty tensors; install numpy<2)"
-                )
-    finally:
-        _close(client)
 
 
 # ---- the sweep ---------------------------------------------------------------------------------
@@ -691,7 +551,8 @@ def run_cli(kind: str, args, points_arg: Sequence[int] | str, fixed: int) -> int
 
             outcome = run_offline(args.model_name, url, manifest, points_arg, options, result_dir,
                                   concurrency=fixed, **common)
-    except (SweepError, PerfAnalyzerNotFound, IdentityMismatch, SpecError, ValueError, FileNotFoundError) as err:
+    except (SweepError, ServerNotReady, PerfAnalyzerNotFound, IdentityMismatch, SpecError, ValueError,
+            FileNotFoundError) as err:
         # a dead server, an unknown model, a missing tool, bad flags, a refused --resume: exit 2 (the README's
         # table); the completed points are kept and the same command resumes
         print(f"error: {err}", file=sys.stderr)

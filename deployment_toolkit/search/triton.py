@@ -13,8 +13,8 @@ import time
 import warnings
 from pathlib import Path
 
+from ..client.server_api import ServerNotReady, preflight
 from ..perf.analyzer import MEASURE_COLUMNS, PerfAnalyzerError, PerfOptions, check_perf_analyzer, run_point
-from ..perf.sweep import ServerNotReady, preflight
 from ..repository.config import ConfigError
 from ..repository.layout import write_model
 from ..repository.names import check_model_name

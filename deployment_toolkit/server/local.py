@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import importlib.util
-import json
 import os
 import re
 import shutil
@@ -21,13 +20,12 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
 
 from ..cleanup import GroupWatchdog, die_with_parent, python_backend_shm_prefix, regions_with_prefix, remove_regions, sweep_dead_runs
+from ..client import server_api
 from .errors import (
     ModelLoadError,
     PortInUseError,
@@ -263,12 +261,11 @@ class LocalTritonServer:
     def wait_ready(self, timeout_s: float = DEFAULT_START_TIMEOUT_S) -> None:
         """Poll /v2/health/ready; fail fast with the log's reasons if the process exits."""
         deadline = time.monotonic() + timeout_s
-        url = f"http://{self.http_url}/v2/health/ready"
         while True:
             code = self.process.poll() if self.process else None
             if code is not None:
                 self._raise_exited(code)
-            if _http_status(url) == 200:
+            if server_api.rest_server_ready(self.http_url):
                 return
             if time.monotonic() > deadline:
                 raise ServerStartTimeout(
@@ -336,15 +333,14 @@ class LocalTritonServer:
 
     def metadata(self) -> dict:
         """Server metadata from /v2: name, version (the binary has no --version flag), extensions."""
-        return _http_json(f"http://{self.http_url}/v2") or {}
+        return server_api.rest_server_metadata(self.http_url)
 
     # ---- models ----------------------------------------------------------------------------
     def repository_index(self) -> list[dict]:
-        return _http_json(f"http://{self.http_url}/v2/repository/index", method="POST", body={}) or []
+        return server_api.rest_repository_index(self.http_url)
 
     def model_ready(self, name: str, version: str = "") -> bool:
-        path = f"/v2/models/{name}" + (f"/versions/{version}" if version else "") + "/ready"
-        return _http_status(f"http://{self.http_url}{path}") == 200
+        return server_api.rest_model_ready(self.http_url, name, version)
 
     def require_models(self, names: Iterable[str]) -> None:
         """Raise ModelLoadError quoting the server's reasons for any model that is not ready."""
@@ -368,8 +364,7 @@ class LocalTritonServer:
         self._repository_call(name, "unload")
 
     def _repository_call(self, name: str, action: str) -> None:
-        url = f"http://{self.http_url}/v2/repository/models/{name}/{action}"
-        status, body = _http_request(url, method="POST", body={})
+        status, body = server_api.rest_repository_call(self.http_url, name, action)
         if status != 200:
             detail = body.decode(errors="replace") if body else ""
             raise ModelLoadError(
@@ -454,25 +449,3 @@ def explain_lines(log: str, models: Iterable[str] = (), limit: int = 25) -> list
             out.append(line.rstrip())
     return out[-limit:]
 
-
-def _http_request(url: str, method: str = "GET", body: dict | None = None, timeout: float = 5.0) -> tuple[int, bytes]:
-    data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
-            return resp.status, resp.read()
-    except urllib.error.HTTPError as err:
-        return err.code, err.read()
-    except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
-        return 0, b""
-
-
-def _http_status(url: str) -> int:
-    return _http_request(url, timeout=2.0)[0]
-
-
-def _http_json(url: str, method: str = "GET", body: dict | None = None):
-    status, data = _http_request(url, method=method, body=body, timeout=30.0)
-    if status != 200:
-        return None
-    return json.loads(data or b"null")

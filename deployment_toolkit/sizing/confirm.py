@@ -317,7 +317,8 @@ def burst_check(plan: Plan, target: Target, out_dir: Path, factor: float = DEFAU
 def server_instances(url: str, protocol: str, model: str) -> int | None:
     """The instance count of the model on the server to confirm against (None if it cannot be read)."""
     try:
-        from ..perf.sweep import fetch_model_config, instance_count
+        from ..client.server_api import fetch_model_config
+        from ..perf.sweep import instance_count
 
         return instance_count(fetch_model_config(url, protocol, model))
     except Exception:  # noqa: BLE001 - informative only

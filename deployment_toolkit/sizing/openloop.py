@@ -75,7 +75,8 @@ def open_loop_capacity(run: Run, slo_ms: float, settings: Settings, url: str | N
 def live_identity(target: Target):
     """The run identity of open-loop points against the server at `target.url` (the same fields as a sweep's:
     host, server version, the config it loaded, perf options, input data, toolkit)."""
-    from ..perf.sweep import fetch_model_config, fetch_server_version, sweep_identity
+    from ..client.server_api import fetch_model_config, fetch_server_version
+    from ..perf.sweep import sweep_identity
 
     protocol = target.options.protocol
     config = fetch_model_config(target.url, protocol, target.model_name, target.model_version)
