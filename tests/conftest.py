@@ -1,3 +1,4 @@
+import re
 import sys
 from pathlib import Path
 
@@ -24,3 +25,19 @@ def converted(tmp_path_factory):
 
 def pytest_addoption(parser):
     parser.addoption("--update-golden", action="store_true", help="rewrite golden config files")
+
+
+def _table_rows(text: str) -> list[list[str]]:
+    """The cells of every markdown table row in text (rule lines left out), as tables.markdown_table pads them."""
+    rows = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("|") and line.endswith("|") and not set(line) <= set("|:- "):
+            rows.append([c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", line[1:-1])])
+    return rows
+
+
+@pytest.fixture(scope="session")
+def table_rows():
+    """table_rows(text): each markdown table row's cells, so a test checks values cell by cell."""
+    return _table_rows

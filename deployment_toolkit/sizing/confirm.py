@@ -18,6 +18,7 @@ from typing import Any, Callable
 
 from ..perf.analyzer import PerfOptions
 from ..spec import Manifest, ModelSignature
+from ..tables import markdown_table
 from .capacity import ClientLimited, RatePoint, Target, client_limit_message, measure, round_rate
 from .plan import Plan, SizingError, derate
 from .ratestore import FreshStore, RateStore
@@ -119,13 +120,11 @@ class Confirmation:
             lines.append(f"**{verdict}**: no plan held within {len(self.rounds)} round(s); the last offered "
                          f"{self.last.target:,.1f} inferences/s per replica ({self.last.point.verdict(slo)}). Measure "
                          "the open-loop capacity again (--capacity) on a quieter host before buying from this plan.")
-        rows = ["| Round | Replicas | Planned capacity/replica | Offered/replica | Sent | Answered | p99 (ms) | Verdict |",
-                "|---:|---:|---:|---:|---:|---:|---:|:---|"]
-        for i, r in enumerate(self.rounds, 1):
-            p = r.point
-            rows.append(f"| {i} | {r.replicas} | {r.capacity:,.1f} | {r.target:,.1f} | {p.sent:,.1f} | "
-                        f"{p.answered:,.1f} | {p.p99:.3f} | {p.verdict(slo)} |")
-        lines += ["", *rows, ""]
+        rows = [[i, r.replicas, f"{r.capacity:,.1f}", f"{r.target:,.1f}", f"{r.point.sent:,.1f}",
+                 f"{r.point.answered:,.1f}", f"{r.point.p99:.3f}", r.point.verdict(slo)]
+                for i, r in enumerate(self.rounds, 1)]
+        lines += ["", markdown_table(["Round", "Replicas", "Planned capacity/replica", "Offered/replica", "Sent",
+                                      "Answered", "p99 (ms)", "Verdict"], rows, ["r"] * 7 + ["l"]), ""]
         lines.append("Derating: a round that fails sets the per-replica capacity to what the replica did carry (what it "
                      "answered when it fell behind, else the offered rate x SLO / p99, and always below the rate that "
                      "failed); the replicas are recomputed for the same demand and confirmed again.")
