@@ -185,3 +185,22 @@ def test_report_script(tmp_path):
 @pytest.mark.parametrize("kind", ["online", "offline"])
 def test_empty_run_has_a_placeholder_table(kind):
     assert "(no points measured yet)" in full_table(kind, [])
+
+
+def test_markdown_section_to_html(tmp_path):
+    """The analyses' markdown as a report.html fragment: headings one level down, tables, local images embedded
+    (relative to base_dir; a missing one dropped), raw HTML escaped, a line break kept."""
+    from deployment_toolkit.report.sections import markdown_to_html
+
+    png = b"\x89PNG\r\n\x1a\n"
+    (tmp_path / "plot.png").write_bytes(png)
+    md = ("# Fleet sizing\n\nfirst <b>line</b>\nsecond with `code` and **bold**\n\n- a\n- b\n\n"
+          "| x | y |\n|:--|--:|\n| a \\| b | 2 |\n\n![plot](plot.png)\n\n![gone](missing.png)\n\n###### deep\n")
+    html = markdown_to_html(md, tmp_path, css_class="sizing")
+    assert html.startswith('<section class="sizing">') and html.endswith("</section>\n")
+    assert "<h2>Fleet sizing</h2>" in html and "<h6>deep</h6>" in html and "<h1>" not in html
+    assert "first &lt;b&gt;line&lt;/b&gt;<br>\nsecond with <code>code</code> and <strong>bold</strong>" in html
+    assert "<ul>\n<li>a</li>\n<li>b</li>\n</ul>" in html
+    assert '<td style="text-align: left;">a | b</td>' in html and '<th style="text-align: right;">y</th>' in html
+    assert f'src="data:image/png;base64,{base64.b64encode(png).decode()}"' in html
+    assert "missing.png" not in html and "gone" not in html
