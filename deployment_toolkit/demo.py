@@ -57,10 +57,11 @@ def _relative(arg: str) -> str:
 def write_timings(path: Path, total_s: float, what: str = "`make demo`") -> Path:
     """How long the demo and each of its steps took (after installation), as a table."""
     from .spec import atomic_write_text
+    from .tables import markdown_table
 
     lines = [f"{what} finished in {total_s / 60:.1f} min after installation; its steps:", "",
-             "| step | seconds | command |", "|---|---:|---|"]
-    lines += [f"| {step} | {seconds:.1f} | `{shown}` |" for step, seconds, shown in _TIMINGS]
+             markdown_table(["step", "seconds", "command"],
+                            [[step, f"{seconds:.1f}", f"`{shown}`"] for step, seconds, shown in _TIMINGS], "lrl")]
     atomic_write_text(path, "\n".join(lines) + "\n")
     return path
 

@@ -1,4 +1,5 @@
 import os
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -65,3 +66,19 @@ def require_triton_tools() -> None:
         check_perf_analyzer()
     except (ServerNotFoundError, PerfAnalyzerNotFound) as err:
         pytest.fail(f"the embedded tritonserver and perf_analyzer are part of `make install`: {err}")
+
+
+def _table_rows(text: str) -> list[list[str]]:
+    """The cells of every markdown table row in text (rule lines left out), as tables.markdown_table pads them."""
+    rows = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("|") and line.endswith("|") and not set(line) <= set("|:- "):
+            rows.append([c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", line[1:-1])])
+    return rows
+
+
+@pytest.fixture(scope="session")
+def table_rows():
+    """table_rows(text): each markdown table row's cells, so a test checks values cell by cell."""
+    return _table_rows

@@ -23,6 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import deployment_toolkit  # noqa: E402,F401  (first: hides this triton/ folder from torch's `import triton`)
 from deployment_toolkit import cli  # noqa: E402
+from deployment_toolkit.tables import markdown_table  # noqa: E402
 
 # Idle OpenMP threads sleep instead of spinning (a busy 2-core host made torch steps 3-10x slower); set
 # before torch loads here (framework dump) and inherited by the training subprocess.
@@ -99,15 +100,15 @@ def summary_markdown(training: dict, triton: dict, fw: dict, versus: dict, resul
         "Served as ONNX by ONNX Runtime inside Triton's Python backend "
         f"(embedded tritonserver {server_version or '?'}).",
         "",
-        "| run | " + " | ".join(["dice_mean", *classes]) + " |",
-        "|---|" + "---:|" * (1 + len(classes)),
-        "| framework (PyTorch eager) | " + " | ".join(f"{fw[k]:.4f}" for k in ["dice_mean", *classes]) + " |",
-        "| Triton (ONNX Runtime, Python backend) | " + " | ".join(f"{triton[k]:.4f}" for k in ["dice_mean", *classes])
-        + " |",
+        markdown_table(["run", "dice_mean", *classes],
+                       [[name, *(f"{scores[k]:.4f}" for k in ["dice_mean", *classes])]
+                        for name, scores in (("framework (PyTorch eager)", fw),
+                                             ("Triton (ONNX Runtime, Python backend)", triton))],
+                       ["l"] + ["r"] * (1 + len(classes))),
         "",
-        "| check | value | bound | status |",
-        "|---|---:|---|---|",
-        *[f"| {c['check']} | {c['value']:.6f} | {c['bound']} | {'ok' if c['passed'] else 'FAIL'} |" for c in results],
+        markdown_table(["check", "value", "bound", "status"],
+                       [[c["check"], f"{c['value']:.6f}", c["bound"], "ok" if c["passed"] else "FAIL"] for c in results],
+                       "lrll"),
         "",
         "Triton vs framework outputs (same samples, paired by id): "
         f"dice_agreement_mean {versus.get('dice_agreement_mean', float('nan')):.6f}, "
@@ -118,9 +119,8 @@ def summary_markdown(training: dict, triton: dict, fw: dict, versus: dict, resul
         "",
         "## Commands",
         "",
-        "| step | seconds | command |",
-        "|---|---:|---|",
-        *[f"| {s['step']} | {s['seconds']:.1f} | `{s['command']}` |" for s in steps],
+        markdown_table(["step", "seconds", "command"],
+                       [[s["step"], f"{s['seconds']:.1f}", f"`{s['command']}`"] for s in steps], "lrl"),
         "",
     ]
     return "\n".join(lines)

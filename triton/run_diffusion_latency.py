@@ -11,6 +11,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import deployment_toolkit  # noqa: E402,F401
 from deployment_toolkit import cli  # noqa: E402
+from deployment_toolkit.tables import markdown_table  # noqa: E402
 
 TARGETS = ("triton", "in-process", "http")
 
@@ -140,13 +141,13 @@ def _perf_analyzer(args, url: str, out_dir: Path) -> list[dict]:
 
 
 def _perf_analyzer_note(rows: list[dict]) -> str:
-    lines = ["\n## perf_analyzer on the sampler model (concurrency 1, ms)\n",
-             "| Diffusion Steps | Avg latency | p95 latency | Server Queue | Server Compute Infer | Network+server "
-             "Send/recv | stable |", "|---|---|---|---|---|---|---|"]
-    for r in rows:
-        lines.append(f"| {r['steps']} Steps | {r['Avg Latency']:.2f} | {r['P95 Latency']:.2f} | {r['Server Queue']:.3f}"
-                     f" | {r['Server Compute Infer']:.2f} | {r['Network+server Send/recv']:.3f} | {r['stable']} |")
-    return "\n".join(lines) + "\n"
+    table = markdown_table(
+        ["Diffusion Steps", "Avg latency", "p95 latency", "Server Queue", "Server Compute Infer",
+         "Network+server Send/recv", "stable"],
+        [[f"{r['steps']} Steps", f"{r['Avg Latency']:.2f}", f"{r['P95 Latency']:.2f}", f"{r['Server Queue']:.3f}",
+          f"{r['Server Compute Infer']:.2f}", f"{r['Network+server Send/recv']:.3f}", r["stable"]] for r in rows],
+        ["l"] + ["r"] * 5 + ["l"])
+    return "\n## perf_analyzer on the sampler model (concurrency 1, ms)\n\n" + table + "\n"
 
 
 def _denoiser_on_gpu(args) -> bool:

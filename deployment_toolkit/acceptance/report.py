@@ -10,6 +10,7 @@ from typing import Any
 from ..spec import atomic_write_text
 from .plan import NNUNET
 from .runner import STEPS_JSON
+from ..tables import markdown_table
 from .seed_tables import SOURCE, load_seed_rows
 
 CONVERSIONS_JSON = "conversions.json"
@@ -35,12 +36,11 @@ def _cell(value: Any) -> str:
         return "n/a"
     if isinstance(value, float):
         return f"{value:.3g}"
-    return str(value).replace("|", "\\|")
+    return str(value)
 
 
 def _table(headers: list[str], rows: list[list[Any]]) -> list[str]:
-    return ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers),
-            *("| " + " | ".join(_cell(c) for c in r) + " |" for r in rows)]
+    return markdown_table(headers, [[_cell(c) for c in r] for r in rows], ["l"] * len(headers)).splitlines()
 
 
 def host_lines(meta: dict[str, Any]) -> list[str]:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ..spec import atomic_write_text
+from ..tables import markdown_table
 
 LATENCY_CSV_COLUMNS = (
     "target", "device", "sampler", "steps", "evaluations", "samples", "runs", "trials_per_run", "burn_in",
@@ -145,10 +146,8 @@ def latency_table(points: Sequence[LatencyPoint], value: str = "mean") -> str:
         v = {"mean": p.mean, "per_step": p.per_step, "p50": percentile(p.latencies, 50),
              "p95": percentile(p.latencies, 95)}[value]
         cell[(p.steps, column_label(p, several))] = seconds(v)
-    lines = ["| Diffusion Steps | " + " | ".join(columns) + " |", "|---" * (len(columns) + 1) + "|"]
-    for s in steps:
-        lines.append(f"| {s} Steps | " + " | ".join(cell.get((s, c), "-") for c in columns) + " |")
-    return "\n".join(lines) + "\n"
+    rows = [[f"{s} Steps", *(cell.get((s, c), "-") for c in columns)] for s in steps]
+    return markdown_table(["Diffusion Steps", *columns], rows, ["l"] + ["r"] * len(columns)) + "\n"
 
 
 def served_vs_in_process(points: Sequence[LatencyPoint], served: str = "triton",
@@ -176,24 +175,25 @@ def latency_report(points: Sequence[LatencyPoint], title: str, notes: Sequence[s
               "\n## Seconds per step\n\n", latency_table(points, "per_step")]
     ratios = served_vs_in_process(points)
     if ratios:
-        parts.append("\n## Served (Triton) vs in-process, per step\n\n| Diffusion Steps | Triton | in-process | "
-                     "Triton / in-process (means) | Triton / in-process (p50) |\n|---|---|---|---|---|\n")
-        parts += [f"| {r['steps']} Steps | {seconds(r['served_s_per_step'])} | {seconds(r['in_process_s_per_step'])} "
-                  f"| {r['ratio']:.3f}x | {r['p50_ratio']:.3f}x |\n" for r in ratios]
+        parts.append("\n## Served (Triton) vs in-process, per step\n\n")
+        parts.append(markdown_table(
+            ["Diffusion Steps", "Triton", "in-process", "Triton / in-process (means)", "Triton / in-process (p50)"],
+            [[f"{r['steps']} Steps", seconds(r["served_s_per_step"]), seconds(r["in_process_s_per_step"]),
+              f"{r['ratio']:.3f}x", f"{r['p50_ratio']:.3f}x"] for r in ratios], ["l", "r", "r", "r", "r"]) + "\n")
     breakdown = [p for p in points if p.breakdown]
     if breakdown:
         parts.append("\n## Where the time goes (per request, averaged)\n\nTriton: from the server's statistics "
                      "(denoiser = its requests' time incl. queue; sampler outside denoiser = numpy + BLS round trips; "
                      "client + network = client latency - server request time, a residual that can dip below 0 "
-                     "under load). In-process: timed around the denoiser calls.\n\n| Target | Steps | Total | "
-                     "Denoiser per evaluation | Denoiser compute per evaluation | Sampler outside denoiser | "
-                     "Client + network |\n"
-                     "|---|---|---|---|---|---|---|\n")
+                     "under load). In-process: timed around the denoiser calls.\n\n")
+        rows = []
         for p in breakdown:
             b = {k: (seconds(p.breakdown[k]) if isinstance(p.breakdown.get(k), float) else "-") for k in BREAKDOWN_KEYS}
-            parts.append(f"| {p.target} | {p.steps} | {seconds(p.mean)} | {b['denoiser_s_per_evaluation']} | "
-                         f"{b['denoiser_compute_s_per_evaluation']} | {b['sampler_overhead_s']} | "
-                         f"{b['client_overhead_s']} |\n")
+            rows.append([p.target, p.steps, seconds(p.mean), b["denoiser_s_per_evaluation"],
+                         b["denoiser_compute_s_per_evaluation"], b["sampler_overhead_s"], b["client_overhead_s"]])
+        parts.append(markdown_table(["Target", "Steps", "Total", "Denoiser per evaluation",
+                                     "Denoiser compute per evaluation", "Sampler outside denoiser", "Client + network"],
+                                    rows, ["l"] + ["r"] * 6) + "\n")
     return "".join(parts)
 
 
@@ -243,12 +243,11 @@ def speedup_table(rows: Sequence[SpeedupRow]) -> str:
     if not rows:
         raise ValueError("no rows")
     conv, fw = rows[0].converted, rows[0].framework
-    lines = [f"| Model | Batch Size | Sampler | Inference Steps | {conv} Latency (s) | {fw} Latency (s) | "
-             f"{_short(conv)} vs FW Speedup (x) |", "|---|---|---|---|---|---|---|"]
-    for r in rows:
-        lines.append(f"| {r.model} | {r.batch_size} | {r.sampler} | {r.steps} | {_latency(r.converted_latency_s)} | "
-                     f"{_latency(r.framework_latency_s)} | {r.speedup:.2f} |")
-    return "\n".join(lines) + "\n"
+    headers = ["Model", "Batch Size", "Sampler", "Inference Steps", f"{conv} Latency (s)", f"{fw} Latency (s)",
+               f"{_short(conv)} vs FW Speedup (x)"]
+    body = [[r.model, r.batch_size, r.sampler, r.steps, _latency(r.converted_latency_s),
+             _latency(r.framework_latency_s), f"{r.speedup:.2f}"] for r in rows]
+    return markdown_table(headers, body, ["l", "r", "l", "r", "r", "r", "r"]) + "\n"
 
 
 def _latency(value: float) -> str:

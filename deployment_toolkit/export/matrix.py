@@ -24,6 +24,7 @@ from ..runs.identity import RunIdentity, host_identity, library_versions, toolki
 from ..runs.ledger import PROVENANCE_COLUMNS, ensure_registered, now_utc, reconcile, record_run
 from ..sources.base import slugify
 from ..spec import FORMATS, Manifest, atomic_write_text
+from ..tables import markdown_table
 from .convert import ConvertOptions, convert
 from .errors import ConversionError, FormatUnavailable, VerificationError
 
@@ -319,10 +320,6 @@ def matrix_identity(options: ConvertOptions) -> RunIdentity:
 
 # --------------------------------------------------------------------------- markdown
 
-def _md_cell(text: str) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
-
-
 def markdown(rows: Sequence[MatrixRow]) -> str:
     """A model x format overview (ok / FAILED / skipped) and the full table with errors and reasons."""
     formats = [f for f in FORMATS if any(r.format == f for r in rows)]
@@ -330,16 +327,13 @@ def markdown(rows: Sequence[MatrixRow]) -> str:
     models = list(dict.fromkeys((r.family, r.model, r.preset) for r in rows))
     c = Counter(r.status for r in rows)
     out = ["# Conversion matrix", "",
-           f"{len(rows)} cells: " + ", ".join(f"{c.get(s, 0)} {s}" for s in STATUSES) + ".", "",
-           "| family | model | preset | " + " | ".join(formats) + " |",
-           "|---|---|---|" + "---|" * len(formats)]
+           f"{len(rows)} cells: " + ", ".join(f"{c.get(s, 0)} {s}" for s in STATUSES) + ".", ""]
     mark = {"ok": "ok", "failed": "**FAILED**", "skipped": "skipped"}
-    for fam, model, preset in models:
-        cells = [mark.get(by_key[(model, preset, f)].status, "?") if (model, preset, f) in by_key else "" for f in formats]
-        out.append(f"| {fam} | {model} | {preset} | " + " | ".join(cells) + " |")
-    out += ["", "## All rows", "", "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-    for r in rows:
-        out.append("| " + " | ".join(_md_cell(getattr(r, col)) for col in COLUMNS) + " |")
+    overview = [[fam, model, preset, *(mark.get(by_key[(model, preset, f)].status, "?") if (model, preset, f) in by_key
+                                       else "" for f in formats)] for fam, model, preset in models]
+    out.append(markdown_table(["family", "model", "preset", *formats], overview, ["l"] * (3 + len(formats))))
+    out += ["", "## All rows", ""]
+    out.append(markdown_table(COLUMNS, [[getattr(r, col) for col in COLUMNS] for r in rows], ["l"] * len(COLUMNS)))
     return "\n".join(out) + "\n"
 
 

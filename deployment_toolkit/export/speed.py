@@ -21,6 +21,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from ..spec import Manifest, atomic_write_text
+from ..tables import markdown_table
 
 EAGER, ORT = "pytorch-eager", "onnxruntime"
 CSV_NAME = "runtime_speed.csv"
@@ -276,8 +277,7 @@ def to_csv(rows: Sequence[SpeedRow]) -> str:
 
 def to_markdown(rows: Sequence[SpeedRow]) -> str:
     """One line per (model, batch): eager and ORT throughput and their ratio."""
-    out = ["| model | preset | batch | eager | ONNX Runtime | ORT / eager | unit | timed iterations | background CPU |",
-           "|---|---|---|---|---|---|---|---|---|"]
+    out = []
     by_key: dict[tuple, dict[str, SpeedRow]] = {}
     for r in rows:
         by_key.setdefault((r.model, r.preset, r.batch_size), {})[r.runtime] = r
@@ -285,10 +285,11 @@ def to_markdown(rows: Sequence[SpeedRow]) -> str:
         e, o = pair.get(EAGER), pair.get(ORT)
         if e is None or o is None:
             continue
-        out.append(f"| {model} | {preset} | {batch} | {e.throughput:.2f} | {o.throughput:.2f} | "
-                   f"{o.ratio_vs_eager:.2f}x | {e.unit} | {e.iterations} | "
-                   f"{_share(max(e.background_cpu, o.background_cpu))} |")
-    return "\n".join(out) + "\n"
+        out.append([model, preset, batch, f"{e.throughput:.2f}", f"{o.throughput:.2f}", f"{o.ratio_vs_eager:.2f}x",
+                    e.unit, e.iterations, _share(max(e.background_cpu, o.background_cpu))])
+    headers = ["model", "preset", "batch", "eager", "ONNX Runtime", "ORT / eager", "unit", "timed iterations",
+               "background CPU"]
+    return markdown_table(headers, out, ["l", "l", "r", "r", "r", "r", "l", "r", "r"]) + "\n"
 
 
 def write_results(result_dir: str | Path, rows: Sequence[SpeedRow], config: dict) -> dict[str, Path]:

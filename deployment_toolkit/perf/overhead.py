@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ..spec import atomic_write_text
+from ..tables import markdown_table
 from .analyzer import BREAKDOWN_COLUMNS, PerfOptions, THROUGHPUT
 
 DESIGN_BAR = 0.95  # DESIGN.md: measured 0.95-1.0x with a throw-away prototype on 2 cores
@@ -410,36 +411,31 @@ def to_markdown(rows: Sequence[dict[str, Any]], opts: OverheadOptions, config: d
            f"on {os.cpu_count()} logical cores: on a shared machine the ratio is noisy; rerun on a quiet one to "
            "quote it.\n",
            "## Summary (better variant per batch size)\n",
-           f"| batch | in-process ({unit}) | served best ({unit}) | served / in-process | variant | concurrency |",
-           "|---:|---:|---:|---:|---|---:|"]
-    for r in rows:
-        if r["reported"]:
-            out.append(f"| {r['batch_size']} | {_n(r['inprocess_throughput'])} | {_n(r['served_throughput'])} | "
-                       f"**{_n(r['ratio'], 3)}** | {r['variant']} | {r['best_concurrency']} |")
+           markdown_table(["batch", f"in-process ({unit})", f"served best ({unit})", "served / in-process", "variant",
+                           "concurrency"],
+                          [[r["batch_size"], _n(r["inprocess_throughput"]), _n(r["served_throughput"]),
+                            f"**{_n(r['ratio'], 3)}**", r["variant"], r["best_concurrency"]]
+                           for r in rows if r["reported"]], ["r", "r", "r", "r", "l", "r"])]
     out += ["", "## Every variant\n",
             "Variant = instances x intra-op threads (0: ONNX Runtime's default). In-process timings: before the first "
             "sweep and after each one; the reference is the highest. Served by concurrency: images/s per level.\n",
-            "| batch | variant | in-process timings | served by concurrency | best | ratio | stable |",
-            "|---:|---|---|---|---:|---:|---|"]
-    for r in rows:
-        out.append(f"| {r['batch_size']} | {r['variant']} | {r['inprocess_timings']} | "
-                   f"{r['served_by_concurrency']} | {_n(r['served_throughput'])} | {_n(r['ratio'], 3)} | "
-                   f"{'yes' if r['best_stable'] else 'no'} |")
+            markdown_table(["batch", "variant", "in-process timings", "served by concurrency", "best", "ratio", "stable"],
+                           [[r["batch_size"], r["variant"], r["inprocess_timings"], r["served_by_concurrency"],
+                             _n(r["served_throughput"]), _n(r["ratio"], 3), "yes" if r["best_stable"] else "no"]
+                            for r in rows], ["r", "l", "l", "l", "r", "r", "l"])]
     for restart in config.get("server_restarts", []):
         out.append(f"\nServer restarted during the {restart['model']} batch {restart['batch']} sweep (the sweep resumed "
                    f"from its completed points): {restart['error']} (log: {restart['log']})")
     out += ["", "## Where the time goes (at each variant's best point, ms per request)\n",
-            "| batch | variant | avg latency | client send | network+server send/recv | queue | compute input | "
-            "compute infer | compute output | client recv | executed batch (avg) | infer per execution | "
-            "infer inflation vs in-process |",
-            "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for r in rows:
-        out.append(
-            f"| {r['batch_size']} | {r['variant']} | {_n(r['avg_latency_ms'])} | {_n(r['client_send_ms'], 3)} | "
-            f"{_n(r['network_server_send_recv_ms'], 3)} | {_n(r['server_queue_ms'])} | "
-            f"{_n(r['server_compute_input_ms'], 3)} | {_n(r['server_compute_infer_ms'])} | "
-            f"{_n(r['server_compute_output_ms'], 3)} | {_n(r['client_recv_ms'], 3)} | {_n(r['avg_exec_batch'])} | "
-            f"{_n(r['infer_ms_per_exec'])} | {_n(r['infer_inflation'])}x |")
+            markdown_table(
+                ["batch", "variant", "avg latency", "client send", "network+server send/recv", "queue", "compute input",
+                 "compute infer", "compute output", "client recv", "executed batch (avg)", "infer per execution",
+                 "infer inflation vs in-process"],
+                [[r["batch_size"], r["variant"], _n(r["avg_latency_ms"]), _n(r["client_send_ms"], 3),
+                  _n(r["network_server_send_recv_ms"], 3), _n(r["server_queue_ms"]), _n(r["server_compute_input_ms"], 3),
+                  _n(r["server_compute_infer_ms"]), _n(r["server_compute_output_ms"], 3), _n(r["client_recv_ms"], 3),
+                  _n(r["avg_exec_batch"]), _n(r["infer_ms_per_exec"]), f"{_n(r['infer_inflation'])}x"] for r in rows],
+                ["r", "l"] + ["r"] * 11)]
     out += ["", "Infer inflation = Server Compute Infer per execution / (executed batch / in-process throughput): "
             "1.0 means the backend's ONNX Runtime runs as fast as in-process; above 1 it is slowed by the cores it "
             "shares with the server, perf_analyzer and other instances. A variant with fewer intra-op threads than the "

@@ -7,6 +7,7 @@ import html
 from pathlib import Path
 from typing import Any, Sequence
 
+from ..tables import html_table
 from .tables import (
     CLAMPED_NOTE,
     OFFLINE_COLUMNS,
@@ -32,18 +33,6 @@ img{max-width:100%;border:1px solid #eee;margin:.6em 0}
 """
 
 
-def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], numeric: Sequence[bool],
-           row_classes: Sequence[str] | None = None) -> str:
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
-    body = []
-    for i, row in enumerate(rows):
-        cls = f' class="{row_classes[i]}"' if row_classes and row_classes[i] else ""
-        cells = "".join(f'<td class="num">{html.escape(c)}</td>' if n else f"<td>{html.escape(c)}</td>"
-                        for c, n in zip(row, numeric))
-        body.append(f"<tr{cls}>{cells}</tr>")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
-
-
 def results_table(kind: str, rows: Sequence[dict[str, Any]]) -> str:
     rows = sort_rows(kind, rows)
     columns = ONLINE_COLUMNS if kind == "online" else OFFLINE_COLUMNS
@@ -60,7 +49,7 @@ def results_table(kind: str, rows: Sequence[dict[str, Any]]) -> str:
             line.append(text)
         cells.append(line)
         classes.append("unstable" if r.get("stable") is False else "")
-    out = _table(columns, cells, [c != "Precision" for c in columns], classes)
+    out = html_table(columns, cells, [c != "Precision" for c in columns], classes)
     if any(r.get("stable") is False for r in rows):
         out += f'<p class="note">{html.escape(UNSTABLE_NOTE)}</p>'
     if any(r.get("residual_clamped") for r in rows) and kind == "online":
@@ -84,7 +73,7 @@ def render(title: str, meta: dict[str, Any], sections: Sequence[dict[str, Any]])
     for section in sections:
         kind = section["kind"]
         parts.append(f"<h2>{kind.capitalize()} scenario</h2>")
-        parts.append(_table(("Parameter Name", "Parameter Value"), config_rows(meta, kind), (False, False)))
+        parts.append(html_table(("Parameter Name", "Parameter Value"), config_rows(meta, kind), (False, False)))
         for name, path in section.get("plots", {}).items():
             parts.append(embed_png(path, name))
         parts.append("<h3>Full tabular data</h3>" + results_table(kind, section["rows"]))

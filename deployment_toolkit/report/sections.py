@@ -3,72 +3,49 @@
 replacing an earlier copy, so rebuilding the report or rerunning the analysis never duplicates them."""
 from __future__ import annotations
 
+import base64
+import mimetypes
+import xml.etree.ElementTree as ET
 from pathlib import Path
+
+import markdown
+from markdown.treeprocessors import Treeprocessor
 
 from ..spec import atomic_write_text
 
 EXTRA_SECTIONS = ("sizing", "search")
 
 
-def _inline(text: str) -> str:
-    import html
-    import re
+class _SectionTree(Treeprocessor):
+    """Fits the converted section into report.html: headings one level down (the report owns <h1>) and local
+    images embedded as data URIs (the report is one self-contained file); an image not on disk is dropped."""
 
-    out = html.escape(text, quote=False)
-    out = re.sub(r"`([^`]+)`", r"<code>\1</code>", out)
-    return re.sub(r"\*\*([^*]+)\*\*", r"<b>\1</b>", out)
+    def __init__(self, md: markdown.Markdown, base_dir: Path):
+        super().__init__(md)
+        self.base_dir = base_dir
+
+    def run(self, root: ET.Element) -> None:
+        for el in root.iter():
+            if el.tag in ("h1", "h2", "h3", "h4", "h5"):
+                el.tag = f"h{int(el.tag[1]) + 1}"
+        for parent, img in [(p, c) for p in root.iter() for c in p if c.tag == "img"]:
+            path = self.base_dir / img.get("src", "")
+            if path.is_file():
+                mime = mimetypes.guess_type(path.name)[0] or "image/png"
+                img.set("src", f"data:{mime};base64,{base64.b64encode(path.read_bytes()).decode('ascii')}")
+            else:
+                parent.remove(img)
 
 
 def markdown_to_html(md: str, base_dir: str | Path, css_class: str = "section") -> str:
-    """The subset of markdown the analyses write (headings, paragraphs, tables, lists, images, bold, code)
-    as an HTML fragment for report.html; headings move down one level and PNGs are embedded."""
-    import base64
-    import html
-    import re
-
-    base_dir = Path(base_dir)
-    lines = md.splitlines()
-    parts = [f'<section class="{css_class}">']
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        if not line.strip():
-            i += 1
-            continue
-        if line.startswith("#"):
-            level = min(len(line) - len(line.lstrip("#")) + 1, 6)
-            parts.append(f"<h{level}>{_inline(line.lstrip('#').strip())}</h{level}>")
-            i += 1
-        elif line.startswith("|"):
-            block = []
-            while i < len(lines) and lines[i].startswith("|"):
-                block.append([c.strip() for c in lines[i].strip().strip("|").split("|")])
-                i += 1
-            head, body = block[0], block[2:]
-            parts.append("<table><thead><tr>" + "".join(f"<th>{_inline(c)}</th>" for c in head) + "</tr></thead><tbody>"
-                         + "".join("<tr>" + "".join(f"<td>{_inline(c)}</td>" for c in r) + "</tr>" for r in body)
-                         + "</tbody></table>")
-        elif line.startswith("- "):
-            items = []
-            while i < len(lines) and lines[i].startswith("- "):
-                items.append(f"<li>{_inline(lines[i][2:])}</li>")
-                i += 1
-            parts.append("<ul>" + "".join(items) + "</ul>")
-        elif re.match(r"^!\[[^\]]*\]\([^)]+\)$", line.strip()):
-            alt, name = re.match(r"^!\[([^\]]*)\]\(([^)]+)\)$", line.strip()).groups()
-            img = base_dir / name
-            if img.exists():
-                data = base64.b64encode(img.read_bytes()).decode("ascii")
-                parts.append(f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{data}">')
-            i += 1
-        else:
-            para = []
-            while i < len(lines) and lines[i].strip() and not lines[i].startswith(("#", "|", "- ", "![")):
-                para.append(_inline(lines[i].rstrip()))
-                i += 1
-            parts.append("<p>" + "<br>".join(para) + "</p>")
-    parts.append("</section>")
-    return "\n".join(parts) + "\n"
+    """The markdown the analyses write as an HTML fragment for report.html (Python-Markdown with tables; a line
+    break inside a paragraph stays one). Raw HTML in the text is escaped, not passed through: the text quotes
+    tool output such as error messages."""
+    converter = markdown.Markdown(extensions=["tables", "nl2br"], output_format="html")
+    converter.preprocessors.deregister("html_block")
+    converter.inlinePatterns.deregister("html")
+    converter.treeprocessors.register(_SectionTree(converter, Path(base_dir)), "report_section", 0)
+    return f'<section class="{css_class}">\n{converter.convert(md)}\n</section>\n'
 
 
 def _markers(name: str) -> tuple[str, str]:

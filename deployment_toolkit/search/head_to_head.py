@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..perf.analyzer import PerfOptions
+from ..tables import markdown_table
 from .trials import CandidateFailed, CandidateRefused, FormatInfo
 from .space import Candidate
 
@@ -86,9 +87,9 @@ def remeasure(contenders: list[Contender], formats: dict[str, FormatInfo], work_
 def table(contenders: list[Contender], budget_ms: float) -> list[str]:
     head = ["chosen by", "config", "concurrency", "inf/s median [min..max]", "p99 ms median [min..max]",
             f"rounds within p99 {budget_ms:g} ms"]
-    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    rows = []
     for c in contenders:
         within = f"{c.within(budget_ms)} of {len(c.p99s)}" if c.p99s else "-"
-        out.append(f"| {c.side} | {c.candidate.label()} | {c.concurrency} | {_spread(c.throughputs)} | "
-                   f"{_spread(c.p99s)} | {within}{' (' + c.error + ')' if c.error else ''} |")
-    return out
+        rows.append([c.side, c.candidate.label(), c.concurrency, _spread(c.throughputs), _spread(c.p99s),
+                     f"{within}{' (' + c.error + ')' if c.error else ''}"])
+    return markdown_table(head, rows, ["l", "l", "r", "r", "r", "r"]).splitlines()

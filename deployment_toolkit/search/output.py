@@ -13,6 +13,7 @@ from ..report.sections import include_section, markdown_to_html
 from ..repository.config import build_config, to_text
 from ..repository.layout import write_model
 from ..spec import atomic_write_text
+from ..tables import markdown_table
 from .progress import format_seconds
 from .trials import FormatInfo, SearchOutcome, Trial
 
@@ -170,12 +171,6 @@ def plot_frontier(outcome: SearchOutcome, path: Path, title: str) -> Path | None
 
 # ---- markdown ------------------------------------------------------------------------------------
 
-def _table(headers: list[str], rows: list[list[str]]) -> str:
-    out = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
-    out += ["| " + " | ".join(str(c).replace("|", "/") for c in r) + " |" for r in rows]
-    return "\n".join(out)
-
-
 def write_markdown(outcome: SearchOutcome, result_dir: Path, *, title: str, host: str, command: str,
                    written: Path | None, plot: Path | None, reused_failures: int = 0) -> Path:
     s, d = outcome.settings, outcome.decision
@@ -205,8 +200,8 @@ def write_markdown(outcome: SearchOutcome, result_dir: Path, *, title: str, host
             md += [f"Final re-measurement (fresh samples taken in turns; median [min..max]). A level holds the budget "
                    f"when every sample is within it and the median is with room for the p99 noise "
                    f"({outcome.noise.p99 * 100:.1f}%):", "",
-                   _table(["role", "config", "concurrency", "throughput (inf/s)", "p99 (ms)", "samples",
-                           "holds the budget"], rows), ""]
+                   markdown_table(["role", "config", "concurrency", "throughput (inf/s)", "p99 (ms)", "samples",
+                                   "holds the budget"], rows, ["l", "l", "r", "r", "r", "r", "l"]), ""]
         if d.gain is not None:
             md += [f"Gain over the default: {d.gain.text()}; noise {outcome.noise.throughput * 100:.1f}%"
                    + (" -> **the default is as good**." if d.default_as_good else "."), ""]
@@ -223,7 +218,8 @@ def write_markdown(outcome: SearchOutcome, result_dir: Path, *, title: str, host
         r = trial_row(t, outcome)
         rows.append([f"`{t.candidate.slug}`", t.stage, t.verdict or t.status, str(r["best_throughput"]),
                      str(r["best_concurrency"]), str(r["best_p99_ms"]), r["concurrencies"], r["reason"]])
-    md += [_table(["config", "stage", "verdict", "best inf/s", "at c", "p99 ms", "concurrencies", "why"], rows), ""]
+    md += [markdown_table(["config", "stage", "verdict", "best inf/s", "at c", "p99 ms", "concurrencies", "why"], rows,
+                          ["l", "l", "l", "r", "r", "r", "l", "l"]), ""]
     md += ["## How the search went", ""]
     md += [f"- {n}" for n in outcome.notes] or ["- every dimension was explored"]
     if outcome.stopped:

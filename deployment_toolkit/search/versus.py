@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..spec import atomic_write_text
+from ..tables import markdown_table
 from .head_to_head import Contender, our_winner, remeasure, remeasured, table
 from .model_analyzer import MAResult, find_model_analyzer, run_model_analyzer
 from .space import Candidate, default_candidate
@@ -163,9 +164,7 @@ def summary_lines(budget_ms: float, ours: OurResult, ma: MAResult) -> list[str]:
          ma.error or "finished"),
     ]
     head = ["side", "time limit (min)", "wall (min)", "configs measured", f"best inf/s within p99 {budget_ms:g} ms", "where", "outcome"]
-    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    out += ["| " + " | ".join(r) + " |" for r in rows]
-    return out
+    return markdown_table(head, rows, ["l", "r", "r", "r", "r", "l", "l"]).splitlines()
 
 
 def target_lines(budget_ms: float, ours: OurResult, ma: MAResult, contenders: list[Contender]) -> list[str]:
@@ -241,9 +240,9 @@ def write_summary(result_dir: Path, budget_ms: float, ours: OurResult, ma: MARes
         lines += [f"Model Analyzer command: `{' '.join(ma.command)}` (log: `{ma.log_path}`)", ""]
     if ma.measurements:
         lines += ["Model Analyzer's measurements:", "",
-                  "| variant | instances | max batch | concurrency | inf/s | p99 ms |", "|---|---|---|---|---|---|"]
-        lines += [f"| {m.variant} | {m.instances} | {m.max_batch_size} | {m.concurrency} | {m.throughput:.1f} | "
-                  f"{m.p99_ms:.1f} |" for m in ma.measurements]
+                  markdown_table(["variant", "instances", "max batch", "concurrency", "inf/s", "p99 ms"],
+                                 [[m.variant, m.instances, m.max_batch_size, m.concurrency, f"{m.throughput:.1f}",
+                                   f"{m.p99_ms:.1f}"] for m in ma.measurements], ["l", "r", "r", "r", "r", "r"])]
         lines.append("")
     path = result_dir / "vs_model_analyzer.md"
     atomic_write_text(path, "\n".join(lines))

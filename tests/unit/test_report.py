@@ -19,14 +19,14 @@ from deployment_toolkit.runinfo import run_metadata, write_run_json
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "perf"
 ROOT = Path(__file__).resolve().parents[2]
-SEED_ONLINE_HEADER = (
-    "| Concurrent client requests | Inferences/second | Client Send | Network+server Send/recv | Server Queue | "
-    "Server Compute Input | Server Compute Infer | Server Compute Output | Client Recv | P50 Latency | P90 Latency | "
-    "P95 Latency | P99 Latency | Avg Latency |"
-)
-SEED_OFFLINE_HEADER = (
-    "| Precision | Client Batch Size | Inferences/second | P90 Latency | P95 Latency | P99 Latency | Avg Latency |"
-)
+SEED_ONLINE_HEADER = [
+    "Concurrent client requests", "Inferences/second", "Client Send", "Network+server Send/recv", "Server Queue",
+    "Server Compute Input", "Server Compute Infer", "Server Compute Output", "Client Recv", "P50 Latency",
+    "P90 Latency", "P95 Latency", "P99 Latency", "Avg Latency",
+]
+SEED_OFFLINE_HEADER = [
+    "Precision", "Client Batch Size", "Inferences/second", "P90 Latency", "P95 Latency", "P99 Latency", "Avg Latency",
+]
 
 
 def _store_row(parsed: dict, batch: int, stable: bool = True, scale: float = 1.0) -> dict:
@@ -75,15 +75,26 @@ def make_run(run_dir: Path, *, unstable_c: int | None = 5, clamp_c: int | None =
     return run_dir
 
 
-def _table_rows(md: str, header: str) -> list[list[str]]:
-    block = md[md.index(header):].split("\n\n")[0].splitlines()[2:]
-    return [[c.strip() for c in line.strip("|").split("|")] for line in block]
+def _cells(line: str) -> list[str]:
+    return [c.strip() for c in line.strip().strip("|").split("|")]
+
+
+def _table_rows(md: str, header: list[str]) -> list[list[str]]:
+    """The data rows of the table whose header has exactly these columns, in this order."""
+    lines = md.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("|") and _cells(line) == header)
+    block = []
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        block.append(_cells(line))
+    return block
 
 
 def test_full_online_table_is_seed_shaped_sorted_and_marks_problems(tmp_path):
     run = make_run(tmp_path / "run")
     md = full_table("online", load_rows(run, "online"))
-    assert md.startswith(SEED_ONLINE_HEADER)
+    assert _cells(md.splitlines()[0]) == SEED_ONLINE_HEADER
     rows = _table_rows(md, SEED_ONLINE_HEADER)
     assert [r[0] for r in rows] == ["1", "2", "3", "4", "5 (unstable)", "6", "7", "8"]
     # concurrency 1, recorded in µs: 1,2365.84,3,152,58,10,106,54,0,384,...: ms, 3 decimals, no trailing zeros
@@ -99,7 +110,7 @@ def test_full_online_table_is_seed_shaped_sorted_and_marks_problems(tmp_path):
 def test_full_offline_table(tmp_path):
     run = make_run(tmp_path / "run")
     md = full_table("offline", load_rows(run, "offline"))
-    assert md.startswith(SEED_OFFLINE_HEADER)
+    assert _cells(md.splitlines()[0]) == SEED_OFFLINE_HEADER
     assert md.splitlines()[1].startswith("|:")  # precision left-aligned like the seed
     rows = _table_rows(md, SEED_OFFLINE_HEADER)
     assert [r[1] for r in rows] == ["1", "2", "4", "8"]
@@ -118,11 +129,12 @@ def test_configuration_table(tmp_path):
     run = make_run(tmp_path / "run")
     meta = json.loads((run / "run.json").read_text())
     table = config_table(meta, "online")
-    assert table.startswith("| Parameter Name | Parameter Value |")
-    for line in ("| Number of model instances | 2 |", "| Max Batch Size | 8 |", "| Triton Max Queue Delay | 100 us |",
-                 "| Triton Preferred Batch Sizes | 4 8 |", "| Precision | FP32 |", "| Protocol | GRPC |",
-                 "| Instance Kind | CPU |"):
-        assert line in table
+    rows = _table_rows(table, ["Parameter Name", "Parameter Value"])
+    assert table.startswith("| Parameter Name ")
+    for row in (["Number of model instances", "2"], ["Max Batch Size", "8"], ["Triton Max Queue Delay", "100 us"],
+                ["Triton Preferred Batch Sizes", "4 8"], ["Precision", "FP32"], ["Protocol", "GRPC"],
+                ["Instance Kind", "CPU"]):
+        assert row in rows, row
 
 
 def test_build_report_writes_md_html_and_plots(tmp_path):
@@ -132,9 +144,10 @@ def test_build_report_writes_md_html_and_plots(tmp_path):
                  "offline_throughput_latency", "offline_latency_breakdown"):
         assert paths[name].exists() and paths[name].stat().st_size > 1000, name
     md = paths["report.md"].read_text()
-    assert SEED_ONLINE_HEADER in md and SEED_OFFLINE_HEADER in md
+    online, offline = _table_rows(md, SEED_ONLINE_HEADER), _table_rows(md, SEED_OFFLINE_HEADER)
+    assert len(online) == 8 and len(offline) == 4
     assert md.count("Full tabular data") == 2
-    assert "| 5 (unstable) |" in md
+    assert [r[0] for r in online].count("5 (unstable)") == 1
     assert "- GPU: none" in md and "- CPU: " in md and "Triton server: 2.51.0" in md
     assert "![online_latency_breakdown](online_latency_breakdown.png)" in md
     html = paths["report.html"].read_text()
@@ -151,10 +164,10 @@ def test_compare_runs(tmp_path):
     assert (b / "compare.md").read_text().strip() == text.strip()
     assert "## Online" in text and "## Offline" in text
     online = text[text.index("## Online"):]
-    line = next(ln for ln in online.splitlines() if ln.startswith("| 1 | 1 |"))
-    cells = [c.strip() for c in line.strip("|").split("|")]
+    rows = [_cells(ln) for ln in online.splitlines() if ln.startswith("|")]
+    cells = next(r for r in rows if r[:2] == ["1", "1"])
     assert cells[5] == "+50.0%" and cells[9] == "+0.0%"
-    assert "| 1 | 5* |" in online
+    assert ["1", "5*"] in [r[:2] for r in rows]
 
 
 def test_report_script(tmp_path):
@@ -172,3 +185,22 @@ def test_report_script(tmp_path):
 @pytest.mark.parametrize("kind", ["online", "offline"])
 def test_empty_run_has_a_placeholder_table(kind):
     assert "(no points measured yet)" in full_table(kind, [])
+
+
+def test_markdown_section_to_html(tmp_path):
+    """The analyses' markdown as a report.html fragment: headings one level down, tables, local images embedded
+    (relative to base_dir; a missing one dropped), raw HTML escaped, a line break kept."""
+    from deployment_toolkit.report.sections import markdown_to_html
+
+    png = b"\x89PNG\r\n\x1a\n"
+    (tmp_path / "plot.png").write_bytes(png)
+    md = ("# Fleet sizing\n\nfirst <b>line</b>\nsecond with `code` and **bold**\n\n- a\n- b\n\n"
+          "| x | y |\n|:--|--:|\n| a \\| b | 2 |\n\n![plot](plot.png)\n\n![gone](missing.png)\n\n###### deep\n")
+    html = markdown_to_html(md, tmp_path, css_class="sizing")
+    assert html.startswith('<section class="sizing">') and html.endswith("</section>\n")
+    assert "<h2>Fleet sizing</h2>" in html and "<h6>deep</h6>" in html and "<h1>" not in html
+    assert "first &lt;b&gt;line&lt;/b&gt;<br>\nsecond with <code>code</code> and <strong>bold</strong>" in html
+    assert "<ul>\n<li>a</li>\n<li>b</li>\n</ul>" in html
+    assert '<td style="text-align: left;">a | b</td>' in html and '<th style="text-align: right;">y</th>' in html
+    assert f'src="data:image/png;base64,{base64.b64encode(png).decode()}"' in html
+    assert "missing.png" not in html and "gone" not in html
