@@ -106,7 +106,7 @@ def nnunet_lines(result_dir: Path, gpu_name: str) -> list[str]:
 
 
 def build_readme(result_dir: Path) -> str:
-    from ..runinfo import read_run_json
+    from ..results.runinfo import read_run_json
 
     meta = read_run_json(result_dir)
     steps = json.loads((result_dir / STEPS_JSON).read_text()) if (result_dir / STEPS_JSON).exists() else []

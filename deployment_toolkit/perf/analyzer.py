@@ -37,6 +37,7 @@ from typing import Any, Iterable, Iterator, Protocol, Sequence
 import numpy as np
 
 from ..cleanup import PerfShmRecord, die_with_parent, perf_region_pattern
+from ..results.schema import BREAKDOWN_COLUMNS, MEASURE_COLUMNS, RESIDUAL, THROUGHPUT
 from ..spec import TensorSpec, atomic_write_text
 
 PERF_ANALYZER = "perf_analyzer"
@@ -59,20 +60,6 @@ CSV_TO_SEED = {
     "p99 latency": "P99 Latency",
     "Avg latency": "Avg Latency",
 }
-THROUGHPUT = "Inferences/second"
-RESIDUAL = "Network+server Send/recv"
-BREAKDOWN_COLUMNS = (
-    "Client Send",
-    "Network+server Send/recv",
-    "Server Queue",
-    "Server Compute Input",
-    "Server Compute Infer",
-    "Server Compute Output",
-    "Client Recv",
-)
-LATENCY_COLUMNS = ("P50 Latency", "P90 Latency", "P95 Latency", "P99 Latency", "Avg Latency")
-# Measured values of one point, in the order of the seed's online table (times in ms).
-MEASURE_COLUMNS = (THROUGHPUT, *BREAKDOWN_COLUMNS, *LATENCY_COLUMNS)
 
 _UNSTABLE = re.compile(
     r"Failed to obtain stable measurement(?: within (\d+) measurement windows for (concurrency|request rate) ([\d.]+))?"

@@ -32,8 +32,8 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from ..runs.identity import RunIdentity, host_identity, library_versions, toolkit_version
-from ..runs.ledger import reconcile
+from ..results.identity import RunIdentity, host_identity, library_versions, toolkit_version
+from ..results.ledger import reconcile
 from ..spec import atomic_write_text
 
 PRECISIONS = ("fp32", "fp16", "bf16", "amp")
@@ -242,7 +242,7 @@ def device_slug(device: str) -> str:
 
         index = int(device.split(":")[1]) if ":" in device else 0
         return slugify(torch.cuda.get_device_name(index))
-    from ..runinfo import cpu_info
+    from ..results.runinfo import cpu_info
 
     info = cpu_info()
     return f"cpu-{slugify(info['model'])}-{info['usable_cores']}c"
@@ -777,7 +777,7 @@ def write_hardware_json(path: Path, config: dict[str, Any], caps: HostCaps,
 
     import torch
 
-    from .. import runinfo
+    from ..results import runinfo
 
     meta = runinfo.run_metadata(config)
     try:
@@ -800,14 +800,14 @@ def write_hardware_json(path: Path, config: dict[str, Any], caps: HostCaps,
         meta["identities"] = runinfo.read_run_json(path.parent).get("identities", {})
     runinfo.write_run_json(path.parent, meta)
     if identity is not None:
-        from ..runs.ledger import register
+        from ..results.ledger import register
 
         register(path.parent, identity, meta)
     return path
 
 
 def bench_identity(opts: BenchOptions) -> RunIdentity:
-    """What defines a bench row (runs.identity): the host and its GPUs, the libraries, the toolkit and how each
+    """What defines a bench row (results.identity): the host and its GPUs, the libraries, the toolkit and how each
     configuration is timed. The configuration itself is the row's key."""
     return RunIdentity(host=host_identity(), server_version=None, model_config=None, artifact_digest=None,
                        perf_options=asdict(opts), input_data="random", toolkit_version=toolkit_version(),
@@ -846,7 +846,7 @@ def run_bench(configs: Sequence[BenchConfig], opts: BenchOptions, result_dir: st
     """Measure what is missing from `<result_dir>/<device_slug>.csv`; returns (csv path, this run's rows, plan).
 
     Rows are reused only under this run's identity (`bench_identity`); a CSV holding rows of another identity is
-    moved aside first (runs.ledger; `reuse`: auto | resume | fresh).
+    moved aside first (results.ledger; `reuse`: auto | resume | fresh).
 
     isolate: `compile` runs torch.compile groups in a child process with `timeout_s` per configuration,
     `all` every group, `none` nothing (fastest; a hang or an OOM kill then stops the bench).

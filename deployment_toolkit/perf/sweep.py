@@ -3,7 +3,7 @@
 - Each finished point is saved at once: the whole `<kind>.csv` is rewritten through a temp file and a
   rename, so the file never holds a repeated header or half a row, whatever kills the process.
 - A rerun of the same command skips the points already in the CSV ("skipping N completed points").
-- Each row records when it was measured and under which identity (runs.identity: host, server version, the
+- Each row records when it was measured and under which identity (results.identity: host, server version, the
   config the server loaded, artifact digest, perf options, input data, toolkit version). A rerun reuses only the
   rows of the same identity; rows of another are moved aside (never deleted) with one line saying what differs.
 - Before each point the server is health-checked; if it died, the sweep stops with the server's log
@@ -11,25 +11,21 @@
 """
 from __future__ import annotations
 
-import csv
-import io
-import math
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
-from ..runinfo import read_run_json
-from ..runs.identity import (RunIdentity, artifact_digest, host_identity, input_data_digest, library_versions,
-                             served_config, toolkit_version)
-from ..runs.ledger import (IDENTITY_COLUMN, MEASURED_AT_COLUMN, PROVENANCE_COLUMNS, IdentityMismatch,
-                           add_reuse_arguments, ensure_registered, now_utc, reconcile, record_run)
+from ..results.identity import (RunIdentity, artifact_digest, host_identity, input_data_digest, library_versions,
+                                served_config, toolkit_version)
+from ..results.ledger import IdentityMismatch, add_reuse_arguments, record_run
+from ..results.runinfo import read_run_json
+from ..results.store import ResultsStore
 from ..spec import ModelSignature, SpecError, TensorSpec, atomic_write_text, numpy_dtype
 from .analyzer import (
-    MEASURE_COLUMNS,
     HasSignature,
     PerfAnalyzerError,
     PerfOptions,
@@ -44,21 +40,6 @@ from .analyzer import (
 if TYPE_CHECKING:  # pragma: no cover
     from ..server.local import LocalTritonServer
 
-KEY_COLUMNS = ("Client Batch Size", "Concurrent client requests")
-STORE_COLUMNS = (
-    "Precision",
-    *KEY_COLUMNS,
-    *MEASURE_COLUMNS,
-    "Triton Instances",
-    "stable",
-    "residual_clamped",
-    "attempts",
-    "window",
-    "note",
-    *PROVENANCE_COLUMNS,
-)
-_INT_COLUMNS = {"Client Batch Size", "Concurrent client requests", "Triton Instances", "attempts"}
-_BOOL_COLUMNS = {"stable", "residual_clamped"}
 
 
 class SweepError(RuntimeError):
@@ -91,7 +72,7 @@ class SweepPoint:
 
 def sweep_identity(model_config: dict[str, Any], server_version: str | None, manifest_path: str | Path | None,
                    options: PerfOptions, input_data: str | Path | None) -> RunIdentity:
-    """What defines a sweep's numbers (runs.identity). The server URL is left out: a restarted server may get new
+    """What defines a sweep's numbers (results.identity). The server URL is left out: a restarted server may get new
     ports; the points are not in it either: a sweep extended by new points reuses the ones it has."""
     return RunIdentity(
         host=host_identity(),
@@ -103,87 +84,6 @@ def sweep_identity(model_config: dict[str, Any], server_version: str | None, man
         toolkit_version=toolkit_version(),
         libraries=library_versions(),
     )
-
-
-class ResultsStore:
-    """`<run_dir>/<kind>.csv` (ms, seed columns, and each row's `measured_at` and `identity`).
-
-    Opening it reuses the rows measured under `identity` and sets the others aside (runs.ledger.reconcile).
-    """
-
-    def __init__(self, run_dir: str | Path, kind: str, identity: RunIdentity, policy: str = "auto"):
-        self.run_dir = Path(run_dir)
-        self.kind = kind
-        self.identity = identity
-        self.policy = policy
-        self.csv_path = self.run_dir / f"{kind}.csv"
-        self._rows: dict[tuple[int, int], dict[str, Any]] = {}
-        self._registered = False
-
-    def open(self) -> "ResultsStore":
-        """Load the rows that may be reused; nothing is created until the first point is added."""
-        stored = read_store_csv(self.csv_path) if self.csv_path.exists() else []
-        aside = [self.csv_path, self.run_dir / f"{self.kind}.md", self.run_dir / f"{self.kind}.fingerprint.json"]
-        for row in reconcile(self.run_dir, self.kind, stored, self.identity, self.policy, aside):
-            self._rows[(int(row["Client Batch Size"]), int(row["Concurrent client requests"]))] = row
-        return self
-
-    def completed(self, include_unstable: bool = True) -> set[tuple[int, int]]:
-        return {k for k, r in self._rows.items() if include_unstable or r.get("stable", True)}
-
-    def add(self, row: dict[str, Any]) -> None:
-        if not self._registered:
-            ensure_registered(self.run_dir, self.identity)
-            self._registered = True
-        key = (int(row["Client Batch Size"]), int(row["Concurrent client requests"]))
-        row = {**row, MEASURED_AT_COLUMN: now_utc(), IDENTITY_COLUMN: self.identity.id}
-        self._rows[key] = {c: row.get(c) for c in STORE_COLUMNS}
-        self._write()
-
-    def rows(self) -> list[dict[str, Any]]:
-        return [self._rows[k] for k in sorted(self._rows)]
-
-    def _write(self) -> None:
-        atomic_write_text(self.csv_path, rows_to_csv(self.rows()))
-
-
-def rows_to_csv(rows: Iterable[dict[str, Any]]) -> str:
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=list(STORE_COLUMNS), extrasaction="ignore", lineterminator="\n")
-    writer.writeheader()
-    for row in rows:
-        writer.writerow({c: _fmt(row.get(c)) for c in STORE_COLUMNS})
-    return buf.getvalue()
-
-
-def _fmt(value: Any) -> Any:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return ""
-    if isinstance(value, float):
-        return f"{value:.6g}" if abs(value) >= 1e-3 or value == 0 else f"{value:.3e}"
-    return value
-
-
-def read_store_csv(path: str | Path) -> list[dict[str, Any]]:
-    """Rows of an online/offline CSV with typed values (ints, floats in ms, bools)."""
-    rows = []
-    with open(path, newline="") as fh:
-        for raw in csv.DictReader(fh):
-            if raw.get("Client Batch Size") in (None, "", "Client Batch Size"):
-                continue
-            row: dict[str, Any] = {}
-            for col in STORE_COLUMNS:
-                val = raw.get(col, "")
-                if col in _INT_COLUMNS:
-                    row[col] = int(float(val)) if val not in ("", None) else None
-                elif col in _BOOL_COLUMNS:
-                    row[col] = str(val).strip().lower() in ("true", "1", "yes")
-                elif col in MEASURE_COLUMNS:
-                    row[col] = float(val) if val not in ("", None) else math.nan
-                else:
-                    row[col] = val or ""
-            rows.append(row)
-    return rows
 
 
 # ---- talking to the server ---------------------------------------------------------------------
@@ -409,7 +309,7 @@ def run_sweep(
 ) -> SweepOutcome:
     """Measure every point not yet in `<result_dir>/<kind>.csv` under this run's identity, then write the tables,
     run.json and report. Nothing is written before the server has answered a real request (a run that never
-    started leaves no trace); `reuse` is runs.ledger's policy: auto | resume | fresh."""
+    started leaves no trace); `reuse` is results.ledger's policy: auto | resume | fresh."""
     result_dir = Path(result_dir)
     url = server_url or _server_url(server, options.protocol)
     binary, _ = check_perf_analyzer()
@@ -582,7 +482,7 @@ def _write_markdown(result_dir: Path, kind: str, rows: list[dict[str, Any]]) -> 
 def _record_run(result_dir: Path, kind: str, config: dict[str, Any], section: dict[str, Any],
                 server_version: str | None, identity: RunIdentity) -> None:
     """run.json: this invocation's metadata, the other sweep kind's section when both share a folder, and every
-    identity whose rows the folder holds (runs.ledger)."""
+    identity whose rows the folder holds (results.ledger)."""
     previous = read_run_json(result_dir)
     sweeps = dict(previous.get("config", {}).get("sweeps", {}))
     sweeps[kind] = section

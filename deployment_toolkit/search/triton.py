@@ -13,8 +13,9 @@ import time
 import warnings
 from pathlib import Path
 
-from ..perf.analyzer import MEASURE_COLUMNS, PerfAnalyzerError, PerfOptions, check_perf_analyzer, run_point
+from ..perf.analyzer import PerfAnalyzerError, PerfOptions, check_perf_analyzer, run_point
 from ..perf.sweep import ServerNotReady, preflight
+from ..results.schema import MEASURE_COLUMNS
 from ..repository.config import ConfigError
 from ..repository.layout import write_model
 from ..repository.names import check_model_name

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from ..runs.identity import file_digest as sha256_file  # noqa: F401  (re-exported: the one file digest)
+from ..results.identity import file_digest as sha256_file  # noqa: F401  (re-exported: the one file digest)
 from ..spec import ModelSignature
 
 if TYPE_CHECKING:  # pragma: no cover

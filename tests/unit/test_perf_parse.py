@@ -26,14 +26,10 @@ from deployment_toolkit.perf.analyzer import (
     write_input_data_json,
 )
 from deployment_toolkit.perf.online import parse_range
-from deployment_toolkit.perf.sweep import (
-    STORE_COLUMNS,
-    ResultsStore,
-    instance_count,
-    read_store_csv,
-    signature_from_metadata,
-)
-from deployment_toolkit.runs import IdentityMismatch, RunIdentity
+from deployment_toolkit.perf.sweep import instance_count, signature_from_metadata
+from deployment_toolkit.results import IdentityMismatch, RunIdentity
+from deployment_toolkit.results.schema import STORE_COLUMNS
+from deployment_toolkit.results.store import ResultsStore, read_store_csv
 from deployment_toolkit.spec import ModelSignature, SpecError, TensorSpec
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "perf"
@@ -391,13 +387,13 @@ def test_deleting_a_row_makes_it_pending_again(tmp_path):
     (dict(host="cpu-b"), 'host.cpu_model: stored "cpu-a", now "cpu-b"'),
 ])
 def test_rows_of_another_identity_are_kept_aside_and_measured_anew(tmp_path, changed, field):
-    from deployment_toolkit.runs.ledger import register
+    from deployment_toolkit.results.ledger import register
 
     run = tmp_path / "run"
     ResultsStore(run, "online", _fp()).open().add(_row(1, 1))
     register(run, _fp(), {"timestamp": "t0", "command": "first"})
     said = []
-    from deployment_toolkit.runs import ledger
+    from deployment_toolkit.results import ledger
 
     rows = ledger.reconcile(run, "online", read_store_csv(run / "online.csv"), _fp(**changed), "auto",
                             [run / "online.csv"], say=said.append)
