@@ -125,12 +125,3 @@ def register_source(kind: str) -> Callable[[Resolver], Resolver]:
         return fn
 
     return decorate
-
-
-def resolver_for(kind: str) -> Resolver:
-    from . import artifacts, python, timm_source, zoo  # noqa: F401  (importing registers the kinds)
-
-    try:
-        return _RESOLVERS[kind]
-    except KeyError:
-        raise SourceError(f"no resolver for model source kind {kind!r}") from None

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from deployment_toolkit import binaries
 from deployment_toolkit.perf import analyzer as pa
 from deployment_toolkit.perf.analyzer import (
     PerfAnalyzerError,
@@ -308,22 +309,22 @@ def test_missing_shared_library_is_named_with_the_fix(fake_pa):
     plan("nolib")
     binary.write_text(binary.read_text().replace('if args == ["--version"]', 'if args == ["--never"]'))
     with pytest.raises(PerfAnalyzerNotFound, match="libcudart.so.12.*nvidia-cuda-runtime-cu12"):
-        pa.check_perf_analyzer(binary)
+        binaries.check_perf_analyzer(binary)
 
 
 def test_perf_analyzer_not_found_says_what_to_install(tmp_path, monkeypatch):
     monkeypatch.setattr(sys, "executable", str(tmp_path / "python"))
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(PerfAnalyzerNotFound, match=r"tritonclient\[all\]==2.50.0.*libb64-0d.*nvidia-cuda-runtime-cu12"):
-        pa.find_perf_analyzer()
+        binaries.find_perf_analyzer()
 
 
 def test_perf_environment_puts_the_pip_cuda_runtime_first(monkeypatch):
     monkeypatch.setenv("LD_LIBRARY_PATH", "/opt/x")
-    env = pa.perf_environment()
+    env = binaries.perf_environment()
     parts = env["LD_LIBRARY_PATH"].split(os.pathsep)
     assert parts[-1] == "/opt/x"
-    if pa.cuda_runtime_lib_dirs():
+    if binaries.cuda_runtime_lib_dirs():
         assert parts[0].endswith(os.path.join("nvidia", "cuda_runtime", "lib"))
 
 
