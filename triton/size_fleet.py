@@ -155,7 +155,8 @@ def _input_data(args, plan_or_run) -> str:
 
 
 def main(argv=None) -> int:
-    from deployment_toolkit.perf.analyzer import PerfAnalyzerError, PerfAnalyzerNotFound
+    from deployment_toolkit.binaries import PerfAnalyzerNotFound
+    from deployment_toolkit.perf.analyzer import PerfAnalyzerError
 
     try:
         return _main(argv)

@@ -80,7 +80,8 @@ def _with_real_input_data(args, options, manifest, url: str, result_dir: Path):
 
 def run_cli(kind: str, args, points_arg: Sequence[int] | str, fixed: int) -> int:
     """Run one sweep from parsed flags; print the table; return the exit code (errors as messages, no traceback)."""
-    from .analyzer import PerfAnalyzerNotFound, perf_options_from_args
+    from ..binaries import PerfAnalyzerNotFound
+    from .analyzer import perf_options_from_args
     from ..spec import Manifest
 
     try:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
+from ..binaries import check_perf_analyzer
 from ..results.identity import (RunIdentity, artifact_digest, host_identity, input_data_digest, library_versions,
                                 served_config, toolkit_version)
 from ..results.ledger import record_run
@@ -31,7 +32,6 @@ from .analyzer import (
     PerfOptions,
     PointResult,
     build_command,
-    check_perf_analyzer,
     needs_input_file,
     run_point,
     write_input_data_json,
@@ -39,7 +39,6 @@ from .analyzer import (
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..server.local import LocalTritonServer
-
 
 
 class SweepError(RuntimeError):

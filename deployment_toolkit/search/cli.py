@@ -229,7 +229,7 @@ def _print_answer(outcome: SearchOutcome, written: Path | None, csv_path: Path, 
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from ..perf.analyzer import PerfAnalyzerNotFound
+    from ..binaries import PerfAnalyzerNotFound
 
     args = build_parser().parse_args(argv)
     try:

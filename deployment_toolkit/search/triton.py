@@ -13,7 +13,8 @@ import time
 import warnings
 from pathlib import Path
 
-from ..perf.analyzer import PerfAnalyzerError, PerfOptions, check_perf_analyzer, run_point
+from ..binaries import check_perf_analyzer
+from ..perf.analyzer import PerfAnalyzerError, PerfOptions, run_point
 from ..perf.sweep import ServerNotReady, preflight
 from ..results.schema import MEASURE_COLUMNS
 from ..repository.config import ConfigError

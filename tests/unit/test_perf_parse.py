@@ -14,10 +14,9 @@ import numpy as np
 import pytest
 
 from deployment_toolkit import binaries
-from deployment_toolkit.perf import analyzer as pa
+from deployment_toolkit.binaries import PerfAnalyzerNotFound
 from deployment_toolkit.perf.analyzer import (
     PerfAnalyzerError,
-    PerfAnalyzerNotFound,
     PerfOptions,
     build_command,
     diagnose_output,
@@ -330,7 +329,7 @@ def test_perf_environment_puts_the_pip_cuda_runtime_first(monkeypatch):
 
 def test_real_perf_analyzer_starts():
     try:
-        path, version = pa.check_perf_analyzer()
+        path, version = binaries.check_perf_analyzer()
     except PerfAnalyzerNotFound as err:
         pytest.skip(str(err))
     assert path.exists() and "Perf Analyzer" in version
