@@ -57,7 +57,6 @@ def main() -> int:
     import os
 
     from deployment_toolkit.perf.framework import (
-        BenchCSV,
         BenchOptions,
         default_device,
         device_slug,
@@ -67,6 +66,7 @@ def main() -> int:
         run_bench,
         summary_table,
     )
+    from deployment_toolkit.results.bench_store import BenchCSV
 
     from deployment_toolkit.sources import resolve
 

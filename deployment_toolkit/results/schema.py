@@ -34,3 +34,16 @@ STORE_COLUMNS = (
 )
 INT_COLUMNS = {"Client Batch Size", "Concurrent client requests", "Triton Instances", "attempts"}
 BOOL_COLUMNS = {"stable", "residual_clamped"}
+
+# The framework bench's `<device>.csv` (perf.framework): what identifies a configuration (a rerun skips rows with
+# these values), every column, and the prefix of the km^2/s coverage columns added after them.
+BENCH_KEY_COLUMNS = (
+    "model", "preset", "runtime", "precision", "compile_mode", "requested_batch_size", "threads_requested",
+)
+BENCH_COLUMNS = (
+    "timestamp", *BENCH_KEY_COLUMNS, "status", "reason", "family", "device", "batch_size", "input_shape",
+    "throughput", "unit", "mean_ms", "p50_ms", "p95_ms", "p99_ms", "iterations", "timed_s", "warmup",
+    "first_call_s", "prepare_s", "peak_mem_mb", "peak_mem_metric", "peak_rss_mb", "threads", "amp_dtype", "tf32",
+    "loadavg_1m", "loadavg_5m", "background_cpu", "tile_px", "identity",
+)
+BENCH_COVERAGE_PREFIX = "km2_per_s_at_"
