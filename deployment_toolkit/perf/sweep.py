@@ -67,7 +67,7 @@ class SweepPoint:
         return f"b{self.batch_size}_c{self.concurrency}"
 
 
-# ---- results store -----------------------------------------------------------------------------
+# ---- the run's identity (rows are stored through results.store) ---------------------------------
 
 def sweep_identity(model_config: dict[str, Any], server_version: str | None, manifest_path: str | Path | None,
                    options: PerfOptions, input_data: str | Path | None) -> RunIdentity:
