@@ -50,7 +50,7 @@ def check_server(start: bool = True) -> list[Check]:
 
 
 def check_perf_analyzer() -> Check:
-    from .perf.analyzer import PerfAnalyzerNotFound, find_perf_analyzer, perf_environment
+    from .binaries import PerfAnalyzerNotFound, find_perf_analyzer, perf_environment
 
     try:
         binary = find_perf_analyzer()

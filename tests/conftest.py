@@ -58,7 +58,7 @@ def require_tool(name: str, install_hint: str, find: "Callable[[], Path] | None"
 
 def require_triton_tools() -> None:
     """The embedded tritonserver (nvidia-pytriton) and perf_analyzer come with `make install`: missing is a failure."""
-    from deployment_toolkit.perf.analyzer import PerfAnalyzerNotFound, check_perf_analyzer
+    from deployment_toolkit.binaries import PerfAnalyzerNotFound, check_perf_analyzer
     from deployment_toolkit.server.local import ServerNotFoundError, find_installation
 
     try:

@@ -155,7 +155,7 @@ def main() -> int:
 
 
 def run_chain(args) -> int:
-    from deployment_toolkit.runinfo import run_metadata, write_run_json
+    from deployment_toolkit.results.runinfo import run_metadata, write_run_json
     from deployment_toolkit.server import LocalTritonServer, ServerConfig
     from deployment_toolkit.train import TRAINING_JSON, WEIGHTS_NAME, framework_dump
 

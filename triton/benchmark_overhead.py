@@ -85,7 +85,7 @@ def main() -> int:
 
 
 def _config(result) -> dict:
-    from deployment_toolkit.runinfo import read_run_json
+    from deployment_toolkit.results.runinfo import read_run_json
 
     return read_run_json(result.result_dir).get("config", {})
 

@@ -61,7 +61,7 @@ def main() -> int:
     print(f"{args.output_type} ({args.preset}), median of {args.repeats}: {sides['zoo']} {med['zoo']:.2f} s, "
           f"{sides['timm']} {med['timm']:.2f} s, timm/zoo time ratio {ratio:.3f}")
     if args.json:
-        from deployment_toolkit import runinfo
+        from deployment_toolkit.results import runinfo
 
         record = {"sides": sides, "preset": args.preset, "format": args.output_type, "verify": not args.no_verify,
                   "seconds": seconds, "median_s": med, "ratio_timm_over_zoo": ratio,

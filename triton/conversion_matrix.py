@@ -9,7 +9,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import deployment_toolkit  # noqa: E402,F401  (first: hides a module-name clash before torch loads)
 from deployment_toolkit import cli  # noqa: E402
-from deployment_toolkit.runs.ledger import add_reuse_arguments  # noqa: E402
+from deployment_toolkit.results.ledger import add_reuse_arguments  # noqa: E402
 from deployment_toolkit.spec import FORMATS  # noqa: E402
 
 

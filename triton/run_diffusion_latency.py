@@ -75,7 +75,7 @@ def run(args, targets: list[str]) -> int:
         write_text,
     )
     from deployment_toolkit.diffusion.targets import load_cond
-    from deployment_toolkit.runinfo import run_metadata, write_run_json
+    from deployment_toolkit.results.runinfo import run_metadata, write_run_json
 
     out_dir = Path(args.result_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -53,7 +53,7 @@ def run(args) -> int:
         SPEEDUP_CSV_COLUMNS, SpeedupRow, csv_text, seconds, speedup_table, time_requests, write_text,
     )
     from deployment_toolkit.diffusion.runtime import InProcessPipeline, eager_denoiser
-    from deployment_toolkit.runinfo import run_metadata, write_run_json
+    from deployment_toolkit.results.runinfo import run_metadata, write_run_json
 
     import os
 

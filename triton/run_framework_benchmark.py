@@ -11,7 +11,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import deployment_toolkit  # noqa: E402,F401  (first: hides a module-name clash before torch loads)
 from deployment_toolkit import cli  # noqa: E402
-from deployment_toolkit.runs.ledger import add_reuse_arguments  # noqa: E402
+from deployment_toolkit.results.ledger import add_reuse_arguments  # noqa: E402
 
 
 def main() -> int:
@@ -57,7 +57,6 @@ def main() -> int:
     import os
 
     from deployment_toolkit.perf.framework import (
-        BenchCSV,
         BenchOptions,
         default_device,
         device_slug,
@@ -67,6 +66,7 @@ def main() -> int:
         run_bench,
         summary_table,
     )
+    from deployment_toolkit.results.bench_store import BenchCSV
 
     from deployment_toolkit.sources import resolve
 

@@ -15,7 +15,7 @@ import argparse  # noqa: E402
 from deployment_toolkit import cli  # noqa: E402
 from deployment_toolkit.perf.analyzer import add_perf_arguments  # noqa: E402
 from deployment_toolkit.perf.online import parse_range  # noqa: E402
-from deployment_toolkit.perf.sweep import add_target_arguments, run_cli  # noqa: E402
+from deployment_toolkit.perf.cli import add_target_arguments, run_cli  # noqa: E402
 
 EXAMPLE = """example:
   python triton/run_offline_performance_test_on_triton.py \\

@@ -158,7 +158,8 @@ def _input_data(args, plan_or_run) -> str:
 
 
 def main(argv=None) -> int:
-    from deployment_toolkit.perf.analyzer import PerfAnalyzerError, PerfAnalyzerNotFound
+    from deployment_toolkit.binaries import PerfAnalyzerNotFound
+    from deployment_toolkit.perf.analyzer import PerfAnalyzerError
 
     try:
         return _main(argv)
@@ -284,7 +285,7 @@ def _main(argv=None) -> int:
     paths = write_outputs(sizing, runs, steps, out_dir, confirmation,
                           command=shlex.join(["python", "triton/size_fleet.py", *(argv or sys.argv[1:])]),
                           headroom_note=headroom_note, sections=sections)
-    from deployment_toolkit.runinfo import run_metadata, write_run_json
+    from deployment_toolkit.results.runinfo import run_metadata, write_run_json
 
     if all(out_dir.resolve() != Path(r.path).resolve() for r in runs):  # a run folder keeps its own run.json
         paths["run.json"] = write_run_json(out_dir, run_metadata({

@@ -66,7 +66,7 @@ def _server_factory(repository: Path, log_dir: Path, timeout_s: float):
 
 def run_check(args: Any) -> int:
     from ..perf.framework import slugify
-    from ..runinfo import run_metadata, write_run_json
+    from ..results.runinfo import run_metadata, write_run_json
     from .report import CONVERSIONS_JSON, collect_conversions, write_readme
 
     if args.dry_run:

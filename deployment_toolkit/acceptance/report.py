@@ -106,7 +106,7 @@ def nnunet_lines(result_dir: Path, gpu_name: str) -> list[str]:
 
 
 def build_readme(result_dir: Path) -> str:
-    from ..runinfo import read_run_json
+    from ..results.runinfo import read_run_json
 
     meta = read_run_json(result_dir)
     steps = json.loads((result_dir / STEPS_JSON).read_text()) if (result_dir / STEPS_JSON).exists() else []
@@ -117,7 +117,8 @@ def build_readme(result_dir: Path) -> str:
              "folder's files.", "", "## Host", "", *host_lines(meta), "", "## Steps", "", *steps_lines(steps), ""]
     fw = sorted(result_dir.glob("framework*/*.csv"))
     if fw:
-        from ..perf.framework import BenchCSV, summary_table
+        from ..perf.framework import summary_table
+        from ..results.bench_store import BenchCSV
 
         lines += ["## Framework bench (in-process, seed 004's method)", ""]
         for path in fw:

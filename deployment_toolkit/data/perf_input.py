@@ -1,5 +1,5 @@
 """perf_analyzer `--input-data` JSON built from the user's real samples; the digest a run records of it is the
-run identity's (`runs.identity.input_data_digest`, re-exported here).
+run identity's (`results.identity.input_data_digest`, re-exported here).
 
 Format (perf_analyzer's "Real Input Data"): `{"data": [entry, ...]}`, one entry per batch-1 sample, each
 `{input name: {"content": {"b64": <little-endian row-major bytes>}, "shape": [per-sample dims]}}`; BYTES
@@ -16,7 +16,7 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from ..runs.identity import file_digest, input_data_digest  # noqa: F401  (re-exported: the run identity's digest)
+from ..results.identity import file_digest, input_data_digest  # noqa: F401  (re-exported: the run identity's digest)
 from ..spec import TensorSpec, atomic_write_text
 from .user import DataError, UserData
 

@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import numpy as np
 
-from ..runs.identity import file_digest
+from ..results.identity import file_digest
 from ..sources.userfile import first_line as _first_line, import_file
 from ..spec import ModelSignature, TensorSpec
 

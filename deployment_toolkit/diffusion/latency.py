@@ -310,7 +310,7 @@ def device_label(device: str = "cpu") -> str:
     """Column name for the host: the GPU's name for CUDA runs, else "<cpu model>, N cores"."""
     import re
 
-    from ..runinfo import cpu_info, gpu_info
+    from ..results.runinfo import cpu_info, gpu_info
 
     if device.startswith("cuda"):
         gpus = gpu_info()

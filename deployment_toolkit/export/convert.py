@@ -47,7 +47,7 @@ def _versions(extra: dict[str, str] | None = None) -> dict[str, str]:
     import onnxruntime
     import torch
 
-    from ..runs.identity import toolkit_version
+    from ..results.identity import toolkit_version
 
     out = {"python": platform.python_version(), "numpy": numpy.__version__, "torch": torch.__version__,
            "onnx": onnx.__version__, "onnxruntime": onnxruntime.__version__, "toolkit": toolkit_version()}

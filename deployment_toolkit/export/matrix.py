@@ -20,8 +20,8 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
-from ..runs.identity import RunIdentity, host_identity, library_versions, toolkit_version
-from ..runs.ledger import PROVENANCE_COLUMNS, ensure_registered, now_utc, reconcile, record_run
+from ..results.identity import RunIdentity, host_identity, library_versions, toolkit_version
+from ..results.ledger import PROVENANCE_COLUMNS, ensure_registered, now_utc, reconcile, record_run
 from ..sources.base import slugify
 from ..spec import FORMATS, Manifest, atomic_write_text
 from ..tables import markdown_table
@@ -45,7 +45,7 @@ class MatrixRow:
     max_rel_err: str = ""
     agreement: str = ""  # the task's agreement metric(s), "name=value[;name=value]"
     export_seconds: str = ""  # the export alone (manifest), or the seconds until a cell failed
-    measured_at: str = ""  # UTC; with identity, the row's provenance (runs.ledger)
+    measured_at: str = ""  # UTC; with identity, the row's provenance (results.ledger)
     identity: str = ""
 
     @property
@@ -203,7 +203,7 @@ def run_matrix(
 
     `preset` defaults to "full" when `full` else "small". Rows already in the CSV are skipped (resume) when they
     were measured under this run's identity (host, libraries, toolkit, convert options); rows of another are moved
-    aside (runs.ledger; `reuse`: auto | resume | fresh).
+    aside (results.ledger; `reuse`: auto | resume | fresh).
     Artifacts live in a temporary directory removed at the end unless `keep_artifacts` names a directory
     (then <dir>/<model>/<preset>/<format>/). Also writes <csv stem>.md and run.json next to the CSV.
     `isolate` (default: on for full presets) converts each cell in a fresh process, so an exporter that
@@ -304,7 +304,7 @@ def _progress(total: int, enabled: bool):
 
 def _write_run_json(result_dir: Path, config: dict, rows: Sequence[MatrixRow], state: str,
                     identity: RunIdentity) -> Path:
-    from ..runinfo import RUN_JSON
+    from ..results.runinfo import RUN_JSON
 
     c = Counter(r.status for r in rows)
     record_run(result_dir, {**config, "state": state, "counts": {s: c.get(s, 0) for s in STATUSES}}, None, identity)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..runs.identity import file_digest, toolkit_version
+from ..results.identity import file_digest, toolkit_version
 from ..sources import ResolvedModel
 from ..spec import MANIFEST_NAME, Manifest, SpecError
 from .convert import _versions

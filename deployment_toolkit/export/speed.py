@@ -294,7 +294,7 @@ def to_markdown(rows: Sequence[SpeedRow]) -> str:
 
 def write_results(result_dir: str | Path, rows: Sequence[SpeedRow], config: dict) -> dict[str, Path]:
     """runtime_speed.csv, runtime_speed.md and run.json (hardware, versions, command, config)."""
-    from .. import runinfo
+    from ..results import runinfo
 
     result_dir = Path(result_dir)
     paths = {"csv": result_dir / CSV_NAME, "md": result_dir / "runtime_speed.md"}

@@ -1,4 +1,41 @@
-"""The model zoo. `get_model(name)` returns a registry entry; families register on import."""
-from .registry import ModelEntry, Preset, UnknownModelError, get_model, list_models, register_model
+"""The model zoo. `get_model(name)` returns a registry entry; families register on import.
+
+The lookups live here, not in registry.py: they import the family modules, which import the registry, so the
+registry imports no family (no import cycle)."""
+from __future__ import annotations
+
+import difflib
+
+from .registry import _REGISTRY, ModelEntry, Preset, UnknownModelError, register_model
+
+
+def _load_families() -> None:
+    # Importing a family module runs its register_model calls.
+    from . import classification  # noqa: F401
+
+    for optional in ("geospatial", "segmentation", "diffusion"):
+        try:
+            __import__(f"{__package__}.{optional}")
+        except ModuleNotFoundError as err:
+            if err.name != f"{__package__}.{optional}":
+                raise
+
+
+def get_model(name: str) -> ModelEntry:
+    _load_families()
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        close = difflib.get_close_matches(name, _REGISTRY, n=3)
+        hint = f" Did you mean {', '.join(close)}?" if close else ""
+        raise UnknownModelError(
+            f"unknown model {name!r}.{hint} Registered models: {', '.join(sorted(_REGISTRY))}"
+        ) from None
+
+
+def list_models(family: str | None = None) -> list[ModelEntry]:
+    _load_families()
+    return [e for e in sorted(_REGISTRY.values(), key=lambda e: (e.family, e.name)) if family in (None, e.family)]
+
 
 __all__ = ["ModelEntry", "Preset", "UnknownModelError", "get_model", "list_models", "register_model"]

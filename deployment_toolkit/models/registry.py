@@ -5,7 +5,6 @@ pipeline. Builders return an `nn.Module` in eval mode with random weights (nothi
 """
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -100,35 +99,6 @@ def register_model(
         return builder
 
     return decorate
-
-
-def _load_families() -> None:
-    # Importing a family module runs its register_model calls.
-    from . import classification  # noqa: F401
-
-    for optional in ("geospatial", "segmentation", "diffusion"):
-        try:
-            __import__(f"{__package__}.{optional}")
-        except ModuleNotFoundError as err:
-            if err.name != f"{__package__}.{optional}":
-                raise
-
-
-def get_model(name: str) -> ModelEntry:
-    _load_families()
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        close = difflib.get_close_matches(name, _REGISTRY, n=3)
-        hint = f" Did you mean {', '.join(close)}?" if close else ""
-        raise UnknownModelError(
-            f"unknown model {name!r}.{hint} Registered models: {', '.join(sorted(_REGISTRY))}"
-        ) from None
-
-
-def list_models(family: str | None = None) -> list[ModelEntry]:
-    _load_families()
-    return [e for e in sorted(_REGISTRY.values(), key=lambda e: (e.family, e.name)) if family in (None, e.family)]
 
 
 def image_signature(

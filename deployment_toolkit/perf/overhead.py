@@ -22,8 +22,9 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ..spec import atomic_write_text
+from ..results.schema import BREAKDOWN_COLUMNS, THROUGHPUT
 from ..tables import markdown_table
-from .analyzer import BREAKDOWN_COLUMNS, PerfOptions, THROUGHPUT
+from .analyzer import PerfOptions
 
 DESIGN_BAR = 0.95  # DESIGN.md: measured 0.95-1.0x with a throw-away prototype on 2 cores
 
@@ -473,7 +474,7 @@ def diagnose(row: dict[str, Any]) -> str:
 
 def write_results(result_dir: Path, rows: list[dict[str, Any]], points: list[dict[str, Any]], opts: OverheadOptions,
                   config: dict[str, Any], server_version: str | None) -> dict[str, Path]:
-    from .. import runinfo
+    from ..results import runinfo
 
     paths = {"csv": result_dir / "overhead.csv", "points_csv": result_dir / "served_points.csv",
              "md": result_dir / "overhead.md"}

@@ -3,7 +3,7 @@
 - Each finished point is saved at once: the whole `<kind>.csv` is rewritten through a temp file and a
   rename, so the file never holds a repeated header or half a row, whatever kills the process.
 - A rerun of the same command skips the points already in the CSV ("skipping N completed points").
-- Each row records when it was measured and under which identity (runs.identity: host, server version, the
+- Each row records when it was measured and under which identity (results.identity: host, server version, the
   config the server loaded, artifact digest, perf options, input data, toolkit version). A rerun reuses only the
   rows of the same identity; rows of another are moved aside (never deleted) with one line saying what differs.
 - Before each point the server is health-checked; if it died, the sweep stops with the server's log
@@ -11,16 +11,14 @@
 """
 from __future__ import annotations
 
-import csv
-import io
-import math
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
+from ..binaries import check_perf_analyzer
 from ..client.server_api import (
     ServerNotReady,
     fetch_model_config,
@@ -30,20 +28,18 @@ from ..client.server_api import (
     preflight,
     wait_until_ready,
 )
-from ..runinfo import read_run_json
-from ..runs.identity import (RunIdentity, artifact_digest, host_identity, input_data_digest, library_versions,
-                             served_config, toolkit_version)
-from ..runs.ledger import (IDENTITY_COLUMN, MEASURED_AT_COLUMN, PROVENANCE_COLUMNS, IdentityMismatch,
-                           add_reuse_arguments, ensure_registered, now_utc, reconcile, record_run)
+from ..results.identity import (RunIdentity, artifact_digest, host_identity, input_data_digest, library_versions,
+                                served_config, toolkit_version)
+from ..results.ledger import record_run
+from ..results.runinfo import read_run_json
+from ..results.store import ResultsStore
 from ..spec import ModelSignature, SpecError, TensorSpec, atomic_write_text, numpy_dtype
 from .analyzer import (
-    MEASURE_COLUMNS,
     HasSignature,
     PerfAnalyzerError,
     PerfOptions,
     PointResult,
     build_command,
-    check_perf_analyzer,
     needs_input_file,
     run_point,
     write_input_data_json,
@@ -51,22 +47,6 @@ from .analyzer import (
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..server.local import LocalTritonServer
-
-KEY_COLUMNS = ("Client Batch Size", "Concurrent client requests")
-STORE_COLUMNS = (
-    "Precision",
-    *KEY_COLUMNS,
-    *MEASURE_COLUMNS,
-    "Triton Instances",
-    "stable",
-    "residual_clamped",
-    "attempts",
-    "window",
-    "note",
-    *PROVENANCE_COLUMNS,
-)
-_INT_COLUMNS = {"Client Batch Size", "Concurrent client requests", "Triton Instances", "attempts"}
-_BOOL_COLUMNS = {"stable", "residual_clamped"}
 
 
 class SweepError(RuntimeError):
@@ -91,11 +71,11 @@ class SweepPoint:
         return f"b{self.batch_size}_c{self.concurrency}"
 
 
-# ---- results store -----------------------------------------------------------------------------
+# ---- the run's identity (rows are stored through results.store) ---------------------------------
 
 def sweep_identity(model_config: dict[str, Any], server_version: str | None, manifest_path: str | Path | None,
                    options: PerfOptions, input_data: str | Path | None) -> RunIdentity:
-    """What defines a sweep's numbers (runs.identity). The server URL is left out: a restarted server may get new
+    """What defines a sweep's numbers (results.identity). The server URL is left out: a restarted server may get new
     ports; the points are not in it either: a sweep extended by new points reuses the ones it has."""
     return RunIdentity(
         host=host_identity(),
@@ -107,87 +87,6 @@ def sweep_identity(model_config: dict[str, Any], server_version: str | None, man
         toolkit_version=toolkit_version(),
         libraries=library_versions(),
     )
-
-
-class ResultsStore:
-    """`<run_dir>/<kind>.csv` (ms, seed columns, and each row's `measured_at` and `identity`).
-
-    Opening it reuses the rows measured under `identity` and sets the others aside (runs.ledger.reconcile).
-    """
-
-    def __init__(self, run_dir: str | Path, kind: str, identity: RunIdentity, policy: str = "auto"):
-        self.run_dir = Path(run_dir)
-        self.kind = kind
-        self.identity = identity
-        self.policy = policy
-        self.csv_path = self.run_dir / f"{kind}.csv"
-        self._rows: dict[tuple[int, int], dict[str, Any]] = {}
-        self._registered = False
-
-    def open(self) -> "ResultsStore":
-        """Load the rows that may be reused; nothing is created until the first point is added."""
-        stored = read_store_csv(self.csv_path) if self.csv_path.exists() else []
-        aside = [self.csv_path, self.run_dir / f"{self.kind}.md", self.run_dir / f"{self.kind}.fingerprint.json"]
-        for row in reconcile(self.run_dir, self.kind, stored, self.identity, self.policy, aside):
-            self._rows[(int(row["Client Batch Size"]), int(row["Concurrent client requests"]))] = row
-        return self
-
-    def completed(self, include_unstable: bool = True) -> set[tuple[int, int]]:
-        return {k for k, r in self._rows.items() if include_unstable or r.get("stable", True)}
-
-    def add(self, row: dict[str, Any]) -> None:
-        if not self._registered:
-            ensure_registered(self.run_dir, self.identity)
-            self._registered = True
-        key = (int(row["Client Batch Size"]), int(row["Concurrent client requests"]))
-        row = {**row, MEASURED_AT_COLUMN: now_utc(), IDENTITY_COLUMN: self.identity.id}
-        self._rows[key] = {c: row.get(c) for c in STORE_COLUMNS}
-        self._write()
-
-    def rows(self) -> list[dict[str, Any]]:
-        return [self._rows[k] for k in sorted(self._rows)]
-
-    def _write(self) -> None:
-        atomic_write_text(self.csv_path, rows_to_csv(self.rows()))
-
-
-def rows_to_csv(rows: Iterable[dict[str, Any]]) -> str:
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=list(STORE_COLUMNS), extrasaction="ignore", lineterminator="\n")
-    writer.writeheader()
-    for row in rows:
-        writer.writerow({c: _fmt(row.get(c)) for c in STORE_COLUMNS})
-    return buf.getvalue()
-
-
-def _fmt(value: Any) -> Any:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return ""
-    if isinstance(value, float):
-        return f"{value:.6g}" if abs(value) >= 1e-3 or value == 0 else f"{value:.3e}"
-    return value
-
-
-def read_store_csv(path: str | Path) -> list[dict[str, Any]]:
-    """Rows of an online/offline CSV with typed values (ints, floats in ms, bools)."""
-    rows = []
-    with open(path, newline="") as fh:
-        for raw in csv.DictReader(fh):
-            if raw.get("Client Batch Size") in (None, "", "Client Batch Size"):
-                continue
-            row: dict[str, Any] = {}
-            for col in STORE_COLUMNS:
-                val = raw.get(col, "")
-                if col in _INT_COLUMNS:
-                    row[col] = int(float(val)) if val not in ("", None) else None
-                elif col in _BOOL_COLUMNS:
-                    row[col] = str(val).strip().lower() in ("true", "1", "yes")
-                elif col in MEASURE_COLUMNS:
-                    row[col] = float(val) if val not in ("", None) else math.nan
-                else:
-                    row[col] = val or ""
-            rows.append(row)
-    return rows
 
 
 # ---- talking to the server ---------------------------------------------------------------------
@@ -269,7 +168,7 @@ def run_sweep(
 ) -> SweepOutcome:
     """Measure every point not yet in `<result_dir>/<kind>.csv` under this run's identity, then write the tables,
     run.json and report. Nothing is written before the server has answered a real request (a run that never
-    started leaves no trace); `reuse` is runs.ledger's policy: auto | resume | fresh."""
+    started leaves no trace); `reuse` is results.ledger's policy: auto | resume | fresh."""
     result_dir = Path(result_dir)
     url = server_url or _server_url(server, options.protocol)
     binary, _ = check_perf_analyzer()
@@ -442,128 +341,8 @@ def _write_markdown(result_dir: Path, kind: str, rows: list[dict[str, Any]]) -> 
 def _record_run(result_dir: Path, kind: str, config: dict[str, Any], section: dict[str, Any],
                 server_version: str | None, identity: RunIdentity) -> None:
     """run.json: this invocation's metadata, the other sweep kind's section when both share a folder, and every
-    identity whose rows the folder holds (runs.ledger)."""
+    identity whose rows the folder holds (results.ledger)."""
     previous = read_run_json(result_dir)
     sweeps = dict(previous.get("config", {}).get("sweeps", {}))
     sweeps[kind] = section
     record_run(result_dir, {**config, "sweeps": sweeps}, server_version, identity)
-
-
-# ---- command line (shared by the offline and online scripts) -----------------------------------
-
-_LOOPBACK = ("localhost", "127.0.0.1", "::1", "[::1]")
-
-
-def add_target_arguments(parser) -> None:
-    """Server, model and output flags, named like the DLE scripts'."""
-    g = parser.add_argument_group("server and model")
-    g.add_argument("--server-url", default=None,
-                   help="host:port of the server (default: 127.0.0.1:8001 for grpc, 127.0.0.1:8000 for http)")
-    g.add_argument("--model-name", required=True)
-    g.add_argument("--model-version", default="", help="default: the latest version")
-    g.add_argument("--manifest", default=None, metavar="PATH",
-                   help="manifest.json of the converted model (or its folder); without it the signature comes "
-                        "from the server's model metadata and dynamic dims need --shape")
-    g.add_argument("--shape", action="append", default=[], metavar="NAME:D1,D2",
-                   help="size of an input's dynamic dims, without the batch axis (repeatable)")
-    g.add_argument("--precision", default=None, help="recorded in the tables (default: the manifest's)")
-    g.add_argument("--number-of-model-instances", type=int, default=None,
-                   help="recorded; the server's instance_group count is what the tables show")
-    o = parser.add_argument_group("results")
-    o.add_argument("--result-path", default=None, metavar="DIR",
-                   help="run folder (default: results/<model-name>); rerunning into it resumes")
-    add_reuse_arguments(o, "points")
-    o.add_argument("--remeasure-unstable", action="store_true", help="on resume, measure unstable points again")
-    o.add_argument("--no-report", action="store_true", help="skip report.md/report.html/plots")
-    o.add_argument("--no-progress", action="store_true", help="no progress bar")
-    o.add_argument("--ready-timeout", type=float, default=60.0, help="seconds to wait for the model (default 60)")
-
-
-def parse_shapes(items: Sequence[str]) -> dict[str, list[int]]:
-    shapes = {}
-    for item in items:
-        name, _, dims = item.rpartition(":")
-        try:
-            shapes[name] = [int(d) for d in dims.split(",")]
-        except ValueError:
-            raise ValueError(f"--shape {item!r}: expected NAME:D1,D2,... with integer dims") from None
-        if not name:
-            raise ValueError(f"--shape {item!r}: expected NAME:D1,D2,...")
-    return shapes
-
-
-def _with_real_input_data(args, options, manifest, url: str, result_dir: Path):
-    """--data-dir/--dataloader: the user's samples as perf_analyzer JSON in the run folder, validated against
-    the manifest's signature (or the served model's metadata); the options then point at that file."""
-    from dataclasses import replace
-
-    from ..perf.analyzer import real_input_data
-
-    if getattr(args, "data_dir", None) is None and getattr(args, "dataloader", None) is None:
-        return options
-    wait_until_ready(url, options.protocol, args.model_name, args.model_version, args.ready_timeout)  # then write
-    if manifest is not None:
-        signature, batched, precision = manifest.signature, manifest.max_batch_size > 0, manifest.precision
-    else:
-        config = fetch_model_config(url, options.protocol, args.model_name, args.model_version)
-        max_batch = int(config.get("max_batch_size", 0) or 0)
-        metadata = fetch_model_metadata(url, options.protocol, args.model_name, args.model_version)
-        signature = signature_from_metadata(metadata, max_batch, parse_shapes(args.shape))
-        batched, precision = max_batch > 0, "fp32"
-    path = real_input_data(args, signature, result_dir / "raw", precision=precision, batched=batched)
-    if path is None:
-        return options
-    print(f"input data: {args.perf_samples} real sample(s) at most from {args.dataloader or args.data_dir} "
-          f"-> {path}", flush=True)
-    return replace(options, input_data=path)
-
-
-def run_cli(kind: str, args, points_arg: Sequence[int] | str, fixed: int) -> int:
-    """Run one sweep from parsed flags; print the table; return the exit code (errors as messages, no traceback)."""
-    from ..perf.analyzer import PerfAnalyzerNotFound, perf_options_from_args
-    from ..spec import Manifest
-
-    try:
-        url = args.server_url or ("127.0.0.1:8001" if args.protocol == "grpc" else "127.0.0.1:8000")
-        shm = args.shared_memory
-        if shm == "auto":
-            host = url.split("://")[-1].rsplit(":", 1)[0]
-            shm = "system" if host in _LOOPBACK else "none"
-        options = perf_options_from_args(args, shared_memory=shm)
-        manifest = Manifest.load(args.manifest) if args.manifest else None
-        from ..repository.names import check_model_name
-
-        result_dir = Path(args.result_path or Path("results") / check_model_name(args.model_name))
-        options = _with_real_input_data(args, options, manifest, url, result_dir)
-        common = dict(
-            model_version=args.model_version, precision=args.precision,
-            number_of_model_instances=args.number_of_model_instances, shapes=parse_shapes(args.shape),
-            manifest_path=args.manifest, progress=not args.no_progress, remeasure_unstable=args.remeasure_unstable,
-            build_report=not args.no_report, ready_timeout_s=args.ready_timeout, reuse=args.reuse,
-        )
-        if kind == "online":
-            from .online import run_online
-
-            outcome = run_online(args.model_name, url, manifest, points_arg, options, result_dir,
-                                 batch_size=fixed, **common)
-        else:
-            from .offline import run_offline
-
-            outcome = run_offline(args.model_name, url, manifest, points_arg, options, result_dir,
-                                  concurrency=fixed, **common)
-    except (SweepError, ServerNotReady, PerfAnalyzerNotFound, IdentityMismatch, SpecError, ValueError,
-            FileNotFoundError) as err:
-        # a dead server, an unknown model, a missing tool, bad flags, a refused --resume: exit 2 (the README's
-        # table); the completed points are kept and the same command resumes
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    from ..report.tables import full_table
-
-    print(f"\nFull tabular data ({kind}, {outcome.csv_path}):\n")
-    print(full_table(kind, outcome.rows))
-    if outcome.report:
-        print(f"\nreport: {outcome.report.get('report.html')}")
-    if outcome.unstable:
-        print(f"warning: {len(outcome.unstable)} point(s) are unstable (stable=False in {outcome.csv_path})",
-              file=sys.stderr)
-    return 0

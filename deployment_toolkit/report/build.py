@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from ..runinfo import read_run_json
+from ..results.runinfo import read_run_json
 from ..spec import atomic_write_text
 from .sections import EXTRA_SECTIONS, include_extra_sections
 from . import html as html_report

@@ -17,7 +17,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
-from ..perf.analyzer import BREAKDOWN_COLUMNS, THROUGHPUT  # noqa: E402
+from ..results.schema import BREAKDOWN_COLUMNS, THROUGHPUT  # noqa: E402
 from .tables import key_column, sort_rows  # noqa: E402
 
 UNSTABLE_COLOR = "#d62728"

@@ -7,9 +7,9 @@ import math
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from ..perf.analyzer import MEASURE_COLUMNS, RESIDUAL, THROUGHPUT
-from ..perf.sweep import read_store_csv
-from ..runs.ledger import row_identities
+from ..results.schema import MEASURE_COLUMNS, RESIDUAL, THROUGHPUT
+from ..results.store import read_store_csv
+from ..results.ledger import row_identities
 from ..tables import markdown_table  # noqa: F401  (re-exported: report.build imports it from here)
 
 ONLINE_COLUMNS = ("Concurrent client requests", *MEASURE_COLUMNS)
@@ -190,7 +190,7 @@ def config_table(meta: dict[str, Any], kind: str | None = None) -> str:
 def hardware_lines(meta: dict[str, Any], rows: Iterable[dict[str, Any]] | None = None) -> list[str]:
     """The "Our results were obtained using the following configuration" bullets, for the rows given.
 
-    Rows name the identity they were measured under (runs.ledger); the bullets describe that identity's host and
+    Rows name the identity they were measured under (results.ledger); the bullets describe that identity's host and
     software, and when the rows were measured. A folder whose rows come from several identities says so and
     describes each. Without rows (or for rows older than row provenance) the run.json's own metadata is used.
     """

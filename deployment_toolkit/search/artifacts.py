@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..export.reuse import reusable_artifact
-from ..runs.identity import file_digest
+from ..results.identity import file_digest
 from ..sources import ModelSource, ResolvedModel, resolve
 from ..spec import Manifest
 from .trials import FormatInfo

@@ -18,7 +18,7 @@ from .trials import SearchError, SearchOutcome, SearchSettings
 from .space import DEFAULT_QUEUE_DELAYS_US, host_cores
 from .stats import MIN_NOISE
 from .store import SearchStore, StoreMismatch
-from ..runs.identity import RunIdentity, host_identity, input_data_digest, library_versions, toolkit_version
+from ..results.identity import RunIdentity, host_identity, input_data_digest, library_versions, toolkit_version
 
 EXAMPLE = """
     python triton/search_config.py --model resnet50 --preset full --p99-ms 500 --max-minutes 20 \\
@@ -118,7 +118,7 @@ def settings_from_args(args) -> SearchSettings:
 
 
 def search_identity(model: str, preset: str, options, infos) -> RunIdentity:
-    """What defines the stored points (runs.identity); the budget is not in it (a point is a fact whatever the
+    """What defines the stored points (results.identity); the budget is not in it (a point is a fact whatever the
     budget), nor the candidates' configs (each point's key names its candidate)."""
     try:
         server = f"embedded tritonserver (nvidia-pytriton {metadata.version('nvidia-pytriton')})"
@@ -146,8 +146,8 @@ def _with_real_input_data(args, options, infos, result_dir: Path):
 
 def run_search(args) -> int:
     from ..perf.analyzer import perf_options_from_args
-    from ..runinfo import cpu_info
-    from ..runs.ledger import record_run
+    from ..results.runinfo import cpu_info
+    from ..results.ledger import record_run
     from .artifacts import prepare_formats
     from ..report.build import build_report
     from .output import plot_frontier, write_csvs, write_markdown, write_winner
@@ -236,7 +236,7 @@ def _print_answer(outcome: SearchOutcome, written: Path | None, csv_path: Path, 
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from ..perf.analyzer import PerfAnalyzerNotFound
+    from ..binaries import PerfAnalyzerNotFound
 
     args = build_parser().parse_args(argv)
     try:

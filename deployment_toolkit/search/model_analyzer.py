@@ -73,7 +73,7 @@ def find_model_analyzer(explicit: str | None = None, venv: Path = DEFAULT_VENV) 
 
 def ma_environment() -> dict[str, str]:
     """The server's environment (bundled libs, venv bin first on PATH) plus the CUDA runtime for perf_analyzer."""
-    from ..perf.analyzer import perf_environment
+    from ..binaries import perf_environment
     from ..server.local import find_installation, server_environment
 
     return perf_environment(server_environment(find_installation()))
@@ -161,7 +161,7 @@ def run_model_analyzer(*, binary: Path | None, model_name: str, repository: Path
     """Run Model Analyzer's profile with a time limit; never raises for its failures, reports them."""
     import yaml
 
-    from ..perf.analyzer import find_perf_analyzer
+    from ..binaries import find_perf_analyzer
     from ..server.local import backend_directory, find_installation, free_port
 
     if binary is None:

@@ -3,8 +3,8 @@
 A rerun of the same command reads it back and measures only what is missing, so an interrupted or
 time-limited search resumes where it stopped. A point is keyed by candidate (with a digest of the
 artifact it served), concurrency and sample number, and carries when it was measured and under which run
-identity (runs.identity: host, server, perf options, artifacts, input data, toolkit). A checkpoint of another
-identity is never reused: it is moved aside (runs.ledger), or refused with --resume.
+identity (results.identity: host, server, perf options, artifacts, input data, toolkit). A checkpoint of another
+identity is never reused: it is moved aside (results.ledger), or refused with --resume.
 """
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..runs.identity import RunIdentity
-from ..runs.ledger import IdentityMismatch, ensure_registered, now_utc, reconcile
+from ..results.identity import RunIdentity
+from ..results.ledger import IdentityMismatch, ensure_registered, now_utc, reconcile
 from ..spec import atomic_write_text
 
 POINTS_FILE = "search_points.json"

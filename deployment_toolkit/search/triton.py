@@ -13,8 +13,10 @@ import time
 import warnings
 from pathlib import Path
 
+from ..binaries import check_perf_analyzer
 from ..client.server_api import ServerNotReady, preflight
-from ..perf.analyzer import MEASURE_COLUMNS, PerfAnalyzerError, PerfOptions, check_perf_analyzer, run_point
+from ..perf.analyzer import PerfAnalyzerError, PerfOptions, run_point
+from ..results.schema import MEASURE_COLUMNS
 from ..repository.config import ConfigError
 from ..repository.layout import write_model
 from ..repository.names import check_model_name

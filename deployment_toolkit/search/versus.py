@@ -246,7 +246,7 @@ def write_summary(result_dir: Path, budget_ms: float, ours: OurResult, ma: MARes
         lines.append("")
     path = result_dir / "vs_model_analyzer.md"
     atomic_write_text(path, "\n".join(lines))
-    from ..runinfo import run_metadata, write_run_json
+    from ..results.runinfo import run_metadata, write_run_json
 
     head_to_head = [{"side": c.side, "config": c.candidate.key, "concurrency": c.concurrency,
                      "throughputs": c.throughputs, "p99s_ms": c.p99s, "error": c.error} for c in measured]

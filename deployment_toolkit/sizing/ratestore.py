@@ -6,9 +6,9 @@ stored row instead of measuring again, so an interrupted capacity search resumes
 their provenance (UTC timestamp, the perf_analyzer command, its log). The file is rewritten through a temp file
 and a rename after every point, so it never holds half a row.
 
-When the store is opened against a live server it also carries the run identity (runs.identity: host, server
+When the store is opened against a live server it also carries the run identity (results.identity: host, server
 version, the config the server loaded, perf options, input data, toolkit): rows measured under another identity
-are moved aside (runs.ledger), never replayed, and every new row records the identity's id. Replaying without a
+are moved aside (results.ledger), never replayed, and every new row records the identity's id. Replaying without a
 server (planning from stored points) reads the rows as they are; the report shows which identity measured them.
 """
 from __future__ import annotations
@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from ..runs.identity import RunIdentity
-from ..runs.ledger import ensure_registered, reconcile
+from ..results.identity import RunIdentity
+from ..results.ledger import ensure_registered, reconcile
 from ..spec import atomic_write_text
 
 FILE_NAME = "openloop.csv"

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..perf.sweep import instance_count, read_store_csv
-from ..runinfo import read_run_json
+from ..perf.sweep import instance_count
+from ..results.runinfo import read_run_json
+from ..results.store import read_store_csv
 
 THROUGHPUT = "Inferences/second"
 P99 = "P99 Latency"

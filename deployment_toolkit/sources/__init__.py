@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from ..spec import MANIFEST_NAME, Manifest
-from .base import (ARTIFACT_KINDS, KINDS, ModelSource, ResolvedModel, SourceError, display_name, register_source,
-                   resolver_for, sha256_file, slugify)
+from .base import (_RESOLVERS, ARTIFACT_KINDS, KINDS, ModelSource, ResolvedModel, Resolver, SourceError, display_name,
+                   register_source, sha256_file, slugify)
 
 INPUT_TYPES = {"pyt": "python", "python": "python", "onnx": "onnx", "ts": "ts", "trt": "trt"}
 _SUFFIX_KIND = {".py": "python", ".onnx": "onnx", ".pt": "ts", ".ts": "ts", ".torchscript": "ts", ".plan": "trt",
@@ -27,8 +27,18 @@ __all__ = ["KINDS", "ModelSource", "ResolvedModel", "SourceError", "create_model
            "source_of"]
 
 
+def resolver_for(kind: str) -> Resolver:
+    """The resolver registered for `kind`. Here, not in base.py: the kinds' modules import base to register."""
+    from . import artifacts, python, timm_source, zoo  # noqa: F401  (importing registers the kinds)
+
+    try:
+        return _RESOLVERS[kind]
+    except KeyError:
+        raise SourceError(f"no resolver for model source kind {kind!r}") from None
+
+
 def _is_zoo_name(ref: str) -> bool:
-    from ..models.registry import UnknownModelError, get_model
+    from ..models import UnknownModelError, get_model
 
     try:
         get_model(ref)

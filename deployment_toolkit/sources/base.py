@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from ..runs.identity import file_digest as sha256_file  # noqa: F401  (re-exported: the one file digest)
+from ..results.identity import file_digest as sha256_file  # noqa: F401  (re-exported: the one file digest)
 from ..spec import ModelSignature
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -125,12 +125,3 @@ def register_source(kind: str) -> Callable[[Resolver], Resolver]:
         return fn
 
     return decorate
-
-
-def resolver_for(kind: str) -> Resolver:
-    from . import artifacts, python, timm_source, zoo  # noqa: F401  (importing registers the kinds)
-
-    try:
-        return _RESOLVERS[kind]
-    except KeyError:
-        raise SourceError(f"no resolver for model source kind {kind!r}") from None

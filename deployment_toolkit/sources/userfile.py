@@ -21,7 +21,7 @@ def first_line(err: BaseException) -> str:
 
 def import_file(path: str | Path, what: str, error: type[Exception], hint: str = "") -> ModuleType:
     """Import `path` as a module; a missing file, a non-Python file or an import failure raises `error`."""
-    from ..runs.identity import file_digest
+    from ..results.identity import file_digest
 
     path = Path(path)
     if not path.is_file():

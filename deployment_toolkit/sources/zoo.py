@@ -1,7 +1,7 @@
 """Zoo names: the registry's entries, as before (random weights unless --checkpoint)."""
 from __future__ import annotations
 
-from ..models.registry import UnknownModelError, get_model
+from ..models import UnknownModelError, get_model
 from .base import ModelSource, ResolvedModel, register_source
 from .common import with_checkpoint
 

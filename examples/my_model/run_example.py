@@ -84,7 +84,7 @@ def run_example(out: Path, workspace: Path, fast: bool) -> Path:
              "--no-progress")
     total = time.perf_counter() - t0
     write_timings(out / "example_timings.md", total, what="The worked example (examples/my_model/run_example.py)")
-    from deployment_toolkit.runinfo import run_metadata, write_run_json
+    from deployment_toolkit.results.runinfo import run_metadata, write_run_json
 
     # the folder's own record (the timings and accuracy_metrics.csv; perf/ and search/ keep theirs)
     write_run_json(out, run_metadata({"kind": "worked-example", "workspace": str(ws), "fast": fast,

@@ -23,11 +23,12 @@ from deployment_toolkit.perf import (
     PerfOptions,
     ServerDiedError,
     ServerNotReady,
-    read_store_csv,
     run_offline,
     run_online,
 )
 from deployment_toolkit.perf.sweep import SweepPoint
+from deployment_toolkit.results.schema import STORE_COLUMNS
+from deployment_toolkit.results.store import read_store_csv
 from deployment_toolkit.spec import ModelSignature, TensorSpec
 
 pytestmark = pytest.mark.integration

@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 from test_perf_runners import DOUBLE_CONFIG, DOUBLE_MODEL, FAST, SIG, _start, _write_model
 
-from deployment_toolkit.perf import check_perf_analyzer, read_store_csv, run_offline, run_online
+from deployment_toolkit.perf import check_perf_analyzer, run_offline, run_online
 from deployment_toolkit.perf import sweep as sweep_module
-from deployment_toolkit.perf.analyzer import PerfAnalyzerNotFound
-from deployment_toolkit.runs import IdentityMismatch
-from deployment_toolkit.runs.identity import host_identity
+from deployment_toolkit.binaries import PerfAnalyzerNotFound
+from deployment_toolkit.results import IdentityMismatch
+from deployment_toolkit.results.identity import host_identity
+from deployment_toolkit.results.store import read_store_csv
 
 pytestmark = pytest.mark.integration
 

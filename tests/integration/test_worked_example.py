@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from deployment_toolkit.perf import read_store_csv
+from deployment_toolkit.results.store import read_store_csv
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]

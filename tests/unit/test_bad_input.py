@@ -17,7 +17,8 @@ import pytest
 
 from deployment_toolkit.cleanup import PerfShmRecord, perf_region_pattern, sweep_dead_runs
 from deployment_toolkit.client.dump import DumpError, DumpWriter, load_dump
-from deployment_toolkit.perf.sweep import STORE_COLUMNS, rows_to_csv
+from deployment_toolkit.results.schema import STORE_COLUMNS
+from deployment_toolkit.results.store import rows_to_csv
 from deployment_toolkit.report.tables import ResultsFileError, load_rows
 from deployment_toolkit.server.local import port_is_free
 
@@ -122,7 +123,7 @@ def test_report_script_exits_2_on_a_hand_edited_csv(tmp_path):
 
 
 def test_run_json_that_is_not_json_is_one_error(tmp_path):
-    from deployment_toolkit.runinfo import read_run_json
+    from deployment_toolkit.results.runinfo import read_run_json
 
     (tmp_path / "run.json").write_text('{"config": ')
     with pytest.raises(ValueError, match="run.json is not valid JSON"):

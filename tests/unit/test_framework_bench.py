@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from deployment_toolkit.perf import framework as fw
-from deployment_toolkit.perf.framework import BenchConfig, BenchCSV, HostCaps
+from deployment_toolkit.perf.framework import BenchConfig, HostCaps
+from deployment_toolkit.results.bench_store import BenchCSV
 
 CPU = HostCaps(device="cpu")
 ROOT = Path(__file__).resolve().parents[2]

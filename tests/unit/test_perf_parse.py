@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from deployment_toolkit.perf import analyzer as pa
+from deployment_toolkit import binaries
+from deployment_toolkit.binaries import PerfAnalyzerNotFound
 from deployment_toolkit.perf.analyzer import (
     PerfAnalyzerError,
-    PerfAnalyzerNotFound,
     PerfOptions,
     build_command,
     diagnose_output,
@@ -26,14 +26,10 @@ from deployment_toolkit.perf.analyzer import (
     write_input_data_json,
 )
 from deployment_toolkit.perf.online import parse_range
-from deployment_toolkit.perf.sweep import (
-    STORE_COLUMNS,
-    ResultsStore,
-    instance_count,
-    read_store_csv,
-    signature_from_metadata,
-)
-from deployment_toolkit.runs import IdentityMismatch, RunIdentity
+from deployment_toolkit.perf.sweep import instance_count, signature_from_metadata
+from deployment_toolkit.results import IdentityMismatch, RunIdentity
+from deployment_toolkit.results.schema import STORE_COLUMNS
+from deployment_toolkit.results.store import ResultsStore, read_store_csv
 from deployment_toolkit.spec import ModelSignature, SpecError, TensorSpec
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "perf"
@@ -312,28 +308,28 @@ def test_missing_shared_library_is_named_with_the_fix(fake_pa):
     plan("nolib")
     binary.write_text(binary.read_text().replace('if args == ["--version"]', 'if args == ["--never"]'))
     with pytest.raises(PerfAnalyzerNotFound, match="libcudart.so.12.*nvidia-cuda-runtime-cu12"):
-        pa.check_perf_analyzer(binary)
+        binaries.check_perf_analyzer(binary)
 
 
 def test_perf_analyzer_not_found_says_what_to_install(tmp_path, monkeypatch):
     monkeypatch.setattr(sys, "executable", str(tmp_path / "python"))
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(PerfAnalyzerNotFound, match=r"tritonclient\[all\]==2.50.0.*libb64-0d.*nvidia-cuda-runtime-cu12"):
-        pa.find_perf_analyzer()
+        binaries.find_perf_analyzer()
 
 
 def test_perf_environment_puts_the_pip_cuda_runtime_first(monkeypatch):
     monkeypatch.setenv("LD_LIBRARY_PATH", "/opt/x")
-    env = pa.perf_environment()
+    env = binaries.perf_environment()
     parts = env["LD_LIBRARY_PATH"].split(os.pathsep)
     assert parts[-1] == "/opt/x"
-    if pa.cuda_runtime_lib_dirs():
+    if binaries.cuda_runtime_lib_dirs():
         assert parts[0].endswith(os.path.join("nvidia", "cuda_runtime", "lib"))
 
 
 def test_real_perf_analyzer_starts():
     try:
-        path, version = pa.check_perf_analyzer()
+        path, version = binaries.check_perf_analyzer()
     except PerfAnalyzerNotFound as err:  # part of `make install` (the tritonclient wheel): a failure, not a skip
         pytest.fail(f"perf_analyzer comes with `make install`: {err}")
     assert path.exists() and "Perf Analyzer" in version
@@ -391,13 +387,13 @@ def test_deleting_a_row_makes_it_pending_again(tmp_path):
     (dict(host="cpu-b"), 'host.cpu_model: stored "cpu-a", now "cpu-b"'),
 ])
 def test_rows_of_another_identity_are_kept_aside_and_measured_anew(tmp_path, changed, field):
-    from deployment_toolkit.runs.ledger import register
+    from deployment_toolkit.results.ledger import register
 
     run = tmp_path / "run"
     ResultsStore(run, "online", _fp()).open().add(_row(1, 1))
     register(run, _fp(), {"timestamp": "t0", "command": "first"})
     said = []
-    from deployment_toolkit.runs import ledger
+    from deployment_toolkit.results import ledger
 
     rows = ledger.reconcile(run, "online", read_store_csv(run / "online.csv"), _fp(**changed), "auto",
                             [run / "online.csv"], say=said.append)

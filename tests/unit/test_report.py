@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from deployment_toolkit.perf.analyzer import PointResult, parse_csv
-from deployment_toolkit.perf.sweep import rows_to_csv
+from deployment_toolkit.results.store import rows_to_csv
 from deployment_toolkit.report.build import build_report, compare_runs
 from deployment_toolkit.report.tables import config_table, fmt, full_table, load_rows
-from deployment_toolkit.runinfo import run_metadata, write_run_json
+from deployment_toolkit.results.runinfo import run_metadata, write_run_json
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "perf"
 ROOT = Path(__file__).resolve().parents[2]

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from deployment_toolkit.perf import analyzer
+from deployment_toolkit.perf.analyzer import shm_lock
 from deployment_toolkit.perf.analyzer import (
     PerfAnalyzerError, PerfOptions, ShmRun, concurrent_message, conflicting_runs, parse_shm_run, run_point,
     running_shm_runs, shared_memory_guard, sigbus_message,
@@ -230,7 +230,7 @@ def test_running_perf_analyzer_with_system_shm_is_found_in_proc():
 
 
 def test_guard_waits_for_lock_holder_then_gives_up_with_a_clear_error(tmp_path, monkeypatch):
-    monkeypatch.setattr(analyzer, "running_shm_runs", lambda: [])
+    monkeypatch.setattr(shm_lock, "running_shm_runs", lambda: [])
     lock = tmp_path / "shm.lock"
     with shared_memory_guard("system", "127.0.0.1:8001", wait_s=1, lock_path=lock):
         with pytest.raises(PerfAnalyzerError, match="held .*shm.lock"):
@@ -242,7 +242,7 @@ def test_guard_waits_for_lock_holder_then_gives_up_with_a_clear_error(tmp_path, 
 
 def test_guard_refuses_to_run_next_to_a_foreign_perf_analyzer(tmp_path, monkeypatch):
     foreign = ShmRun(4242, "system", "127.0.0.1:9001", "other")
-    monkeypatch.setattr(analyzer, "running_shm_runs", lambda: [foreign])
+    monkeypatch.setattr(shm_lock, "running_shm_runs", lambda: [foreign])
     with pytest.raises(PerfAnalyzerError, match="pid 4242"):
         with shared_memory_guard("system", "127.0.0.1:8001", wait_s=0.3, lock_path=tmp_path / "l"):
             pass
@@ -251,8 +251,8 @@ def test_guard_refuses_to_run_next_to_a_foreign_perf_analyzer(tmp_path, monkeypa
 
 
 def test_sigbus_exit_becomes_a_clear_error(tmp_path, monkeypatch):
-    monkeypatch.setattr(analyzer, "running_shm_runs", lambda: [])
-    monkeypatch.setattr(analyzer, "shm_lock_path", lambda: tmp_path / "shm.lock")
+    monkeypatch.setattr(shm_lock, "running_shm_runs", lambda: [])
+    monkeypatch.setattr(shm_lock, "shm_lock_path", lambda: tmp_path / "shm.lock")
     fake = tmp_path / "perf_analyzer"
     fake.write_text("#!/bin/sh\nkill -BUS $$\n")
     fake.chmod(0o755)

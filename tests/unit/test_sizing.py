@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from deployment_toolkit.perf.sweep import rows_to_csv
+from deployment_toolkit.results.store import rows_to_csv
 from deployment_toolkit.sizing import (
     Demand,
     Prices,

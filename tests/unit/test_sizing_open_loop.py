@@ -17,7 +17,7 @@ import pytest
 from conftest import require_tool
 
 from deployment_toolkit.perf.analyzer import PerfOptions, parse_csv
-from deployment_toolkit.perf.sweep import rows_to_csv
+from deployment_toolkit.results.store import rows_to_csv
 from deployment_toolkit.sizing import Demand, Prices, load_runs, size
 from deployment_toolkit.sizing.capacity import OpenLoopCapacity, repeat_search, search
 from deployment_toolkit.sizing.ratepoint import (
@@ -179,7 +179,7 @@ def test_store_roundtrip_keys_and_provenance(tmp_path):
 
 
 def test_store_against_a_live_server_reuses_only_rows_of_its_identity(tmp_path, capsys):
-    from deployment_toolkit.runs import RunIdentity
+    from deployment_toolkit.results import RunIdentity
 
     def ident(server: str) -> RunIdentity:
         return RunIdentity(host={"cpu_model": "c"}, server_version=server, model_config={"name": "m"},

@@ -148,9 +148,9 @@ def test_manifest_records_the_source_and_stages_rebuild_from_it(tmp_path, monkey
     assert rec["artifact_sha256"] == sha256_file(tmp_path / "onnx" / "model.onnx")
     assert {"torch", "onnx", "python"} <= set(rec["versions"])
 
-    import deployment_toolkit.models.registry as registry  # no stage may look the model up in the zoo
+    import deployment_toolkit.models as models  # no stage may look the model up in the zoo
 
-    monkeypatch.setattr(registry, "get_model", lambda name: pytest.fail(f"zoo lookup of {name}"))
+    monkeypatch.setattr(models, "get_model", lambda name: pytest.fail(f"zoo lookup of {name}"))
     loaded = Manifest.load(tmp_path / "onnx")
     predict, _, _ = framework_predictor(tmp_path / "onnx", "framework")
     x = loaded.signature.examples(2, seed=5)

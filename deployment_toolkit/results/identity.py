@@ -14,7 +14,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..runinfo import cpu_info, gpu_info
+from .runinfo import cpu_info, gpu_info
 
 DISTRIBUTION = "triton-deployment-toolkit"
 # Fields of a server's model config that name the run's surroundings rather than what is measured.

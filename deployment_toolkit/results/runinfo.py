@@ -17,10 +17,10 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from .spec import atomic_write_text
+from ..spec import atomic_write_text
 
 RUN_JSON = "run.json"
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 # distribution name -> key in run.json's "versions"
 _DISTRIBUTIONS = {
     "torch": "torch",
@@ -109,7 +109,7 @@ def package_versions() -> dict[str, str | None]:
 def perf_analyzer_version() -> str | None:
     """perf_analyzer's `--version` line (the 2.50 wheel prints an empty version; tritonclient's is recorded too)."""
     try:
-        from .perf.analyzer import PerfAnalyzerNotFound, check_perf_analyzer
+        from ..binaries import PerfAnalyzerNotFound, check_perf_analyzer
 
         path, line = check_perf_analyzer()
         return f"{' '.join(line.split())} [{path}]"

@@ -14,7 +14,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from ..runinfo import read_run_json, run_metadata, write_run_json
+from .runinfo import read_run_json, run_metadata, write_run_json
 from .identity import RunIdentity, summary
 
 IDENTITY_COLUMN = "identity"

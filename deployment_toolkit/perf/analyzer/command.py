@@ -1,0 +1,193 @@
+"""perf_analyzer's options and its command line: what to measure and how, as argv (never a shell string)."""
+from __future__ import annotations
+
+import base64
+import json
+import math
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any, Iterable, Protocol, Sequence
+
+import numpy as np
+
+from ...binaries import find_perf_analyzer
+from ...spec import TensorSpec, atomic_write_text
+
+
+DEFAULT_OUTPUT_SHM_BYTES = 100 * 1024  # perf_analyzer's own default
+
+class HasSignature(Protocol):
+    """A Manifest or a ModelSignature: anything with inputs and outputs."""
+
+    @property
+    def inputs(self) -> Sequence[TensorSpec]: ...
+
+    @property
+    def outputs(self) -> Sequence[TensorSpec]: ...
+
+
+@dataclass(frozen=True)
+class PerfOptions:
+    """How perf_analyzer measures a point. Fields that change the numbers go into a sweep's fingerprint."""
+
+    protocol: str = "grpc"  # grpc | http
+    shared_memory: str = "none"  # system | cuda | none
+    output_shared_memory_size: int | None = None  # bytes per sample; None = from the manifest
+    input_data: str = "random"  # random | zero | path to a JSON file or directory
+    measurement_mode: str = "time_windows"  # time_windows | count_windows
+    measurement_interval_ms: int = 5000
+    measurement_request_count: int = 50
+    stability_percentage: float = 10.0
+    max_trials: int = 10
+    percentile: int | None = None  # stabilise on this latency percentile instead of the average
+    async_mode: bool = False
+    extra_args: tuple[str, ...] = ()
+    # retries of an unstable point (not part of the measurement definition)
+    max_attempts: int = 5
+    retry_interval_step_ms: int = 2000
+    retry_request_count_step: int = 50
+    relaxed_fallback: bool = True  # after the last unstable attempt, measure once with stability unchecked
+    timeout_s: float | None = None  # per perf_analyzer call; None = derived from the window settings
+
+    def __post_init__(self) -> None:
+        checks = {
+            "protocol": (self.protocol, ("grpc", "http")),
+            "shared_memory": (self.shared_memory, ("system", "cuda", "none")),
+            "measurement_mode": (self.measurement_mode, ("time_windows", "count_windows")),
+        }
+        for name, (value, allowed) in checks.items():
+            if value not in allowed:
+                raise ValueError(f"{name}={value!r}: choose one of {', '.join(allowed)}")
+        if self.measurement_interval_ms <= 0 or self.measurement_request_count <= 0 or self.max_trials <= 0:
+            raise ValueError("measurement interval, request count and max trials must be positive")
+        if self.max_attempts < 1:
+            raise ValueError("max_attempts must be >= 1")
+        object.__setattr__(self, "extra_args", tuple(self.extra_args))
+
+    def measurement_fields(self) -> dict[str, Any]:
+        """The fields that define what is measured (for fingerprints and run.json)."""
+        skip = {"max_attempts", "retry_interval_step_ms", "retry_request_count_step", "relaxed_fallback", "timeout_s"}
+        return {k: v if not isinstance(v, tuple) else list(v) for k, v in asdict(self).items() if k not in skip}
+
+    def lengthened(self) -> "PerfOptions":
+        """The next retry's options: a longer window, as the DLE runner does (+2000 ms or +50 requests)."""
+        if self.measurement_mode == "time_windows":
+            return replace(self, measurement_interval_ms=self.measurement_interval_ms + self.retry_interval_step_ms)
+        return replace(self, measurement_request_count=self.measurement_request_count + self.retry_request_count_step)
+
+    def window_label(self) -> str:
+        if self.measurement_mode == "time_windows":
+            return f"{self.measurement_interval_ms} ms windows"
+        return f"{self.measurement_request_count}-request windows"
+
+    def call_timeout_s(self) -> float:
+        if self.timeout_s is not None:
+            return self.timeout_s
+        if self.measurement_mode == "time_windows":
+            return 60.0 + 3.0 * self.max_trials * self.measurement_interval_ms / 1000.0
+        return 600.0
+
+
+def output_shared_memory_size(outputs: Iterable[TensorSpec], headroom: float = 1.25) -> int:
+    """Bytes per sample for `--output-shared-memory-size`: the largest output with headroom.
+
+    perf_analyzer multiplies this by the batch size (checked: 8 bytes at -b 4 gives a 32-byte region), so
+    a per-sample size is right; it never goes below perf_analyzer's 100 KB default.
+    """
+    largest = max((t.nbytes(1) for t in outputs), default=0)
+    return max(DEFAULT_OUTPUT_SHM_BYTES, int(math.ceil(largest * headroom / 4096.0)) * 4096)
+
+
+def needs_input_file(signature: HasSignature) -> bool:
+    return any(t.value is not None for t in signature.inputs)
+
+
+def write_input_data_json(signature: HasSignature, path: str | Path, kind: str = "random", seed: int = 0) -> Path:
+    """A perf_analyzer `--input-data` JSON file: fixed `value`s for non-data inputs, random/zero data for the rest.
+
+    One batch-1 entry; perf_analyzer repeats it to fill larger batches. Binary tensors are base64 encoded
+    (compact for image-sized inputs); string tensors are listed as content.
+    """
+    if kind not in ("random", "zero"):
+        raise ValueError(f"generated input data is 'random' or 'zero', not {kind!r}")
+    rng = np.random.default_rng(seed)
+    entry: dict[str, Any] = {}
+    for spec in signature.inputs:
+        sample = spec.example(0, rng, kind)
+        shape = list(spec.concrete_shape)
+        if sample.dtype == object:
+            entry[spec.name] = {"content": [str(v) for v in sample.ravel()], "shape": shape}
+        else:
+            data = np.ascontiguousarray(sample).tobytes()
+            entry[spec.name] = {"b64": base64.b64encode(data).decode("ascii"), "shape": shape}
+    atomic_write_text(path, json.dumps({"data": [entry]}) + "\n")
+    return Path(path)
+
+
+def shape_args(signature: HasSignature) -> list[str]:
+    """`--shape NAME:d1,d2` for every input with a dynamic (-1) dim, from its example shape."""
+    args: list[str] = []
+    for spec in signature.inputs:
+        if spec.is_dynamic:
+            args += ["--shape", f"{spec.name}:" + ",".join(str(d) for d in spec.concrete_shape)]
+    return args
+
+
+def build_command(
+    model_name: str,
+    url: str,
+    batch_size: int,
+    concurrency: int | None,
+    signature: HasSignature,
+    options: PerfOptions,
+    csv_path: str | Path,
+    *,
+    request_rate: float | None = None,
+    model_version: str = "",
+    input_data: str | None = None,
+    binary: str | Path | None = None,
+) -> list[str]:
+    """The perf_analyzer argument list for one load level (a concurrency or a request rate)."""
+    if (concurrency is None) == (request_rate is None):
+        raise ValueError("give exactly one of concurrency or request_rate")
+    data = input_data or options.input_data
+    if data in ("random", "zero") and needs_input_file(signature):
+        fixed = [t.name for t in signature.inputs if t.value is not None]
+        raise ValueError(
+            f"inputs {fixed} have fixed values: pass input_data= a JSON file from write_input_data_json() "
+            "so perf_analyzer does not send random numbers there"
+        )
+    cmd = [
+        str(binary or find_perf_analyzer()),
+        "-m", model_name,
+        "-u", url,
+        "-i", options.protocol,
+        "-b", str(int(batch_size)),
+        "--input-data", str(data),
+        "--measurement-mode", options.measurement_mode,
+        "--stability-percentage", f"{options.stability_percentage:g}",
+        "--max-trials", str(options.max_trials),
+        "-f", str(csv_path),
+        "--verbose-csv",
+        "-v",
+    ]
+    if model_version:
+        cmd += ["-x", str(model_version)]
+    if concurrency is not None:
+        cmd += ["--concurrency-range", f"{int(concurrency)}:{int(concurrency)}:1"]
+    else:
+        cmd += ["--request-rate-range", f"{request_rate:g}:{request_rate:g}:1"]
+    if options.measurement_mode == "time_windows":
+        cmd += ["--measurement-interval", str(options.measurement_interval_ms)]
+    else:
+        cmd += ["--measurement-request-count", str(options.measurement_request_count)]
+    if options.shared_memory != "none":
+        size = options.output_shared_memory_size or output_shared_memory_size(signature.outputs)
+        cmd += ["--shared-memory", options.shared_memory, "--output-shared-memory-size", str(size)]
+    if options.percentile is not None:
+        cmd += ["--percentile", str(options.percentile)]
+    if options.async_mode:
+        cmd.append("--async")
+    cmd += shape_args(signature)
+    cmd += list(options.extra_args)
+    return cmd

@@ -1,0 +1,81 @@
+"""perf_analyzer's command-line flags, shared by the offline/online scripts, the search and sizing; parsed flags
+to PerfOptions, and --data-dir/--dataloader samples to perf_analyzer JSON."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from .command import HasSignature, PerfOptions
+
+
+def add_perf_arguments(parser) -> None:
+    """The perf_analyzer flags of triton/run_*_performance_test_on_triton.py (names follow perf_analyzer's)."""
+    g = parser.add_argument_group("perf_analyzer")
+    g.add_argument("--protocol", choices=("grpc", "http"), default="grpc", help="default: %(default)s")
+    g.add_argument("--shared-memory", choices=("auto", "system", "cuda", "none"), default="auto",
+                   help="tensor transport; auto = system for a server on this host (loopback URL), else none")
+    g.add_argument("--output-shared-memory-size", type=int, default=None, metavar="BYTES",
+                   help="per sample and output; default: the manifest's largest output + 25%% (min 100 KB)")
+    g.add_argument("--input-data", default="random", metavar="random|zero|PATH",
+                   help="inputs with fixed values in the manifest always get those values (default: %(default)s)")
+    g.add_argument("--data-dir", default=None, metavar="DIR",
+                   help="real samples instead of --input-data: a folder of .npy/.npz samples, or the data_dir of "
+                        "--dataloader; written as perf_analyzer JSON (input_data_<sha12>.json) in the run folder")
+    g.add_argument("--dataloader", default=None, metavar="FILE",
+                   help="a dataloader.py defining get_dataloader_fn(**kwargs) (the DLE form) for the real samples")
+    g.add_argument("--dataloader-arg", action="append", default=[], metavar="KEY=VALUE",
+                   help="extra keyword argument for get_dataloader_fn (repeatable)")
+    g.add_argument("--perf-samples", type=int, default=16,
+                   help="real samples written for perf_analyzer, sent round-robin (default: %(default)s)")
+    g.add_argument("--measurement-mode", choices=("time_windows", "count_windows"), default="time_windows")
+    g.add_argument("--measurement-interval", type=int, default=5000, metavar="MS",
+                   help="window length for time_windows (default: %(default)s)")
+    g.add_argument("--measurement-request-count", type=int, default=50,
+                   help="requests per window for count_windows (default: %(default)s)")
+    g.add_argument("--stability-percentage", type=float, default=10.0, help="default: %(default)s")
+    g.add_argument("--max-trials", type=int, default=10, help="windows per attempt (default: %(default)s)")
+    g.add_argument("--percentile", type=int, default=None, help="stabilise on this latency percentile (e.g. 99)")
+    g.add_argument("--async", dest="async_mode", action="store_true", help="perf_analyzer --async")
+    g.add_argument("--max-attempts", type=int, default=5,
+                   help="attempts per point, each with a longer window (+2000 ms or +50 requests); default %(default)s")
+    g.add_argument("--perf-analyzer-arg", action="append", default=[], metavar="ARG",
+                   help="extra argument passed to perf_analyzer as is (repeatable)")
+
+
+def real_input_data(args, signature: HasSignature, directory: str | Path, *, precision: str = "fp32",
+                    batched: bool = True) -> str | None:
+    """With --data-dir/--dataloader: the user's samples, validated against `signature`, written as
+    perf_analyzer JSON in `directory`; returns its path (None without those flags). --input-data must then
+    be left at its default."""
+    from ...data.perf_input import build_perf_input
+    from ...data.user import user_data_from_args
+    from ...spec import ModelSignature
+
+    if getattr(args, "data_dir", None) is None and getattr(args, "dataloader", None) is None:
+        return None
+    if getattr(args, "input_data", "random") != "random":
+        raise ValueError("give either --input-data or --data-dir/--dataloader, not both")
+    sig = getattr(signature, "signature", signature)  # a Manifest carries one
+    if not isinstance(sig, ModelSignature):
+        sig = ModelSignature(tuple(signature.inputs), tuple(signature.outputs))
+    data = user_data_from_args(args, sig, precision=precision, batched=batched)
+    if data is None:  # --data-dir synthetic
+        return None
+    return str(build_perf_input(data, directory, args.perf_samples))
+
+
+def perf_options_from_args(args, shared_memory: str | None = None) -> PerfOptions:
+    return PerfOptions(
+        protocol=args.protocol,
+        shared_memory=shared_memory or args.shared_memory,
+        output_shared_memory_size=args.output_shared_memory_size,
+        input_data=args.input_data,
+        measurement_mode=args.measurement_mode,
+        measurement_interval_ms=args.measurement_interval,
+        measurement_request_count=args.measurement_request_count,
+        stability_percentage=args.stability_percentage,
+        max_trials=args.max_trials,
+        percentile=args.percentile,
+        async_mode=args.async_mode,
+        max_attempts=args.max_attempts,
+        extra_args=tuple(args.perf_analyzer_arg),
+    )

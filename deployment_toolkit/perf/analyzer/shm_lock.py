@@ -1,0 +1,222 @@
+"""Shared memory: one perf_analyzer at a time. It names its regions after the tensors and unregisters every region
+of its server when it starts, so two runs with shared memory at once corrupt each other (one dies of SIGBUS);
+runs here take a host-wide lock and refuse to start next to a foreign run."""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Iterator, Sequence
+
+from ...binaries import PERF_ANALYZER
+from ...cleanup import PerfShmRecord, perf_region_pattern
+from .command import HasSignature
+from .errors import PerfAnalyzerError
+
+
+SHM_LOCK_NAME = "deployment_toolkit-perf_analyzer-shm.lock"
+SHM_DIR = Path("/dev/shm")
+
+
+@dataclass(frozen=True)
+class ShmRun:
+    """A running perf_analyzer that uses shared memory, read from its command line."""
+
+    pid: int
+    shared_memory: str  # system | cuda
+    url: str
+    model: str
+
+    def describe(self) -> str:
+        return f"pid {self.pid}: perf_analyzer -m {self.model} -u {self.url} --shared-memory {self.shared_memory}"
+
+
+def _flag_value(argv: Sequence[str], *names: str) -> str | None:
+    """The value of an option in any spelling getopt accepts: `-u X`, `-uX`, `--url X`, `--url=X`."""
+    for i, arg in enumerate(argv):
+        for name in names:
+            if arg == name and i + 1 < len(argv):
+                return argv[i + 1]
+            if name.startswith("--") and arg.startswith(name + "="):
+                return arg[len(name) + 1:]
+            if not name.startswith("--") and arg.startswith(name) and len(arg) > len(name):
+                return arg[len(name):]
+    return None
+
+
+def parse_shm_run(pid: int, argv: Sequence[str]) -> ShmRun | None:
+    """A perf_analyzer command line -> its shared-memory use; None for other programs and for runs without."""
+    if not argv or Path(argv[0]).name != PERF_ANALYZER:
+        return None
+    shm = _flag_value(argv, "--shared-memory")
+    if shm not in ("system", "cuda"):
+        return None
+    url = _flag_value(argv, "-u", "--url") or "localhost:8000"  # perf_analyzer's own default
+    return ShmRun(pid, shm, url, _flag_value(argv, "-m", "--model-name") or "?")
+
+
+def running_shm_runs(proc: Path = Path("/proc")) -> list[ShmRun]:
+    """Every perf_analyzer on this host (this PID namespace) that uses shared memory, from /proc."""
+    runs = []
+    for entry in proc.iterdir() if proc.is_dir() else ():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
+        except OSError:  # exited while we looked, or not ours to read
+            continue
+        run = parse_shm_run(int(entry.name), [a for a in argv if a])
+        if run is not None:
+            runs.append(run)
+    return runs
+
+
+def _same_server(a: str, b: str) -> bool:
+    def norm(url: str) -> str:
+        url = url.split("://", 1)[-1].rstrip("/")
+        return url.replace("localhost", "127.0.0.1")
+
+    return norm(a) == norm(b)
+
+
+def conflicting_runs(shared_memory: str, url: str, runs: Iterable[ShmRun] | None = None) -> list[ShmRun]:
+    """The runs a new one with `shared_memory` against `url` would corrupt, or be corrupted by.
+
+    System shared memory: any other system-shm run (region names are tensor names, the same for every
+    zoo model: input__0, output__0). Any shared memory: a run against the same server (each start
+    unregisters all of the server's regions).
+    """
+    if shared_memory == "none":
+        return []
+    runs = running_shm_runs() if runs is None else runs
+    return [r for r in runs if (shared_memory == "system" and r.shared_memory == "system") or _same_server(r.url, url)]
+
+
+def concurrent_message(runs: Sequence[ShmRun]) -> str:
+    listed = "\n".join(f"  {r.describe()}" for r in runs)
+    return (
+        f"another perf_analyzer is using shared memory on this host:\n{listed}\n"
+        "perf_analyzer names its shared-memory regions after the model's tensors (/dev/shm/input__0_0_0, "
+        "/dev/shm/output__0, ...) with no per-run prefix, and unregisters all of a server's regions when it "
+        "starts, so two runs at once corrupt each other (one dies of SIGBUS). Wait for it to finish (or stop "
+        f"it: kill {' '.join(str(r.pid) for r in runs)}), or measure with --shared-memory none."
+    )
+
+
+def shm_free_bytes(path: Path = SHM_DIR) -> int | None:
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize
+
+
+def sigbus_message(shared_memory: str, where: str, runs: Sequence[ShmRun], free_bytes: int | None) -> str:
+    """Why perf_analyzer died of SIGBUS (exit -7) and what to do: the two causes are a region resized or
+    removed by another run, and a full /dev/shm (Docker's default is 64 MiB)."""
+    if shared_memory == "none":
+        return (f"perf_analyzer was killed by SIGBUS (bus error) at {where}, with no shared memory in use: "
+                "see its output in the log and check the host's memory")
+    lines = [f"perf_analyzer was killed by SIGBUS (bus error) at {where}: a shared-memory region it had "
+             "mapped was shrunk or removed under it, or /dev/shm ran out of space."]
+    if runs:
+        lines.append(concurrent_message(runs))
+    elif shared_memory == "system":
+        lines.append("No other perf_analyzer with shared memory is running now; one that ran at the same time "
+                     "(perf_analyzer names regions after the tensors, with no per-run prefix) resizes and removes "
+                     "the same /dev/shm files. Run one perf_analyzer with --shared-memory system at a time.")
+    if free_bytes is not None:
+        lines.append(f"{SHM_DIR} has {free_bytes / 2**20:.0f} MiB free; in a container, start it with "
+                     "--shm-size=1g (or --ipc=host) if that is less than the inputs and outputs of a batch.")
+    lines.append("Or measure with --shared-memory none.")
+    return "\n".join(lines)
+
+
+def shm_lock_path() -> Path:
+    """One lock per shared-memory namespace: /dev/shm itself where it exists."""
+    return (SHM_DIR if SHM_DIR.is_dir() else Path(tempfile.gettempdir())) / SHM_LOCK_NAME
+
+
+def _open_lock(path: Path) -> int | None:
+    """A descriptor to flock (read-only: a lock file another user created is fine); None if impossible."""
+    for flags in (os.O_RDONLY, os.O_RDONLY | os.O_CREAT):
+        try:
+            return os.open(path, flags, 0o666)
+        except FileNotFoundError:
+            continue
+        except OSError:  # no permission: fall back to detecting other runs only
+            return None
+    return None
+
+
+def _note_once(said: set[str], what: str) -> None:
+    """Say once per wait why nothing happens (a sweep otherwise looks hung)."""
+    if what not in said:
+        said.add(what)
+        print(f"waiting for {what} to finish: perf_analyzer runs with shared memory cannot overlap", file=sys.stderr)
+
+
+def _acquire(fd: int, deadline: float, said: set[str], path: Path) -> bool:
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                return False
+            _note_once(said, f"another perf_analyzer run of this toolkit (lock {path})")
+            time.sleep(0.2)  # polling interval, not a fixed wait
+
+
+@contextlib.contextmanager
+def perf_regions_removed(shared_memory: str, signature: HasSignature) -> Iterator[None]:
+    """Remove the system shared-memory regions perf_analyzer created, however it ended: killed (our SIGTERM,
+    Ctrl-C, a timeout) it never unlinks them. Only names that match its tensor-named regions and appeared
+    during the run are removed (the run holds the shared-memory lock); a record beside the lock lets the
+    next run clear what a SIGKILLed one left."""
+    if shared_memory != "system" or not SHM_DIR.is_dir():
+        yield
+        return
+    pattern = perf_region_pattern([t.name for t in signature.inputs], [t.name for t in signature.outputs])
+    record = PerfShmRecord(shm_lock_path().with_name(SHM_LOCK_NAME.replace(".lock", ".regions.json")))
+    before = record.begin(pattern)
+    try:
+        yield
+    finally:
+        record.end(pattern, before)
+
+
+@contextlib.contextmanager
+def shared_memory_guard(shared_memory: str, url: str, wait_s: float, lock_path: Path | None = None) -> Iterator[None]:
+    """Run the body alone among perf_analyzer runs with shared memory on this host.
+
+    Runs of this toolkit queue on a lock (two sweeps at once interleave point by point instead of
+    crashing); a foreign perf_analyzer still running after `wait_s` is a PerfAnalyzerError that names it.
+    """
+    if shared_memory == "none":
+        yield
+        return
+    path = lock_path or shm_lock_path()
+    fd = _open_lock(path)
+    deadline = time.monotonic() + wait_s
+    said: set[str] = set()
+    try:
+        if fd is not None and not _acquire(fd, deadline, said, path):
+            raise PerfAnalyzerError(
+                f"another perf_analyzer run of this toolkit has held {path} for more than {wait_s:.0f} s: wait for "
+                "it to finish (`fuser -v` on that file names it), or measure with --shared-memory none")
+        while runs := conflicting_runs(shared_memory, url):
+            if time.monotonic() > deadline:
+                raise PerfAnalyzerError(concurrent_message(runs))
+            listed = "; ".join(r.describe() for r in runs)
+            _note_once(said, f"another perf_analyzer using shared memory ({listed})")
+            time.sleep(0.5)  # polling interval, not a fixed wait
+        yield
+    finally:
+        if fd is not None:
+            os.close(fd)  # releases the lock

@@ -1,0 +1,130 @@
+"""The command line shared by the offline and online scripts (triton/run_*_performance_test_on_triton.py): flags,
+then one sweep. Here, not in sweep.py: it dispatches to online/offline, which build on the sweep."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from ..results.ledger import IdentityMismatch, add_reuse_arguments
+from ..spec import SpecError
+from ..client.server_api import ServerNotReady, fetch_model_config, fetch_model_metadata, wait_until_ready
+from .sweep import SweepError, signature_from_metadata
+
+_LOOPBACK = ("localhost", "127.0.0.1", "::1", "[::1]")
+
+
+def add_target_arguments(parser) -> None:
+    """Server, model and output flags, named like the DLE scripts'."""
+    g = parser.add_argument_group("server and model")
+    g.add_argument("--server-url", default=None,
+                   help="host:port of the server (default: 127.0.0.1:8001 for grpc, 127.0.0.1:8000 for http)")
+    g.add_argument("--model-name", required=True)
+    g.add_argument("--model-version", default="", help="default: the latest version")
+    g.add_argument("--manifest", default=None, metavar="PATH",
+                   help="manifest.json of the converted model (or its folder); without it the signature comes "
+                        "from the server's model metadata and dynamic dims need --shape")
+    g.add_argument("--shape", action="append", default=[], metavar="NAME:D1,D2",
+                   help="size of an input's dynamic dims, without the batch axis (repeatable)")
+    g.add_argument("--precision", default=None, help="recorded in the tables (default: the manifest's)")
+    g.add_argument("--number-of-model-instances", type=int, default=None,
+                   help="recorded; the server's instance_group count is what the tables show")
+    o = parser.add_argument_group("results")
+    o.add_argument("--result-path", default=None, metavar="DIR",
+                   help="run folder (default: results/<model-name>); rerunning into it resumes")
+    add_reuse_arguments(o, "points")
+    o.add_argument("--remeasure-unstable", action="store_true", help="on resume, measure unstable points again")
+    o.add_argument("--no-report", action="store_true", help="skip report.md/report.html/plots")
+    o.add_argument("--no-progress", action="store_true", help="no progress bar")
+    o.add_argument("--ready-timeout", type=float, default=60.0, help="seconds to wait for the model (default 60)")
+
+
+def parse_shapes(items: Sequence[str]) -> dict[str, list[int]]:
+    shapes = {}
+    for item in items:
+        name, _, dims = item.rpartition(":")
+        try:
+            shapes[name] = [int(d) for d in dims.split(",")]
+        except ValueError:
+            raise ValueError(f"--shape {item!r}: expected NAME:D1,D2,... with integer dims") from None
+        if not name:
+            raise ValueError(f"--shape {item!r}: expected NAME:D1,D2,...")
+    return shapes
+
+
+def _with_real_input_data(args, options, manifest, url: str, result_dir: Path):
+    """--data-dir/--dataloader: the user's samples as perf_analyzer JSON in the run folder, validated against
+    the manifest's signature (or the served model's metadata); the options then point at that file."""
+    from dataclasses import replace
+
+    from .analyzer import real_input_data
+
+    if getattr(args, "data_dir", None) is None and getattr(args, "dataloader", None) is None:
+        return options
+    wait_until_ready(url, options.protocol, args.model_name, args.model_version, args.ready_timeout)  # then write
+    if manifest is not None:
+        signature, batched, precision = manifest.signature, manifest.max_batch_size > 0, manifest.precision
+    else:
+        config = fetch_model_config(url, options.protocol, args.model_name, args.model_version)
+        max_batch = int(config.get("max_batch_size", 0) or 0)
+        metadata = fetch_model_metadata(url, options.protocol, args.model_name, args.model_version)
+        signature = signature_from_metadata(metadata, max_batch, parse_shapes(args.shape))
+        batched, precision = max_batch > 0, "fp32"
+    path = real_input_data(args, signature, result_dir / "raw", precision=precision, batched=batched)
+    if path is None:
+        return options
+    print(f"input data: {args.perf_samples} real sample(s) at most from {args.dataloader or args.data_dir} "
+          f"-> {path}", flush=True)
+    return replace(options, input_data=path)
+
+
+def run_cli(kind: str, args, points_arg: Sequence[int] | str, fixed: int) -> int:
+    """Run one sweep from parsed flags; print the table; return the exit code (errors as messages, no traceback)."""
+    from ..binaries import PerfAnalyzerNotFound
+    from .analyzer import perf_options_from_args
+    from ..spec import Manifest
+
+    try:
+        url = args.server_url or ("127.0.0.1:8001" if args.protocol == "grpc" else "127.0.0.1:8000")
+        shm = args.shared_memory
+        if shm == "auto":
+            host = url.split("://")[-1].rsplit(":", 1)[0]
+            shm = "system" if host in _LOOPBACK else "none"
+        options = perf_options_from_args(args, shared_memory=shm)
+        manifest = Manifest.load(args.manifest) if args.manifest else None
+        from ..repository.names import check_model_name
+
+        result_dir = Path(args.result_path or Path("results") / check_model_name(args.model_name))
+        options = _with_real_input_data(args, options, manifest, url, result_dir)
+        common = dict(
+            model_version=args.model_version, precision=args.precision,
+            number_of_model_instances=args.number_of_model_instances, shapes=parse_shapes(args.shape),
+            manifest_path=args.manifest, progress=not args.no_progress, remeasure_unstable=args.remeasure_unstable,
+            build_report=not args.no_report, ready_timeout_s=args.ready_timeout, reuse=args.reuse,
+        )
+        if kind == "online":
+            from .online import run_online
+
+            outcome = run_online(args.model_name, url, manifest, points_arg, options, result_dir,
+                                 batch_size=fixed, **common)
+        else:
+            from .offline import run_offline
+
+            outcome = run_offline(args.model_name, url, manifest, points_arg, options, result_dir,
+                                  concurrency=fixed, **common)
+    except (SweepError, ServerNotReady, PerfAnalyzerNotFound, IdentityMismatch, SpecError, ValueError,
+            FileNotFoundError) as err:
+        # a dead server, an unknown model, a missing tool, bad flags, a refused --resume: exit 2 (the README's
+        # table); the completed points are kept and the same command resumes
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    from ..report.tables import full_table
+
+    print(f"\nFull tabular data ({kind}, {outcome.csv_path}):\n")
+    print(full_table(kind, outcome.rows))
+    if outcome.report:
+        print(f"\nreport: {outcome.report.get('report.html')}")
+    if outcome.unstable:
+        print(f"warning: {len(outcome.unstable)} point(s) are unstable (stable=False in {outcome.csv_path})",
+              file=sys.stderr)
+    return 0

@@ -1,0 +1,193 @@
+"""The bench run: plan what is missing from the device's CSV, record the host (hardware JSON, run.json and
+the run identity), measure group by group (isolated where asked) and write every row as it comes."""
+from __future__ import annotations
+
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+from ...results.bench_store import BenchCSV, row_key
+from ...results.identity import RunIdentity, host_identity, library_versions, toolkit_version
+from ...results.ledger import reconcile
+from ...spec import atomic_write_text
+from .configs import STATUS_OK, STATUS_SKIPPED, BenchConfig
+from .host import HostCaps, device_slug, probe_host, skip_reason
+from .isolation import run_group_isolated
+from .measuring import base_row, loadavg, run_group
+from .runners import BenchOptions
+from .summary import write_summary
+
+
+@dataclass
+class Plan:
+    """What a run will do: configurations already in the CSV, ones the host cannot run, the rest."""
+
+    done: list[BenchConfig] = field(default_factory=list)
+    unsupported: list[tuple[BenchConfig, str]] = field(default_factory=list)
+    todo: list[BenchConfig] = field(default_factory=list)
+
+    def summary(self) -> str:
+        return (f"{len(self.done) + len(self.unsupported) + len(self.todo)} configurations: skipping "
+                f"{len(self.done)} completed, {len(self.unsupported)} unsupported on this host, "
+                f"{len(self.todo)} to measure")
+
+
+def plan_run(configs: Sequence[BenchConfig], caps: HostCaps, existing: Iterable[dict[str, Any]],
+             amp_dtype: str = "auto", remeasure: bool = False) -> Plan:
+    """Completed = measured rows, and skipped rows whose reason still holds (a host that gained a C
+    compiler measures its torch.compile rows). Failed rows are tried again."""
+    status = {row_key(r): r.get("status") for r in existing}
+    plan = Plan()
+    for cfg in configs:
+        stored = status.get(tuple(str(v) for v in cfg.key))
+        reason = skip_reason(cfg, caps, amp_dtype)
+        if stored == STATUS_OK and not remeasure:  # a measurement is never overwritten by a skip
+            plan.done.append(cfg)
+        elif reason is not None:
+            if stored == STATUS_SKIPPED and not remeasure:
+                plan.done.append(cfg)
+            else:
+                plan.unsupported.append((cfg, reason))
+        else:
+            plan.todo.append(cfg)
+    return plan
+
+
+def groups_of(configs: Sequence[BenchConfig]) -> list[list[BenchConfig]]:
+    out: dict[tuple[str, ...], list[BenchConfig]] = {}
+    for cfg in configs:
+        out.setdefault(cfg.group, []).append(cfg)
+    return list(out.values())
+
+
+def write_hardware_json(path: Path, config: dict[str, Any], caps: HostCaps,
+                        identity: RunIdentity | None = None) -> Path:
+    """`<device_slug>_hardware.json`: runinfo's machine/versions/git record plus what torch sees; `runs`
+    keeps every measuring run's command, config and git state (the CSV collects rows of many runs)."""
+    import json
+
+    import torch
+
+    from ...results import runinfo
+
+    meta = runinfo.run_metadata(config)
+    try:
+        previous = json.loads(path.read_text()).get("runs", []) if path.exists() else []
+    except (OSError, ValueError):
+        previous = []
+    meta["runs"] = [*previous, {k: meta[k] for k in ("timestamp", "command", "git", "config")}][-100:]
+    meta["torch_runtime"] = {
+        "threads": torch.get_num_threads(), "interop_threads": torch.get_num_interop_threads(),
+        "mkldnn": torch.backends.mkldnn.is_available(), "host_caps": asdict(caps),
+        "loadavg": list(loadavg()),
+    }
+    if caps.cuda:
+        props = torch.cuda.get_device_properties(caps.device)
+        meta["torch_runtime"]["cuda"] = {"name": props.name, "capability": f"{props.major}.{props.minor}",
+                                         "memory_gib": round(props.total_memory / 2**30, 1),
+                                         "torch_cuda": torch.version.cuda}
+    atomic_write_text(path, json.dumps(meta, indent=2, default=str) + "\n")
+    if identity is not None:  # the folder's run.json, like every results folder: the latest run, every identity
+        meta["identities"] = runinfo.read_run_json(path.parent).get("identities", {})
+    runinfo.write_run_json(path.parent, meta)
+    if identity is not None:
+        from ...results.ledger import register
+
+        register(path.parent, identity, meta)
+    return path
+
+
+def bench_identity(opts: BenchOptions) -> RunIdentity:
+    """What defines a bench row (results.identity): the host and its GPUs, the libraries, the toolkit and how each
+    configuration is timed. The configuration itself is the row's key."""
+    return RunIdentity(host=host_identity(), server_version=None, model_config=None, artifact_digest=None,
+                       perf_options=asdict(opts), input_data="random", toolkit_version=toolkit_version(),
+                       libraries=library_versions(), extra={"kind": "framework-bench"})
+
+
+def run_bench(configs: Sequence[BenchConfig], opts: BenchOptions, result_dir: str | Path, *,
+              caps: HostCaps | None = None, isolate: str = "compile", timeout_s: float = 900.0,
+              remeasure: bool = False, progress: bool = True, run_config: dict[str, Any] | None = None,
+              log: Callable[[str], None] | None = None, reuse: str = "auto") -> tuple[Path, list[dict[str, Any]], Plan]:
+    """Measure what is missing from `<result_dir>/<device_slug>.csv`; returns (csv path, this run's rows, plan).
+
+    Rows are reused only under this run's identity (`bench_identity`); a CSV holding rows of another identity is
+    moved aside first (results.ledger; `reuse`: auto | resume | fresh).
+
+    isolate: `compile` runs torch.compile groups in a child process with `timeout_s` per configuration,
+    `all` every group, `none` nothing (fastest; a hang or an OOM kill then stops the bench).
+    """
+    if isolate not in ("compile", "all", "none"):
+        raise ValueError("isolate must be compile, all or none")
+    log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    slug = device_slug(opts.device)
+    result_dir = Path(result_dir)
+    store = BenchCSV(result_dir / f"{slug}.csv")
+    identity = bench_identity(opts)
+    hw_path = result_dir / f"{slug}_hardware.json"
+    reconcile(result_dir, store.path.name, store.read(), identity, reuse,
+              [store.path, store.path.with_suffix(".md"), hw_path], say=log)  # moves the CSV aside if it must
+    measured = {row_key(r) for r in store.read() if r.get("status") == STATUS_OK}
+    needs_compile = any(c.compile_mode != "none" and (remeasure or tuple(map(str, c.key)) not in measured)
+                        for c in configs)
+    if caps is None:
+        log("probing the host (fp16/bf16 kernels, ONNX Runtime providers"
+            + (", torch.compile)" if needs_compile else ")") + " ...")
+        caps = probe_host(opts.device, check_compile=needs_compile)
+        if caps.compile_error and needs_compile:
+            log(f"torch.compile is unavailable: {caps.compile_error}")
+    plan = plan_run(configs, caps, store.read(), opts.amp_dtype, remeasure)
+    log(plan.summary() + f" ({store.path})")
+    hw_config = {**(run_config or {}), "options": asdict(opts), "isolate": isolate, "timeout_s": timeout_s}
+    if plan.todo or plan.unsupported or not hw_path.exists():  # a run that measures nothing leaves it alone
+        write_hardware_json(hw_path, hw_config, caps, identity)
+
+    run_rows: list[dict[str, Any]] = []
+    skipped_rows = [{**base_row(cfg, opts.device, STATUS_SKIPPED, reason), "identity": identity.id}
+                    for cfg, reason in plan.unsupported]
+    store.upsert(skipped_rows)
+    run_rows += skipped_rows
+
+    bar = None
+    if progress and plan.todo:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(plan.todo), desc="framework bench", unit="config", dynamic_ncols=True)
+        log = _bar_log(bar)
+
+    def emit(row: dict[str, Any]) -> None:
+        row = {**row, "identity": identity.id}
+        store.upsert([row])
+        run_rows.append(row)
+        if row["status"] == STATUS_OK:
+            msg = (f"{row['model']} {row['runtime']} {row['precision']} compile={row['compile_mode']} "
+                   f"b{row['batch_size']}: {row['throughput']:.2f} {row['unit']}, p50 {row['p50_ms']:.1f} ms, "
+                   f"peak {row['peak_mem_mb']:.0f} MB ({row['peak_mem_metric']})")
+        else:
+            msg = f"{row['model']} {row['runtime']} {row['precision']} b{row['requested_batch_size']}: " \
+                  f"{row['status']}: {row['reason']}"
+        log(msg)
+        if bar is not None:
+            bar.update(1)
+
+    try:
+        for group in groups_of(plan.todo):
+            if bar is not None:
+                bar.set_postfix_str(group[0].label.rsplit(" b", 1)[0])
+            if isolate == "all" or (isolate == "compile" and group[0].compile_mode != "none"):
+                run_group_isolated(group, opts, emit, timeout_s)
+            else:
+                run_group(group, opts, emit, log)
+    finally:
+        if bar is not None:
+            bar.close()
+        write_summary(store.path, store.read())
+    return store.path, run_rows, plan
+
+
+def _bar_log(bar) -> Callable[[str], None]:
+    def log(msg: str) -> None:
+        bar.write(msg, file=sys.stderr)
+
+    return log

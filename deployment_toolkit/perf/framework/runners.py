@@ -1,0 +1,141 @@
+"""A configuration ready to call: the model built in its precision and wrapped in its runtime (eager, torch.compile,
+TorchScript or ONNX Runtime, exported with deployment_toolkit.export)."""
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from .configs import BenchConfig
+from .host import HostCaps, amp_dtype_for, slugify
+
+
+@dataclass
+class BenchOptions:
+    """How every configuration is measured (recorded in the hardware JSON)."""
+
+    device: str = "cpu"
+    warmup: int = 10  # untimed calls (the first one, which compiles, is timed separately)
+    duration_s: float = 30.0  # timed seconds per configuration (at least min_iterations calls)
+    min_iterations: int = 3
+    gsd_m: tuple[float, ...] = (10.0,)
+    amp_dtype: str = "auto"  # auto (CPU bf16, CUDA fp16) | fp16 | bf16
+    tf32: bool = True  # fp32 matmuls/convs in TF32 on Ampere+ GPUs (the seed's default)
+    seed: int = 0
+    onnx_opset: int = 17
+
+
+@dataclass
+class Prepared:
+    """A runtime ready to call on inputs made by `make_inputs(batch)`."""
+
+    run: Callable[[Any], Any]
+    make_inputs: Callable[[int], Any]
+    threads: str
+    prepare_s: float
+    input_shape: tuple[int, ...]
+    family: str
+    unit: str
+    sync: Callable[[], None] = lambda: None
+    cleanup: Callable[[], None] = lambda: None
+
+
+def _torch_dtype(precision: str):
+    import torch
+
+    return {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16, "amp": torch.float32}[precision]
+
+
+def _unit(task: str, shape: Sequence[int]) -> str:
+    if task == "denoising":
+        return "samples/s"
+    return "volumes/s" if len(shape) == 4 else "images/s"
+
+
+def prepare(cfg: BenchConfig, opts: BenchOptions, workdir: Path) -> Prepared:
+    """Build the model in the configuration's precision and wrap it in the configuration's runtime."""
+    import torch
+
+    from ...sources import resolve
+
+    t0 = time.perf_counter()
+    device = torch.device(opts.device)
+    cuda = device.type == "cuda"
+    if cuda:
+        torch.backends.cuda.matmul.allow_tf32 = opts.tf32
+        torch.backends.cudnn.allow_tf32 = opts.tf32
+        torch.backends.cudnn.benchmark = True
+    if cfg.threads > 0:
+        torch.set_num_threads(cfg.threads)
+    entry = resolve(cfg.model, preset=cfg.preset)  # any model source (zoo, timm:<arch>, model.py, artifact folder)
+    signature = entry.signature
+    dtype = _torch_dtype(cfg.precision)
+    caps_like = HostCaps(device=opts.device)
+    amp = cfg.precision == "amp"
+    amp_dtype = _torch_dtype(amp_dtype_for(caps_like, opts.amp_dtype))
+    model = entry.build(opts.seed).to(device=device, dtype=dtype)
+
+    def torch_inputs(batch: int) -> tuple:
+        arrays = signature.examples(batch, seed=opts.seed)
+        out = []
+        for spec in signature.inputs:
+            t = torch.from_numpy(arrays[spec.name]).to(device)
+            out.append(t.to(dtype) if t.is_floating_point() else t)
+        return tuple(out)
+
+    def autocast():
+        return torch.autocast(device.type, dtype=amp_dtype) if amp else contextlib.nullcontext()
+
+    sync = (lambda: torch.cuda.synchronize(device)) if cuda else (lambda: None)
+    common = dict(input_shape=tuple(signature.inputs[0].concrete_shape), family=entry.family,
+                  unit=_unit(entry.task, signature.inputs[0].concrete_shape), sync=sync)
+    torch_threads = f"torch {torch.get_num_threads()}"
+
+    if cfg.runtime == "eager":
+        module = model
+        if cfg.compile_mode != "none":
+            module = torch.compile(model, mode=None if cfg.compile_mode == "default" else cfg.compile_mode,
+                                   dynamic=False)
+
+        def run_eager(args: tuple):
+            with torch.inference_mode(), autocast():
+                return module(*args)
+
+        return Prepared(run_eager, torch_inputs, torch_threads, time.perf_counter() - t0, **common)
+
+    example = torch_inputs(min(2, max(entry.max_batch_size, 1)))
+    if cfg.runtime == "torchscript":
+        from ...export.torchscript import export_torchscript
+
+        path = workdir / f"{slugify(cfg.model)}-{cfg.preset}-{cfg.precision}.pt"
+        with autocast():  # amp: the autocast casts are recorded into the trace
+            export_torchscript(model, example, path, mode="trace")
+        module = torch.jit.load(str(path), map_location=device).eval()
+
+        def run_ts(args: tuple):
+            with torch.inference_mode():
+                return module(*args)
+
+        return Prepared(run_ts, torch_inputs, torch_threads, time.perf_counter() - t0, **common)
+
+    from ...export.onnx import export_onnx
+    from ...repository.python_runtime.runtimes import OnnxRuntime
+
+    path = workdir / f"{slugify(cfg.model)}-{cfg.preset}-{cfg.precision}.onnx"
+    export_onnx(model, signature, example, path, opset=opts.onnx_opset)
+    del model
+    session = OnnxRuntime(str(path), device=opts.device, threads=cfg.threads)
+    intra = session.session.get_session_options().intra_op_num_threads
+    np_dtype = {"fp16": np.float16}.get(cfg.precision, np.float32)
+
+    def numpy_inputs(batch: int) -> dict:
+        arrays = signature.examples(batch, seed=opts.seed)
+        return {k: np.ascontiguousarray(v.astype(np_dtype) if np.issubdtype(v.dtype, np.floating) else v)
+                for k, v in arrays.items()}
+
+    return Prepared(session, numpy_inputs, f"ort {intra or 'default'}", time.perf_counter() - t0,
+                    **{**common, "sync": lambda: None})

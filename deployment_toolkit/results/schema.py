@@ -1,0 +1,49 @@
+"""THE column names of the measured CSVs (`<run>/online.csv`, `offline.csv`): what perf writes, what report,
+sizing and search read. Names follow the DLE "Full tabular data" tables; times are in ms."""
+from __future__ import annotations
+
+from .ledger import PROVENANCE_COLUMNS
+
+THROUGHPUT = "Inferences/second"
+RESIDUAL = "Network+server Send/recv"
+BREAKDOWN_COLUMNS = (
+    "Client Send",
+    "Network+server Send/recv",
+    "Server Queue",
+    "Server Compute Input",
+    "Server Compute Infer",
+    "Server Compute Output",
+    "Client Recv",
+)
+LATENCY_COLUMNS = ("P50 Latency", "P90 Latency", "P95 Latency", "P99 Latency", "Avg Latency")
+# Measured values of one point, in the order of the seed's online table (times in ms).
+MEASURE_COLUMNS = (THROUGHPUT, *BREAKDOWN_COLUMNS, *LATENCY_COLUMNS)
+
+KEY_COLUMNS = ("Client Batch Size", "Concurrent client requests")
+STORE_COLUMNS = (
+    "Precision",
+    *KEY_COLUMNS,
+    *MEASURE_COLUMNS,
+    "Triton Instances",
+    "stable",
+    "residual_clamped",
+    "attempts",
+    "window",
+    "note",
+    *PROVENANCE_COLUMNS,
+)
+INT_COLUMNS = {"Client Batch Size", "Concurrent client requests", "Triton Instances", "attempts"}
+BOOL_COLUMNS = {"stable", "residual_clamped"}
+
+# The framework bench's `<device>.csv` (perf.framework): what identifies a configuration (a rerun skips rows with
+# these values), every column, and the prefix of the km^2/s coverage columns added after them.
+BENCH_KEY_COLUMNS = (
+    "model", "preset", "runtime", "precision", "compile_mode", "requested_batch_size", "threads_requested",
+)
+BENCH_COLUMNS = (
+    "timestamp", *BENCH_KEY_COLUMNS, "status", "reason", "family", "device", "batch_size", "input_shape",
+    "throughput", "unit", "mean_ms", "p50_ms", "p95_ms", "p99_ms", "iterations", "timed_s", "warmup",
+    "first_call_s", "prepare_s", "peak_mem_mb", "peak_mem_metric", "peak_rss_mb", "threads", "amp_dtype", "tf32",
+    "loadavg_1m", "loadavg_5m", "background_cpu", "tile_px", "identity",
+)
+BENCH_COVERAGE_PREFIX = "km2_per_s_at_"
