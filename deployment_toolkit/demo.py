@@ -13,15 +13,16 @@ import time
 from pathlib import Path
 
 from .server.local import LocalTritonServer, ServerConfig
+from .errors import ToolkitError, UserError
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-class StepFailed(RuntimeError):
+class StepFailed(ToolkitError, RuntimeError):
     pass
 
 
-class RunFolderTaken(ValueError):
+class RunFolderTaken(UserError, ValueError):
     """A user error (exit 2): the demo was pointed at a folder that already holds a run."""
 
 

@@ -38,6 +38,7 @@ import numpy as np
 
 from ..cleanup import PerfShmRecord, die_with_parent, perf_region_pattern
 from ..spec import TensorSpec, atomic_write_text
+from ..errors import UserError, UserInputError
 
 PERF_ANALYZER = "perf_analyzer"
 DEFAULT_OUTPUT_SHM_BYTES = 100 * 1024  # perf_analyzer's own default
@@ -88,11 +89,11 @@ _MISSING_LIB = re.compile(r"error while loading shared libraries: (\S+?):")
 
 # ---- finding the binary ------------------------------------------------------------------------
 
-class PerfAnalyzerNotFound(RuntimeError):
+class PerfAnalyzerNotFound(UserError, RuntimeError):
     """perf_analyzer is missing or cannot start; the message says what to install."""
 
 
-class PerfAnalyzerError(RuntimeError):
+class PerfAnalyzerError(UserError, RuntimeError):
     """perf_analyzer ran but failed for a reason other than an unstable measurement."""
 
     def __init__(self, message: str, *, returncode: int | None = None, output: str = "", connection: bool = False):
@@ -215,11 +216,11 @@ class PerfOptions:
         }
         for name, (value, allowed) in checks.items():
             if value not in allowed:
-                raise ValueError(f"{name}={value!r}: choose one of {', '.join(allowed)}")
+                raise UserInputError(f"{name}={value!r}: choose one of {', '.join(allowed)}")
         if self.measurement_interval_ms <= 0 or self.measurement_request_count <= 0 or self.max_trials <= 0:
-            raise ValueError("measurement interval, request count and max trials must be positive")
+            raise UserInputError("measurement interval, request count and max trials must be positive")
         if self.max_attempts < 1:
-            raise ValueError("max_attempts must be >= 1")
+            raise UserInputError("max_attempts must be >= 1")
         object.__setattr__(self, "extra_args", tuple(self.extra_args))
 
     def measurement_fields(self) -> dict[str, Any]:
@@ -267,7 +268,7 @@ def write_input_data_json(signature: HasSignature, path: str | Path, kind: str =
     (compact for image-sized inputs); string tensors are listed as content.
     """
     if kind not in ("random", "zero"):
-        raise ValueError(f"generated input data is 'random' or 'zero', not {kind!r}")
+        raise UserInputError(f"generated input data is 'random' or 'zero', not {kind!r}")
     rng = np.random.default_rng(seed)
     entry: dict[str, Any] = {}
     for spec in signature.inputs:
@@ -311,7 +312,7 @@ def build_command(
     data = input_data or options.input_data
     if data in ("random", "zero") and needs_input_file(signature):
         fixed = [t.name for t in signature.inputs if t.value is not None]
-        raise ValueError(
+        raise UserInputError(
             f"inputs {fixed} have fixed values: pass input_data= a JSON file from write_input_data_json() "
             "so perf_analyzer does not send random numbers there"
         )
@@ -853,7 +854,7 @@ def real_input_data(args, signature: HasSignature, directory: str | Path, *, pre
     if getattr(args, "data_dir", None) is None and getattr(args, "dataloader", None) is None:
         return None
     if getattr(args, "input_data", "random") != "random":
-        raise ValueError("give either --input-data or --data-dir/--dataloader, not both")
+        raise UserInputError("give either --input-data or --data-dir/--dataloader, not both")
     sig = getattr(signature, "signature", signature)  # a Manifest carries one
     if not isinstance(sig, ModelSignature):
         sig = ModelSignature(tuple(signature.inputs), tuple(signature.outputs))

@@ -35,6 +35,7 @@ import numpy as np
 from ..runs.identity import RunIdentity, host_identity, library_versions, toolkit_version
 from ..runs.ledger import reconcile
 from ..spec import atomic_write_text
+from ..errors import UserInputError
 
 PRECISIONS = ("fp32", "fp16", "bf16", "amp")
 COMPILE_MODES = ("none", "default", "reduce-overhead", "max-autotune")
@@ -94,9 +95,9 @@ def enumerate_configs(models: Sequence[str], precisions: Sequence[str] = PRECISI
                                   ("runtime", runtimes, RUNTIMES)):
         bad = [v for v in values if v not in allowed]
         if bad:
-            raise ValueError(f"unknown {name} {bad}; choose from {', '.join(allowed)}")
+            raise UserInputError(f"unknown {name} {bad}; choose from {', '.join(allowed)}")
     if any(b < 1 for b in batch_sizes):
-        raise ValueError("batch sizes must be >= 1")
+        raise UserInputError("batch sizes must be >= 1")
     out: list[BenchConfig] = []
     for model in dict.fromkeys(models):
         for runtime in dict.fromkeys(runtimes):
@@ -214,7 +215,7 @@ def probe_host(device: str, check_compile: bool = True, compile_timeout_s: float
 
     cuda = device.startswith("cuda")
     if cuda and not torch.cuda.is_available():
-        raise ValueError(f"--device {device}: torch sees no CUDA device here")
+        raise UserInputError(f"--device {device}: torch sees no CUDA device here")
     bf16 = bool(torch.cuda.is_bf16_supported()) if cuda else True
     return HostCaps(
         device=device, bf16=bf16, fp16_error=_kernel_error(device, "fp16"),

@@ -23,6 +23,7 @@ from typing import Any, Callable, Sequence
 
 from ..spec import atomic_write_text
 from .analyzer import BREAKDOWN_COLUMNS, PerfOptions, THROUGHPUT
+from ..errors import UserInputError
 
 DESIGN_BAR = 0.95  # DESIGN.md: measured 0.95-1.0x with a throw-away prototype on 2 cores
 
@@ -41,9 +42,9 @@ class Variant:
             a, b = text.lower().split("x")
             variant = cls(int(a), int(b))
         except ValueError:
-            raise ValueError(f"{text!r}: expected INSTANCESxTHREADS, e.g. 1x0 or 2x1 (0 threads = default)") from None
+            raise UserInputError(f"{text!r}: expected INSTANCESxTHREADS, e.g. 1x0 or 2x1 (0 threads = default)") from None
         if variant.instances < 1 or variant.threads < 0:
-            raise ValueError(f"{text!r}: instances must be >= 1 and threads >= 0")
+            raise UserInputError(f"{text!r}: instances must be >= 1 and threads >= 0")
         return variant
 
     @property

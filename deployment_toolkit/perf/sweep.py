@@ -40,6 +40,7 @@ from .analyzer import (
     run_point,
     write_input_data_json,
 )
+from ..errors import UserError, UserInputError
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..server.local import LocalTritonServer
@@ -61,7 +62,7 @@ _INT_COLUMNS = {"Client Batch Size", "Concurrent client requests", "Triton Insta
 _BOOL_COLUMNS = {"stable", "residual_clamped"}
 
 
-class SweepError(RuntimeError):
+class SweepError(UserError, RuntimeError):
     """A sweep could not go on; completed points are kept and a rerun resumes."""
 
 
@@ -626,9 +627,9 @@ def parse_shapes(items: Sequence[str]) -> dict[str, list[int]]:
         try:
             shapes[name] = [int(d) for d in dims.split(",")]
         except ValueError:
-            raise ValueError(f"--shape {item!r}: expected NAME:D1,D2,... with integer dims") from None
+            raise UserInputError(f"--shape {item!r}: expected NAME:D1,D2,... with integer dims") from None
         if not name:
-            raise ValueError(f"--shape {item!r}: expected NAME:D1,D2,...")
+            raise UserInputError(f"--shape {item!r}: expected NAME:D1,D2,...")
     return shapes
 
 

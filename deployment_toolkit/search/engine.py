@@ -45,6 +45,7 @@ from .sweep import (
     sweep_concurrency,
     sweep_near,
 )
+from ..errors import ToolkitError, UserError
 
 
 T = TypeVar("T")
@@ -52,15 +53,15 @@ NOISY = 0.20  # above this relative noise the search warns that the host is too 
 FINAL_SAMPLE = 100  # sample numbers of the final re-measurement start here: never the sweep's or the noise's
 
 
-class SearchError(RuntimeError):
+class SearchError(UserError, RuntimeError):
     """The search cannot go on (e.g. the default config itself does not load); measured points are kept."""
 
 
-class CandidateRefused(Exception):
+class CandidateRefused(ToolkitError):
     """The server refused to load a config; the message is the server's reason."""
 
 
-class CandidateFailed(Exception):
+class CandidateFailed(ToolkitError):
     """A loaded config failed while being measured (crash, error responses); the message says how."""
 
 

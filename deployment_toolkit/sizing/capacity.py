@@ -40,6 +40,7 @@ from typing import Any, Callable, Sequence
 
 from ..perf.analyzer import PerfOptions, run_point
 from .ratestore import RateKey, RateStore, options_key
+from ..errors import UserError, UserInputError
 
 KEEP_UP = 0.97
 QUEUE_GROWTH = 0.5
@@ -56,7 +57,7 @@ _SEND = re.compile(r"Avg send request rate: ([\d.eE+-]+) infer/sec")
 _DELAYED = re.compile(r"not able to keep up with the desired request rate\. ([\d.]+)% of the requests were delayed")
 
 
-class ClientLimited(ValueError):
+class ClientLimited(UserError, ValueError):
     """perf_analyzer on this host could not send the offered rate: the client, not the server, is the limit."""
 
 
@@ -220,7 +221,7 @@ def open_loop_options(base: PerfOptions, distribution: str = "poisson", window_m
     """One perf_analyzer run per rate (no retries: a rate that never settles fails), async sends, the chosen
     arrival distribution."""
     if distribution not in DISTRIBUTIONS:
-        raise ValueError(f"--distribution {distribution!r}: choose one of {', '.join(DISTRIBUTIONS)}")
+        raise UserInputError(f"--distribution {distribution!r}: choose one of {', '.join(DISTRIBUTIONS)}")
     extra = tuple(a for a in base.extra_args)
     if "--request-distribution" not in extra:
         extra += ("--request-distribution", distribution)
@@ -332,7 +333,7 @@ def search(measure_at: Callable[[float], RatePoint], seed_rate: float, slo_ms: f
     send a rate (the result would describe the client, not the server).
     """
     if seed_rate <= 0:
-        raise ValueError("the seed rate must be positive")
+        raise UserInputError("the seed rate must be positive")
     s = Search(slo_ms, batch, resolution=resolution)
     floor = seed_rate * min_fraction
     rate = round_rate(seed_rate)

@@ -21,6 +21,7 @@ from ..spec import Manifest, ModelSignature
 from .capacity import ClientLimited, RatePoint, Target, client_limit_message, measure, round_rate
 from .plan import Plan, SizingError, derate
 from .ratestore import FreshStore, RateStore
+from ..errors import UserInputError
 
 DEFAULT_ROUNDS = 3
 DEFAULT_BURST_FACTOR = 1.5
@@ -235,7 +236,7 @@ def burst_check(plan: Plan, target: Target, out_dir: Path, factor: float = DEFAU
                 seconds: float = DEFAULT_BURST_SECONDS, baseline_ms: float = math.nan) -> Burst:
     """`factor` x the peak (each replica's share) for `seconds`, then the peak again for as long."""
     if factor <= 1:
-        raise ValueError(f"--burst-factor {factor:g}: a burst is above the peak (e.g. 1.5)")
+        raise UserInputError(f"--burst-factor {factor:g}: a burst is above the peak (e.g. 1.5)")
     batch = plan.sustainable.point.batch
     window = max(200, int(seconds * 1000 / 3))
     # three fixed windows each: stability off, so the burst lasts what it says

@@ -24,6 +24,7 @@ from typing import Any, Iterable, Sequence
 
 from ..perf.sweep import instance_count, read_store_csv
 from ..runinfo import read_run_json
+from ..errors import UserError
 
 THROUGHPUT = "Inferences/second"
 P99 = "P99 Latency"
@@ -36,7 +37,7 @@ EARTH_LAND_KM2 = 1.49e8
 DEFAULT_GSD_M = (10.0,)
 
 
-class SizingError(ValueError):
+class SizingError(UserError, ValueError):
     """A run cannot be sized (no points, all unstable, unreadable); the message says why and what to do."""
 
 
