@@ -23,6 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import deployment_toolkit  # noqa: E402,F401  (first: hides this triton/ folder from torch's `import triton`)
 from deployment_toolkit import cli  # noqa: E402
+from deployment_toolkit.errors import ToolkitError  # noqa: E402
 
 # Idle OpenMP threads sleep instead of spinning (a busy 2-core host made torch steps 3-10x slower); set
 # before torch loads here (framework dump) and inherited by the training subprocess.
@@ -32,7 +33,7 @@ SCRIPTS = ROOT / "triton"
 RUN_NAME = "accuracy-shapes-unet"
 
 
-class StepFailed(RuntimeError):
+class StepFailed(ToolkitError, RuntimeError):
     """A script of the chain exited with an error; its own output above says why."""
 
 

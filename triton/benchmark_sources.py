@@ -10,6 +10,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import deployment_toolkit  # noqa: E402,F401  (first: hides a module-name clash before torch loads)
 from deployment_toolkit import cli  # noqa: E402
+from deployment_toolkit.errors import UserInputError  # noqa: E402
 from deployment_toolkit.spec import FORMATS  # noqa: E402
 
 
@@ -43,7 +44,7 @@ def main() -> int:
     sides = {"zoo": args.zoo_model, "timm": f"timm:{args.timm_arch or args.zoo_model}"}
     shapes = {k: resolve(ref, preset=args.preset).signature.to_dict() for k, ref in sides.items()}
     if shapes["zoo"] != shapes["timm"]:
-        raise ValueError(f"{sides['zoo']} and {sides['timm']} ({args.preset}) have different signatures: "
+        raise UserInputError(f"{sides['zoo']} and {sides['timm']} ({args.preset}) have different signatures: "
                          f"{shapes['zoo']} vs {shapes['timm']}; pick the same architecture or pass --preset")
     opts = ConvertOptions(preset=args.preset, verify=not args.no_verify, seed=args.seed)
     seconds: dict[str, list[float]] = {k: [] for k in sides}

@@ -8,6 +8,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import deployment_toolkit  # noqa: E402,F401
 from deployment_toolkit import cli  # noqa: E402
+from deployment_toolkit.errors import UserInputError  # noqa: E402
 from deployment_toolkit.repository.config import ACCELERATORS, MODEL_FORMATS  # noqa: E402
 
 
@@ -74,7 +75,7 @@ def main() -> int:
 
         fmt = Manifest.load(args.model_path).format
         if fmt != args.model_format:
-            raise ValueError(f"--model-format {args.model_format} contradicts the artifact in {args.model_path}, "
+            raise UserInputError(f"--model-format {args.model_format} contradicts the artifact in {args.model_path}, "
                              f"which is {fmt}: convert it to {args.model_format} or pass --model-format {fmt}")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")  # host mismatch, batching left out: shown, not fatal

@@ -10,6 +10,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import deployment_toolkit  # noqa: E402,F401
 from deployment_toolkit import cli  # noqa: E402
+from deployment_toolkit.errors import UserInputError  # noqa: E402
 from deployment_toolkit.spec import FORMATS  # noqa: E402
 
 
@@ -59,7 +60,7 @@ def main() -> int:
     for item in args.sampler_option:
         key, sep, value = item.partition("=")
         if not sep:
-            raise ValueError(f"--sampler-option needs KEY=VALUE, got {item!r}")
+            raise UserInputError(f"--sampler-option needs KEY=VALUE, got {item!r}")
         options[key] = json.loads(value)
     denoiser_opts = ConfigOptions(model_name="denoiser", max_batch_size=args.max_batch_size,
                                   instance_kind=args.instance_kind, intra_op_threads=args.intra_op_threads,
@@ -111,7 +112,7 @@ def convert_if_needed(args, fmt: str, artifact_dir: Path) -> None:
     try:
         m = convert(args.model, fmt, artifact_dir, opts)
     except VerificationError as err:
-        raise ValueError(f"{err} (see {artifact_dir / 'manifest.json'})") from err
+        raise UserInputError(f"{err} (see {artifact_dir / 'manifest.json'})") from err
     print(f"converted in {m.export_options['export_seconds']:.1f} s"
           + (f", verified: max abs err {m.verification['max_abs_err']:.3g}" if m.verification else ""))
 

@@ -11,6 +11,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import deployment_toolkit  # noqa: E402,F401
 from deployment_toolkit import cli  # noqa: E402
+from deployment_toolkit.errors import UserInputError  # noqa: E402
 
 TARGETS = ("triton", "in-process", "http")
 
@@ -53,11 +54,11 @@ def main() -> int:
         targets.append("http")
     unknown = sorted(set(targets) - set(TARGETS))
     if unknown or not targets:
-        raise ValueError(f"unknown target(s) {unknown}; choose from {', '.join(TARGETS)}")
+        raise UserInputError(f"unknown target(s) {unknown}; choose from {', '.join(TARGETS)}")
     if "http" in targets and not args.url:
-        raise ValueError("the http target needs --url http://HOST:PORT/v1/infer")
+        raise UserInputError("the http target needs --url http://HOST:PORT/v1/infer")
     if ("in-process" in targets or ("triton" in targets and not args.server_url)) and not args.model_repository:
-        raise ValueError("--model-repository is needed for the in-process target and to start an embedded server")
+        raise UserInputError("--model-repository is needed for the in-process target and to start an embedded server")
     return run(args, targets)
 
 
@@ -186,7 +187,7 @@ def _cond_shape_and_url(args, targets, stack):
         params = TritonSamplerTarget.config_params(url, args.model_name)
         cond_shape = tuple(int(v) for v in params["cond_shape"].split(","))
     if cond_shape is None and not args.input_array:
-        raise ValueError("--input-array is needed: without a pipeline config the conditioning shape is unknown")
+        raise UserInputError("--input-array is needed: without a pipeline config the conditioning shape is unknown")
     return cond_shape, url, version
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import deployment_toolkit  # noqa: E402,F401
 from deployment_toolkit import cli  # noqa: E402
+from deployment_toolkit.errors import UserInputError  # noqa: E402
 
 # (format, precision, label) in order of preference; the fastest verified one is used
 CANDIDATES = {
@@ -182,7 +183,7 @@ def _pick_fastest(args, candidates, device: str, max_batch: int):
         if best is None or took < best[0]:
             best = (took, (fmt, precision, label, pipe))
     if best is None:
-        raise ValueError("no converted format is available and verified on this host:\n  " + "\n  ".join(probes))
+        raise UserInputError("no converted format is available and verified on this host:\n  " + "\n  ".join(probes))
     return probes, best[1]
 
 

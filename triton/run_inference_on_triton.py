@@ -8,6 +8,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import deployment_toolkit  # noqa: E402,F401
 from deployment_toolkit import cli  # noqa: E402
+from deployment_toolkit.errors import UserInputError  # noqa: E402
 from deployment_toolkit.data.user import add_data_arguments  # noqa: E402
 
 
@@ -60,7 +61,7 @@ def main() -> int:
     else:
         signature = ModelSignature(tuple(inputs), tuple(outputs))
     if max_batch and args.batch_size > max_batch:
-        raise ValueError(f"--batch-size {args.batch_size} exceeds the model's max_batch_size {max_batch}")
+        raise UserInputError(f"--batch-size {args.batch_size} exceeds the model's max_batch_size {max_batch}")
     precision = args.precision or (manifest.precision if args.manifest else "fp32")
     source = make_source(args.data_dir, signature, args.num_samples or 16, args.seed, dataloader=args.dataloader,
                          dataloader_args=parse_key_values(args.dataloader_arg), precision=precision,

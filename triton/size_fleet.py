@@ -18,6 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import deployment_toolkit  # noqa: E402,F401  (first: hides the triton/ folder from torch)
 from deployment_toolkit import cli  # noqa: E402
+from deployment_toolkit.errors import UserInputError  # noqa: E402
 
 EXAMPLE = """
     python triton/size_fleet.py results/resnet50-onnx-x1 results/resnet50-trt-x2 \\
@@ -123,13 +124,13 @@ def _build_parser():
 def _pick(plans, which, sizing, what):
     if which is None:
         if sizing.recommendation is None:
-            raise ValueError(f"no configuration meets the SLO, nothing to {what}")
+            raise UserInputError(f"no configuration meets the SLO, nothing to {what}")
         return sizing.recommendation
     target = Path(which).resolve()
     for p in plans:
         if p.run.path.resolve() == target or p.run.name == which or str(p.run.path) == which:
             return p
-    raise ValueError(f"{which!r} is not one of the given runs ({', '.join(p.run.name for p in plans)})")
+    raise UserInputError(f"{which!r} is not one of the given runs ({', '.join(p.run.name for p in plans)})")
 
 
 def _reachable(url: str, protocol: str, model: str, what: str) -> None:
@@ -138,7 +139,7 @@ def _reachable(url: str, protocol: str, model: str, what: str) -> None:
 
     reason = health_reason(url, protocol, model)
     if reason is not None:
-        raise ValueError(f"{what} {url}: {reason.splitlines()[0]} - start the server (or fix the URL) first")
+        raise UserInputError(f"{what} {url}: {reason.splitlines()[0]} - start the server (or fix the URL) first")
 
 
 def _options(args, protocol: str, shared_memory: str, window_ms: int, stability: float, input_data: str = "random"):
@@ -173,7 +174,7 @@ def _main(argv=None) -> int:
     from deployment_toolkit.sizing.output import write_outputs
 
     if args.confirm_fleet is not None and not args.fleet_model_repository:
-        raise ValueError("--confirm-fleet needs --fleet-model-repository DIR (the repository the replicas serve)")
+        raise UserInputError("--confirm-fleet needs --fleet-model-repository DIR (the repository the replicas serve)")
     if args.confirm_fleet is not None:
         from deployment_toolkit.sizing.fleet import find_nginx
 
@@ -262,10 +263,10 @@ def _main(argv=None) -> int:
 
         plan = _pick(sizing.plans, args.fleet_run or args.confirm_run, sizing, "put behind a balancer")
         if not plan.reachable:
-            raise ValueError(f"{plan.run.name} meets no rate within the SLO: nothing to put behind a balancer")
+            raise UserInputError(f"{plan.run.name} meets no rate within the SLO: nothing to put behind a balancer")
         protocol, model, batch = served(plan)
         if protocol != "grpc":
-            raise ValueError("--confirm-fleet balances gRPC (nginx grpc_pass): use a gRPC run or --confirm-protocol grpc")
+            raise UserInputError("--confirm-fleet balances gRPC (nginx grpc_pass): use a gRPC run or --confirm-protocol grpc")
 
         options = _options(args, protocol, "none", args.fleet_window_ms, args.capacity_stability_percentage,
                            _input_data(args, plan))
