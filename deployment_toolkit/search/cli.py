@@ -20,7 +20,7 @@ from ..runs.identity import RunIdentity, host_identity, input_data_digest, libra
 from ..errors import UserInputError
 
 EXAMPLE = """
-    python triton/search_config.py --model resnet50 --preset full --p99-ms 500 --max-minutes 20 \\
+    deployment-toolkit search --model resnet50 --preset full --p99-ms 500 --max-minutes 20 \\
         --formats onnx,ts-trace --model-repository model_repository --model-name resnet50 \\
         --result-path results/search-resnet50-cpu
     # rerun the same command to resume: measured points are reused, not measured again
