@@ -139,9 +139,9 @@ def check_new_run_dir(result_dir: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="examples:\n  python -m deployment_toolkit.demo                 # resnet50 into results/local/demo-...\n"
-               "  python -m deployment_toolkit.demo --fast          # resnet18 small, 2+2 points (CI)\n"
-               "  python -m deployment_toolkit.demo --output results/demo-resnet50-onnx-cpu   # the committed example")
+        epilog="examples:\n  deployment-toolkit demo                 # resnet50 into results/local/demo-...\n"
+               "  deployment-toolkit demo --fast          # resnet18 small, 2+2 points (CI)\n"
+               "  deployment-toolkit demo --output results/demo-resnet50-onnx-cpu   # the committed example")
     p.add_argument("--model", default="resnet50")
     p.add_argument("--preset", default="full")
     p.add_argument("--output", default=None, metavar="DIR",
