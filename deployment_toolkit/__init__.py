@@ -10,7 +10,15 @@ __version__ = "0.1.0"
 
 def _hide_scripts_folder_named_triton() -> None:
     """The repo's `triton/` scripts folder is importable as a namespace package when the repo root is on
-    sys.path; torch then mistakes it for OpenAI Triton and fails inside torch._dynamo. Hide it."""
+    sys.path; torch then mistakes it for OpenAI Triton and fails inside torch._dynamo. Hide it.
+
+    Still needed with the `deployment-toolkit` command (issue 19), although the editable install maps only the
+    package: the repo root is on sys.path whenever a checkout is used - `python -m deployment_toolkit` run from
+    it (the cwd), pytest (tests/conftest.py), and the triton/*.py shims, which keep the seed's promise of running
+    from a checkout without an install. Renaming the folder would break the seed's script paths. Only the
+    scripts folder (recognised by its convert_model.py) is hidden: a real OpenAI Triton package is left alone
+    (tests/unit/test_offline_install.py).
+    """
     if "triton" in sys.modules:
         return
     try:

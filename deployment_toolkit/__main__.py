@@ -1,98 +1,124 @@
-"""`python -m deployment_toolkit {doctor,serve,models}`."""
+"""`deployment-toolkit SUBCOMMAND ...` (also `python -m deployment_toolkit`): one command for every step.
+
+COMMANDS is the one table: each subcommand is a module of deployment_toolkit/commands with `main(argv)`, run through
+`cli.run` (user errors: one line, exit 2; bugs: traceback, exit 1). The triton/*.py scripts keep the seed's names
+and flags as shims over the same table (`run_script`).
+"""
 from __future__ import annotations
 
-import argparse
-import subprocess
+import importlib
 import sys
-from pathlib import Path
+from dataclasses import dataclass
 
-import deployment_toolkit  # noqa: F401
-
-
-def _serve(args) -> int:
-    """Run the server until Ctrl-C / SIGTERM. The handlers are in place before the server process exists, so a
-    signal at any moment (while it starts, while models load, while it serves) stops it and its stubs; if this
-    process is SIGKILLed, the kernel kills the server (PR_SET_PDEATHSIG, see cleanup.die_with_parent)."""
-    from .cli import EXIT_SIGTERM, install_sigterm_handler
-    from .server.local import LocalTritonServer, ServerConfig
-
-    restore = install_sigterm_handler()  # SIGTERM unwinds like Ctrl-C from here on
-    stopped_by_signal = False
-    server = None
-    try:
-        cfg = ServerConfig(
-            model_repository=Path(args.model_repository), http_port=args.http_port, grpc_port=args.grpc_port,
-            metrics_port=args.metrics_port, address=args.address, model_control_mode=args.model_control_mode,
-            log_dir=Path(args.log_dir) if args.log_dir else None, log_verbose=args.log_verbose,
-        )
-        server = LocalTritonServer(cfg)
-        server.start()
-        print(f"tritonserver ready: HTTP {server.http_url}  gRPC {server.grpc_url}  metrics {server.metrics_url}\n"
-              f"log: {server.log_path}   (Ctrl-C stops it)", flush=True)
-        while server.is_alive():
-            try:
-                server.process.wait(timeout=0.5)
-            except subprocess.TimeoutExpired:
-                pass
-    except KeyboardInterrupt:
-        stopped_by_signal = True
-    except SystemExit as err:
-        if err.code != EXIT_SIGTERM:
-            raise
-        stopped_by_signal = True
-    finally:
-        if server is not None:
-            server.stop()
-        restore()
-    if stopped_by_signal:
-        print("tritonserver stopped", file=sys.stderr)
-        return 0
-    print(f"tritonserver exited unexpectedly:\n{server.log_tail(20)}", file=sys.stderr)
-    return 1
+import deployment_toolkit  # noqa: F401  (first: hides the triton/ scripts folder from torch)
 
 
-def _models(args) -> int:
-    from .models import list_models
+@dataclass(frozen=True)
+class Command:
+    name: str  # the subcommand
+    module: str  # deployment_toolkit.<module>, which has main(argv) -> int
+    help: str  # one line for `deployment-toolkit --help`
+    script: str | None = None  # triton/<script>.py, the seed's name, when there is one
 
-    for e in list_models(args.family):
-        sig = e.signature("small")
-        full = e.presets.get("full")
-        shapes = ", ".join(f"{t.name}{list(t.shape)}" for t in (full.signature if full else sig).inputs)
-        print(f"{e.family:<12} {e.name:<30} {e.task:<15} {e.metric:<7} {shapes}")
-    return 0
+
+COMMANDS: dict[str, Command] = {c.name: c for c in (
+    Command("doctor", "commands.doctor", "report what this host has and what to install"),
+    Command("models", "commands.models", "list the registered models"),
+    Command("convert", "commands.convert_model", "convert a model to TorchScript, ONNX or TensorRT and verify it",
+            "convert_model"),
+    Command("config", "commands.config_model_on_triton", "write a model's Triton repository entry (config.pbtxt)",
+            "config_model_on_triton"),
+    Command("serve", "commands.serve", "run the embedded tritonserver on a model repository until Ctrl-C"),
+    Command("infer", "commands.run_inference_on_triton", "run a dataset through Triton and dump the outputs",
+            "run_inference_on_triton"),
+    Command("infer-fw", "commands.run_inference_on_fw", "run a dataset through the framework and dump the outputs",
+            "run_inference_on_fw"),
+    Command("metrics", "commands.calculate_metrics", "accuracy metrics of a dump, with optional thresholds",
+            "calculate_metrics"),
+    Command("perf-offline", "commands.run_offline_performance_test_on_triton", "perf_analyzer over client batch sizes",
+            "run_offline_performance_test_on_triton"),
+    Command("perf-online", "commands.run_online_performance_test_on_triton", "perf_analyzer over concurrencies",
+            "run_online_performance_test_on_triton"),
+    Command("report", "commands.report", "build report.md/html for a results folder, or compare two", "report"),
+    Command("search", "commands.search_config",
+            "search the serving config with the most throughput within a p99 budget",
+            "search_config"),
+    Command("size", "commands.size_fleet", "size a fleet (replicas, GPUs, cost) from measured runs", "size_fleet"),
+    Command("bench", "commands.run_framework_benchmark", "benchmark the framework itself (precisions, compile)",
+            "run_framework_benchmark"),
+    Command("bench-overhead", "commands.benchmark_overhead", "Triton's overhead over the same runtime in-process",
+            "benchmark_overhead"),
+    Command("bench-runtimes", "commands.benchmark_runtimes",
+            "compare the serving runtimes on one model", "benchmark_runtimes"),
+    Command("bench-sources", "commands.benchmark_sources",
+            "the same architecture from the zoo and from timm, alternated",
+            "benchmark_sources"),
+    Command("bench-vs-model-analyzer", "commands.benchmark_vs_model_analyzer",
+            "our search against Triton's Model Analyzer",
+            "benchmark_vs_model_analyzer"),
+    Command("conversion-matrix", "commands.conversion_matrix", "which model converts to which format on this host",
+            "conversion_matrix"),
+    Command("demo", "demo", "convert, serve and measure one model end to end"),
+    Command("accuracy-demo", "commands.accuracy_demo",
+            "train a small U-Net and compare Triton's Dice with the framework's",
+            "accuracy_demo"),
+    Command("train", "commands.train_segmentation", "train the small segmentation U-Net on synthetic shapes",
+            "train_segmentation"),
+    Command("deploy-diffusion", "commands.deploy_diffusion", "deploy a diffusion sampler pipeline on Triton",
+            "deploy_diffusion"),
+    Command("diffusion-latency", "commands.run_diffusion_latency", "per-request latency of a diffusion pipeline",
+            "run_diffusion_latency"),
+    Command("diffusion-speedup", "commands.run_diffusion_speedup", "diffusion speedup of the converted formats",
+            "run_diffusion_speedup"),
+    Command("embed-results", "commands.embed_results", "copy generated result files into the Markdown that quotes them",
+            "embed_results"),
+    Command("gpu-check", "commands.gpu_acceptance", "GPU acceptance in one command", "gpu_acceptance"),
+)}
+PROG = "deployment-toolkit"
+EXAMPLE = f"""example:
+  {PROG} doctor
+  {PROG} convert --model resnet50 --output-type onnx --output-path workspace/resnet50/onnx
+  {PROG} serve --model-repository model_repository --http-port 8000 --grpc-port 8001
+  {PROG} SUBCOMMAND --help"""
+
+
+def usage() -> str:
+    width = max(len(n) for n in COMMANDS)
+    rows = "\n".join(f"  {c.name:<{width}}  {c.help}" for c in COMMANDS.values())
+    return (f"usage: {PROG} SUBCOMMAND [options]\n\nConvert, configure, serve, check and measure models on "
+            f"Triton Inference Server.\n\nsubcommands:\n{rows}\n\n{EXAMPLE}")
+
+
+def _command_main(name: str):
+    return importlib.import_module(f"deployment_toolkit.{COMMANDS[name].module}").main
+
+
+def run(name: str, argv: list[str]) -> None:
+    """Run one subcommand through cli.run (exits); its --help names it `deployment-toolkit NAME`."""
+    from .cli import run as cli_run
+
+    sys.argv = [f"{PROG} {name}", *argv]  # argparse's prog
+    cli_run(lambda: _command_main(name)(argv))
+
+
+def run_script(name: str) -> None:
+    """A triton/*.py shim: the seed's script name in --help, the same flags, the same entry point."""
+    from .cli import run as cli_run
+
+    cli_run(lambda: _command_main(name)(sys.argv[1:]))
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m deployment_toolkit",
-                                epilog="example:\n  python -m deployment_toolkit doctor\n"
-                                       "  python -m deployment_toolkit serve --model-repository model_repository --http-port 8000 --grpc-port 8001",
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = p.add_subparsers(dest="command", required=True)
-    d = sub.add_parser("doctor", help="report what this host has and what to install")
-    d.add_argument("--no-start", action="store_true", help="do not start the server to read its version")
-    s = sub.add_parser("serve", help="run the embedded tritonserver on a model repository until Ctrl-C")
-    s.add_argument("--model-repository", default="model_repository")
-    s.add_argument("--http-port", type=int, default=8000)
-    s.add_argument("--grpc-port", type=int, default=8001)
-    s.add_argument("--metrics-port", type=int, default=8002)
-    s.add_argument("--address", default="127.0.0.1", help="bind address (loopback by default)")
-    s.add_argument("--model-control-mode", choices=("none", "poll", "explicit"), default="none")
-    s.add_argument("--log-dir", default=None)
-    s.add_argument("--log-verbose", type=int, default=0)
-    m = sub.add_parser("models", help="list registered models")
-    m.add_argument("--family", default=None)
-    args = p.parse_args(argv)
-    if args.command == "doctor":
-        from .doctor import run_doctor
-
-        return run_doctor(start_server=not args.no_start)
-    from .cli import USER_ERRORS
-
-    try:
-        return _serve(args) if args.command == "serve" else _models(args)
-    except USER_ERRORS as err:
-        print(f"error: {err}", file=sys.stderr)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(usage(), file=sys.stdout if argv else sys.stderr)
+        return 0 if argv else 2
+    if argv[0] not in COMMANDS:
+        print(f"error: unknown subcommand {argv[0]!r}; choose one of {', '.join(COMMANDS)} "
+              f"(`{PROG} --help` says what each does)", file=sys.stderr)
         return 2
+    run(argv[0], argv[1:])
+    return 0  # not reached: run exits
 
 
 if __name__ == "__main__":

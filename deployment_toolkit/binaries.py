@@ -12,11 +12,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+from .errors import UserError
+
 PERF_ANALYZER = "perf_analyzer"
 _MISSING_LIB = re.compile(r"error while loading shared libraries: (\S+?):")
 
 
-class PerfAnalyzerNotFound(RuntimeError):
+class PerfAnalyzerNotFound(UserError, RuntimeError):
     """perf_analyzer is missing or cannot start; the message says what to install."""
 
 

@@ -9,17 +9,11 @@ import threading
 from types import FrameType
 from typing import Any, Callable
 
-from .client.data import DataError
-from .client.infer import InferenceError
-from .export.errors import ConversionError
-from .models.registry import UnknownModelError
-from .repository.config import ConfigError
-from .server.errors import ServerError
-from .spec import SpecError
+from .errors import UserError
 
-# Errors whose message is the whole story: print it, no traceback.
-USER_ERRORS = (ConversionError, ConfigError, ServerError, InferenceError, DataError, SpecError, UnknownModelError,
-               FileNotFoundError, ValueError)
+# Errors whose message is the whole story: print it, no traceback. Anything else (a bare ValueError or KeyError
+# included) is a bug and keeps its traceback, exit 1.
+USER_ERRORS = (UserError,)
 
 
 def parser(description: str, example: str) -> argparse.ArgumentParser:
@@ -37,6 +31,7 @@ def int_list(text: str) -> tuple[int, ...]:
         raise argparse.ArgumentTypeError(f"expected a comma-separated list of integers, got {text!r}") from err
 
 
+EXIT_USER_ERROR = 2  # bad input, a missing file or tool: the README's exit-code table
 EXIT_SIGTERM = 128 + signal.SIGTERM  # 143, what a shell reports for a process killed by SIGTERM
 
 
@@ -62,8 +57,9 @@ def install_sigterm_handler() -> Callable[[], None]:
 
 
 def run(main: Callable[[], int | None]) -> None:
-    """Run a script's main: user errors become one clear message and exit code 2; SIGTERM and Ctrl-C
-    unwind (context managers stop embedded servers) and exit with 143 and 130."""
+    """The one entry point of every command (triton/*.py and `deployment-toolkit SUB`): a UserError becomes one
+    `error: ...` line and exit code 2; any other exception is a bug and propagates with its traceback (exit 1);
+    SIGTERM and Ctrl-C unwind (context managers stop embedded servers) and exit with 143 and 130."""
     restore = install_sigterm_handler()
     try:
         code = main()
@@ -77,7 +73,7 @@ def run(main: Callable[[], int | None]) -> None:
         code = EXIT_SIGTERM
     except USER_ERRORS as err:
         print(f"error: {err}", file=sys.stderr)
-        code = 2
+        code = EXIT_USER_ERROR
     finally:
         restore()
     sys.exit(code or 0)

@@ -13,15 +13,16 @@ import time
 from pathlib import Path
 
 from .server.local import LocalTritonServer, ServerConfig
+from .errors import ToolkitError, UserError
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-class StepFailed(RuntimeError):
+class StepFailed(ToolkitError, RuntimeError):
     pass
 
 
-class RunFolderTaken(ValueError):
+class RunFolderTaken(UserError, ValueError):
     """A user error (exit 2): the demo was pointed at a folder that already holds a run."""
 
 
@@ -139,9 +140,9 @@ def check_new_run_dir(result_dir: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="examples:\n  python -m deployment_toolkit.demo                 # resnet50 into results/local/demo-...\n"
-               "  python -m deployment_toolkit.demo --fast          # resnet18 small, 2+2 points (CI)\n"
-               "  python -m deployment_toolkit.demo --output results/demo-resnet50-onnx-cpu   # the committed example")
+        epilog="examples:\n  deployment-toolkit demo                 # resnet50 into results/local/demo-...\n"
+               "  deployment-toolkit demo --fast          # resnet18 small, 2+2 points (CI)\n"
+               "  deployment-toolkit demo --output results/demo-resnet50-onnx-cpu   # the committed example")
     p.add_argument("--model", default="resnet50")
     p.add_argument("--preset", default="full")
     p.add_argument("--output", default=None, metavar="DIR",

@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from .errors import UserError, UserFileNotFoundError
+
 MANIFEST_NAME = "manifest.json"
 
 # numpy dtype name -> Triton datatype (the protocol's names, also used in config.pbtxt as TYPE_<x>)
@@ -38,7 +40,7 @@ FORMATS = ("ts-trace", "ts-script", "onnx", "trt")
 ARTIFACT_NAMES = {"ts-trace": "model.pt", "ts-script": "model.pt", "onnx": "model.onnx", "trt": "model.plan"}
 
 
-class SpecError(ValueError):
+class SpecError(UserError, ValueError):
     """A signature or manifest that contradicts itself or the model."""
 
 
@@ -240,7 +242,7 @@ class Manifest:
         if path.is_dir():
             path = path / MANIFEST_NAME
         if not path.exists():
-            raise FileNotFoundError(f"no manifest at {path}: run triton/convert_model.py first")
+            raise UserFileNotFoundError(f"no manifest at {path}: run triton/convert_model.py first")
         hint = "rerun triton/convert_model.py to write it again"
         try:
             data = json.loads(path.read_text())

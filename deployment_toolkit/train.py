@@ -22,6 +22,7 @@ import numpy as np
 
 from .models import get_model
 from .spec import ARTIFACT_NAMES, Manifest, ModelSignature, atomic_write_text
+from .errors import UserError, UserFileNotFoundError
 
 if TYPE_CHECKING:  # pragma: no cover
     from torch import nn
@@ -30,7 +31,7 @@ WEIGHTS_NAME = "weights.safetensors"
 TRAINING_JSON = "training.json"
 
 
-class TrainingError(ValueError):
+class TrainingError(UserError, ValueError):
     """Training or export cannot go ahead as asked (wrong model kind, data that does not fit, bad weights)."""
 
 
@@ -193,7 +194,7 @@ def build_trained(model_name: str, preset: str, weights: str | Path) -> "nn.Modu
 
     weights = Path(weights)
     if not weights.is_file():
-        raise FileNotFoundError(f"no weights at {weights}: train first with triton/train_segmentation.py")
+        raise UserFileNotFoundError(f"no weights at {weights}: train first with triton/train_segmentation.py")
     with safe_open(str(weights), framework="pt") as fh:
         tag = fh.metadata() or {}
     if tag.get("model", model_name) != model_name or tag.get("preset", preset) != preset:

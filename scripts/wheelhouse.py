@@ -37,15 +37,19 @@ FORBIDDEN = re.compile(r"^(torch|torchvision|triton|nvidia_(cudnn|cublas|cufft|c
 
 
 def pins(pyproject: Path = ROOT / "pyproject.toml") -> list[str]:
-    """[project].dependencies as written (tomllib where the Python has it, else the list's literal text)."""
+    """[project].dependencies and the `test` extra (`make test` runs there too) as written (tomllib where the
+    Python has it, else the lists' literal text)."""
     text = pyproject.read_text()
     try:
         import tomllib
 
-        return list(tomllib.loads(text)["project"]["dependencies"])
+        project = tomllib.loads(text)["project"]
+        return list(project["dependencies"]) + list(project.get("optional-dependencies", {}).get("test", []))
     except ImportError:  # Python 3.10
         block = re.search(r"^dependencies\s*=\s*\[(.*?)^\]", text, re.S | re.M)
-        return re.findall(r'^\s*"([^"]+)"', block.group(1), re.M) if block else []
+        test = re.search(r"^test\s*=\s*\[(.*?)\]", text, re.S | re.M)
+        return ((re.findall(r'^\s*"([^"]+)"', block.group(1), re.M) if block else [])
+                + (re.findall(r'"([^"]+)"', test.group(1)) if test else []))
 
 
 def name_of(requirement: str) -> str:

@@ -1,75 +1,11 @@
 #!/usr/bin/env python3
-"""Does the user-model path cost conversion time? Convert the zoo's model and the same architecture named by
-its timm arch (`timm:<arch>`, through the model-source resolver) side by side in one run, at the same preset
-size, alternating which goes first each round, and print the median wall time of each and their ratio.
-
-Each timed call is the whole convert(): resolve the source, build the model, export, verify, write the manifest."""
+"""`deployment-toolkit bench-sources`: this script keeps the seed's name and flags; the command is
+deployment_toolkit/commands/benchmark_sources.py."""
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import deployment_toolkit  # noqa: E402,F401  (first: hides a module-name clash before torch loads)
-from deployment_toolkit import cli  # noqa: E402
-from deployment_toolkit.spec import FORMATS  # noqa: E402
-
-
-def main() -> int:
-    p = cli.parser(__doc__, """
-        python triton/benchmark_sources.py --zoo-model resnet50 --timm-arch resnet50 --preset full \\
-            --output-type onnx --repeats 3 --json results/sources-speed/run.json
-    """)
-    p.add_argument("--zoo-model", default="resnet50", help="zoo name (default: resnet50)")
-    p.add_argument("--timm-arch", default=None, help="timm architecture (default: the zoo model's name)")
-    p.add_argument("--preset", default="small", help="small (CI size) or full (benchmark size); both sides use it")
-    p.add_argument("--output-type", choices=FORMATS, default="onnx")
-    p.add_argument("--repeats", type=int, default=3, help="conversions per side (default 3)")
-    p.add_argument("--no-verify", action="store_true", help="time the export only (no framework comparison)")
-    p.add_argument("--workdir", default=None, help="keep the artifacts here (default: a temporary folder)")
-    p.add_argument("--json", default=None, help="also write the timings and the run's metadata to this file")
-    p.add_argument("--seed", type=int, default=0)
-    args = p.parse_args()
-    if args.repeats < 1:
-        p.error("--repeats must be >= 1")
-
-    import json
-    import statistics
-    import tempfile
-    import time
-
-    from deployment_toolkit.export import ConvertOptions, convert
-    from deployment_toolkit.sources import resolve
-    from deployment_toolkit.spec import atomic_write_text
-
-    sides = {"zoo": args.zoo_model, "timm": f"timm:{args.timm_arch or args.zoo_model}"}
-    shapes = {k: resolve(ref, preset=args.preset).signature.to_dict() for k, ref in sides.items()}
-    if shapes["zoo"] != shapes["timm"]:
-        raise ValueError(f"{sides['zoo']} and {sides['timm']} ({args.preset}) have different signatures: "
-                         f"{shapes['zoo']} vs {shapes['timm']}; pick the same architecture or pass --preset")
-    opts = ConvertOptions(preset=args.preset, verify=not args.no_verify, seed=args.seed)
-    seconds: dict[str, list[float]] = {k: [] for k in sides}
-    with tempfile.TemporaryDirectory(prefix="sources-speed-") as tmp:
-        work = Path(args.workdir or tmp)
-        for i in range(args.repeats):
-            order = list(sides) if i % 2 == 0 else list(reversed(sides))
-            for side in order:
-                t0 = time.perf_counter()
-                convert(sides[side], args.output_type, work / side / args.output_type, opts)
-                seconds[side].append(time.perf_counter() - t0)
-                print(f"round {i + 1}: {sides[side]} converted in {seconds[side][-1]:.2f} s", flush=True)
-    med = {k: statistics.median(v) for k, v in seconds.items()}
-    ratio = med["timm"] / med["zoo"]
-    print(f"{args.output_type} ({args.preset}), median of {args.repeats}: {sides['zoo']} {med['zoo']:.2f} s, "
-          f"{sides['timm']} {med['timm']:.2f} s, timm/zoo time ratio {ratio:.3f}")
-    if args.json:
-        from deployment_toolkit.results import runinfo
-
-        record = {"sides": sides, "preset": args.preset, "format": args.output_type, "verify": not args.no_verify,
-                  "seconds": seconds, "median_s": med, "ratio_timm_over_zoo": ratio,
-                  "run": runinfo.run_metadata(vars(args))}
-        atomic_write_text(args.json, json.dumps(record, indent=2) + "\n")
-        print(f"wrote {args.json}")
-    return 0
-
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # a checkout runs without `pip install`
+from deployment_toolkit.__main__ import run_script  # noqa: E402
 
 if __name__ == "__main__":
-    cli.run(main)
+    run_script("bench-sources")

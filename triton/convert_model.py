@@ -1,102 +1,11 @@
 #!/usr/bin/env python3
-"""Convert a model (a zoo name, timm:<arch>, your model.py + checkpoint, or an ONNX/TorchScript file made elsewhere)
-to TorchScript (trace/script), ONNX or TensorRT, verify it against its source and record its provenance."""
+"""`deployment-toolkit convert`: this script keeps the seed's name and flags; the command is
+deployment_toolkit/commands/convert_model.py."""
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import deployment_toolkit  # noqa: E402,F401  (first: hides a module-name clash before torch loads)
-from deployment_toolkit import cli  # noqa: E402
-from deployment_toolkit.data.user import add_data_arguments  # noqa: E402
-from deployment_toolkit.sources.cli import add_source_arguments  # noqa: E402
-from deployment_toolkit.spec import FORMATS  # noqa: E402
-
-
-def main() -> int:
-    p = cli.parser(__doc__, """
-        python triton/convert_model.py --model resnet50 --preset full --output-type onnx \\
-            --output-path workspace/resnet50/onnx --onnx-opset 17 --max-batch-size 8
-        python triton/convert_model.py --input-path examples/my_model/model.py --input-type pyt \\
-            --model-arg width=32 --checkpoint my_model.safetensors --output-type onnx --output-path workspace/my/onnx
-    """)
-    add_source_arguments(p)  # --manifest DIR: convert what an earlier artifact was made from into another format
-    p.add_argument("--preset", default="small", help="small (CI size) or full (benchmark size)")
-    p.add_argument("--output-type", required=True, choices=FORMATS, help="artifact format")
-    p.add_argument("--output-path", required=True, help="directory for the artifact and manifest.json")
-    p.add_argument("--onnx-opset", type=int, default=17)
-    p.add_argument("--onnx-optimized", type=int, choices=(0, 1), default=0, help="1: simplify the ONNX graph (onnxslim)")
-    p.add_argument("--max-batch-size", type=int, default=None, help="default: the preset's")
-    p.add_argument("--precision", choices=("fp32", "fp16"), default="fp32")
-    p.add_argument("--max-workspace-size", type=int, default=1 << 30, help="TensorRT workspace bytes")
-    p.add_argument("--trt-min-batch", type=int, default=1)
-    p.add_argument("--trt-opt-batch", type=int, default=None, help="default: max batch size")
-    p.add_argument("--verify-batch-sizes", type=cli.int_list, default=(1, 2))
-    p.add_argument("--no-verify", action="store_true", help="skip the framework comparison")
-    p.add_argument("--verify-device", default="cpu",
-                   help="cpu or cuda:N: where the framework and the artifact run for the comparison (default cpu)")
-    d = p.add_argument_group("real samples for the verification (besides random inputs)")
-    d.add_argument("--data-dir", default=None, metavar="DIR",
-                   help="a folder of .npy/.npz samples (layout: deployment_toolkit/data/user.py), or the data_dir "
-                        "given to --dataloader")
-    add_data_arguments(d)
-    d.add_argument("--verify-samples", type=int, default=8, help="real samples compared at most (default %(default)s)")
-    p.add_argument("--seed", type=int, default=0)
-    args = p.parse_args()
-
-    from deployment_toolkit.export import ConvertOptions, FormatUnavailable, VerificationError, convert
-    from deployment_toolkit.sources import resolve
-    from deployment_toolkit.sources.cli import source_from_args
-
-    opts = ConvertOptions(
-        preset=args.preset, opset=args.onnx_opset, simplify=bool(args.onnx_optimized), precision=args.precision,
-        max_batch_size=args.max_batch_size, trt_min_batch=args.trt_min_batch, trt_opt_batch=args.trt_opt_batch,
-        trt_workspace_bytes=args.max_workspace_size, verify=not args.no_verify,
-        verify_batch_sizes=args.verify_batch_sizes, verify_device=args.verify_device, seed=args.seed,
-        verify_data=_verify_data(args),
-    )
-    resolved = resolve(source_from_args(args, args.preset, args.max_batch_size))
-    print(f"converting {resolved.name} ({resolved.source.kind}, {args.preset}) to {args.output_type} ...", flush=True)
-    try:
-        manifest = convert(resolved, args.output_type, args.output_path, opts)
-    except FormatUnavailable as err:
-        print(f"skipped: {err}", file=sys.stderr)
-        return 3
-    except VerificationError as err:
-        print(f"FAILED: {err}\n(manifest with the measured errors: {Path(args.output_path) / 'manifest.json'})",
-              file=sys.stderr)
-        return 1
-    v = manifest.verification
-    print(f"wrote {Path(args.output_path) / manifest.artifact} in {manifest.export_options['export_seconds']:.1f} s")
-    if v:
-        agree = ", ".join(f"{k}={val:.4f}" for k, val in v["agreement"].items())
-        print(f"verified at batch sizes {v['batch_sizes']}: max abs err {v['max_abs_err']:.3g}, "
-              f"max rel err {v['max_rel_err']:.3g}, {agree} -> {'OK' if v['passed'] else 'FAILED'}")
-        shapes = v.get("input_shapes") or []
-        if len(shapes) > 1:  # dynamic axes were also checked at a second size
-            print("input shapes compared: " + "; ".join(
-                ", ".join(f"{name} {dims}" for name, dims in s.items()) for s in shapes))
-        if v.get("samples_checked"):
-            print(f"also compared on {v['samples_checked']} real sample(s) from {args.dataloader or args.data_dir}")
-        for item in v.get("unchecked_shapes") or []:
-            print(f"not compared at {item['input_shapes']}: {item['reason']}")
-    return 0
-
-
-def _verify_data(args):
-    """signature -> batches of the user's inputs for the verification, or None without --data-dir/--dataloader."""
-    if args.data_dir is None and args.dataloader is None:
-        return None
-
-    def load(signature):
-        from deployment_toolkit.data.user import user_data_from_args
-
-        data = user_data_from_args(args, signature, precision=args.precision, limit=args.verify_samples)
-        if data is None:
-            return None
-        return [x for _, x, _ in data.batches(min(args.verify_batch_sizes or (1,)))]
-
-    return load
-
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # a checkout runs without `pip install`
+from deployment_toolkit.__main__ import run_script  # noqa: E402
 
 if __name__ == "__main__":
-    cli.run(main)
+    run_script("convert")

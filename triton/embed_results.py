@@ -1,42 +1,11 @@
 #!/usr/bin/env python3
-"""Copy generated result files into the Markdown that quotes them (the README, results/*/README.md).
-
-A quoted file sits between `<!-- generated from PATH -->` and `<!-- end generated -->` (PATH relative to the
-repository root); this rewrites every such block from its file, so no figure in a README is typed by hand.
-`--check` changes nothing and exits 1 when a block differs from its file (the unit tests run it).
-"""
+"""`deployment-toolkit embed-results`: this script keeps the seed's name and flags; the command is
+deployment_toolkit/commands/embed_results.py."""
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-import deployment_toolkit  # noqa: E402,F401  - first: hides the triton/ folder from torch before numpy/torch load
-
-import argparse  # noqa: E402
-
-from deployment_toolkit import cli  # noqa: E402
-from deployment_toolkit.report.embed import embed_generated, stale_blocks  # noqa: E402
-
-EXAMPLE = """examples:
-  python triton/embed_results.py README.md results/*/README.md
-  python triton/embed_results.py --check README.md
-"""
-
-
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("markdown", type=Path, nargs="+")
-    p.add_argument("--check", action="store_true", help="report stale blocks, change nothing")
-    p.add_argument("--root", type=Path, default=ROOT, help="what block paths are relative to")
-    args = p.parse_args(argv)
-    stale = 0
-    for md in args.markdown:
-        changed = stale_blocks(md, args.root) if args.check else embed_generated(md, args.root)
-        for rel in changed:
-            print(f"{md}: {'stale' if args.check else 'updated'} block from {rel}")
-        stale += len(changed)
-    return 1 if args.check and stale else 0
-
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # a checkout runs without `pip install`
+from deployment_toolkit.__main__ import run_script  # noqa: E402
 
 if __name__ == "__main__":
-    cli.run(main)
+    run_script("embed-results")

@@ -1,43 +1,11 @@
 #!/usr/bin/env python3
-"""Build report.md, report.html and plots for a results folder; with a second folder, also compare them.
-
-The comparison (per-point throughput and p99 deltas of RUN_B against RUN, absolute and %) is printed and
-saved as RUN_B/compare.md.
-"""
+"""`deployment-toolkit report`: this script keeps the seed's name and flags; the command is
+deployment_toolkit/commands/report.py."""
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import deployment_toolkit  # noqa: E402,F401  - first: hides the triton/ folder from torch before numpy/torch load
-
-import argparse  # noqa: E402
-
-from deployment_toolkit import cli  # noqa: E402
-from deployment_toolkit.report.build import build_report, compare_runs  # noqa: E402
-
-EXAMPLE = """examples:
-  python triton/report.py results/resnet50-cpu
-  python triton/report.py results/resnet50-cpu results/resnet50-2-instances   # + compare.md in the second
-"""
-
-
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, epilog=EXAMPLE,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("run", type=Path, help="results folder (with online.csv and/or offline.csv, run.json)")
-    parser.add_argument("run_b", type=Path, nargs="?", help="second results folder to compare against the first")
-    args = parser.parse_args(argv)
-    try:
-        for run in filter(None, (args.run, args.run_b)):
-            paths = build_report(run)
-            print(f"{run}: {paths['report.md']}, {paths['report.html']}")
-        if args.run_b:
-            print(compare_runs(args.run, args.run_b))
-    except FileNotFoundError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    return 0
-
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # a checkout runs without `pip install`
+from deployment_toolkit.__main__ import run_script  # noqa: E402
 
 if __name__ == "__main__":
-    cli.run(main)
+    run_script("report")

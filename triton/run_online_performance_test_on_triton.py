@@ -1,47 +1,11 @@
 #!/usr/bin/env python3
-"""Online scenario: perf_analyzer over a range of concurrent client requests at batch 1 (dynamic batching).
-
-Writes results/<run>/online.csv (ms), online.md ("Full tabular data"), raw/ perf_analyzer CSVs and logs,
-run.json and the report. Rerunning the same command resumes where it stopped.
-"""
+"""`deployment-toolkit perf-online`: this script keeps the seed's name and flags; the command is
+deployment_toolkit/commands/run_online_performance_test_on_triton.py."""
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import deployment_toolkit  # noqa: E402,F401  - first: hides the triton/ folder from torch before numpy/torch load
-
-import argparse  # noqa: E402
-
-from deployment_toolkit import cli  # noqa: E402
-from deployment_toolkit.perf.analyzer import add_perf_arguments  # noqa: E402
-from deployment_toolkit.perf.online import parse_range  # noqa: E402
-from deployment_toolkit.perf.cli import add_target_arguments, run_cli  # noqa: E402
-
-EXAMPLE = """example:
-  python triton/run_online_performance_test_on_triton.py \\
-      --server-url 127.0.0.1:8001 --protocol grpc \\
-      --model-name resnet50 --manifest workspace/resnet50/manifest.json \\
-      --input-data random --concurrency 1:8:1 \\
-      --number-of-model-instances 1 --shared-memory system \\
-      --result-path results/resnet50-cpu
-"""
-
-
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, epilog=EXAMPLE,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_target_arguments(parser)
-    parser.add_argument("--concurrency", default="1:8:1",
-                        help="start:end:step (end included) or a list like 1,2,4,8 (default: %(default)s)")
-    parser.add_argument("--batch-size", type=int, default=1, help="client batch size (default: %(default)s)")
-    add_perf_arguments(parser)
-    args = parser.parse_args(argv)
-    try:
-        levels = parse_range(args.concurrency)
-    except ValueError as err:
-        parser.error(str(err))
-    return run_cli("online", args, levels, args.batch_size)
-
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # a checkout runs without `pip install`
+from deployment_toolkit.__main__ import run_script  # noqa: E402
 
 if __name__ == "__main__":
-    cli.run(main)  # SIGTERM/Ctrl-C unwind: perf_analyzer children are killed
+    run_script("perf-online")

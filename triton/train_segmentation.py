@@ -1,86 +1,11 @@
 #!/usr/bin/env python3
-"""Train a registered segmentation model (default: unet2d, small preset) on an npz folder within a time
-budget, report Dice on a held-out folder, and export the trained model to ONNX verified against PyTorch."""
-import os
+"""`deployment-toolkit train`: this script keeps the seed's name and flags; the command is
+deployment_toolkit/commands/train_segmentation.py."""
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import deployment_toolkit  # noqa: E402,F401  (first: hides this triton/ folder from torch's `import triton`)
-from deployment_toolkit import cli  # noqa: E402
-
-# Idle OpenMP threads sleep instead of spinning: on a busy 2-core host spinning made a training step 3-10x
-# slower (measured). Read once when torch loads, so it is set before the first torch import.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
-
-def main() -> int:
-    p = cli.parser(__doc__, """
-        python -m deployment_toolkit.data.shapes --output-dir workspace/shapes/train --num-samples 3000 --seed 0
-        python -m deployment_toolkit.data.shapes --output-dir workspace/shapes/heldout --num-samples 256 --seed 1
-        python triton/train_segmentation.py --train-dir workspace/shapes/train \\
-            --heldout-dir workspace/shapes/heldout --output-dir workspace/shapes/model \\
-            --export-dir workspace/shapes/onnx --max-seconds 150
-    """)
-    p.add_argument("--train-dir", required=True, type=Path, help="npz folder with input__0, labels, ids")
-    p.add_argument("--heldout-dir", type=Path, help="npz folder scored after training (Dice vs labels)")
-    p.add_argument("--output-dir", required=True, type=Path, help="where weights.safetensors and training.json go")
-    p.add_argument("--export-dir", type=Path, help="also write model.onnx + manifest.json (+ a copy of the weights)")
-    p.add_argument("--model", default="unet2d", help="registered segmentation model")
-    p.add_argument("--preset", default="small")
-    p.add_argument("--batch-size", type=int, default=16)
-    p.add_argument("--lr", type=float, default=5e-3, help="Adam learning rate, cosine-annealed over the budget")
-    p.add_argument("--max-seconds", type=float, default=150.0, help="training time budget")
-    p.add_argument("--max-steps", type=int, default=5000)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=2, help="torch intra-op threads")
-    p.add_argument("--no-augment", action="store_true", help="no random flips/transposes")
-    p.add_argument("--onnx-opset", type=int, default=17)
-    p.add_argument("--max-batch-size", type=int, default=None, help="of the export (default: the preset's)")
-    p.add_argument("--no-progress", action="store_true")
-    args = p.parse_args()
-
-    from deployment_toolkit import train as tr
-    from deployment_toolkit.export import VerificationError
-
-    cfg = tr.TrainConfig(model=args.model, preset=args.preset, batch_size=args.batch_size, lr=args.lr,
-                         max_seconds=args.max_seconds, max_steps=args.max_steps, seed=args.seed,
-                         threads=args.threads, augment=not args.no_augment, progress=not args.no_progress)
-    entry = tr.segmentation_entry(args.model)
-    signature = entry.signature(args.preset)
-    _, images, masks = tr.load_folder(args.train_dir, signature)
-    print(f"training {args.model} ({args.preset}) on {len(images)} samples from {args.train_dir}, "
-          f"budget {args.max_seconds:g} s / {args.max_steps} steps, {args.threads} thread(s)", flush=True)
-    model = entry.build(args.preset, seed=args.seed)
-    result = tr.train(model, images, masks, cfg)
-    print(f"trained {result.steps} steps in {result.seconds:.1f} s (stopped by {result.stopped_by}), "
-          f"final loss {result.final_loss:.4f}")
-    weights = args.output_dir / tr.WEIGHTS_NAME
-    sha = tr.save_weights(model, weights, args.model, args.preset)
-    info = {"model": args.model, "preset": args.preset, "task": entry.task, "weights": tr.WEIGHTS_NAME,
-            "weights_sha256": sha, "parameters": sum(t.numel() for t in model.parameters()),
-            "train_dir": str(args.train_dir), "train_samples": len(images), "config": tr.train_config_dict(cfg),
-            "result": vars(result)}
-    if args.heldout_dir:
-        _, h_images, h_masks = tr.load_folder(args.heldout_dir, signature)
-        metrics = tr.evaluate(model, h_images, h_masks)
-        info.update(heldout_dir=str(args.heldout_dir), heldout_samples=len(h_images), heldout_metrics=metrics)
-        print(f"held-out ({len(h_images)} samples): " + ", ".join(f"{k}={v:.4f}" for k, v in metrics.items()))
-    tr.write_training_json(args.output_dir, info)
-    print(f"wrote {weights} and {args.output_dir / tr.TRAINING_JSON}")
-    if args.export_dir:
-        try:
-            manifest = tr.export_trained(weights, args.export_dir, args.model, args.preset, opset=args.onnx_opset,
-                                         max_batch_size=args.max_batch_size)
-        except VerificationError as err:
-            print(f"FAILED: {err}\n(manifest with the measured errors: {args.export_dir / 'manifest.json'})",
-                  file=sys.stderr)
-            return 1
-        v = manifest.verification
-        print(f"wrote {args.export_dir / manifest.artifact}: verified at batch sizes {v['batch_sizes']}, "
-              f"max abs err {v['max_abs_err']:.3g} -> OK")
-    return 0
-
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # a checkout runs without `pip install`
+from deployment_toolkit.__main__ import run_script  # noqa: E402
 
 if __name__ == "__main__":
-    cli.run(main)
+    run_script("train")

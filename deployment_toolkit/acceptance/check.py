@@ -11,6 +11,7 @@ from ..spec import atomic_write_text
 from .host import NoGPU, capabilities, library_versions, nvidia_smi, require_cuda, torch_cuda
 from .plan import DEFAULT_BUDGETS, PlanOptions, Step, build_plan
 from .runner import Runner, shown
+from ..errors import UserInputError
 
 
 def budgets_of(args: Any) -> dict[str, float]:
@@ -24,7 +25,7 @@ def make_plan(args: Any, result_dir: Path) -> list[Step]:
     if args.stages:
         unknown = sorted(set(args.stages) - set(DEFAULT_BUDGETS))
         if unknown:
-            raise ValueError(f"--stages: unknown {', '.join(unknown)}; stages are {', '.join(DEFAULT_BUDGETS)}")
+            raise UserInputError(f"--stages: unknown {', '.join(unknown)}; stages are {', '.join(DEFAULT_BUDGETS)}")
         steps = [s for s in steps if s.stage in args.stages]
     return steps
 

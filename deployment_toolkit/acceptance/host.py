@@ -7,6 +7,7 @@ import subprocess
 import sys
 from importlib import metadata
 from typing import Any
+from ..errors import UserError
 
 # nvidia-smi fields recorded in run.json: clocks matter to every figure (a throttled or capped GPU is slower)
 SMI_FIELDS = ("name", "uuid", "driver_version", "memory.total", "pstate", "clocks.sm", "clocks.mem",
@@ -17,7 +18,7 @@ LIBRARIES = ("torch", "triton", "tensorrt", "onnx", "onnxruntime", "onnxruntime-
              "triton-deployment-toolkit")
 
 
-class NoGPU(RuntimeError):
+class NoGPU(UserError, RuntimeError):
     """This host cannot run the GPU acceptance (the message says why, in one line)."""
 
 

@@ -29,6 +29,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..spec import atomic_write_text
+from ..errors import UserError
 
 DUMP_META_NAME = "dump.json"
 SECTIONS = ("outputs", "inputs", "labels")
@@ -39,7 +40,7 @@ _SHARD_RE = re.compile(r"^shard_(\d{5,})\.npz$")
 _COMPUTED_META = ("format_version", "num_samples", "num_shards", "id_dtype", "tensors")
 
 
-class DumpError(ValueError):
+class DumpError(UserError, ValueError):
     """A dump that cannot be written or read as asked (empty, incomplete, inconsistent)."""
 
 

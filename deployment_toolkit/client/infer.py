@@ -18,11 +18,12 @@ import numpy as np
 
 from ..cleanup import sweep_dead_runs
 from ..spec import TensorSpec, numpy_dtype
+from ..errors import UserError, UserInputError
 
 Arrays = dict[str, np.ndarray]
 
 
-class InferenceError(RuntimeError):
+class InferenceError(UserError, RuntimeError):
     pass
 
 
@@ -34,7 +35,7 @@ def _client_module(protocol: str):
         elif protocol == "http":
             import tritonclient.http as module
         else:
-            raise ValueError(f"protocol must be grpc or http, got {protocol!r}")
+            raise UserInputError(f"protocol must be grpc or http, got {protocol!r}")
     return module
 
 
@@ -58,7 +59,7 @@ class TritonClient:
 
     def __init__(self, url: str, protocol: str = "grpc", shared_memory: str = "none", timeout_s: float = 60.0):
         if shared_memory not in ("none", "system"):
-            raise ValueError("shared_memory must be none or system (CUDA shared memory: use perf_analyzer --shared-memory cuda)")
+            raise UserInputError("shared_memory must be none or system (CUDA shared memory: use perf_analyzer --shared-memory cuda)")
         self.url, self.protocol, self.shared_memory, self.timeout_s = url, protocol, shared_memory, timeout_s
         self.module = _client_module(protocol)
         if protocol == "http":  # the HTTP client takes its network timeout at construction
@@ -160,7 +161,7 @@ class TritonClient:
             handle = None
             if shm:
                 if not out.nbytes_per_sample:
-                    raise ValueError(f"output {out.name}: shared memory needs its size (from the manifest)")
+                    raise UserInputError(f"output {out.name}: shared memory needs its size (from the manifest)")
                 size = out.nbytes_per_sample * batch
                 region, handle = self._region(f"out_{out.name}", size)
                 req.set_shared_memory(region, size)

@@ -25,10 +25,12 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import UserError
+
 HEALTH_POLL_S = 0.2  # polling interval of the readiness waits (a health check, not a fixed wait)
 
 
-class ServerNotReady(RuntimeError):
+class ServerNotReady(UserError, RuntimeError):
     """The server does not answer, the model is not ready, or it answers its first request wrongly."""
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from ..errors import UserInputError
 
 CLASSES = ("background", "circle")  # label values 0, 1; rectangles and triangles are background
 SHAPE_KINDS = ("circle", "rectangle", "triangle")
@@ -46,9 +47,9 @@ class ShapesConfig:
 
     def __post_init__(self) -> None:
         if self.size < 4 * self.radius[1] or self.radius[0] < 2:
-            raise ValueError(f"size {self.size} is too small for radii {self.radius}: use size >= 4 x max radius")
+            raise UserInputError(f"size {self.size} is too small for radii {self.radius}: use size >= 4 x max radius")
         if self.circles[0] < 1:
-            raise ValueError("every image needs at least one circle (Dice of an empty target is undefined)")
+            raise UserInputError("every image needs at least one circle (Dice of an empty target is undefined)")
 
 
 @dataclass(frozen=True)
@@ -88,7 +89,7 @@ def _rasterize(kind: str, center: tuple[float, float], radius: float, rng: np.ra
             cross = (vx[j] - vx[i]) * (yy - vy[i]) - (vy[j] - vy[i]) * (xx - vx[i])
             inside &= cross >= 0
         return inside
-    raise ValueError(f"unknown shape kind {kind!r}; choose one of {SHAPE_KINDS}")
+    raise UserInputError(f"unknown shape kind {kind!r}; choose one of {SHAPE_KINDS}")
 
 
 def _place(rng: np.random.Generator, placed: list[Shape], radius: float, size: int,
@@ -134,7 +135,7 @@ def draw_sample(rng: np.random.Generator, config: ShapesConfig = ShapesConfig())
 def make_split(n: int, seed: int, config: ShapesConfig = ShapesConfig()) -> tuple[np.ndarray, np.ndarray]:
     """(images float32 (N, 1, H, W), masks int64 (N, H, W)); sample i depends only on (seed, i)."""
     if n < 1:
-        raise ValueError(f"a split needs at least one sample, got n={n}")
+        raise UserInputError(f"a split needs at least one sample, got n={n}")
     images = np.empty((n, 1, config.size, config.size), dtype=np.float32)
     masks = np.empty((n, config.size, config.size), dtype=np.int64)
     for i, child in enumerate(np.random.SeedSequence(seed).spawn(n)):
@@ -151,10 +152,10 @@ def write_npz_folder(folder: str | Path, images: np.ndarray, masks: np.ndarray, 
     FolderSource would read it into the same data set.
     """
     if images.ndim != 4 or masks.ndim != 3 or len(images) != len(masks) or images.shape[2:] != masks.shape[1:]:
-        raise ValueError(f"expected images (N, C, H, W) and masks (N, H, W) of one size, got {images.shape} "
+        raise UserInputError(f"expected images (N, C, H, W) and masks (N, H, W) of one size, got {images.shape} "
                          f"and {masks.shape}")
     if shard_size < 1:
-        raise ValueError(f"shard_size must be >= 1, got {shard_size}")
+        raise UserInputError(f"shard_size must be >= 1, got {shard_size}")
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     foreign = [p.name for p in folder.iterdir() if p.suffix in (".npy", ".npz") and not _SHARD_RE.match(p.name)]

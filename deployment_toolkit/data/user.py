@@ -31,6 +31,7 @@ import numpy as np
 from ..results.identity import file_digest
 from ..sources.userfile import first_line as _first_line, import_file
 from ..spec import ModelSignature, TensorSpec
+from ..errors import UserError
 
 Arrays = dict[str, np.ndarray]
 Batch = tuple[np.ndarray, Arrays, Arrays]
@@ -39,7 +40,7 @@ LABEL_PREFIX = "label"
 IDS_KEY = "ids"
 
 
-class DataError(ValueError):
+class DataError(UserError, ValueError):
     """Data that cannot be used with this model: one line saying what is wrong and what to do."""
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ..spec import atomic_write_text
+from ..errors import UserInputError
 from ..tables import markdown_table
 
 LATENCY_CSV_COLUMNS = (
@@ -48,7 +49,7 @@ def time_requests(send: Callable[[], Any], burn_in: int, trials: int,
     """Seed-000 loop: `burn_in` untimed requests (warm-up), then `trials` timed ones (seconds each).
     `after_burn_in` runs between the two (e.g. to snapshot server statistics)."""
     if trials < 1 or burn_in < 0:
-        raise ValueError(f"need trials >= 1 and burn_in >= 0, got {trials} and {burn_in}")
+        raise UserInputError(f"need trials >= 1 and burn_in >= 0, got {trials} and {burn_in}")
     for _ in range(burn_in):
         send()
     if after_burn_in is not None:
@@ -273,7 +274,7 @@ def measure(targets: Sequence[Any], steps_list: Sequence[int], samples: int, see
     from .samplers import evaluations
 
     if runs < 1 or trials < 1 or burn_in < 0:
-        raise ValueError(f"need runs >= 1, trials >= 1, burn_in >= 0; got {runs}, {trials}, {burn_in}")
+        raise UserInputError(f"need runs >= 1, trials >= 1, burn_in >= 0; got {runs}, {trials}, {burn_in}")
     points = []
     for steps in steps_list:
         per_run: list[list[list[float]]] = [[] for _ in targets]

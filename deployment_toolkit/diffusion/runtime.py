@@ -18,6 +18,7 @@ import numpy as np
 from ..repository.diffusion_pipeline import PipelineSettings, read_pipeline, settings_from_manifest
 from ..spec import Manifest
 from .samplers import Denoiser, chunked, get_sampler
+from ..errors import UserInputError
 
 Arrays = dict[str, np.ndarray]
 
@@ -29,7 +30,7 @@ def runtime_denoiser(run: Callable[[Arrays], Arrays], input_names: tuple[str, st
 
     def denoise(x: np.ndarray, t: np.ndarray, cond: np.ndarray | None) -> np.ndarray:
         if cond is None:
-            raise ValueError(f"this denoiser needs its conditioning input {c_name!r}")
+            raise UserInputError(f"this denoiser needs its conditioning input {c_name!r}")
         return run({x_name: x, t_name: t, c_name: cond})[output_name]
 
     return denoise
@@ -58,7 +59,7 @@ def eager_denoiser(model_name: str, preset: str = "small", device: str = "cpu", 
     from ..sources import resolve
 
     if amp and not device.startswith("cuda"):
-        raise ValueError("AMP fp16 needs a CUDA device; on CPU the framework baseline is fp32")
+        raise UserInputError("AMP fp16 needs a CUDA device; on CPU the framework baseline is fp32")
     entry = resolve(model_name, preset=preset)  # a zoo name or any other model source
     signature = entry.signature
     in_names = [t.name for t in signature.inputs]
@@ -79,14 +80,14 @@ def eager_denoiser(model_name: str, preset: str = "small", device: str = "cpu", 
 def check_request(settings: PipelineSettings, cond: np.ndarray, steps: int, seed: int, samples: int) -> None:
     """The sampler model's request checks, with its messages (a front end answers these as bad requests)."""
     if not 1 <= steps <= settings.max_steps:
-        raise ValueError(f"steps must be in 1..{settings.max_steps}, got {steps}")
+        raise UserInputError(f"steps must be in 1..{settings.max_steps}, got {steps}")
     if not 1 <= samples <= settings.max_samples:
-        raise ValueError(f"samples must be in 1..{settings.max_samples} (max_samples of this pipeline), got {samples}")
+        raise UserInputError(f"samples must be in 1..{settings.max_samples} (max_samples of this pipeline), got {samples}")
     if seed < 0:
-        raise ValueError(f"seed must be >= 0, got {seed}")
+        raise UserInputError(f"seed must be >= 0, got {seed}")
     shape = tuple(np.shape(cond))
     if len(shape) != 1 + len(settings.cond_shape) or not 1 <= shape[0] <= settings.max_conditionings:
-        raise ValueError(f"encoder_hidden_states must be [B,{','.join(map(str, settings.cond_shape))}] with "
+        raise UserInputError(f"encoder_hidden_states must be [B,{','.join(map(str, settings.cond_shape))}] with "
                          f"1 <= B <= {settings.max_conditionings}, got {list(shape)}")
 
 

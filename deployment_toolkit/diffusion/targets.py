@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from .runtime import InProcessPipeline
+from ..errors import UserInputError
 
 
 def npy_bytes(array: np.ndarray) -> bytes:
@@ -57,7 +58,7 @@ class TritonSamplerTarget:
         cfg = self.client.model_config(model)
         params = {k: v.get("string_value", "") for k, v in cfg.get("parameters", {}).items()}
         if "denoiser" not in params:
-            raise ValueError(f"model {model!r} on {url} is not a diffusion sampler (no 'denoiser' parameter)")
+            raise UserInputError(f"model {model!r} on {url} is not a diffusion sampler (no 'denoiser' parameter)")
         self.denoiser = params["denoiser"]
         self.sampler = params.get("sampler", "")
         self.client.require_ready(self.denoiser)
@@ -195,7 +196,7 @@ class HttpFormTarget:
 def parse_form(content_type: str, body: bytes) -> tuple[dict[str, str], dict[str, bytes]]:
     """Split a multipart/form-data body into text fields and files (for a `/v1/infer` front end or a test)."""
     if not content_type.startswith("multipart/form-data"):
-        raise ValueError(f"expected multipart/form-data, got {content_type!r}")
+        raise UserInputError(f"expected multipart/form-data, got {content_type!r}")
     head = f"Content-Type: {content_type}\r\nMIME-Version: 1.0\r\n\r\n".encode()
     message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(head + body)
     fields: dict[str, str] = {}

@@ -1,7 +1,8 @@
 """Conversion errors."""
+from ..errors import UserError
 
 
-class ConversionError(RuntimeError):
+class ConversionError(UserError, RuntimeError):
     """The model could not be converted to the format; the message names the cause."""
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..spec import Manifest
+from ..errors import UserFileNotFoundError
 
 
 def onnx_external_files(path: str | Path) -> list[str]:
@@ -76,7 +77,7 @@ def copy_artifact_files(manifest: Manifest, src_dir: str | Path, dst_dir: str | 
     names = artifact_files(manifest, src)
     missing = [n for n in names if not (src / n).is_file()]
     if missing:
-        raise FileNotFoundError(f"artifact file(s) {missing} listed for {manifest.model} are missing from {src}: "
+        raise UserFileNotFoundError(f"artifact file(s) {missing} listed for {manifest.model} are missing from {src}: "
                                 "reconvert with triton/convert_model.py")
     for name in names:
         (hard_link_read_only if hardlink else clone_or_copy)(src / name, dst / name)

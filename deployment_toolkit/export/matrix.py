@@ -27,6 +27,7 @@ from ..spec import FORMATS, Manifest, atomic_write_text
 from ..tables import markdown_table
 from .convert import ConvertOptions, convert
 from .errors import ConversionError, FormatUnavailable, VerificationError
+from ..errors import UserInputError
 
 STATUSES = ("ok", "failed", "skipped")
 MAX_REASON_CHARS = 400
@@ -81,7 +82,7 @@ def read_rows(path: str | Path) -> list[MatrixRow]:
         reader = csv.DictReader(fh)
         missing = [c for c in COLUMNS if c not in (reader.fieldnames or []) and c not in PROVENANCE_COLUMNS]
         if missing:
-            raise ValueError(f"{path} is not a conversion-matrix CSV (missing columns {missing}); "
+            raise UserInputError(f"{path} is not a conversion-matrix CSV (missing columns {missing}); "
                              "pass another --output or move that file away")
         return [MatrixRow(**{c: row.get(c) or "" for c in COLUMNS}) for row in reader]
 
@@ -217,7 +218,7 @@ def run_matrix(
     formats = list(formats)
     bad = [f for f in formats if f not in FORMATS]
     if bad:
-        raise ValueError(f"unknown format(s) {bad}; choose from {', '.join(FORMATS)}")
+        raise UserInputError(f"unknown format(s) {bad}; choose from {', '.join(FORMATS)}")
     entries = select_models(models, family)
     for e in entries:
         e.preset(preset)  # fail before any work when a model lacks the preset

@@ -21,6 +21,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from ..spec import Manifest, atomic_write_text
+from ..errors import UserInputError
 from ..tables import markdown_table
 
 EAGER, ORT = "pytorch-eager", "onnxruntime"
@@ -71,9 +72,9 @@ class SpeedPlan:
         try:
             batches = tuple(int(b) for b in sizes.split(",") if b)
         except ValueError as err:
-            raise ValueError(f"{text!r}: expected MODEL or MODEL:B1,B2 (integer batch sizes)") from err
+            raise UserInputError(f"{text!r}: expected MODEL or MODEL:B1,B2 (integer batch sizes)") from err
         if any(b < 1 for b in batches):
-            raise ValueError(f"{text!r}: batch sizes must be >= 1")
+            raise UserInputError(f"{text!r}: batch sizes must be >= 1")
         return cls(name, batches)
 
 
@@ -214,7 +215,7 @@ def measure_model(model: str, preset: str = "small", batch_sizes: Sequence[int] 
         else:
             manifest = Manifest.load(onnx_dir)
             if manifest.format != "onnx" or manifest.model != resolved.name or manifest.preset != preset:
-                raise ValueError(f"{onnx_dir} holds {manifest.model} ({manifest.preset}) as {manifest.format}; "
+                raise UserInputError(f"{onnx_dir} holds {manifest.model} ({manifest.preset}) as {manifest.format}; "
                                  f"expected {model} ({preset}) as onnx")
         in_names = [t.name for t in manifest.inputs]
         out_names = [t.name for t in manifest.outputs]

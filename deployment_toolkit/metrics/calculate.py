@@ -45,6 +45,7 @@ from .classification import classification_label_metrics, classification_referen
 from .denoising import psnr_metrics
 from .regression import DEFAULT_REL_EPS, MetricInputError, as_float_pair, error_stats
 from .segmentation import dice_scores
+from ..errors import ToolkitError, UserError
 
 # the zoo's tasks plus two for models outside it
 METRIC_TASKS = (*TASKS, "regression", "generic")
@@ -52,19 +53,19 @@ METRIC_TASKS = (*TASKS, "regression", "generic")
 ThresholdsLike = Union[Mapping[str, Any], Sequence[Union[str, "Threshold"]], str, Path]
 
 
-class MetricsError(ValueError):
+class MetricsError(UserError, ValueError):
     """Metrics that cannot be computed as asked (unknown task or tensor, nothing to compare)."""
 
 
-class ThresholdSyntaxError(ValueError):
+class ThresholdSyntaxError(UserError, ValueError):
     """A threshold that does not read as `<metric><op><number>` with op one of >=, <=, >, <, ==."""
 
 
-class UnknownMetricError(ValueError):
+class UnknownMetricError(UserError, ValueError):
     """Thresholds naming metrics that were not computed: a typo must not pass silently."""
 
 
-class ThresholdsFailed(Exception):
+class ThresholdsFailed(ToolkitError):
     """Raised by calculate_metrics(..., thresholds=...) when a metric misses its bound."""
 
     def __init__(self, failures: list[str], metrics: dict[str, float]):

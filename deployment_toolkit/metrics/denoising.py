@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import UserInputError
 from .regression import as_float_pair
 
 
@@ -18,7 +19,7 @@ def psnr_per_sample(pred: np.ndarray, ref: np.ndarray, data_range: float | None 
     mse = np.mean((a - b) ** 2, axis=1)
     if data_range is not None:
         if not data_range > 0:
-            raise ValueError(f"data_range must be positive, got {data_range}")
+            raise UserInputError(f"data_range must be positive, got {data_range}")
         rng = np.full(a.shape[0], float(data_range))
     else:
         rng = b.max(axis=1) - b.min(axis=1)

@@ -6,13 +6,14 @@ propagates into the statistics (a NaN never passes a threshold), so a broken con
 from __future__ import annotations
 
 import numpy as np
+from ..errors import UserError
 
 # Relative error is |a - r| / max(|r|, eps): near-zero reference values are measured against eps
 # instead of blowing up to inf.
 DEFAULT_REL_EPS = 1e-6
 
 
-class MetricInputError(ValueError):
+class MetricInputError(UserError, ValueError):
     """Arrays that cannot be scored as asked (wrong shapes, non-integer labels, no samples)."""
 
 

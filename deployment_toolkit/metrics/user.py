@@ -23,13 +23,14 @@ import numpy as np
 
 from ..client.dump import Dump
 from ..sources.userfile import first_line as _first_line, import_file
+from ..errors import UserError
 
 CLASS_NAME = "MetricsCalculator"
 FUNCTION_NAME = "calc"
 ARGUMENTS = ("ids", "y_pred", "x", "y_real")
 
 
-class MetricsFileError(ValueError):
+class MetricsFileError(UserError, ValueError):
     """A metrics file that cannot be used: does not import, defines no calc, raises, or returns non-numbers."""
 
 

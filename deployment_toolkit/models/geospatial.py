@@ -16,6 +16,7 @@ from torch import nn
 from ..compat import import_timm
 from ..spec import ModelSignature, TensorSpec
 from .registry import Preset, image_signature, register_model
+from ..errors import UserInputError
 
 # Sentinel-2 MSI band centre wavelengths in micrometres, bands B1..B8, B8A, B9..B12 (13 bands, L1C order).
 S2_WAVELENGTHS_UM: tuple[float, ...] = (
@@ -126,7 +127,7 @@ class DOFAEncoder(nn.Module):
         super().__init__()
         Block = _timm_block()
         if img_size % patch_size:
-            raise ValueError(f"img_size {img_size} must be a multiple of patch_size {patch_size}")
+            raise UserInputError(f"img_size {img_size} must be a multiple of patch_size {patch_size}")
         self.patch_size = patch_size
         self.embed_dim = embed_dim
         self.patch_embed = WavelengthHypernetwork(embed_dim, patch_size, wave_dim=wave_dim)
@@ -147,7 +148,7 @@ class DOFAEncoder(nn.Module):
     def forward(self, x: torch.Tensor, wavelengths: torch.Tensor) -> torch.Tensor:
         if not (torch.jit.is_tracing() or torch.jit.is_scripting()) and wavelengths.dim() == 2:
             if not bool(torch.all(wavelengths == wavelengths[:1])):
-                raise ValueError("wavelengths must be the same for every sample of a batch")
+                raise UserInputError("wavelengths must be the same for every sample of a batch")
         waves = wavelengths[0] if wavelengths.dim() == 2 else wavelengths
         weight, bias = self.patch_embed(waves)
         x = self._patchify(x) @ weight + bias  # (B, patches, E): a stride-p conv written as a matmul

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..spec import ModelSignature, TensorSpec
+from ..errors import UserError
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -18,7 +19,7 @@ TASKS = ("classification", "embedding", "segmentation", "denoising")
 DEFAULT_METRIC = {"classification": "top1", "embedding": "cosine", "segmentation": "dice", "denoising": "psnr"}
 
 
-class UnknownModelError(KeyError):
+class UnknownModelError(UserError, KeyError):
     def __str__(self) -> str:  # KeyError quotes its message; we want plain text
         return str(self.args[0])
 

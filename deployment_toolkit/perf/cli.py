@@ -8,6 +8,7 @@ from typing import Sequence
 
 from ..results.ledger import IdentityMismatch, add_reuse_arguments
 from ..spec import SpecError
+from ..errors import UserInputError
 from ..client.server_api import ServerNotReady, fetch_model_config, fetch_model_metadata, wait_until_ready
 from .sweep import SweepError, signature_from_metadata
 
@@ -46,9 +47,9 @@ def parse_shapes(items: Sequence[str]) -> dict[str, list[int]]:
         try:
             shapes[name] = [int(d) for d in dims.split(",")]
         except ValueError:
-            raise ValueError(f"--shape {item!r}: expected NAME:D1,D2,... with integer dims") from None
+            raise UserInputError(f"--shape {item!r}: expected NAME:D1,D2,... with integer dims") from None
         if not name:
-            raise ValueError(f"--shape {item!r}: expected NAME:D1,D2,...")
+            raise UserInputError(f"--shape {item!r}: expected NAME:D1,D2,...")
     return shapes
 
 

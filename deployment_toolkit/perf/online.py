@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from .analyzer import HasSignature, PerfOptions
 from .sweep import PointCallback, SweepOutcome, SweepPoint, run_sweep
+from ..errors import UserInputError
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..server.local import LocalTritonServer
@@ -32,9 +33,9 @@ def parse_range(text: str) -> list[int]:
             return list(range(start, end + 1, step))
         values = [int(p) for p in text.replace(" ", "").split(",") if p]
     except ValueError:
-        raise ValueError(f"{text!r} is not a range: use start:end:step (e.g. 1:8:1) or a list (e.g. 1,2,4,8)") from None
+        raise UserInputError(f"{text!r} is not a range: use start:end:step (e.g. 1:8:1) or a list (e.g. 1,2,4,8)") from None
     if not values or any(v < 1 for v in values):
-        raise ValueError(f"{text!r}: values must be positive integers")
+        raise UserInputError(f"{text!r}: values must be positive integers")
     return sorted(dict.fromkeys(values))
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ..spec import atomic_write_text
+from ..errors import UserInputError
 from ..results.schema import BREAKDOWN_COLUMNS, THROUGHPUT
 from ..tables import markdown_table
 from .analyzer import PerfOptions
@@ -43,9 +44,9 @@ class Variant:
             a, b = text.lower().split("x")
             variant = cls(int(a), int(b))
         except ValueError:
-            raise ValueError(f"{text!r}: expected INSTANCESxTHREADS, e.g. 1x0 or 2x1 (0 threads = default)") from None
+            raise UserInputError(f"{text!r}: expected INSTANCESxTHREADS, e.g. 1x0 or 2x1 (0 threads = default)") from None
         if variant.instances < 1 or variant.threads < 0:
-            raise ValueError(f"{text!r}: instances must be >= 1 and threads >= 0")
+            raise UserInputError(f"{text!r}: instances must be >= 1 and threads >= 0")
         return variant
 
     @property

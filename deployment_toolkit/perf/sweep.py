@@ -44,12 +44,13 @@ from .analyzer import (
     run_point,
     write_input_data_json,
 )
+from ..errors import UserError, UserInputError
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..server.local import LocalTritonServer
 
 
-class SweepError(RuntimeError):
+class SweepError(UserError, RuntimeError):
     """A sweep could not go on; completed points are kept and a rerun resumes."""
 
 

@@ -10,6 +10,7 @@ from .sections import EXTRA_SECTIONS, include_extra_sections
 from . import html as html_report
 from .plots import plots_for
 from .tables import KINDS, config_table, fmt, full_table, hardware_section, load_rows, markdown_table
+from ..errors import UserFileNotFoundError
 
 THROUGHPUT = "Inferences/second"
 P99 = "P99 Latency"
@@ -26,7 +27,7 @@ def build_report(run_dir: str | Path) -> dict[str, Path]:
             sections.append({"kind": kind, "rows": rows, "plots": plots_for(kind, rows, run_dir)})
     has_extra = any((run_dir / f"{name}.md").exists() for name in EXTRA_SECTIONS)
     if not sections and not has_extra:
-        raise FileNotFoundError(f"{run_dir} has no online.csv or offline.csv (nor a sizing or search section): "
+        raise UserFileNotFoundError(f"{run_dir} has no online.csv or offline.csv (nor a sizing or search section): "
                                 "run a performance test first")
     cfg = meta.get("config", {})
     model = cfg.get("model_name") or cfg.get("model") or run_dir.name
@@ -92,7 +93,7 @@ def compare_runs(run_a: str | Path, run_b: str | Path, out: str | Path | None = 
         if only_a or only_b:
             lines += [f"Points only in A (batch, concurrency): {only_a or 'none'}; only in B: {only_b or 'none'}", ""]
     if not found:
-        raise FileNotFoundError(f"neither {run_a} nor {run_b} has online.csv or offline.csv")
+        raise UserFileNotFoundError(f"neither {run_a} nor {run_b} has online.csv or offline.csv")
     text = "\n".join(lines)
     target = Path(out) if out else run_b / "compare.md"
     atomic_write_text(target, text + "\n")

@@ -15,11 +15,12 @@ import re
 from pathlib import Path
 
 from ..spec import atomic_write_text
+from ..errors import UserError
 
 _BLOCK = re.compile(r"(<!-- generated from (?P<path>\S+) -->\n)(?P<body>.*?)(<!-- end generated -->)", re.S)
 
 
-class EmbedError(ValueError):
+class EmbedError(UserError, ValueError):
     pass
 
 

@@ -11,6 +11,7 @@ from ..results.schema import MEASURE_COLUMNS, RESIDUAL, THROUGHPUT
 from ..results.store import read_store_csv
 from ..results.ledger import row_identities
 from ..tables import markdown_table  # noqa: F401  (re-exported: report.build imports it from here)
+from ..errors import UserError
 
 ONLINE_COLUMNS = ("Concurrent client requests", *MEASURE_COLUMNS)
 OFFLINE_COLUMNS = ("Precision", "Client Batch Size", THROUGHPUT, "P90 Latency", "P95 Latency", "P99 Latency", "Avg Latency")
@@ -35,7 +36,7 @@ def sort_rows(kind: str, rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]
                                        r.get("Concurrent client requests") or 0))
 
 
-class ResultsFileError(ValueError):
+class ResultsFileError(UserError, ValueError):
     """A results file that cannot be what a sweep wrote (edited by hand, truncated): exit 2, naming it."""
 
 

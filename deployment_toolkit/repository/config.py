@@ -14,6 +14,7 @@ from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as mc
 
 from ..spec import Manifest, SpecError, numpy_dtype
+from ..errors import UserError
 
 NATIVE_PLATFORM = {"ts-trace": "pytorch_libtorch", "ts-script": "pytorch_libtorch", "onnx": "onnxruntime_onnx",
                    "trt": "tensorrt_plan"}
@@ -21,7 +22,7 @@ MODEL_FORMATS = ("python", *NATIVE_PLATFORM)  # --model-format choices; python =
 ACCELERATORS = ("none", "cuda", "trt", "openvino")
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError, ValueError):
     """A config Triton would reject, or one that contradicts the model."""
 
 

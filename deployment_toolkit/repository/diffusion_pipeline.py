@@ -26,6 +26,7 @@ from .config import ConfigError, ConfigOptions, _dims, _version_policy, read_con
 from .layout import staged_version, write_config, write_model
 from .names import check_model_name
 from .python_runtime import RUNTIME_DIR
+from ..errors import UserFileNotFoundError
 
 SAMPLER_MODEL_FILE = "sampler_model.py"
 COND_INPUT = "encoder_hidden_states"
@@ -193,5 +194,5 @@ def read_pipeline(repository: str | Path, name: str) -> tuple[PipelineSettings, 
     found = denoiser_dir.iterdir() if denoiser_dir.is_dir() else ()
     versions = sorted((p for p in found if p.is_dir() and p.name.isdigit()), key=lambda p: int(p.name))
     if not versions:
-        raise FileNotFoundError(f"denoiser model {settings.denoiser!r} has no version directory in {repository}")
+        raise UserFileNotFoundError(f"denoiser model {settings.denoiser!r} has no version directory in {repository}")
     return settings, versions[-1]

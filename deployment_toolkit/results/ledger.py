@@ -16,6 +16,7 @@ from typing import Any, Iterable, Mapping
 
 from .runinfo import read_run_json, run_metadata, write_run_json
 from .identity import RunIdentity, summary
+from ..errors import UserError, UserInputError
 
 IDENTITY_COLUMN = "identity"
 MEASURED_AT_COLUMN = "measured_at"
@@ -24,7 +25,7 @@ SUPERSEDED_DIR = "superseded"
 POLICIES = ("auto", "resume", "fresh")
 
 
-class IdentityMismatch(ValueError):
+class IdentityMismatch(UserError, ValueError):
     """--resume was asked for, but the stored rows were measured under another identity (a user error)."""
 
 
@@ -120,7 +121,7 @@ def reconcile(run_dir: str | Path, label: str, rows: list[dict[str, Any]], ident
     store keeps it itself (else run.json resolves it).
     """
     if policy not in POLICIES:
-        raise ValueError(f"unknown reuse policy {policy!r}; choose one of {', '.join(POLICIES)}")
+        raise UserInputError(f"unknown reuse policy {policy!r}; choose one of {', '.join(POLICIES)}")
     if not rows:
         return []
     foreign = Counter(str(r.get(IDENTITY_COLUMN) or "") for r in rows if r.get(IDENTITY_COLUMN) != identity.id)

@@ -17,6 +17,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from ..errors import UserInputError
 from ..spec import atomic_write_text
 
 RUN_JSON = "run.json"
@@ -171,8 +172,8 @@ def read_run_json(result_dir: str | Path) -> dict[str, Any]:
     try:
         meta = json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise ValueError(f"{path} is not valid JSON ({err}): restore it, or rerun into a new --result-path") from None
+        raise UserInputError(f"{path} is not valid JSON ({err}): restore it, or rerun into a new --result-path") from None
     if not isinstance(meta, dict):
-        raise ValueError(f"{path} holds JSON {type(meta).__name__}, not a run record: restore it, or rerun into "
+        raise UserInputError(f"{path} holds JSON {type(meta).__name__}, not a run record: restore it, or rerun into "
                          "a new --result-path")
     return meta

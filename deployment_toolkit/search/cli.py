@@ -18,10 +18,11 @@ from .trials import SearchError, SearchOutcome, SearchSettings
 from .space import DEFAULT_QUEUE_DELAYS_US, host_cores
 from .stats import MIN_NOISE
 from .store import SearchStore, StoreMismatch
+from ..errors import UserInputError
 from ..results.identity import RunIdentity, host_identity, input_data_digest, library_versions, toolkit_version
 
 EXAMPLE = """
-    python triton/search_config.py --model resnet50 --preset full --p99-ms 500 --max-minutes 20 \\
+    deployment-toolkit search --model resnet50 --preset full --p99-ms 500 --max-minutes 20 \\
         --formats onnx,ts-trace --model-repository model_repository --model-name resnet50 \\
         --result-path results/search-resnet50-cpu
     # rerun the same command to resume: measured points are reused, not measured again
@@ -106,7 +107,7 @@ FINISH_RESERVE_S = 10.0  # writing the winner, the CSVs, the plot and the report
 
 def settings_from_args(args) -> SearchSettings:
     if args.p99_ms <= 0:
-        raise ValueError("--p99-ms must be > 0")
+        raise UserInputError("--p99-ms must be > 0")
     return SearchSettings(
         budget_ms=args.p99_ms, objective=args.objective, cores=host_cores(),
         allow_oversubscribe=args.allow_oversubscribe, max_minutes=args.max_minutes, max_configs=args.max_configs,
@@ -157,7 +158,7 @@ def run_search(args) -> int:
     settings = settings_from_args(args)
     formats = [f.strip() for f in args.formats.split(",") if f.strip()]
     if not formats:
-        raise ValueError("--formats needs at least one format, e.g. onnx")
+        raise UserInputError("--formats needs at least one format, e.g. onnx")
     shm = "system" if args.shared_memory == "auto" else args.shared_memory
     options = perf_options_from_args(args, shared_memory=shm)
     # with --max-attempts > 1 an unstable point is retried with a window twice as long (the runners add 2 s)

@@ -27,6 +27,7 @@ from typing import Callable, Mapping
 
 from .stats import MIN_NOISE, holds_budget
 from .store import Point
+from ..errors import UserInputError
 
 OBJECTIVES = ("throughput", "latency")
 
@@ -43,9 +44,9 @@ class SweepPolicy:
 
     def __post_init__(self) -> None:
         if self.objective not in OBJECTIVES:
-            raise ValueError(f"objective must be one of {OBJECTIVES}, got {self.objective!r}")
+            raise UserInputError(f"objective must be one of {OBJECTIVES}, got {self.objective!r}")
         if self.budget_ms <= 0:
-            raise ValueError("the p99 budget must be > 0 ms")
+            raise UserInputError("the p99 budget must be > 0 ms")
 
     def within(self, p: Point) -> bool:
         """One sample within the budget with room for the p99 noise."""

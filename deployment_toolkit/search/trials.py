@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from ..errors import ToolkitError, UserError
 from ..repository.config import ConfigError, build_config
 from ..spec import Manifest
 from .space import DEFAULT_QUEUE_DELAYS_US, Candidate, host_cores
@@ -14,15 +15,15 @@ from .store import Point
 from .sweep import SweepResult
 
 
-class SearchError(RuntimeError):
+class SearchError(UserError, RuntimeError):
     """The search cannot go on (e.g. the default config itself does not load); measured points are kept."""
 
 
-class CandidateRefused(Exception):
+class CandidateRefused(ToolkitError):
     """The server refused to load a config; the message is the server's reason."""
 
 
-class CandidateFailed(Exception):
+class CandidateFailed(ToolkitError):
     """A loaded config failed while being measured (crash, error responses); the message says how."""
 
 

@@ -15,6 +15,7 @@ from ..tables import markdown_table
 from .head_to_head import Contender, our_winner, remeasure, remeasured, table
 from .model_analyzer import MAResult, find_model_analyzer, run_model_analyzer
 from .space import Candidate, default_candidate
+from ..errors import UserInputError
 
 OURS, THEIRS = "this toolkit's search", "Model Analyzer"  # the two sides, as the tables name them
 
@@ -79,10 +80,10 @@ def compare(*, model: str, preset: str, budget_ms: float, max_minutes: float, fo
     infos = prepare_formats(model, preset, formats, workspace)
     usable = [i for i in infos if not i.error]
     if not usable:
-        raise ValueError("no format could be prepared: " + "; ".join(f"{i.format}: {i.error}" for i in infos))
+        raise UserInputError("no format could be prepared: " + "; ".join(f"{i.format}: {i.error}" for i in infos))
     half = our_max_minutes == "half"
     if half and skip_ma:
-        raise ValueError("--our-max-minutes half needs Model Analyzer's wall time: do not skip Model Analyzer")
+        raise UserInputError("--our-max-minutes half needs Model Analyzer's wall time: do not skip Model Analyzer")
     ours_dir = result_dir / "ours"
     scratch = workspace / "vs_model_analyzer"  # model copies stay out of the results folder
 

@@ -1,8 +1,9 @@
 """Server errors, each with a message that tells the user what to do."""
 from __future__ import annotations
+from ..errors import UserError
 
 
-class ServerError(RuntimeError):
+class ServerError(UserError, RuntimeError):
     pass
 
 

@@ -33,6 +33,7 @@ from .errors import (
     ServerNotFoundError,
     ServerStartTimeout,
 )
+from ..errors import UserFileNotFoundError
 
 DEFAULT_START_TIMEOUT_S = 120.0
 GROUP_GRACE_S = 2.0  # time the rest of the server's process group gets to exit on its own once the server is gone
@@ -215,7 +216,7 @@ class LocalTritonServer:
         cfg = self.config
         repo = Path(cfg.model_repository)
         if not repo.is_dir():
-            raise FileNotFoundError(f"model repository {repo} does not exist: run triton/config_model_on_triton.py first")
+            raise UserFileNotFoundError(f"model repository {repo} does not exist: run triton/config_model_on_triton.py first")
         sweep_dead_runs()  # regions of this toolkit's runs that were killed before they could clean up
         self._claim_ports()
         log_dir = Path(cfg.log_dir) if cfg.log_dir else Path(tempfile.mkdtemp(prefix="tritonserver-"))

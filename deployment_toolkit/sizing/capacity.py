@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from ..errors import UserInputError
 from .ratepoint import KEEP_UP, ClientLimited, RatePoint, Target, client_limit_message, measure, round_rate
 from .ratestore import RateStore
 
@@ -83,7 +84,7 @@ def search(measure_at: Callable[[float], RatePoint], seed_rate: float, slo_ms: f
     send a rate (the result would describe the client, not the server).
     """
     if seed_rate <= 0:
-        raise ValueError("the seed rate must be positive")
+        raise UserInputError("the seed rate must be positive")
     s = Search(slo_ms, batch, resolution=resolution)
     floor = seed_rate * min_fraction
     rate = round_rate(seed_rate)

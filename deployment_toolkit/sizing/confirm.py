@@ -27,6 +27,7 @@ from .ratepoint import ClientLimited, RatePoint, Target, client_limit_message, m
 from .plan import Plan, derate
 from .runs import SizingError
 from .ratestore import FreshStore, RateStore
+from ..errors import UserInputError
 
 DEFAULT_ROUNDS = 3
 DEFAULT_TRIALS = 3
@@ -301,7 +302,7 @@ def burst_check(plan: Plan, target: Target, out_dir: Path, factor: float = DEFAU
                 seconds: float = DEFAULT_BURST_SECONDS, baseline_ms: float = math.nan) -> Burst:
     """`factor` x the peak (each replica's share) for `seconds`, then the peak again for as long."""
     if factor <= 1:
-        raise ValueError(f"--burst-factor {factor:g}: a burst is above the peak (e.g. 1.5)")
+        raise UserInputError(f"--burst-factor {factor:g}: a burst is above the peak (e.g. 1.5)")
     batch = plan.sustainable.point.batch
     window = max(200, int(seconds * 1000 / 3))
     # three fixed windows each: stability off, so the burst lasts what it says

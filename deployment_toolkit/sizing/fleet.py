@@ -33,16 +33,17 @@ from typing import Any, Callable, Sequence
 from .capacity import DEFAULT_RESOLUTION, Search, search
 from .ratepoint import Target, measure
 from .ratestore import RateStore
+from ..errors import UserError, UserInputError
 
 NGINX_HINT = ("install Debian's nginx (`apt-get update && apt-get install -y nginx`, or `make system-deps` as "
               "root; it is never started as a system service here)")
 
 
-class NginxMissing(ValueError):
+class NginxMissing(UserError, ValueError):
     """nginx is not installed; the message says how to install it."""
 
 
-class BalancerError(ValueError):
+class BalancerError(UserError, ValueError):
     """nginx did not start or does not answer; the message has its error log."""
 
 
@@ -344,7 +345,7 @@ def check_fleet(n: int, repository: str | Path, target: Target, seed_rate: float
     from .ratestore import FreshStore
 
     if n < 2:
-        raise ValueError(f"--confirm-fleet {n}: a fleet behind a balancer needs at least 2 replicas")
+        raise UserInputError(f"--confirm-fleet {n}: a fleet behind a balancer needs at least 2 replicas")
     find_nginx(nginx)  # fail before starting servers
     out_dir = Path(out_dir)
     store = FreshStore(RateStore(out_dir, "fleet.csv"))

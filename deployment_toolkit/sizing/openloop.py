@@ -12,9 +12,10 @@ from .ratepoint import RatePoint, Target, round_rate
 from .runs import Run
 from .sustainable import sustainable
 from .ratestore import FILE_NAME, RateKey, RateStore, options_key
+from ..errors import ToolkitError, UserInputError
 
 
-class NotStored(LookupError):
+class NotStored(ToolkitError, LookupError):
     """Replaying a search reached a point openloop.csv does not hold."""
 
 
@@ -65,7 +66,7 @@ def open_loop_capacity(run: Run, slo_ms: float, settings: Settings, url: str | N
             trials = repeat_search(_replay(target, store), seed, slo_ms, batch, settings.trials, settings.resolution,
                                    settings.max_points)
         except NotStored:
-            raise ValueError(f"{store.path} does not hold a complete open-loop search for {run.name} with these "
+            raise UserInputError(f"{store.path} does not hold a complete open-loop search for {run.name} with these "
                              "settings (SLO, distribution, window, trials): pass --capacity URL to measure the rest "
                              "(it resumes)") from None
     return OpenLoopCapacity(run.name, settings.distribution, slo_ms, trials, s.point.throughput, s.point.level,

@@ -27,6 +27,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from ..errors import UserError, UserInputError
 from ..perf.analyzer import PerfOptions, run_point
 from .ratestore import RateKey, RateStore, options_key
 
@@ -43,7 +44,7 @@ _SEND = re.compile(r"Avg send request rate: ([\d.eE+-]+) infer/sec")
 _DELAYED = re.compile(r"not able to keep up with the desired request rate\. ([\d.]+)% of the requests were delayed")
 
 
-class ClientLimited(ValueError):
+class ClientLimited(UserError, ValueError):
     """perf_analyzer on this host could not send the offered rate: the client, not the server, is the limit."""
 
 
@@ -207,7 +208,7 @@ def open_loop_options(base: PerfOptions, distribution: str = "poisson", window_m
     """One perf_analyzer run per rate (no retries: a rate that never settles fails), async sends, the chosen
     arrival distribution."""
     if distribution not in DISTRIBUTIONS:
-        raise ValueError(f"--distribution {distribution!r}: choose one of {', '.join(DISTRIBUTIONS)}")
+        raise UserInputError(f"--distribution {distribution!r}: choose one of {', '.join(DISTRIBUTIONS)}")
     extra = tuple(a for a in base.extra_args)
     if "--request-distribution" not in extra:
         extra += ("--request-distribution", distribution)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+from ..errors import UserError
 from ..perf.sweep import instance_count
 from ..results.runinfo import read_run_json
 from ..results.store import read_store_csv
@@ -25,7 +26,7 @@ KINDS = ("online", "offline")
 LITTLE_TOLERANCE = 0.10
 
 
-class SizingError(ValueError):
+class SizingError(UserError, ValueError):
     """A run cannot be sized (no points, all unstable, unreadable); the message says why and what to do."""
 
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ..results.identity import file_digest as sha256_file  # noqa: F401  (re-exported: the one file digest)
 from ..spec import ModelSignature
+from ..errors import UserError
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -24,7 +25,7 @@ ARTIFACT_KINDS = {"onnx": "onnx", "ts": "ts-trace", "trt": "trt"}  # source kind
 DEFAULT_MAX_BATCH = 8
 
 
-class SourceError(ValueError):
+class SourceError(UserError, ValueError):
     """The model source cannot be used as given; the message names the cause and the fix (exit code 2)."""
 
 

@@ -63,8 +63,9 @@ def test_unknown_model_and_bad_config_are_clear(tmp_path):
     assert proc.returncode == 2 and "contradicts the artifact" in proc.stderr
 
 
-@pytest.mark.parametrize("name", ["convert_model.py", "config_model_on_triton.py", "run_inference_on_triton.py",
-                                  "run_inference_on_fw.py", "calculate_metrics.py"])
-def test_help_has_an_example(name):
+@pytest.mark.parametrize("name,sub", [("convert_model.py", "convert"), ("config_model_on_triton.py", "config"),
+                                      ("run_inference_on_triton.py", "infer"), ("run_inference_on_fw.py", "infer-fw"),
+                                      ("calculate_metrics.py", "metrics")])
+def test_help_has_an_example(name, sub):
     proc = script(name, "--help")
-    assert "example" in proc.stdout.lower() and f"triton/{name}" in proc.stdout
+    assert "example" in proc.stdout.lower() and f"deployment-toolkit {sub}" in proc.stdout  # the script's subcommand

@@ -349,4 +349,4 @@ def test_cli_help_has_an_example():
     helped = _cli("--help")
     assert helped.returncode == 0
     epilog = helped.stdout.split("example:", 1)[1]
-    assert "python triton/calculate_metrics.py \\\n      --dump-dir" in epilog  # raw formatting kept
+    assert "deployment-toolkit metrics \\\n      --dump-dir" in epilog  # raw formatting kept

@@ -456,7 +456,8 @@ def test_cli_help_has_examples():
     import subprocess
 
     root = Path(__file__).resolve().parents[2]
-    for script in ("run_online_performance_test_on_triton.py", "run_offline_performance_test_on_triton.py", "report.py"):
+    for script, sub in (("run_online_performance_test_on_triton.py", "perf-online"),
+                        ("run_offline_performance_test_on_triton.py", "perf-offline"), ("report.py", "report")):
         out = subprocess.run([sys.executable, str(root / "triton" / script), "--help"], capture_output=True, text=True)
         assert out.returncode == 0, out.stderr
-        assert "example" in out.stdout and f"triton/{script}" in out.stdout
+        assert "example" in out.stdout and f"deployment-toolkit {sub}" in out.stdout  # the script's subcommand

@@ -245,11 +245,7 @@ def test_search_writes_the_real_samples_and_its_identity_follows_them(tmp_path):
 
 
 def test_sizing_confirms_with_the_runs_real_samples(tmp_path):
-    sys.path.insert(0, str(ROOT / "triton"))
-    try:
-        from size_fleet import confirm_input_data  # noqa: PLC0415
-    finally:
-        sys.path.pop(0)
+    from deployment_toolkit.commands.size_fleet import confirm_input_data  # noqa: PLC0415  (was triton/size_fleet.py)
     sample = tmp_path / "input_data_abc.json"
     sample.write_text('{"data": []}')
     cfg = {"sweeps": {"online": {"perf_options": {"input_data": str(sample)}}}}

@@ -11,6 +11,7 @@ from typing import Any, Iterable, Protocol, Sequence
 import numpy as np
 
 from ...binaries import find_perf_analyzer
+from ...errors import UserInputError
 from ...spec import TensorSpec, atomic_write_text
 
 
@@ -57,11 +58,11 @@ class PerfOptions:
         }
         for name, (value, allowed) in checks.items():
             if value not in allowed:
-                raise ValueError(f"{name}={value!r}: choose one of {', '.join(allowed)}")
+                raise UserInputError(f"{name}={value!r}: choose one of {', '.join(allowed)}")
         if self.measurement_interval_ms <= 0 or self.measurement_request_count <= 0 or self.max_trials <= 0:
-            raise ValueError("measurement interval, request count and max trials must be positive")
+            raise UserInputError("measurement interval, request count and max trials must be positive")
         if self.max_attempts < 1:
-            raise ValueError("max_attempts must be >= 1")
+            raise UserInputError("max_attempts must be >= 1")
         object.__setattr__(self, "extra_args", tuple(self.extra_args))
 
     def measurement_fields(self) -> dict[str, Any]:
@@ -109,7 +110,7 @@ def write_input_data_json(signature: HasSignature, path: str | Path, kind: str =
     (compact for image-sized inputs); string tensors are listed as content.
     """
     if kind not in ("random", "zero"):
-        raise ValueError(f"generated input data is 'random' or 'zero', not {kind!r}")
+        raise UserInputError(f"generated input data is 'random' or 'zero', not {kind!r}")
     rng = np.random.default_rng(seed)
     entry: dict[str, Any] = {}
     for spec in signature.inputs:
@@ -153,7 +154,7 @@ def build_command(
     data = input_data or options.input_data
     if data in ("random", "zero") and needs_input_file(signature):
         fixed = [t.name for t in signature.inputs if t.value is not None]
-        raise ValueError(
+        raise UserInputError(
             f"inputs {fixed} have fixed values: pass input_data= a JSON file from write_input_data_json() "
             "so perf_analyzer does not send random numbers there"
         )

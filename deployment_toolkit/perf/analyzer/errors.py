@@ -2,8 +2,10 @@
 binary is binaries.PerfAnalyzerNotFound)."""
 from __future__ import annotations
 
+from ...errors import UserError
 
-class PerfAnalyzerError(RuntimeError):
+
+class PerfAnalyzerError(UserError, RuntimeError):
     """perf_analyzer ran but failed for a reason other than an unstable measurement."""
 
     def __init__(self, message: str, *, returncode: int | None = None, output: str = "", connection: bool = False):

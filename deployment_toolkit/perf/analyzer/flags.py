@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ...errors import UserInputError
 from .command import HasSignature, PerfOptions
 
 
@@ -53,7 +54,7 @@ def real_input_data(args, signature: HasSignature, directory: str | Path, *, pre
     if getattr(args, "data_dir", None) is None and getattr(args, "dataloader", None) is None:
         return None
     if getattr(args, "input_data", "random") != "random":
-        raise ValueError("give either --input-data or --data-dir/--dataloader, not both")
+        raise UserInputError("give either --input-data or --data-dir/--dataloader, not both")
     sig = getattr(signature, "signature", signature)  # a Manifest carries one
     if not isinstance(sig, ModelSignature):
         sig = ModelSignature(tuple(signature.inputs), tuple(signature.outputs))

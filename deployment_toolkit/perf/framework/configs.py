@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
+from ...errors import UserInputError
+
 
 PRECISIONS = ("fp32", "fp16", "bf16", "amp")
 COMPILE_MODES = ("none", "default", "reduce-overhead", "max-autotune")
@@ -52,9 +54,9 @@ def enumerate_configs(models: Sequence[str], precisions: Sequence[str] = PRECISI
                                   ("runtime", runtimes, RUNTIMES)):
         bad = [v for v in values if v not in allowed]
         if bad:
-            raise ValueError(f"unknown {name} {bad}; choose from {', '.join(allowed)}")
+            raise UserInputError(f"unknown {name} {bad}; choose from {', '.join(allowed)}")
     if any(b < 1 for b in batch_sizes):
-        raise ValueError("batch sizes must be >= 1")
+        raise UserInputError("batch sizes must be >= 1")
     out: list[BenchConfig] = []
     for model in dict.fromkeys(models):
         for runtime in dict.fromkeys(runtimes):

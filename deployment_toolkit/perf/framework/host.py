@@ -8,6 +8,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 
+from ...errors import UserInputError
 from .configs import BenchConfig
 
 
@@ -114,7 +115,7 @@ def probe_host(device: str, check_compile: bool = True, compile_timeout_s: float
 
     cuda = device.startswith("cuda")
     if cuda and not torch.cuda.is_available():
-        raise ValueError(f"--device {device}: torch sees no CUDA device here")
+        raise UserInputError(f"--device {device}: torch sees no CUDA device here")
     bf16 = bool(torch.cuda.is_bf16_supported()) if cuda else True
     return HostCaps(
         device=device, bf16=bf16, fp16_error=_kernel_error(device, "fp16"),

@@ -1,0 +1,245 @@
+"""Real accuracy through Triton with nothing downloaded: train a small U-Net on synthetic shapes, serve
+it as ONNX on the embedded tritonserver (Python backend), and show that Triton's Dice against the labels
+equals the framework's.
+
+Runs the user-facing scripts one after the other, as a user would (each command is printed):
+data (deployment_toolkit.data.shapes) -> train_segmentation.py (train, held-out Dice, ONNX export with
+verification) -> config_model_on_triton.py -> embedded server -> run_inference_on_triton.py
+--dump-labels -> framework dump of the trained model on the same folder -> calculate_metrics.py for
+Triton vs labels, framework vs labels, and Triton vs framework. Exit status 1 names every check missed
+(Dice below --min-dice, |dice_mean Triton - framework| above --max-dice-diff); 2: a step failed.
+"""
+import csv
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from deployment_toolkit import cli  # noqa: E402
+from deployment_toolkit.errors import ToolkitError  # noqa: E402
+
+# Idle OpenMP threads sleep instead of spinning (a busy 2-core host made torch steps 3-10x slower); set
+from deployment_toolkit.tables import markdown_table  # noqa: E402
+# before torch loads here (framework dump) and inherited by the training subprocess.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPTS = ROOT / "triton"
+RUN_NAME = "accuracy-shapes-unet"
+
+
+class StepFailed(ToolkitError, RuntimeError):
+    """A script of the chain exited with an error; its own output above says why."""
+
+
+class Chain:
+    """Runs the steps as subprocesses (argument lists), timing each and keeping the command lines."""
+
+    def __init__(self) -> None:
+        self.steps: list[dict] = []
+
+    def run(self, name: str, cmd: list[str], ok_codes: tuple[int, ...] = (0,)) -> int:
+        line = shlex.join(_relative(c) for c in cmd)
+        print(f"\n=== {name}\n$ {line}", flush=True)
+        t0 = time.perf_counter()
+        code = subprocess.run(cmd, cwd=ROOT).returncode
+        self.record(name, line, time.perf_counter() - t0, code)
+        if code not in ok_codes:
+            raise StepFailed(f"step '{name}' exited with status {code}: {line}")
+        return code
+
+    def record(self, name: str, what: str, seconds: float, code: int = 0) -> None:
+        self.steps.append({"step": name, "command": what, "seconds": round(seconds, 2), "exit_status": code})
+
+
+def _relative(arg: str) -> str:
+    """Paths under the repository shown relative to it: the printed commands are the ones to type."""
+    if arg == sys.executable:
+        return "python"
+    prefix = str(ROOT) + os.sep
+    return arg[len(prefix):] if arg.startswith(prefix) else arg
+
+
+def read_metrics_csv(path: Path) -> dict[str, float]:
+    with open(path, newline="") as fh:
+        rows = list(csv.reader(fh))
+    if len(rows) != 2:
+        raise StepFailed(f"{path} is not a one-row metrics CSV; rerun calculate_metrics.py")
+    return {k: float(v) for k, v in zip(rows[0], rows[1])}
+
+
+def checks(triton: dict[str, float], fw: dict[str, float], min_dice: float, max_diff: float) -> list[dict]:
+    diff = abs(triton["dice_mean"] - fw["dice_mean"])
+    return [
+        {"check": "dice_mean (Triton) vs labels", "value": triton["dice_mean"], "bound": f">= {min_dice:g}",
+         "passed": triton["dice_mean"] >= min_dice},
+        {"check": "dice_mean (framework) vs labels", "value": fw["dice_mean"], "bound": f">= {min_dice:g}",
+         "passed": fw["dice_mean"] >= min_dice},
+        {"check": "abs(dice_mean Triton - dice_mean framework)", "value": diff, "bound": f"<= {max_diff:g}",
+         "passed": diff <= max_diff},
+    ]
+
+
+def summary_markdown(training: dict, triton: dict, fw: dict, versus: dict, results: list[dict], steps: list[dict],
+                     server_version: str | None) -> str:
+    res = training["result"]
+    classes = sorted(k for k in triton if k.startswith("dice_class_"))
+    lines = [
+        "# Accuracy demo: U-Net trained on synthetic shapes, Triton vs framework",
+        "",
+        f"`{training['model']}` ({training['preset']} preset, MONAI BasicUNet, {training['parameters']:,} parameters) "
+        f"trained {res['seconds']:.1f} s ({res['steps']} steps, batch {training['config']['batch_size']}, "
+        f"{training['config']['threads']} threads) on {training['train_samples']} synthetic images; scored on "
+        f"{int(triton['num_samples'])} held-out images. Task: find the discs among rectangles and triangles "
+        "(class 1 = disc, class 0 = background and distractors); `dice_mean` averages class 1 only. "
+        "Served as ONNX by ONNX Runtime inside Triton's Python backend "
+        f"(embedded tritonserver {server_version or '?'}).",
+        "",
+        markdown_table(["run", "dice_mean", *classes],
+                       [[name, *(f"{scores[k]:.4f}" for k in ["dice_mean", *classes])]
+                        for name, scores in (("framework (PyTorch eager)", fw),
+                                             ("Triton (ONNX Runtime, Python backend)", triton))],
+                       ["l"] + ["r"] * (1 + len(classes))),
+        "",
+        markdown_table(["check", "value", "bound", "status"],
+                       [[c["check"], f"{c['value']:.6f}", c["bound"], "ok" if c["passed"] else "FAIL"] for c in results],
+                       "lrll"),
+        "",
+        "Triton vs framework outputs (same samples, paired by id): "
+        f"dice_agreement_mean {versus.get('dice_agreement_mean', float('nan')):.6f}, "
+        f"max_abs_err of the logits {versus.get('max_abs_err', float('nan')):.3g}.",
+        "",
+        "Metrics CSVs: `metrics_triton.csv` (Triton vs labels), `metrics_framework.csv` (framework vs labels), "
+        "`metrics_triton_vs_framework.csv` (Triton vs the framework dump); machine and versions in `run.json`.",
+        "",
+        "## Commands",
+        "",
+        markdown_table(["step", "seconds", "command"],
+                       [[s["step"], f"{s['seconds']:.1f}", f"`{s['command']}`"] for s in steps], "lrl"),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = cli.parser(__doc__, f"""
+        deployment-toolkit accuracy-demo                      # about 3 min on 2 CPU cores
+        deployment-toolkit accuracy-demo --max-seconds 20 --min-dice 0.6 --train-samples 1000 \\
+            --heldout-samples 64 --workspace /tmp/acc --results-dir /tmp/acc/results   # quick check
+    """)
+    p.add_argument("--workspace", type=Path, default=ROOT / "workspace" / RUN_NAME,
+                   help="data, weights, ONNX, model repository, dumps and server log")
+    p.add_argument("--results-dir", type=Path, default=ROOT / "results" / RUN_NAME)
+    p.add_argument("--train-samples", type=int, default=3000)
+    p.add_argument("--heldout-samples", type=int, default=256)
+    p.add_argument("--seed", type=int, default=0, help="training data and weights; the held-out split uses seed+1")
+    p.add_argument("--max-seconds", type=float, default=150.0, help="training time budget")
+    p.add_argument("--threads", type=int, default=2, help="torch / ONNX Runtime threads")
+    p.add_argument("--batch-size", type=int, default=8, help="inference batch size (<= the model's max batch 8)")
+    p.add_argument("--model-name", default="shapes_unet", help="name in the Triton model repository")
+    p.add_argument("--min-dice", type=float, default=0.90, help="bound for dice_mean vs labels (Triton and framework)")
+    p.add_argument("--max-dice-diff", type=float, default=0.001, help="bound for |dice_mean Triton - framework|")
+    p.add_argument("--no-progress", action="store_true", help="no training progress bar (logs, CI)")
+    args = p.parse_args(argv)
+
+    try:
+        return run_chain(args)
+    except StepFailed as err:
+        print(f"\nerror: {err}", file=sys.stderr)
+        return 2
+
+
+def run_chain(args) -> int:
+    from deployment_toolkit.results.runinfo import run_metadata, write_run_json
+    from deployment_toolkit.server import LocalTritonServer, ServerConfig
+    from deployment_toolkit.train import TRAINING_JSON, WEIGHTS_NAME, framework_dump
+
+    ws, out = args.workspace.resolve(), args.results_dir.resolve()
+    train_dir, heldout_dir = ws / "data" / "train", ws / "data" / "heldout"
+    model_dir, onnx_dir, repo = ws / "model", ws / "onnx", ws / "model_repository"
+    triton_dump, fw_dump = ws / "dumps" / "triton", ws / "dumps" / "framework"
+    py = sys.executable
+    chain = Chain()
+    t_start = time.perf_counter()
+
+    for split, folder, n, seed in (("train", train_dir, args.train_samples, args.seed),
+                                   ("held-out", heldout_dir, args.heldout_samples, args.seed + 1)):
+        chain.run(f"generate {split} data", [py, "-m", "deployment_toolkit.data.shapes", "--output-dir", str(folder),
+                                             "--num-samples", str(n), "--seed", str(seed)])
+    chain.run("train, score held-out, export ONNX", [
+        py, str(SCRIPTS / "train_segmentation.py"), "--train-dir", str(train_dir), "--heldout-dir", str(heldout_dir),
+        "--output-dir", str(model_dir), "--export-dir", str(onnx_dir), "--max-seconds", f"{args.max_seconds:g}",
+        "--seed", str(args.seed), "--threads", str(args.threads), *(["--no-progress"] if args.no_progress else []),
+    ])
+    chain.run("write the Triton model repository", [
+        py, str(SCRIPTS / "config_model_on_triton.py"), "--model-repository", str(repo), "--model-path", str(onnx_dir),
+        "--model-format", "python", "--model-name", args.model_name, "--instance-kind", "cpu",
+        "--intra-op-threads", str(args.threads),
+    ])
+
+    print("\n=== start the embedded tritonserver", flush=True)
+    t0 = time.perf_counter()
+    with LocalTritonServer(ServerConfig(repo, log_dir=ws / "logs")) as server:
+        server.require_models([args.model_name])
+        server_version = server.metadata().get("version")
+        chain.record("start tritonserver", f"LocalTritonServer({_relative(str(repo))})", time.perf_counter() - t0)
+        print(f"tritonserver {server_version} ready: gRPC {server.grpc_url}, log {server.log_path}")
+        chain.run("inference on Triton", [
+            py, str(SCRIPTS / "run_inference_on_triton.py"), "--server-url", server.grpc_url,
+            "--model-name", args.model_name, "--manifest", str(onnx_dir / "manifest.json"),
+            "--data-dir", str(heldout_dir), "--batch-size", str(args.batch_size), "--output-dir", str(triton_dump),
+            "--dump-labels",
+        ])
+
+    print("\n=== framework dump of the trained model (PyTorch eager, same folder)", flush=True)
+    t0 = time.perf_counter()
+    framework_dump(model_dir / WEIGHTS_NAME, heldout_dir, fw_dump, batch_size=args.batch_size, threads=args.threads)
+    chain.record("framework inference", f"deployment_toolkit.train.framework_dump({_relative(str(heldout_dir))})",
+                 time.perf_counter() - t0)
+
+    out.mkdir(parents=True, exist_ok=True)
+    bound = f"dice_mean>={args.min_dice:g}"
+    calc = [py, str(SCRIPTS / "calculate_metrics.py")]
+    # status 1 = a bound missed: the CSV is written and the checks below name the miss
+    for name, dump, csv_name in (("Triton", triton_dump, "metrics_triton.csv"),
+                                 ("framework", fw_dump, "metrics_framework.csv")):
+        chain.run(f"metrics: {name} vs labels", [*calc, "--dump-dir", str(dump), "--csv", str(out / csv_name),
+                                                 "--threshold", bound], ok_codes=(0, 1))
+    chain.run("metrics: Triton vs framework", [*calc, "--dump-dir", str(triton_dump), "--reference-dir", str(fw_dump),
+                                               "--csv", str(out / "metrics_triton_vs_framework.csv")])
+
+    triton = read_metrics_csv(out / "metrics_triton.csv")
+    fw = read_metrics_csv(out / "metrics_framework.csv")
+    versus = read_metrics_csv(out / "metrics_triton_vs_framework.csv")
+    training = json.loads((model_dir / TRAINING_JSON).read_text())
+    shutil.copy2(model_dir / TRAINING_JSON, out / TRAINING_JSON)
+    results = checks(triton, fw, args.min_dice, args.max_dice_diff)
+    summary = summary_markdown(training, triton, fw, versus, results, chain.steps, server_version)
+    (out / "summary.md").write_text(summary)
+    missed = [c for c in results if not c["passed"]]
+    config = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
+    config["measured"] = {
+        "dice_mean_triton": triton["dice_mean"], "dice_mean_framework": fw["dice_mean"],
+        "dice_mean_abs_diff": abs(triton["dice_mean"] - fw["dice_mean"]),
+        "dice_agreement_mean": versus.get("dice_agreement_mean"), "max_abs_err": versus.get("max_abs_err"),
+        "training_seconds": training["result"]["seconds"], "training_steps": training["result"]["steps"],
+        "total_seconds": round(time.perf_counter() - t_start, 1), "checks": results, "passed": not missed,
+        "steps": chain.steps,
+    }
+    write_run_json(out, run_metadata(config, server_version=server_version))
+
+    print(f"\n{summary}")
+    print(f"results: {_relative(str(out))}/ (summary.md, metrics_*.csv, training.json, run.json)")
+    if missed:
+        for c in missed:
+            print(f"FAILED: {c['check']} = {c['value']:.6f}, bound {c['bound']}", file=sys.stderr)
+        return 1
+    print("all checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    cli.run(main)

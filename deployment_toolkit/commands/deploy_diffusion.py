@@ -1,0 +1,118 @@
+"""Deploy a registered diffusion denoiser as a served sampling pipeline in one command: convert it (ONNX on
+CPU hosts; reused when the workspace already holds a verified conversion), then write the denoiser model and
+the sampler model (Python backend; steps/seed/samples are request inputs) into a Triton model repository."""
+import json
+import sys
+import warnings
+from pathlib import Path
+
+from deployment_toolkit import cli  # noqa: E402
+from deployment_toolkit.errors import UserInputError  # noqa: E402
+from deployment_toolkit.spec import FORMATS  # noqa: E402
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = cli.parser(__doc__, """
+        deployment-toolkit deploy-diffusion --model sd_unet --preset small --model-repository model_repository \\
+            --name sd_pipeline --sampler ddim --max-samples 4
+        # then: python -m deployment_toolkit serve --model-repository model_repository
+        #       deployment-toolkit diffusion-latency --model-repository model_repository --model-name sd_pipeline
+    """)
+    p.add_argument("--model", default="sd_unet", help="registered one-step denoiser")
+    p.add_argument("--preset", default="small", help="small (CI size) or full (benchmark size)")
+    p.add_argument("--model-repository", required=True)
+    p.add_argument("--name", default="sd_pipeline", help="sampler model name; the denoiser is <name>_denoiser")
+    p.add_argument("--denoiser-name", default=None)
+    p.add_argument("--sampler", default="ddim", help="ddim | edm_heun")
+    p.add_argument("--sampler-option", action="append", default=[], metavar="KEY=VALUE",
+                   help="sampler keyword, JSON value (e.g. eta=0.5, spacing='\"leading\"'); repeatable")
+    p.add_argument("--max-samples", type=int, default=4, help="samples per conditioning a request may ask for")
+    p.add_argument("--max-conditionings", type=int, default=4, help="conditionings (B) per request")
+    p.add_argument("--max-steps", type=int, default=1000)
+    p.add_argument("--format", default="auto", choices=("auto", *FORMATS),
+                   help="denoiser artifact; auto: onnx on CPU hosts (ONNX Runtime in the Python backend); on GPU "
+                        "hosts trt where TensorRT imports, else ts-trace (TorchScript on CUDA)")
+    p.add_argument("--runtime", choices=("python", "native"), default="python",
+                   help="python: the Python backend runs the artifact (embedded server, any host); native: the "
+                        "format's Triton backend (NGC container, GPU hosts)")
+    p.add_argument("--max-batch-size", type=int, default=None, help="denoiser max batch (default: the preset's)")
+    p.add_argument("--instance-kind", choices=("auto", "cpu", "gpu"), default="auto", help="denoiser instances")
+    p.add_argument("--intra-op-threads", type=int, default=0, help="denoiser runtime threads (0: runtime default)")
+    p.add_argument("--sampler-instances", type=int, default=1,
+                   help="concurrent sampling requests; >1 lets the denoiser's dynamic batcher merge evaluations")
+    p.add_argument("--max-queue-delay-us", type=int, default=0, help="denoiser dynamic batching delay")
+    p.add_argument("--workspace", default="workspace", help="where conversions go: <workspace>/<model>_<preset>_<fmt>")
+    p.add_argument("--force-convert", action="store_true", help="convert even if the workspace has the artifact")
+    p.add_argument("--precision", choices=("fp32", "fp16"), default="fp32")
+    p.add_argument("--no-verify", action="store_true")
+    args = p.parse_args(argv)
+
+    from deployment_toolkit.repository import ConfigOptions, HostMismatchWarning
+    from deployment_toolkit.repository.diffusion_pipeline import write_diffusion_pipeline
+
+    fmt = auto_format() if args.format == "auto" else args.format
+    artifact_dir = Path(args.workspace) / f"{args.model}_{args.preset}_{fmt}_{args.precision}"
+    convert_if_needed(args, fmt, artifact_dir)
+    options = {}
+    for item in args.sampler_option:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise UserInputError(f"--sampler-option needs KEY=VALUE, got {item!r}")
+        options[key] = json.loads(value)
+    denoiser_opts = ConfigOptions(model_name="denoiser", max_batch_size=args.max_batch_size,
+                                  instance_kind=args.instance_kind, intra_op_threads=args.intra_op_threads,
+                                  max_queue_delay_us=args.max_queue_delay_us)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", HostMismatchWarning)
+        paths = write_diffusion_pipeline(
+            args.model_repository, artifact_dir, args.name, args.sampler, args.max_samples,
+            denoiser_name=args.denoiser_name, runtime=args.runtime, max_conditionings=args.max_conditionings,
+            max_steps=args.max_steps, sampler_options=options, sampler_instances=args.sampler_instances,
+            denoiser_options=denoiser_opts,
+        )
+    for w in caught:
+        print(f"warning: {w.message}", file=sys.stderr)
+    s = paths.settings
+    print(f"wrote denoiser {paths.denoiser_dir} (max batch {s.denoiser_max_batch}) and sampler {paths.sampler_dir} "
+          f"({s.sampler}, samples <= {s.max_samples}, latents {list(s.sample_shape)}, conditioning [B,"
+          f"{','.join(map(str, s.cond_shape))}])")
+    return 0
+
+
+def auto_format() -> str:
+    from deployment_toolkit.repository.config import host_has_gpu
+
+    if not host_has_gpu():
+        return "onnx"
+    try:
+        import tensorrt  # noqa: F401
+    except ImportError:
+        return "ts-trace"
+    return "trt"
+
+
+def convert_if_needed(args, fmt: str, artifact_dir: Path) -> None:
+    from deployment_toolkit.export import ConvertOptions, VerificationError, convert
+    from deployment_toolkit.export.reuse import reusable_artifact
+    from deployment_toolkit.sources import resolve
+
+    if not args.force_convert:
+        reuse = reusable_artifact(artifact_dir, resolve(args.model, preset=args.preset), fmt, args.preset,
+                                  precision=args.precision, min_max_batch_size=args.max_batch_size,
+                                  require_verified=not args.no_verify)
+        print(reuse.reason)
+        if reuse:
+            return
+    print(f"converting {args.model} ({args.preset}) to {fmt} in {artifact_dir} ...", flush=True)
+    opts = ConvertOptions(preset=args.preset, precision=args.precision, max_batch_size=args.max_batch_size,
+                          verify=not args.no_verify, verify_batch_sizes=(1,) if args.preset != "small" else (1, 2))
+    try:
+        m = convert(args.model, fmt, artifact_dir, opts)
+    except VerificationError as err:
+        raise UserInputError(f"{err} (see {artifact_dir / 'manifest.json'})") from err
+    print(f"converted in {m.export_options['export_seconds']:.1f} s"
+          + (f", verified: max abs err {m.verification['max_abs_err']:.3g}" if m.verification else ""))
+
+
+if __name__ == "__main__":
+    cli.run(main)

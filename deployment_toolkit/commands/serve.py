@@ -1,0 +1,69 @@
+"""Run the embedded tritonserver on a model repository until Ctrl-C or SIGTERM (loopback by default)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from .. import cli
+
+
+def build_parser():
+    s = cli.parser(__doc__, """
+        deployment-toolkit serve --model-repository model_repository --http-port 8000 --grpc-port 8001
+    """)
+    s.add_argument("--model-repository", default="model_repository")
+    s.add_argument("--http-port", type=int, default=8000)
+    s.add_argument("--grpc-port", type=int, default=8001)
+    s.add_argument("--metrics-port", type=int, default=8002)
+    s.add_argument("--address", default="127.0.0.1", help="bind address (loopback by default)")
+    s.add_argument("--model-control-mode", choices=("none", "poll", "explicit"), default="none")
+    s.add_argument("--log-dir", default=None)
+    s.add_argument("--log-verbose", type=int, default=0)
+    return s
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the server until Ctrl-C / SIGTERM. The handlers are in place before the server process exists, so a
+    signal at any moment (while it starts, while models load, while it serves) stops it and its stubs; if this
+    process is SIGKILLed, the kernel kills the server (PR_SET_PDEATHSIG, see cleanup.die_with_parent)."""
+    from ..server.local import LocalTritonServer, ServerConfig
+
+    args = build_parser().parse_args(argv)
+    restore = cli.install_sigterm_handler()  # SIGTERM unwinds like Ctrl-C from here on
+    stopped_by_signal = False
+    server = None
+    try:
+        cfg = ServerConfig(
+            model_repository=Path(args.model_repository), http_port=args.http_port, grpc_port=args.grpc_port,
+            metrics_port=args.metrics_port, address=args.address, model_control_mode=args.model_control_mode,
+            log_dir=Path(args.log_dir) if args.log_dir else None, log_verbose=args.log_verbose,
+        )
+        server = LocalTritonServer(cfg)
+        server.start()
+        print(f"tritonserver ready: HTTP {server.http_url}  gRPC {server.grpc_url}  metrics {server.metrics_url}\n"
+              f"log: {server.log_path}   (Ctrl-C stops it)", flush=True)
+        while server.is_alive():
+            try:
+                server.process.wait(timeout=0.5)
+            except subprocess.TimeoutExpired:
+                pass
+    except KeyboardInterrupt:
+        stopped_by_signal = True
+    except SystemExit as err:
+        if err.code != cli.EXIT_SIGTERM:
+            raise
+        stopped_by_signal = True
+    finally:
+        if server is not None:
+            server.stop()
+        restore()
+    if stopped_by_signal:
+        print("tritonserver stopped", file=sys.stderr)
+        return 0
+    print(f"tritonserver exited unexpectedly:\n{server.log_tail(20)}", file=sys.stderr)
+    return 1
+
+
+if __name__ == "__main__":
+    cli.run(main)
