@@ -177,3 +177,51 @@ def test_type_checking_imports_and_own_package_are_not_cycles(fake_package):
         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..report.build import X\ndef run(): pass\n")
     (fake_package / "report" / "build.py").write_text("from ..perf.sweep import run\n")
     assert find_cycles(import_graph(module_files(fake_package))) == []
+
+
+# ---- docs/ARCHITECTURE.md stays true -------------------------------------------------------------------------
+
+ARCHITECTURE = ROOT.parent / "docs" / "ARCHITECTURE.md"
+
+
+def package_of(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "(root)"
+
+
+def package_imports(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """Top-level package (or module) of deployment_toolkit -> the other top-level ones its modules import."""
+    out: dict[str, set[str]] = {package_of(m): set() for m in graph}
+    for module, targets in graph.items():
+        out[package_of(module)] |= {package_of(t) for t in targets} - {package_of(module)}
+    return out
+
+
+def documented_imports(text: str) -> dict[str, set[str]]:
+    """The 'may import' table of ARCHITECTURE.md: | `package` | `a`, `b` |."""
+    table = text.split("## What each package may import", 1)[1]
+    rows = {}
+    for line in table.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 2 and cells[0].startswith("`"):
+            rows[cells[0].strip("`")] = {c.strip().strip("`") for c in cells[1].split(",") if c.strip()}
+    return rows
+
+
+def test_architecture_page_lists_every_package_and_what_it_imports():
+    actual = package_imports(import_graph(module_files()))
+    documented = documented_imports(ARCHITECTURE.read_text())
+    assert sorted(documented) == sorted(actual), "docs/ARCHITECTURE.md's table lists other packages than exist"
+    undeclared = {p: sorted(actual[p] - documented[p]) for p in actual if actual[p] - documented[p]}
+    assert not undeclared, (f"imports that docs/ARCHITECTURE.md does not allow (add them there, with a reason, or "
+                            f"remove them): {undeclared}")
+    stale = {p: sorted(documented[p] - actual[p]) for p in actual if documented[p] - actual[p]}
+    assert not stale, f"docs/ARCHITECTURE.md allows imports that no longer exist (remove them): {stale}"
+
+
+def test_the_page_check_sees_a_new_import():
+    documented = documented_imports("## What each package may import\n| package | may import |\n|---|---|\n"
+                                    "| `report` | `results`, `tables` |\n")
+    actual = package_imports({"deployment_toolkit.report.build": {"deployment_toolkit.perf.sweep",
+                                                                  "deployment_toolkit.results.store"}})
+    assert actual["report"] - documented["report"] == {"perf"}
