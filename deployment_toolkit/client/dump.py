@@ -12,6 +12,9 @@ Every shard holds one array per tensor (batch axis first) plus an `ids` array: o
 when the run finished, so a crashed run is reported as incomplete instead of being scored on part of
 its samples. Ids, not positions, pair samples across dumps: `align` reorders one dump to the other's
 id order and refuses (with counts and examples) when the dumps do not hold the same samples.
+
+Over 400 lines on purpose: the writer, the reader and the id alignment are one file format; splitting them
+would put its rules (sections, shard numbering, ids, when dump.json is written) in three places.
 """
 from __future__ import annotations
 

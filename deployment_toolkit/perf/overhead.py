@@ -8,6 +8,9 @@ on a fresh server, each followed by another in-process timing. The reference is 
 the served number the best online point of the better variant (max against max), so background load can
 only make serving look worse, never better. Triton's own statistics (executed batch sizes, time per
 execution) are read around every point to show where the time goes.
+
+Over 400 lines on purpose: one benchmark whose two sides (in-process timing, served sweeps with Triton's
+statistics around each point) must alternate in one loop to keep the ratio fair on a shared host.
 """
 from __future__ import annotations
 

@@ -4,6 +4,9 @@ It runs on any Linux host (no Docker, no GPU): models are served by Triton's Pyt
 runs the artifact with ONNX Runtime or TorchScript inside `model.py`. This module finds the binary,
 assembles a backend directory with the stub for the running Python, binds every port to loopback,
 waits for readiness by health check and stops cleanly.
+
+Over 400 lines on purpose: one process's lifecycle (start, readiness, load, signals to its process group,
+stop) whose cleanup paths must be read together; its HTTP calls live in client.server_api.
 """
 from __future__ import annotations
 
