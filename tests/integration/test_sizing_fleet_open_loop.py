@@ -146,11 +146,14 @@ def test_confirm_derates_and_reconfirms(server, swept, tmp_path, table_rows):
                      "--confirm", server.grpc_url, "--confirm-interval-ms", "700", "--confirm-stability-percentage",
                      "50", "--confirm-rounds", "3", "--burst-factor", "1.5", "--burst-seconds", "2")
     md = (run_dir / "sizing.md").read_text()
-    assert ["Round", "Replicas"] in [r[:2] for r in table_rows(md)] and "1" in [r[0] for r in table_rows(md)], md
+    cells = table_rows(md)
+    assert ["Round", "Trial", "Replicas"] in [r[:3] for r in cells] and "1" in [r[0] for r in cells], md
     store = read_rows(run_dir / "confirm" / "confirm.csv")
-    rounds = sorted((r for r in store if r["config"] == "overstated/online"), key=lambda r: r["trial"])
-    assert len(rounds) >= 2, out.stdout  # the first round failed and a derated plan was confirmed
-    assert rounds[1]["offered"] < rounds[0]["offered"]  # derated: each replica gets less
+    trials = sorted((r for r in store if r["config"] == "overstated/online"), key=lambda r: r["trial"])
+    offered = [r["offered"] for r in trials]
+    assert len(set(offered)) >= 2, out.stdout  # the first round failed and a derated plan was confirmed
+    assert offered[-1] < offered[0]  # derated: each replica gets less
+    assert offered[:2] == [offered[0]] * 2  # a round is decided by most of its trials, not by one
     assert out.returncode == 0, out.stdout + out.stderr
     assert "PASS after derating" in out.stdout and "after derating" in md
     with open(run_dir / "sizing.csv") as fh:
