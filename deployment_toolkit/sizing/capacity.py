@@ -136,16 +136,21 @@ class OpenLoopCapacity:
 
     @property
     def reachable(self) -> bool:
-        return bool(self.capacities) and len(self.capacities) == len(self.trials)
+        """Most searches found a rate that holds. One search that found none (a stall of a shared host during
+        it) does not make the configuration unreachable: it pulls the median down instead (`capacity`)."""
+        return len(self.capacities) * 2 > len(self.trials)
 
     @property
     def capacity(self) -> float | None:
-        """The median of the trials' capacities (inferences/s)."""
-        return statistics.median(self.capacities) if self.reachable else None
+        """The median over the searches (inferences/s), a search that found no rate counting as 0: with one
+        of three empty, the lower of the other two."""
+        if not self.reachable:
+            return None
+        return statistics.median([0.0] * (len(self.trials) - len(self.capacities)) + self.capacities)
 
     @property
     def spread(self) -> float | None:
-        """(max - min) / min of the trials' capacities; None with a single trial."""
+        """(max - min) / min of the capacities the searches found; None with fewer than two."""
         c = self.capacities
         return (max(c) - min(c)) / min(c) if len(c) >= 2 and self.reachable else None
 
@@ -185,17 +190,18 @@ class OpenLoopCapacity:
 
 def repeat_search(measure_at: Callable[[float, int], RatePoint], seed_rate: float, slo_ms: float, batch: int = 1,
                   trials: int = 3, resolution: float = DEFAULT_RESOLUTION, max_points: int = 10) -> list[Search]:
-    """`trials` searches: the first from the closed-loop seed, the others from the first's capacity in finer
-    steps (each an independent measurement of the same boundary). `measure_at(rate, trial)`."""
+    """`trials` searches: the first from the closed-loop seed, the others from the first capacity found in finer
+    steps (each an independent measurement of the same boundary); they stop once most have found no rate.
+    `measure_at(rate, trial)`."""
     out: list[Search] = []
     for trial in range(1, trials + 1):
-        first = out[0].capacity if out else None
+        first = next((s.capacity for s in out if s.capacity is not None), None)
         seed = seed_rate if first is None else first / batch
-        step = STEP_DOWN if trial == 1 else 1 - 2 * resolution
+        step = STEP_DOWN if first is None else 1 - 2 * resolution
         out.append(search(lambda r, t=trial: measure_at(r, t), seed, slo_ms, batch, resolution,
-                          max_points if trial == 1 else max(4, max_points // 2), step))
-        if out[-1].capacity is None:
-            break  # no rate meets the SLO: repeating will not change that
+                          max_points if first is None else max(4, max_points // 2), step))
+        if sum(s.capacity is None for s in out) * 2 >= trials:
+            break  # most searches found no rate that meets the SLO: the rest cannot make it reachable
     return out
 
 

@@ -163,7 +163,7 @@ def sizing_markdown(sizing: Sizing, runs: Sequence[Run], plot_name: str | None =
         for p in open_loop:
             o = p.open_loop
             rows.append([p.run.label, _f(o.closed_loop), o.closed_loop_level or "n/a", o.distribution,
-                         " / ".join(_f(c) for c in o.capacities) or "none", _f(o.capacity),
+                         " / ".join(_f(t.capacity) if t.capacity is not None else "none" for t in o.trials) or "none", _f(o.capacity),
                          "n/a" if o.spread is None else f"{o.spread:.1%}", f"{o.headroom:.1%}",
                          "n/a" if o.ratio is None else f"{o.ratio:.0%}",
                          sum(len(t.points) for t in o.trials)])

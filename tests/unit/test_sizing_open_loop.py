@@ -148,6 +148,23 @@ def test_headroom_from_the_spread_of_repeated_searches(tmp_path):
     assert one.spread is None and one.headroom == pytest.approx(0.02)
 
 
+def test_one_search_that_finds_no_rate_pulls_the_capacity_down_instead_of_voiding_it():
+    """The committed example's resnet18_i1: two searches found 164.8 inf/s, the third ran into a stall of the
+    host and found no rate with p99 within the SLO. Most searches found one, so the configuration is reachable
+    and its capacity is the median counting the empty search as 0 (the lower of the other two); with two of
+    three empty it is unreachable."""
+    limits = {1: 100.0, 2: 92.0, 3: 96.0}
+    found = repeat_search(lambda r, t: synthetic(r, limits[t], trial=t), 150.0, 1000.0, trials=3, resolution=0.02)
+    stalled = repeat_search(lambda r, t: synthetic(r, limits[t], p99_at_limit=5000.0, trial=t), 150.0, 50.0,
+                            trials=3, resolution=0.02)
+    assert len(stalled) == 2 and all(t.capacity is None for t in stalled)  # two empty of three: no third
+    ol = OpenLoopCapacity("tiny/online", "constant", 1000.0, [found[0], stalled[1], found[2]])
+    assert ol.reachable and ol.capacity == min(found[0].capacity, found[2].capacity)
+    assert ol.spread == pytest.approx(abs(found[0].capacity - found[2].capacity)
+                                      / min(found[0].capacity, found[2].capacity))
+    assert not OpenLoopCapacity("tiny/online", "constant", 1000.0, [found[0], stalled[0], stalled[1]]).reachable
+
+
 def test_poisson_noise_allowance_only_without_a_send_rate():
     p = synthetic(100.0, 1000.0, window_ms=1000, distribution="poisson")
     p.row["answered"] = 90.0  # 300 requests expected over three windows: 2 sigma is 11.5%
