@@ -261,12 +261,17 @@ def _main(argv=None) -> int:
         print(result.summary())
         if not result.passed:
             code = 1
-    if args.confirm_fleet:
+    fleet_skipped = ""
+    plan = _pick(sizing.plans, args.fleet_run or args.confirm_run, sizing, "put behind a balancer") \
+        if args.confirm_fleet else None
+    if plan is not None and not plan.reachable:
+        # known only after the capacity searches: the report still gets written (with the confirmation), exit 2
+        fleet_skipped = (f"{plan.run.name} meets no rate within the SLO: nothing to put behind a balancer; pass "
+                         "--fleet-run with a configuration that does")
+        sections.append((f"{args.confirm_fleet} replicas behind a load balancer", f"**Not run**: {fleet_skipped}."))
+    if plan is not None and not fleet_skipped:
         from deployment_toolkit.sizing.fleet import check_fleet
 
-        plan = _pick(sizing.plans, args.fleet_run or args.confirm_run, sizing, "put behind a balancer")
-        if not plan.reachable:
-            raise UserInputError(f"{plan.run.name} meets no rate within the SLO: nothing to put behind a balancer")
         protocol, model, batch = served(plan)
         if protocol != "grpc":
             raise UserInputError("--confirm-fleet balances gRPC (nginx grpc_pass): use a gRPC run or --confirm-protocol grpc")
@@ -292,6 +297,9 @@ def _main(argv=None) -> int:
             "capacity": args.capacity, "distribution": args.distribution, "confirm": args.confirm,
             "confirm_fleet": args.confirm_fleet, "passed": code == 0}))
     print("wrote " + ", ".join(str(p) for p in paths.values()))
+    if fleet_skipped:
+        print(f"error: {fleet_skipped}", file=sys.stderr)
+        code = 2
 
     if args.emit_k8s:
         from deployment_toolkit.sizing.k8s import FleetSpec, fleet_manifests, validate_all, write_manifests

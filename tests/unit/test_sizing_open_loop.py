@@ -421,3 +421,24 @@ def test_balancer_log_folder_given_relative_is_made_absolute(tmp_path, monkeypat
         import shutil
 
         shutil.rmtree(lb.prefix, ignore_errors=True)
+
+
+def test_a_fleet_run_without_a_rate_within_the_slo_keeps_the_report_and_exits_2(tmp_path, monkeypatch):
+    """The committed example once lost its whole report: --fleet-run named a configuration that, after the
+    capacity searches, met no rate within the SLO, and the command stopped before writing sizing.md. Now the
+    report is written with the reason in its fleet section, and the exit code says what to fix."""
+    require_tool("nginx", "", find=find_nginx, missing=NginxMissing)
+    from deployment_toolkit.commands.size_fleet import main as size_fleet_main
+
+    good = _tiny_run(tmp_path).rename(tmp_path / "good")
+    slow = _tiny_run(tmp_path).rename(tmp_path / "slow")
+    rows = [{"Precision": "FP32", "Client Batch Size": 1, "Concurrent client requests": 4, "Inferences/second": 50.0,
+             "P99 Latency": 90.0, "Avg Latency": 80.0, "Triton Instances": 1, "stable": True}]
+    (slow / "online.csv").write_text(rows_to_csv(rows))
+    out = tmp_path / "out"
+    code = size_fleet_main([str(good), str(slow), "--peak-rps", "100", "--p99-ms", "50", "--include-unreliable",
+                            "--confirm-fleet", "2", "--fleet-run", "slow/online",
+                            "--fleet-model-repository", str(tmp_path), "--output", str(out)])
+    assert code == 2
+    md = (out / "sizing.md").read_text()
+    assert "replicas behind a load balancer" in md and "**Not run**" in md and "nothing to put behind a balancer" in md
