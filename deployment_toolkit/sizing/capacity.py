@@ -190,16 +190,15 @@ class OpenLoopCapacity:
 
 def repeat_search(measure_at: Callable[[float, int], RatePoint], seed_rate: float, slo_ms: float, batch: int = 1,
                   trials: int = 3, resolution: float = DEFAULT_RESOLUTION, max_points: int = 10) -> list[Search]:
-    """`trials` searches: the first from the closed-loop seed, the others from the first capacity found in finer
-    steps (each an independent measurement of the same boundary); they stop once most have found no rate.
+    """`trials` searches, each from the closed-loop seed: independent measurements of the same boundary, so one
+    thrown off by a stall of the host (a failure at a rate far below the boundary) does not drag the others
+    down with it, as repeats started from its result did (resnet18_i2 in the sizing example: a first search
+    that failed low, and repeats in small steps from there). They stop once most have found no rate.
     `measure_at(rate, trial)`."""
     out: list[Search] = []
     for trial in range(1, trials + 1):
-        first = next((s.capacity for s in out if s.capacity is not None), None)
-        seed = seed_rate if first is None else first / batch
-        step = STEP_DOWN if first is None else 1 - 2 * resolution
-        out.append(search(lambda r, t=trial: measure_at(r, t), seed, slo_ms, batch, resolution,
-                          max_points if first is None else max(4, max_points // 2), step))
+        out.append(search(lambda r, t=trial: measure_at(r, t), seed_rate, slo_ms, batch, resolution, max_points,
+                          STEP_DOWN))
         if sum(s.capacity is None for s in out) * 2 >= trials:
             break  # most searches found no rate that meets the SLO: the rest cannot make it reachable
     return out

@@ -148,6 +148,26 @@ def test_headroom_from_the_spread_of_repeated_searches(tmp_path):
     assert one.spread is None and one.headroom == pytest.approx(0.02)
 
 
+def test_a_search_thrown_off_by_a_stall_does_not_drag_the_repeats_down():
+    """A replica that keeps up to 100 req/s, on a host that stalls during the first search (its first two points
+    below the boundary fail): each repeat starts again from the closed-loop seed, so the median is still the
+    boundary, not the stalled search's low result."""
+    stalled_at = []
+
+    def at(rate, trial):
+        p = synthetic(rate, 100.0, p99_at_limit=10.0, trial=trial)
+        if trial == 1 and len(stalled_at) < 2 and rate < 100.0:
+            stalled_at.append(rate)
+            p.row["p99_ms"] = 400.0  # one stall: p99 far over the SLO at a rate the replica carries
+        return p
+
+    trials = repeat_search(at, 150.0, 50.0, trials=3, resolution=0.02)
+    caps = [t.capacity for t in trials]
+    assert stalled_at and caps[0] < 0.9 * 100.0, caps  # the first search was thrown off
+    ol = OpenLoopCapacity("tiny/online", "constant", 50.0, trials)
+    assert 0.96 * 100.0 <= ol.capacity <= 100.0, caps
+
+
 def test_one_search_that_finds_no_rate_pulls_the_capacity_down_instead_of_voiding_it():
     """The committed example's resnet18_i1: two searches found 164.8 inf/s, the third ran into a stall of the
     host and found no rate with p99 within the SLO. Most searches found one, so the configuration is reachable
