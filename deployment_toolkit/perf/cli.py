@@ -6,11 +6,10 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from ..results.ledger import IdentityMismatch, add_reuse_arguments
-from ..spec import SpecError
+from ..client.server_api import fetch_model_config, fetch_model_metadata, wait_until_ready
 from ..errors import UserInputError
-from ..client.server_api import ServerNotReady, fetch_model_config, fetch_model_metadata, wait_until_ready
-from .sweep import SweepError, signature_from_metadata
+from ..results.ledger import add_reuse_arguments
+from .sweep import signature_from_metadata
 
 _LOOPBACK = ("localhost", "127.0.0.1", "::1", "[::1]")
 
@@ -80,45 +79,39 @@ def _with_real_input_data(args, options, manifest, url: str, result_dir: Path):
 
 
 def run_cli(kind: str, args, points_arg: Sequence[int] | str, fixed: int) -> int:
-    """Run one sweep from parsed flags; print the table; return the exit code (errors as messages, no traceback)."""
-    from ..binaries import PerfAnalyzerNotFound
+    """Run one sweep from parsed flags; print the table; return the exit code. A dead server, an unknown model, a
+    missing tool, bad flags or a refused --resume raise a UserError, which the commands' entry point (cli.run)
+    prints as one line with exit 2; the completed points are kept and the same command resumes."""
     from .analyzer import perf_options_from_args
     from ..spec import Manifest
 
-    try:
-        url = args.server_url or ("127.0.0.1:8001" if args.protocol == "grpc" else "127.0.0.1:8000")
-        shm = args.shared_memory
-        if shm == "auto":
-            host = url.split("://")[-1].rsplit(":", 1)[0]
-            shm = "system" if host in _LOOPBACK else "none"
-        options = perf_options_from_args(args, shared_memory=shm)
-        manifest = Manifest.load(args.manifest) if args.manifest else None
-        from ..repository.names import check_model_name
+    url = args.server_url or ("127.0.0.1:8001" if args.protocol == "grpc" else "127.0.0.1:8000")
+    shm = args.shared_memory
+    if shm == "auto":
+        host = url.split("://")[-1].rsplit(":", 1)[0]
+        shm = "system" if host in _LOOPBACK else "none"
+    options = perf_options_from_args(args, shared_memory=shm)
+    manifest = Manifest.load(args.manifest) if args.manifest else None
+    from ..repository.names import check_model_name
 
-        result_dir = Path(args.result_path or Path("results") / check_model_name(args.model_name))
-        options = _with_real_input_data(args, options, manifest, url, result_dir)
-        common = dict(
-            model_version=args.model_version, precision=args.precision,
-            number_of_model_instances=args.number_of_model_instances, shapes=parse_shapes(args.shape),
-            manifest_path=args.manifest, progress=not args.no_progress, remeasure_unstable=args.remeasure_unstable,
-            build_report=not args.no_report, ready_timeout_s=args.ready_timeout, reuse=args.reuse,
-        )
-        if kind == "online":
-            from .online import run_online
+    result_dir = Path(args.result_path or Path("results") / check_model_name(args.model_name))
+    options = _with_real_input_data(args, options, manifest, url, result_dir)
+    common = dict(
+        model_version=args.model_version, precision=args.precision,
+        number_of_model_instances=args.number_of_model_instances, shapes=parse_shapes(args.shape),
+        manifest_path=args.manifest, progress=not args.no_progress, remeasure_unstable=args.remeasure_unstable,
+        build_report=not args.no_report, ready_timeout_s=args.ready_timeout, reuse=args.reuse,
+    )
+    if kind == "online":
+        from .online import run_online
 
-            outcome = run_online(args.model_name, url, manifest, points_arg, options, result_dir,
-                                 batch_size=fixed, **common)
-        else:
-            from .offline import run_offline
+        outcome = run_online(args.model_name, url, manifest, points_arg, options, result_dir,
+                             batch_size=fixed, **common)
+    else:
+        from .offline import run_offline
 
-            outcome = run_offline(args.model_name, url, manifest, points_arg, options, result_dir,
-                                  concurrency=fixed, **common)
-    except (SweepError, ServerNotReady, PerfAnalyzerNotFound, IdentityMismatch, SpecError, ValueError,
-            FileNotFoundError) as err:
-        # a dead server, an unknown model, a missing tool, bad flags, a refused --resume: exit 2 (the README's
-        # table); the completed points are kept and the same command resumes
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        outcome = run_offline(args.model_name, url, manifest, points_arg, options, result_dir,
+                              concurrency=fixed, **common)
     from ..report.tables import full_table
 
     print(f"\nFull tabular data ({kind}, {outcome.csv_path}):\n")
