@@ -7,10 +7,10 @@ its score beats it by more than the noise; along an ordered dimension the first 
 that dimension. A level counts as within the budget only with room for the p99 noise measured on the
 baseline (`stats.holds_budget`). At the end the best two non-dominated configs and the default are measured
 again with fresh samples, in turns; the time for that (and for one step down, while a finalist may need one)
-is reserved up front from the measured time of a point, so --max-minutes never squeezes it out. A finalist whose fresh samples do not hold
-the budget steps down before it can be named. The winner must beat the default by more than the noise with
-its whole spread, or the default is declared as good. Measurement goes through a `Measurer` (the real server
-in `triton.py`, a fake in the unit tests).
+is reserved up front from the measured time of a point, so --max-minutes never squeezes it out. A finalist
+whose fresh samples do not hold the budget steps down before it can be named. The winner must beat the
+default by more than the noise with its whole spread, or the default is declared as good. Measurement goes
+through a `Measurer` (the real server in `triton.py`, a fake in the unit tests).
 
 Over 400 lines on purpose: one class whose steps (exploration, noise, knee, final re-measurement, decision, time
 reserves) read and write the state of one search (trials, incumbent, noise, checkpoint, clock); its contracts,
@@ -172,7 +172,8 @@ class Search:
 
     def _challenge(self, trial: Trial) -> bool:
         if trial.status == "measured" and self._better(trial, self.incumbent):
-            self.progress.say(f"  -> new incumbent: {trial.candidate.label()} ({self._gain_text(trial, self.incumbent)})")
+            self.progress.say(f"  -> new incumbent: {trial.candidate.label()} "
+                              f"({self._gain_text(trial, self.incumbent)})")
             self.incumbent = trial
             return True
         return False
@@ -298,7 +299,8 @@ class Search:
         self.noise = Noise.from_samples([p.throughput for p in samples], [p.p99_ms for p in samples],
                                         self.s.min_noise)
         self._noise_known = True
-        self.progress.say(f"noise (baseline at concurrency {anchor.concurrency}, {len(samples)} samples): {self.noise.text()}")
+        self.progress.say(f"noise (baseline at concurrency {anchor.concurrency}, {len(samples)} samples): "
+                          f"{self.noise.text()}")
         if self.noise.throughput > NOISY:
             warning = noisy_host_warning(self.noise, self.s.cores)
             self.notes.append(warning)
@@ -321,21 +323,14 @@ class Search:
         if bad.concurrency - best.concurrency <= 1:
             return
         before = self.measured_points
-
-        def take(c: int) -> Point:
-            p = self._point(trial, c, 0)
-            if c not in trial.sweep.by_concurrency():
-                trial.sweep.points.append(p)
-            return p
-        stop = lambda: self._out_of_time(self._final_points(1) * self._point_s())  # noqa: E731
         try:
-            narrow_knee(take, self._policy(), best, bad, trial.sweep, stop)
+            narrow_knee(self._extending(trial), self._policy(), best, bad, trial.sweep, self._stop_keeping_final)
         except (CandidateRefused, CandidateFailed) as err:
             self.progress.say(f"  {trial.candidate.slug}: {err} while narrowing the knee; kept what was measured")
         trial.measured_points += self.measured_points - before
         new = self._best(trial)
         self.progress.say(f"  knee with room for the p99 noise ({self.noise.p99 * 100:.1f}%): best level "
-                  f"{new.concurrency if new else '-'} (was {best.concurrency})")
+                          f"{new.concurrency if new else '-'} (was {best.concurrency})")
 
     def _resume_climb(self, trial: Trial, best: Point) -> None:
         """A baseline whose sweep the time limit stopped before any level broke the budget climbs on from its
@@ -344,25 +339,32 @@ class Search:
         if not trial.sweep.stop_reason.startswith("--max-minutes") or self.s.objective != "throughput":
             return
         before = self.measured_points
-        known = trial.sweep.by_concurrency()
-
-        def measure(c: int) -> Point:
-            p = known.get(c) or self._point(trial, c, 0)
-            if c not in trial.sweep.by_concurrency():
-                trial.sweep.points.append(p)
-            return p
-        stop = lambda: self._out_of_time(self._final_points(1) * self._point_s())  # noqa: E731
         try:
-            climb = sweep_near(measure, self._policy(), best.concurrency, None, stop)
+            climb = sweep_near(self._extending(trial), self._policy(), best.concurrency, None,
+                               self._stop_keeping_final)
         except (CandidateRefused, CandidateFailed) as err:
             self.progress.say(f"  {trial.candidate.slug}: {err} while climbing on; kept what was measured")
-            return
+            climb = None
         trial.measured_points += self.measured_points - before
-        if self.measured_points > before:
+        if climb is not None and self.measured_points > before:
             trial.sweep.stop_reason += f"; climbed on after the noise estimate: {climb.stop_reason}"
             new = self._best(trial)
             self.progress.say(f"  climbed on from concurrency {best.concurrency}: best level "
-                      f"{new.concurrency if new else '-'} ({climb.stop_reason})")
+                              f"{new.concurrency if new else '-'} ({climb.stop_reason})")
+
+    def _extending(self, trial: Trial) -> Callable[[int], Point]:
+        """Sample 0 of `trial` at a concurrency (from the checkpoint when stored), added to its sweep when new
+        there: how the knee narrowing and the climb after the noise estimate extend the baseline's sweep."""
+        def take(c: int) -> Point:
+            p = self._point(trial, c, 0)
+            if c not in trial.sweep.by_concurrency():
+                trial.sweep.points.append(p)
+            return p
+        return take
+
+    def _stop_keeping_final(self) -> str:
+        """The stop check of the steps after the noise estimate: keep the final re-measurement's time."""
+        return self._out_of_time(self._final_points(1) * self._point_s())
 
     def _samples(self, trial: Trial, concurrency: int, n: int) -> list[Point]:
         return [self._point(trial, concurrency, s) for s in range(n)]
@@ -454,12 +456,12 @@ class Search:
                            f"median p99 {t.confirmation.p99.median:.1f} ms without room for the p99 noise "
                            f"({noise * 100:.1f}%)")
                     if c <= 1 or not self._fits((len(todo) + 1) * self.s.confirm_samples):
-                        self.progress.say(f"  {t.candidate.slug}: {why} at concurrency {c}; "
-                                  + ("nothing below it" if c <= 1 else "no time left to step down") + ": not named")
+                        below = "nothing below it" if c <= 1 else "no time left to step down"
+                        self.progress.say(f"  {t.candidate.slug}: {why} at concurrency {c}; {below}: not named")
                         continue
                     level[t.candidate.key] = max(1, min(c - 1, budget_level(c, worst_p99(p99s, noise), budget)))
                     self.progress.say(f"  {t.candidate.slug}: {why} at concurrency {c}; re-measuring at "
-                              f"{level[t.candidate.key]}")
+                                      f"{level[t.candidate.key]}")
                     todo.append(t)
         finally:
             self._keep_loaded = False
@@ -516,8 +518,8 @@ class Search:
         if self.default in feasible and self.default not in finalists:
             finalists.append(self.default)
 
-        self.progress.say(f"final re-measurement of {len(finalists)} config(s), {self.s.confirm_samples} samples each, "
-                  "taken in turns so that a change in the host's load hits all of them alike ...")
+        self.progress.say(f"final re-measurement of {len(finalists)} config(s), {self.s.confirm_samples} samples "
+                          "each, taken in turns so that a change in the host's load hits all of them alike ...")
         self._confirm(finalists)
         confirmed = [t for t in finalists if t.confirmation and t.confirmation.holds]
         self.progress.step()
