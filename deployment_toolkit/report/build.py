@@ -6,10 +6,11 @@ from pathlib import Path
 
 from ..results.runinfo import read_run_json
 from ..spec import atomic_write_text
+from ..tables import markdown_table
 from .sections import EXTRA_SECTIONS, include_extra_sections
 from . import html as html_report
 from .plots import plots_for
-from .tables import KINDS, config_table, fmt, full_table, hardware_section, load_rows, markdown_table
+from .tables import KINDS, config_table, fmt, full_table, hardware_section, load_rows
 from ..errors import UserFileNotFoundError
 
 THROUGHPUT = "Inferences/second"

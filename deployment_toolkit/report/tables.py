@@ -10,7 +10,7 @@ from typing import Any, Iterable, Sequence
 from ..results.schema import MEASURE_COLUMNS, RESIDUAL, THROUGHPUT
 from ..results.store import read_store_csv
 from ..results.ledger import row_identities
-from ..tables import markdown_table  # noqa: F401  (re-exported: report.build imports it from here)
+from ..tables import markdown_table
 from ..errors import UserError
 
 ONLINE_COLUMNS = ("Concurrent client requests", *MEASURE_COLUMNS)
