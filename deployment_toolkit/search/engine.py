@@ -684,11 +684,10 @@ class Search:
         for t in self.trials.values():
             if t.status != "measured" or t.sweep is None:
                 continue
-            ok = [p for p in t.sweep.points if self._holds(t, p.concurrency)]
-            if not ok:
-                continue
-            highest = max(highest, max(worst_p99([q.p99_ms for q in self.store.samples(t.key, p.concurrency)],
-                                                 noise) for p in ok))
+            for p in t.sweep.points:  # the levels that hold (`_holds`), each read from the store once
+                p99s = [q.p99_ms for q in self.store.samples(t.key, p.concurrency)]
+                if holds_budget(p99s, self.s.budget_ms, self.noise.p99):
+                    highest = max(highest, worst_p99(p99s, noise))
         if highest == 0.0:
             return True  # nothing within the budget yet: no grounds to drop it
         return 2.0 * highest * (1.0 + 2.0 * noise) > self.s.budget_ms

@@ -197,8 +197,7 @@ def repeat_search(measure_at: Callable[[float, int], RatePoint], seed_rate: floa
     `measure_at(rate, trial)`."""
     out: list[Search] = []
     for trial in range(1, trials + 1):
-        out.append(search(lambda r, t=trial: measure_at(r, t), seed_rate, slo_ms, batch, resolution, max_points,
-                          STEP_DOWN))
+        out.append(search(lambda r, t=trial: measure_at(r, t), seed_rate, slo_ms, batch, resolution, max_points))
         if sum(s.capacity is None for s in out) * 2 >= trials:
             break  # most searches found no rate that meets the SLO: the rest cannot make it reachable
     return out
