@@ -61,6 +61,7 @@ from .trials import (
 
 T = TypeVar("T")
 NOISY = 0.20  # above this relative noise the search warns that the host is too busy to rank configs
+OVERRUN_STEPS = 3  # step-downs past --max-minutes when otherwise no finalist would be named
 FINAL_SAMPLE = 100  # sample numbers of the final re-measurement start here: never the sweep's or the noise's
 
 
@@ -430,10 +431,13 @@ class Search:
         time was reserved up front). A finalist whose samples do not hold the budget (`holds_budget`: any one
         over it, or the median without room for the p99 noise) steps down to where Little's law puts its worst
         p99 at the budget and is measured again there, in the time reserved for that; one that still does not
-        hold, or finds no time left to step down, is not named."""
+        hold, or finds no time left to step down, is not named - unless no finalist holds: then the best of
+        them steps down past --max-minutes (at most `OVERRUN_STEPS` times, and the notes say by how long), since
+        a search that names nothing for want of a few seconds has wasted the whole limit."""
         budget, noise = self.s.budget_ms, self.noise.p99
         level = {t.candidate.key: self._best(t).concurrency for t in finalists}
         todo = list(finalists)
+        overrun_steps = 0
         self._keep_loaded = True
         try:
             while todo:
@@ -450,14 +454,22 @@ class Search:
                     if not t.confirmation.holds:
                         broke.append((t, p99s))
                 todo = []
+                held = any(t.confirmation is not None and t.confirmation.holds for t in finalists)
+                broke.sort(key=lambda tp: tp[0].confirmation.throughput.median, reverse=True)
                 for t, p99s in broke:
                     c, over = level[t.candidate.key], sum(p > budget for p in p99s)
                     why = (f"p99 over the budget in {over} of {len(p99s)} re-measurements" if over else
                            f"median p99 {t.confirmation.p99.median:.1f} ms without room for the p99 noise "
                            f"({noise * 100:.1f}%)")
-                    if c <= 1 or not self._fits((len(todo) + 1) * self.s.confirm_samples):
-                        below = "nothing below it" if c <= 1 else "no time left to step down"
-                        self.progress.say(f"  {t.candidate.slug}: {why} at concurrency {c}; {below}: not named")
+                    if c > 1 and not self._fits((len(todo) + 1) * self.s.confirm_samples):
+                        if held or todo or overrun_steps >= OVERRUN_STEPS:
+                            self.progress.say(f"  {t.candidate.slug}: {why} at concurrency {c}; no time left to "
+                                              "step down: not named")
+                            continue
+                        overrun_steps += 1
+                    elif c <= 1:
+                        self.progress.say(f"  {t.candidate.slug}: {why} at concurrency {c}; nothing below it: "
+                                          "not named")
                         continue
                     level[t.candidate.key] = max(1, min(c - 1, budget_level(c, worst_p99(p99s, noise), budget)))
                     self.progress.say(f"  {t.candidate.slug}: {why} at concurrency {c}; re-measuring at "
@@ -467,6 +479,11 @@ class Search:
             self._keep_loaded = False
             self._release()
             self.progress.postfix("")
+        if overrun_steps:
+            self.notes.append(
+                f"no finalist held the budget when re-measured and --max-minutes {self.s.max_minutes:g} left no "
+                f"time to step down: the best one stepped down {overrun_steps} time(s) past the limit "
+                f"({max(0.0, -self._time_left_s()):.0f} s over) rather than name nothing")
 
     def _take_in_turns(self, trials: list[Trial], level: dict[str, int]) -> dict[str, list[Point]]:
         """Round-robin over the trials so that a change in the host's load hits all of them alike."""

@@ -759,3 +759,29 @@ def test_the_step_down_is_still_reserved_near_the_budget(tmp_path, monkeypatch):
     assert d.winner is not None and d.winner.confirmation.holds, d.message
     finals = {c for _, c, s in fake.measured if s >= FINAL_SAMPLE}
     assert len(finals) == 2, finals  # stepped down once, inside the limit
+
+
+def test_a_search_whose_finalists_all_break_steps_down_past_the_limit_rather_than_name_nothing(tmp_path,
+                                                                                                monkeypatch):
+    """The CI failure of the worked example: the fresh samples took longer than the sweep's points, so no time
+    was left to step down, and the only finalist, over the budget at its level, left no recommendation. With no
+    finalist holding, the best one steps down past the limit, and the notes say so."""
+    clock, Clocked = _clocked(monkeypatch, 5.0)
+
+    class SlowFinalsBreakOnce(Clocked):
+        def measure(self, cand, c, sample, key):
+            p = super().measure(cand, c, sample, key)
+            if sample >= FINAL_SAMPLE:
+                clock["t"] += 25.0  # a fresh sample takes 30 s, not the 5 s the reserve was sized from
+                if not any(s >= FINAL_SAMPLE and cc != c for _, cc, s in self.measured):
+                    p.p99_ms = 55.0  # over the budget at the first final level
+            return p
+
+    near = lambda cand, c: (100.0 * c / (c + 0.3), 9.0 * c + 12.0)  # noqa: E731
+    outcome, fake, _ = run(tmp_path, SlowFinalsBreakOnce(perf=near), budget=50.0, max_minutes=0.9, max_configs=1)
+    d = outcome.decision
+    assert d.winner is not None and d.winner.confirmation.holds, d.message
+    finals = sorted({c for _, c, s in fake.measured if s >= FINAL_SAMPLE}, reverse=True)
+    assert len(finals) == 2 and d.winner.confirmation.concurrency == finals[1], finals
+    assert clock["t"] > 54.0, "the step-down ran past the limit (the case under test)"
+    assert any("stepped down 1 time(s) past the limit" in n for n in outcome.notes), outcome.notes
