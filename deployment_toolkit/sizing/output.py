@@ -10,7 +10,7 @@ from typing import Any, Sequence
 from ..report.sections import markdown_to_html
 from ..spec import atomic_write_text
 from .frontier import FrontierStep, scaling_tables
-from .plan import Sizing
+from .plan import Plan, Sizing
 from .runs import LITTLE_TOLERANCE, Run, little_flags
 
 CSV_COLUMNS = (
@@ -231,7 +231,8 @@ def sizing_markdown(sizing: Sizing, runs: Sequence[Run], plot_name: str | None =
                "For SLOs from tight to loose: the cheapest configuration and its GPU/host count "
                "(the answer only changes at a measured p99)."
                + (" The frontier rests on the closed-loop points: open-loop capacity is measured at the requested "
-                  "SLO only, so read it for the shape, the table above for the plan." if open_loop else ""), ""]
+                  "SLO only, so read it for the shape; the star at the requested SLO is the plan."
+                  if open_loop else ""), ""]
     if confirmation:
         md += ["## Confirmation under open-loop load", "", confirmation, ""]
     for title, text in sections:
@@ -245,10 +246,13 @@ def _pts(run: Run):
     return [p for p in points_of(run) if p.stable]
 
 
-def frontier_plot(steps: Sequence[FrontierStep], slo_ms: float, path: str | Path, title: str = "") -> Path:
+def frontier_plot(steps: Sequence[FrontierStep], slo_ms: float, path: str | Path, title: str = "",
+                  plan: Plan | None = None) -> Path:
     """For SLOs from tight to loose: the cheapest fleet's $/h (top, when every configuration has a price) and
     its GPU/host count (bottom), as steps coloured by configuration; values are written where they change;
-    the requested SLO is a dashed line and SLOs no configuration meets are shaded."""
+    the requested SLO is a dashed line and SLOs no configuration meets are shaded. `plan`, the recommendation
+    when it rests on open-loop or confirmed capacity (the steps rest on closed-loop points), is a star at the
+    requested SLO, so that the plot cannot be read as a cheaper plan than the one recommended."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -266,6 +270,11 @@ def frontier_plot(steps: Sequence[FrontierStep], slo_ms: float, path: str | Path
     panels.append(("devices", (" / ".join(f"{u}s" for u in units) if units else "devices") + " needed"))
     labels = list(dict.fromkeys(s.plan.run.label for s in ok))
     color_of = {lab: plt.get_cmap("tab10")(i % 10) for i, lab in enumerate(labels)}
+    if plan is not None and (plan.basis == "closed loop" or plan.devices is None):
+        plan = None  # the closed-loop plan is the step at the requested SLO itself
+    if plan is not None and plan.run.label not in color_of:
+        color_of[plan.run.label] = plt.get_cmap("tab10")(len(color_of) % 10)
+        labels.append(plan.run.label)
     xs = [s.slo_ms for s in steps] or [slo_ms]
     x_lo, x_hi = min(xs + [slo_ms]) / 1.15, max(xs + [slo_ms]) * 1.25
     unreachable_to = min((s.slo_ms for s in ok), default=x_hi)
@@ -292,9 +301,16 @@ def frontier_plot(steps: Sequence[FrontierStep], slo_ms: float, path: str | Path
         if unreachable_to > x_lo:
             ax.axvspan(x_lo, unreachable_to, color="0.88", lw=0)
         ax.axvline(slo_ms, color="0.25", linestyle="--", linewidth=1)
+        if plan is not None and value(plan) is not None:
+            y = value(plan)
+            ax.plot([slo_ms], [y], "*", color=color_of[plan.run.label], markersize=13, markeredgecolor="black",
+                    zorder=5)
+            text = f"plan: ${y:,.2f}/h" if what == "cost" else f"plan: {y}"
+            ax.annotate(text, (slo_ms, y), textcoords="offset points", xytext=(8, 4), fontsize=8,
+                        fontweight="bold")
         ax.set_ylabel(ylabel)
         ax.grid(True, which="major", alpha=0.3)
-        top = max((value(s.plan) for s in ok), default=1)
+        top = max([value(s.plan) for s in ok] + ([value(plan)] if plan is not None else []), default=1)
         ax.set_ylim(0, top * 1.25 + (0 if what == "cost" else 0.5))
     ax = axes[-1]
     ax.set_xscale("log")
@@ -306,6 +322,11 @@ def frontier_plot(steps: Sequence[FrontierStep], slo_ms: float, path: str | Path
     axes[0].set_title(title or "Cheapest fleet per p99 SLO", fontsize=11)
     handles = [Line2D([0], [0], color=color_of[lab], lw=3, label=lab) for lab in labels]
     handles.append(Line2D([0], [0], color="0.25", ls="--", lw=1, label=f"requested SLO: p99 {slo_ms:g} ms"))
+    if plan is not None:
+        basis = plan.basis.replace(" ", "-")
+        handles.append(Line2D([0], [0], marker="*", color="white", markerfacecolor="0.5", markeredgecolor="black",
+                              markersize=12, label=f"the recommended plan ({basis} capacity per replica); "
+                              "the steps rest on closed-loop points"))
     if unreachable_to > x_lo:
         handles.append(Patch(color="0.88", label="no measured configuration meets this SLO"))
     legend_h = 0.19 * len(handles) + 0.15
@@ -325,7 +346,7 @@ def write_outputs(sizing: Sizing, runs: Sequence[Run], steps: Sequence[FrontierS
     out_dir.mkdir(parents=True, exist_ok=True)
     d = sizing.demand
     title = (f"Cheapest fleet per p99 SLO (peak {d.peak_rps:,.6g} inf/s, headroom {d.headroom:.0%})")
-    png = frontier_plot(steps, d.slo_ms, out_dir / "sizing.png", title)
+    png = frontier_plot(steps, d.slo_ms, out_dir / "sizing.png", title, plan=sizing.recommendation)
     paths = {"sizing.png": png, "sizing.md": out_dir / "sizing.md", "sizing.csv": out_dir / "sizing.csv"}
     atomic_write_text(paths["sizing.csv"], sizing_csv(sizing))
     md = sizing_markdown(sizing, runs, png.name, confirmation, command, headroom_note, sections)

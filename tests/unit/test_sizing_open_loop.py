@@ -462,3 +462,32 @@ def test_a_fleet_run_without_a_rate_within_the_slo_keeps_the_report_and_exits_2(
     assert code == 2
     md = (out / "sizing.md").read_text()
     assert "replicas behind a load balancer" in md and "**Not run**" in md and "nothing to put behind a balancer" in md
+
+
+def test_the_frontier_plot_marks_the_open_loop_plan_that_its_closed_loop_steps_understate(tmp_path, monkeypatch):
+    """The steps rest on closed-loop points (200 inf/s per replica: 2 hosts at the requested SLO); the plan on
+    the open-loop capacity (100 inf/s: 4 hosts) is the star the plot must show, or it reads as a cheaper plan
+    than the one recommended (the sizing example of issue 20 did: 5 hosts on the steps, 8 in the plan)."""
+    import matplotlib.figure
+
+    from deployment_toolkit.sizing.frontier import frontier
+    from deployment_toolkit.sizing.output import write_outputs
+
+    (run,) = load_runs(_tiny_run(tmp_path))
+    trials = repeat_search(lambda r, t: synthetic(r, 100.0, trial=t), 200.0, 1000.0, trials=3, resolution=0.02)
+    ol = OpenLoopCapacity(run.name, "constant", 50.0, trials, 200.0, "concurrency 4", 20.0)
+    demand, prices = Demand(380, 50, 0.0), Prices(host_hour=1.0)
+    sizing = size([run], demand, prices, open_loop={run.name: ol})
+    steps = frontier([run], demand, prices)
+    closed = next(s for s in steps if s.slo_ms == 50).plan
+    assert (closed.devices, sizing.recommendation.devices) == (2, 4)
+    texts = []
+
+    def keep_texts(fig, *a, **kw):
+        texts.extend(t.get_text() for ax in fig.axes for t in ax.texts)
+        texts.extend(t.get_text() for legend in fig.legends for t in legend.get_texts())
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", keep_texts)
+    write_outputs(sizing, [run], steps, tmp_path / "out")
+    assert "plan: 4" in texts and "plan: $4.00/h" in texts, texts
+    assert any("recommended plan (open-loop capacity per replica)" in t for t in texts), texts
