@@ -138,6 +138,14 @@ def http_ready(port: int) -> bool:
         return False
 
 
+def _ctrl_c_as_in_a_terminal() -> None:
+    """Run in the child before exec: SIGINT back to its default. A shell's background job (`make test &`,
+    nohup) starts with SIGINT ignored, every child inherits that, and Python then installs no KeyboardInterrupt
+    handler, so the Ctrl-C these tests send would be dropped; a terminal's foreground job, which is what they
+    stand for, starts with the default."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 # ---- `python -m deployment_toolkit serve` -------------------------------------------------------
 
 class Serve:
@@ -148,7 +156,8 @@ class Serve:
             [sys.executable, "-m", "deployment_toolkit", "serve", "--model-repository", str(repo),
              "--http-port", str(http), "--grpc-port", str(grpc), "--metrics-port", str(metrics),
              "--log-dir", str(logs)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            env={**os.environ, "PYTHONFAULTHANDLER": "1"})  # a hang below dumps its stacks on SIGABRT
+            env={**os.environ, "PYTHONFAULTHANDLER": "1"},  # a hang below dumps its stacks on SIGABRT
+            preexec_fn=_ctrl_c_as_in_a_terminal)
         self.server_pid: int | None = None
 
     def finish(self, timeout_s: float = 60) -> str:
@@ -292,7 +301,7 @@ def test_signal_mid_sweep_leaves_no_perf_analyzer_and_no_shared_memory(sweep_ser
     url = sweep_server.grpc_url
     assert fi_perf_regions() == [], "regions of an earlier run of this module"
     proc = subprocess.Popen(_sweep_command(url, tmp_path / "run"), cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=_ctrl_c_as_in_a_terminal)
     try:
         # perf_analyzer is measuring (its regions exist): the moment a Ctrl-C or a kill leaked them
         wait_until(lambda: (perf_analyzers_against(url) and fi_perf_regions()) or proc.poll() is not None,
