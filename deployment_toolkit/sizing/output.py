@@ -231,7 +231,8 @@ def sizing_markdown(sizing: Sizing, runs: Sequence[Run], plot_name: str | None =
                "For SLOs from tight to loose: the cheapest configuration and its GPU/host count "
                "(the answer only changes at a measured p99)."
                + (" The frontier rests on the closed-loop points: open-loop capacity is measured at the requested "
-                  "SLO only, so read it for the shape; the star at the requested SLO is the plan."
+                  "SLO only, so read it for the shape"
+                  + ("; the star at the requested SLO is the plan." if sizing.recommendation else ".")
                   if open_loop else ""), ""]
     if confirmation:
         md += ["## Confirmation under open-loop load", "", confirmation, ""]
