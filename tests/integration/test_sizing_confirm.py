@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import math
+import re
 import subprocess
 import sys
 import time
@@ -94,19 +95,29 @@ def test_measure_size_and_confirm_under_open_loop_load(server, tmp_path):
          "--confirm-interval-ms", "1000", "--confirm-stability-percentage", "50", "--burst-seconds", "2"],
         capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "PASS (2 of 2 trials passed): median p99" in out.stdout  # most of 3 trials passed: the third not run
+    # most of up to 3 trials pass: 2 of 2 (the third not run), or 2 of 3 when one run of this busy 2-core host
+    # stalls, which is what the majority rule is for (the unit tests pin which trials run)
+    verdict = re.search(r"PASS \((\d) of (\d) trials passed\): median p99", out.stdout)
+    assert verdict and verdict.groups() in {("2", "2"), ("2", "3"), ("3", "3")}, out.stdout[-3000:]
+    round_trials = int(verdict.group(2))
 
     md = (run_dir / "sizing.md").read_text()
     assert "## Confirmation under open-loop load" in md and "**PASS**" in md and "--request-rate-range" in md
     rows = read_rows(run_dir / "confirm" / "confirm.csv")
     trials = [r for r in rows if r["config"] == "double-online/online"]  # one round: it passed at once
-    assert sorted(r["trial"] for r in trials) == [1, 2]
+    assert sorted(r["trial"] for r in trials) == list(range(1, round_trials + 1))
+    passed = [r for r in trials if r["p99_ms"] <= slo and not r["queue_growing"]]
+    assert len(passed) >= 2, [(r["answered"], r["p99_ms"], r["queue_growing"]) for r in trials]
     for row in trials:
         assert row["request_rate"] == pytest.approx(per_replica, rel=1e-3)  # the rate the plan assumes
+        assert "--request-rate-range" in row["command"] and row["timestamp"]
+    for row in passed:
         assert row["answered"] == pytest.approx(per_replica, rel=0.10)  # the server kept up
-        assert row["p99_ms"] <= slo and "--request-rate-range" in row["command"] and row["timestamp"]
-    assert "**Burst check**" in md and "**Predicted capacity check**" in md and "2 trial(s)" in md
-    assert len(rows) == 6  # the round's 2 trials, the predicted capacity's 2, the burst and the return to the peak
+    at_capacity = [r for r in rows if r["config"].endswith("/at-capacity")]
+    assert "**Burst check**" in md and "**Predicted capacity check**" in md
+    assert f"{len(at_capacity)} trial(s)" in md and len(at_capacity) in (2, 3)
+    # the round's trials, the predicted capacity's, the burst and the return to the peak
+    assert len(rows) == round_trials + len(at_capacity) + 2
     with open(run_dir / "sizing.csv") as fh:
         (plan_row,) = list(csv.DictReader(fh))
     assert plan_row["replicas"] == "2" and plan_row["unit"] == "host" and plan_row["recommended"] == "True"
