@@ -75,8 +75,7 @@ class Search:
 
 
 def search(measure_at: Callable[[float], RatePoint], seed_rate: float, slo_ms: float, batch: int = 1,
-           resolution: float = DEFAULT_RESOLUTION, max_points: int = 10, step_down: float = STEP_DOWN,
-           min_fraction: float = 0.05) -> Search:
+           resolution: float = DEFAULT_RESOLUTION, max_points: int = 10, min_fraction: float = 0.05) -> Search:
     """Bracket and bisect the highest passing request rate (requests/s; capacities are in inferences/s).
 
     `measure_at(rate)` measures (or replays) one point. Deterministic given the points, so replaying a
@@ -98,13 +97,13 @@ def search(measure_at: Callable[[float], RatePoint], seed_rate: float, slo_ms: f
         f = s.lowest_failing
         hi = f.rate if f else None
         if lo is None:  # only failures so far: step down, below what the server managed when it fell behind
-            nxt = hi * step_down
+            nxt = hi * STEP_DOWN
             if not p.kept_up and not math.isnan(p.answered) and p.answered > 0:
                 nxt = min(nxt, p.answered / batch * KEEP_UP)
             if nxt < floor:
                 break
         elif hi is None:  # only passes: step up
-            nxt = lo / step_down
+            nxt = lo / STEP_DOWN
         else:
             if (hi - lo) / lo <= resolution:
                 break
