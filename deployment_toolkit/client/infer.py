@@ -17,6 +17,7 @@ from typing import Iterable, Iterator
 import numpy as np
 
 from ..cleanup import sweep_dead_runs
+from .server_api import connect
 from ..spec import TensorSpec, numpy_dtype
 from ..errors import UserError, UserInputError
 
@@ -62,11 +63,7 @@ class TritonClient:
             raise UserInputError("shared_memory must be none or system (CUDA shared memory: use perf_analyzer --shared-memory cuda)")
         self.url, self.protocol, self.shared_memory, self.timeout_s = url, protocol, shared_memory, timeout_s
         self.module = _client_module(protocol)
-        if protocol == "http":  # the HTTP client takes its network timeout at construction
-            self.client = self.module.InferenceServerClient(url=url, network_timeout=timeout_s,
-                                                            connection_timeout=timeout_s)
-        else:
-            self.client = self.module.InferenceServerClient(url=url)
+        self.client = connect(url, protocol, timeout_s)  # every call, not only inference, gives up after timeout_s
         self._regions: dict[str, tuple[str, object, int]] = {}
         if shared_memory == "system":
             sweep_dead_runs()  # dtk_<pid>_ regions of a client that was SIGKILLed before it could free them
@@ -166,10 +163,9 @@ class TritonClient:
                 region, handle = self._region(f"out_{out.name}", size)
                 req.set_shared_memory(region, size)
             req_outputs.append((out.name, req, handle))
-        extra = {"client_timeout": self.timeout_s} if self.protocol == "grpc" else {}
         try:
             result = self.client.infer(model, req_inputs, model_version=version,
-                                       outputs=[r for _, r, _ in req_outputs], **extra)
+                                       outputs=[r for _, r, _ in req_outputs])
         except Exception as err:
             raise InferenceError(f"inference on {model!r} failed: {err}") from err
         return {name: self._read_output(result, name, handle) for name, _, handle in req_outputs}

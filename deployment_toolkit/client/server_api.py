@@ -16,6 +16,8 @@ This module imports nothing from server/ or perf/ (they import it); their errors
 """
 from __future__ import annotations
 
+import functools
+import inspect
 import json
 import time
 import urllib.error
@@ -36,17 +38,47 @@ class ServerNotReady(UserError, RuntimeError):
 
 # ---- tritonclient --------------------------------------------------------------------------------
 
-def connect(url: str, protocol: str):
-    """A tritonclient InferenceServerClient for `protocol` (grpc or http); close it with `close_quietly`."""
+RPC_TIMEOUT_S = 60.0  # the deadline of a call that names none (a model load gets LOAD_TIMEOUT_S)
+LOAD_TIMEOUT_S = 600.0  # building a TensorRT engine or loading a large model takes minutes
+
+
+class _GrpcWithDeadline:
+    """tritonclient's gRPC calls have no deadline unless given one, so a server that accepted the connection and
+    never answers (a wedged backend) blocks its caller, and a test suite, forever; the HTTP client has its
+    network_timeout. Every method that takes `client_timeout` gets this one unless the caller names its own."""
+
+    def __init__(self, client, timeout_s: float):
+        self._client, self._timeout_s = client, timeout_s
+
+    def __getattr__(self, name: str):
+        attr = getattr(self._client, name)
+        if callable(attr) and "client_timeout" in _parameters(attr):
+            return functools.partial(attr, client_timeout=self._timeout_s)
+        return attr
+
+
+@functools.lru_cache(maxsize=None)
+def _parameters_of(function) -> frozenset[str]:
+    return frozenset(inspect.signature(function).parameters)
+
+
+def _parameters(method) -> frozenset[str]:
+    return _parameters_of(getattr(method, "__func__", method))
+
+
+def connect(url: str, protocol: str, timeout_s: float = RPC_TIMEOUT_S):
+    """A tritonclient InferenceServerClient for `protocol` (grpc or http) whose calls give up after `timeout_s`;
+    close it with `close_quietly`."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # tritonclient imports the deprecated pkg_resources
         if protocol == "grpc":
             import tritonclient.grpc as grpcclient
 
-            return grpcclient.InferenceServerClient(url=url)
+            return _GrpcWithDeadline(grpcclient.InferenceServerClient(url=url), timeout_s)
         import tritonclient.http as httpclient
 
-    return httpclient.InferenceServerClient(url=url, connection_timeout=10.0, network_timeout=60.0)
+    return httpclient.InferenceServerClient(url=url, connection_timeout=min(10.0, timeout_s),
+                                            network_timeout=timeout_s)
 
 
 def close_quietly(client) -> None:
@@ -207,7 +239,7 @@ def is_server_live(url: str) -> bool:
 
 def load_model(url: str, model: str) -> None:
     """POST /v2/repository/models/NAME/load: blocks until loaded or failed (raises with the server's reason)."""
-    client = connect(url, "http")
+    client = connect(url, "http", LOAD_TIMEOUT_S)
     try:
         client.load_model(model)
     finally:
