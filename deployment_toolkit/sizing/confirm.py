@@ -5,8 +5,8 @@
   trials pass: one stall of a shared host (a 100 ms hiccup puts a dozen requests of a 9-s run over the SLO, so
   that run's p99 breaks it) must not derate a plan, just as the capacity it rests on is the median of repeated
   searches, not its worst one. If most trials fail, the plan is derated to the rate the replica did carry (the
-  median over the failed trials of what it answered, or the planned rate scaled by SLO / p99) and confirmed
-  again, for at most `rounds` rounds; every trial of every round is in the report.
+  median over the failed trials of what it answered when it fell behind, or, when it kept up but broke the SLO,
+  the planned rate scaled by SLO / p99) and confirmed again, for at most `rounds` rounds; every trial of every round is in the report.
 - at the predicted capacity: after a pass, the per-replica capacity itself, with the same majority rule, so the
   report says whether prediction and confirmation agree (within 10% is the bar).
 - burst_check: the peak x burst factor (per replica) for a short period, then straight back to the peak: p99 and
@@ -209,10 +209,18 @@ class Confirmation:
 
 
 def derated_capacity(point: RatePoint, slo_ms: float) -> float:
-    """What a replica that failed at `point` did carry (inferences/s), always below the offered rate."""
-    cap = point.answered if not point.kept_up and not math.isnan(point.answered) else point.offered
-    if not math.isnan(point.p99) and point.p99 > slo_ms:
-        cap = min(cap, point.offered * slo_ms / point.p99)
+    """What a replica that failed at `point` did carry (inferences/s), always below the offered rate.
+
+    A replica that fell behind carried what it answered. Its p99 says nothing more: the queue grew through the
+    window, so the p99 measures the window's length, and scaling the rate by SLO / p99 derated the sizing example
+    to half of what the replica answered. Only a replica that kept up but broke the SLO is derated by that ratio.
+    """
+    if not point.kept_up and not math.isnan(point.answered):
+        cap = point.answered
+    elif not math.isnan(point.p99) and point.p99 > slo_ms:
+        cap = point.offered * slo_ms / point.p99
+    else:
+        cap = point.offered
     return min(cap, point.offered * 0.97)
 
 

@@ -28,7 +28,7 @@ from deployment_toolkit.sizing.ratepoint import (
     queue_growing,
     row_from_outputs,
 )
-from deployment_toolkit.sizing.confirm import confirm_plan
+from deployment_toolkit.sizing.confirm import confirm_plan, derated_capacity
 from deployment_toolkit.sizing.fleet import NginxMissing, find_nginx, nginx_config
 from deployment_toolkit.sizing.openloop import derived_headroom
 from deployment_toolkit.sizing.ratestore import RateKey, RateStore, options_key, read_rows
@@ -263,6 +263,17 @@ def test_derate_and_reconfirm(tmp_path, table_rows):
                                                           ["2", "1", "3"]]
     assert result.summary().startswith("PASS after derating to 3 replicas")
 
+
+
+def test_a_replica_that_fell_behind_is_derated_to_what_it_answered_not_by_its_p99():
+    """A queue that grows through the window gives a p99 many times the SLO (the window's length, not the
+    service's); the replica still answered 180 of 190/s, so that is what it carried."""
+    behind = synthetic(190.0, 180.0, p99_at_limit=250.0)  # p99 1000 ms against a 50 ms SLO
+    assert behind.queue_growing and behind.p99 == 1000.0
+    assert derated_capacity(behind, 50.0) == 180.0  # not 190 * 50 / 1000 = 9.5
+    slow = synthetic(190.0, 1000.0, p99_at_limit=500.0)  # kept up, p99 95 ms: the ratio applies
+    assert slow.kept_up and derated_capacity(slow, 50.0) == pytest.approx(190.0 * 50.0 / 95.0)
+    assert derated_capacity(synthetic(190.0, 189.9), 50.0) == pytest.approx(190.0 * 0.97)  # always a step down
 
 def test_confirmation_that_never_holds_stops_after_the_rounds(tmp_path):
     (run,) = load_runs(_tiny_run(tmp_path))
