@@ -106,14 +106,14 @@ def nnunet_lines(result_dir: Path, gpu_name: str) -> list[str]:
 
 
 def build_readme(result_dir: Path) -> str:
-    from ..results.runinfo import read_run_json
+    from ..results.runinfo import commit_text, read_run_json
 
     meta = read_run_json(result_dir)
     steps = json.loads((result_dir / STEPS_JSON).read_text()) if (result_dir / STEPS_JSON).exists() else []
     gpu = ((meta.get("config") or {}).get("gpu_acceptance") or {}).get("nvidia_smi", {}).get("name") or "this GPU"
     lines = [f"# GPU acceptance on {gpu}", "",
              f"Written by `{meta.get('command', 'python triton/gpu_acceptance.py')}` at {meta.get('timestamp')} "
-             f"(git {((meta.get('git') or {}).get('sha') or '?')[:12]}). Every figure below is read from this "
+             f"(git {commit_text(meta.get('git') or {})}). Every figure below is read from this "
              "folder's files.", "", "## Host", "", *host_lines(meta), "", "## Steps", "", *steps_lines(steps), ""]
     fw = sorted(result_dir.glob("framework*/*.csv"))
     if fw:

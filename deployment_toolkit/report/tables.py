@@ -10,6 +10,7 @@ from typing import Any, Iterable, Sequence
 from ..results.schema import MEASURE_COLUMNS, RESIDUAL, THROUGHPUT
 from ..results.store import read_store_csv
 from ..results.ledger import row_identities
+from ..results.runinfo import commit_text
 from ..tables import markdown_table
 from ..errors import UserError
 
@@ -240,8 +241,7 @@ def _environment_lines(meta: dict[str, Any], measured: str) -> list[str]:
     gpu = hw.get("gpu", "none")
     gpu_text = ", ".join(f"{g.get('name')} ({g.get('memory')})" for g in gpu) if isinstance(gpu, list) else str(gpu)
     versions = meta.get("versions", {})
-    git = meta.get("git", {})
-    sha = (git.get("sha") or "unknown")[:12] + (" (uncommitted changes)" if git.get("dirty") else "")
+    sha = commit_text(meta.get("git") or {})
     lines = [
         f"GPU: {gpu_text}",
         f"CPU: {cpu.get('model', 'n/a')} ({cpu.get('usable_cores', cpu.get('logical_cores', '?'))} cores usable)",

@@ -120,9 +120,14 @@ def perf_analyzer_version() -> str | None:
         return f"unavailable: {str(err).splitlines()[0]}"
 
 
+MEASURED_OUTPUT_DIRS = ("results/", "workspace/")  # what runs write: changes there do not change the code
+LISTED_CHANGES = 20
+
+
 def git_state(repo: str | Path = REPO_ROOT) -> dict[str, Any]:
-    """Commit sha, whether tracked files had uncommitted changes, and how many untracked files there were
-    (a run made with uncommitted new scripts is not reproducible from the sha alone)."""
+    """Commit sha; the tracked files with uncommitted changes, and whether any of them is code rather than a run's
+    output under results/ (a tree made dirty by results being rewritten still measured the committed code); how
+    many untracked files there were (a run made with uncommitted new scripts is not reproducible from the sha)."""
     git = shutil.which("git")
     if not git:
         return {"sha": None, "dirty": None}
@@ -135,10 +140,27 @@ def git_state(repo: str | Path = REPO_ROOT) -> dict[str, Any]:
         if sha.returncode != 0:
             return {"sha": None, "dirty": None}
         status = run("status", "--porcelain", "--untracked-files=all").stdout.splitlines()
-        untracked = sum(1 for line in status if line.startswith("??"))
-        return {"sha": sha.stdout.strip(), "dirty": len(status) > untracked, "untracked_files": untracked}
     except (OSError, subprocess.TimeoutExpired):
         return {"sha": None, "dirty": None}
+    untracked = sum(1 for line in status if line.startswith("??"))
+    changed = [line[3:].split(" -> ")[-1].strip('"') for line in status if not line.startswith("??")]
+    code = [path for path in changed if not path.startswith(MEASURED_OUTPUT_DIRS)]
+    return {"sha": sha.stdout.strip(), "dirty": bool(changed), "code_dirty": bool(code),
+            "changed_code": code[:LISTED_CHANGES], "changed_code_files": len(code), "changed_files": len(changed),
+            "untracked_files": untracked}
+
+
+def commit_text(git: dict[str, Any]) -> str:
+    """The commit a run measured, for reports: its sha and what was uncommitted (runs before code_dirty was
+    recorded only say whether anything was)."""
+    text = (git.get("sha") or "unknown")[:12]
+    if git.get("code_dirty"):
+        listed = (git.get("changed_code") or [])[:5]
+        more = (git.get("changed_code_files") or len(listed)) - len(listed)
+        return f"{text} (uncommitted changes to {', '.join(listed)}{f' and {more} more' if more > 0 else ''})"
+    if git.get("code_dirty") is False and git.get("dirty"):
+        return f"{text} (code as committed; uncommitted changes under results/ only)"
+    return text + (" (uncommitted changes)" if git.get("dirty") else "")
 
 
 def run_metadata(config: dict[str, Any], server_version: str | None = None) -> dict[str, Any]:
