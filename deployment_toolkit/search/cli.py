@@ -218,7 +218,7 @@ def run_search(args) -> int:
         "formats": formats, "settings": asdict(settings), "perf_options": options.measurement_fields(),
         "input_data_digest": input_data_digest(options.input_data),
         "winner": outcome.decision.winner.candidate.to_dict() if outcome.decision.winner else None,
-        "decision": outcome.decision.message, "wall_s": round(outcome.wall_s, 1),
+        "decision": outcome.decision.message, "wall_s": round(outcome.wall_s, 1), "notes": list(outcome.notes),
     }, identity.server_version, identity)
     report = build_report(result_dir)["report.html"]  # the search as a section of the run's report
     return _print_answer(outcome, written, csv_path, report)

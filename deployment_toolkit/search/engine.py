@@ -437,7 +437,7 @@ class Search:
         budget, noise = self.s.budget_ms, self.noise.p99
         level = {t.candidate.key: self._best(t).concurrency for t in finalists}
         todo = list(finalists)
-        overrun_steps = 0
+        overrun_steps, steps = 0, []
         self._keep_loaded = True
         try:
             while todo:
@@ -472,6 +472,7 @@ class Search:
                                           "not named")
                         continue
                     level[t.candidate.key] = max(1, min(c - 1, budget_level(c, worst_p99(p99s, noise), budget)))
+                    steps.append(f"{t.candidate.slug} {c} -> {level[t.candidate.key]}")
                     self.progress.say(f"  {t.candidate.slug}: {why} at concurrency {c}; re-measuring at "
                                       f"{level[t.candidate.key]}")
                     todo.append(t)
@@ -479,11 +480,17 @@ class Search:
             self._keep_loaded = False
             self._release()
             self.progress.postfix("")
+        over_s = self._seconds_past_limit()
         if overrun_steps:
             self.notes.append(
                 f"no finalist held the budget when re-measured and --max-minutes {self.s.max_minutes:g} left no "
                 f"time to step down: the best one stepped down {overrun_steps} time(s) past the limit "
                 f"({max(0.0, -self._time_left_s()):.0f} s over) rather than name nothing")
+        elif over_s >= 1.0:
+            self.notes.append(
+                f"finished {over_s:.0f} s past --max-minutes {self.s.max_minutes:g}: the final re-measurement"
+                + (f" and its step-down(s) ({'; '.join(steps)})" if steps else "")
+                + " took longer than the time reserved for it, which is estimated from the sweep's points")
 
     def _take_in_turns(self, trials: list[Trial], level: dict[str, int]) -> dict[str, list[Point]]:
         """Round-robin over the trials so that a change in the host's load hits all of them alike."""
@@ -666,6 +673,11 @@ class Search:
         measured again) does not make every later reserve look twice as large and stop the sweeps early."""
         recent = self.point_seconds[-10:]
         return statistics.median(recent) if recent else 0.0
+
+    def _seconds_past_limit(self) -> float:
+        if self.s.max_minutes is None:
+            return 0.0
+        return time.monotonic() - self.started - self.s.max_minutes * 60.0
 
     def _time_left_s(self) -> float:
         if self.s.max_minutes is None:

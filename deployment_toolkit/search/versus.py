@@ -10,6 +10,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..results.runinfo import read_run_json
 from ..spec import atomic_write_text
 from ..tables import markdown_table
 from .head_to_head import Contender, our_winner, remeasure, remeasured, table
@@ -33,6 +34,7 @@ class OurResult:
     winner_confirmed: str  # median [min..max] of the final re-measurement
     error: str = ""
     limit_minutes: float | None = None
+    notes: tuple[str, ...] = ()  # the search's own account of how it went (run.json), e.g. why it ran over
 
 
 def run_ours(argv: list[str], result_dir: Path) -> OurResult:
@@ -51,10 +53,11 @@ def run_ours(argv: list[str], result_dir: Path) -> OurResult:
     if win and win["confirm_throughput_median"]:
         confirmed = (f"{float(win['confirm_throughput_median']):.1f} [{float(win['confirm_throughput_min']):.1f}.."
                      f"{float(win['confirm_throughput_max']):.1f}] inf/s at concurrency {win['confirm_concurrency']}")
+    notes = tuple(read_run_json(result_dir).get("config", {}).get("notes") or ())
     return OurResult(code, wall, len(measured), float(best["best_throughput"]) if best else None,
                      best["config"] if best else "", int(best["best_concurrency"]) if best else None,
                      float(best["best_p99_ms"]) if best else None, win["config"] if win else "", confirmed,
-                     "" if code == 0 else f"exit code {code}")
+                     "" if code == 0 else f"exit code {code}", notes=notes)
 
 
 def prepare_ma_repository(info, model_name: str, repository: Path) -> None:
@@ -168,6 +171,15 @@ def summary_lines(budget_ms: float, ours: OurResult, ma: MAResult) -> list[str]:
     return markdown_table(head, rows, ["l", "r", "r", "r", "r", "l", "l"]).splitlines()
 
 
+def _overrun_text(ours: OurResult) -> str:
+    """Why our side took too long, when it ran past its own limit: the search's notes say what ran over."""
+    if not ours.limit_minutes or ours.wall_s <= ours.limit_minutes * 60.0:
+        return ""
+    why = next((n for n in ours.notes if "past --max-minutes" in n or "past the limit" in n), "")
+    return (f"; our search ran {ours.wall_s / 60 - ours.limit_minutes:.1f} min past its own limit of "
+            f"{ours.limit_minutes:g} min" + (f" ({why})" if why else ""))
+
+
 def target_lines(budget_ms: float, ours: OurResult, ma: MAResult, contenders: list[Contender]) -> list[str]:
     """The three targets, checked from the figures of this run, each with why when it is not met: our pick holds
     the budget in every head-to-head round, its throughput (head-to-head median) is at least Model Analyzer's,
@@ -179,7 +191,7 @@ def target_lines(budget_ms: float, ours: OurResult, ma: MAResult, contenders: li
     lines = [f"- time: {ours.wall_s / 60:.1f} min vs Model Analyzer's {ma.wall_s / 60:.1f} min = {shown} of its "
              f"time (target: at most 0.50): " + ("met" if ratio <= 0.5 else
                                                  f"not met: {ours.wall_s / 60 - ma.wall_s / 120:.1f} min over half "
-                                                 "of Model Analyzer's time")]
+                                                 f"of Model Analyzer's time{_overrun_text(ours)}")]
     if ours.returncode != 0:
         why = f"not met: our search named no config ({ours.error})"
         return lines + [f"- budget held in every head-to-head round: {why}", f"- throughput: {why}"]

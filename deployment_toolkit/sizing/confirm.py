@@ -6,7 +6,8 @@
   that run's p99 breaks it) must not derate a plan, just as the capacity it rests on is the median of repeated
   searches, not its worst one. If most trials fail, the plan is derated to the rate the replica did carry (the
   median over the failed trials of what it answered when it fell behind, or, when it kept up but broke the SLO,
-  the planned rate scaled by SLO / p99) and confirmed again, for at most `rounds` rounds; every trial of every round is in the report.
+  the planned rate scaled by SLO / p99) and confirmed again, for at most `rounds` rounds; every trial of every
+  round is in the report.
 - at the predicted capacity: after a pass, the per-replica capacity itself, with the same majority rule, so the
   report says whether prediction and confirmation agree (within 10% is the bar).
 - burst_check: the peak x burst factor (per replica) for a short period, then straight back to the peak: p99 and

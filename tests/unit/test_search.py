@@ -761,6 +761,29 @@ def test_the_step_down_is_still_reserved_near_the_budget(tmp_path, monkeypatch):
     assert len(finals) == 2, finals  # stepped down once, inside the limit
 
 
+def test_a_search_that_finishes_past_its_limit_says_why(tmp_path, monkeypatch):
+    """issue 22's resnet50 rerun: the finalist stepped down in the final re-measurement, and the search finished
+    past --max-minutes with nothing in its notes to say so; the comparison's time target was missed unexplained."""
+    clock, Clocked = _clocked(monkeypatch, 5.0)
+
+    class SlowFinalsBreakOnce(Clocked):
+        def measure(self, cand, c, sample, key):
+            p = super().measure(cand, c, sample, key)
+            if sample >= FINAL_SAMPLE:
+                clock["t"] += 10.0  # a fresh sample takes 15 s, not the 5 s the reserve was sized from
+                if not any(s >= FINAL_SAMPLE and cc != c for _, cc, s in self.measured):
+                    p.p99_ms = 55.0  # over the budget at the first final level
+            return p
+
+    near = lambda cand, c: (100.0 * c / (c + 0.3), 9.0 * c + 12.0)  # noqa: E731
+    outcome, fake, _ = run(tmp_path, SlowFinalsBreakOnce(perf=near), budget=50.0, max_minutes=1.75, max_configs=1)
+    assert outcome.decision.winner is not None and clock["t"] > 105.0, (clock["t"], outcome.decision.message)
+    (note,) = [n for n in outcome.notes if "past --max-minutes" in n]
+    finals = sorted({c for _, c, s in fake.measured if s >= FINAL_SAMPLE}, reverse=True)
+    assert note.startswith(f"finished {clock['t'] - 105.0:.0f} s past --max-minutes 1.75: the final re-measurement "
+                           f"and its step-down(s) (") and f" {finals[0]} -> {finals[1]})" in note, note
+
+
 def test_a_search_whose_finalists_all_break_steps_down_past_the_limit_rather_than_name_nothing(tmp_path,
                                                                                                 monkeypatch):
     """The CI failure of the worked example: the fresh samples took longer than the sweep's points, so no time

@@ -102,6 +102,13 @@ def test_target_is_checked_from_the_head_to_head_medians():
     slow = OurResult(0, 200.0, 3, 33.0, "onnx_i1", 8, 300.0, "onnx_i1", "")
     assert target_lines(500, slow, ma, [mine, theirs])[0].endswith(
         "not met: 0.3 min over half of Model Analyzer's time")
+    # past its own limit: the line says by how much, and the search's note on why
+    note = "finished 14 s past --max-minutes 3.05: the final re-measurement took longer than the time reserved for it"
+    late = OurResult(0, 200.0, 3, 33.0, "onnx_i1", 8, 300.0, "onnx_i1", "", limit_minutes=3.05,
+                     notes=("every dimension was explored", note))
+    assert target_lines(500, late, ma, [mine, theirs])[0].endswith(
+        f"not met: 0.3 min over half of Model Analyzer's time; our search ran 0.3 min past its own limit of 3.05 min "
+        f"({note})")
     edge = OurResult(0, 184.5, 3, 33.0, "onnx_i1", 8, 300.0, "onnx_i1", "")
     assert "= 0.504 of its time (target: at most 0.50): not met" in target_lines(500, edge, ma, [mine, theirs])[0]
     over = Contender(OURS, mine.candidate, 8, [40.0, 41.0, 42.0], [600.0, 620.0, 480.0])
