@@ -2,8 +2,8 @@
 
 Imports nothing of the package (server, perf and client all use it).
 
-- Children die with us: `die_with_parent` is a pre-exec hook that asks the kernel (PR_SET_PDEATHSIG) to
-  SIGKILL the child when the process that started it dies, SIGKILL included, when no handler runs. The
+- Children die with us: `dying_with_parent` starts a command through a launcher that asks the kernel
+  (PR_SET_PDEATHSIG) to SIGKILL it when the process that started it dies, SIGKILL included, when no handler runs. The
   server's own children (Python-backend stubs) are not ours to set that on: a `GroupWatchdog` (a small
   process holding the read end of a pipe from us) kills the server's whole process group when the pipe
   closes without a "done", which happens exactly when we die.
@@ -16,52 +16,47 @@ Imports nothing of the package (server, perf and client all use it).
 """
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
+import errno
 import itertools
 import json
 import os
 import re
-import signal
+import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Iterable, Sequence
 
 SHM_DIR = Path("/dev/shm")
-_PR_SET_PDEATHSIG = 1
-_libc = None
 _server_ids = itertools.count(1)
 # dtkpy_<pid>_<n>_...: Python-backend regions of a server started by <pid>; dtk_<pid>_...: the client's regions
 OWNED_REGION = re.compile(r"^dtk(?:py)?_(\d+)_")
 
 
-def _prctl():
-    global _libc
-    if _libc is None:
-        _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-    return _libc.prctl
+_LAUNCHER = (
+    "import ctypes, os, signal, sys\n"
+    "ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)\n"  # PR_SET_PDEATHSIG
+    "signal.pthread_sigmask(signal.SIG_SETMASK, ())\n"  # the parent may hold SIGINT/SIGTERM while it spawns
+    "if os.getppid() != int(sys.argv[1]):\n"  # it died before the prctl: do not run parentless
+    "    os._exit(1)\n"
+    "os.execv(sys.argv[2], sys.argv[2:])\n"
+)
 
 
-def die_with_parent() -> Callable[[], None] | None:
-    """A `preexec_fn` for Popen: the child gets SIGKILL when this process dies (Linux only; None elsewhere).
+def dying_with_parent(cmd: Sequence[str]) -> list[str]:
+    """`cmd` started through a small launcher that asks the kernel (PR_SET_PDEATHSIG) to SIGKILL it when this
+    process dies, then execs it: the child is the program itself, with no signal blocked (Linux; elsewhere `cmd`).
 
-    Resolved before the fork (no library loading in the child). The kernel ties the signal to the thread that
-    forks, so start long-lived children from the main thread. If we died between fork and prctl, the child
-    exits at once instead of running parentless. The child starts with no signal blocked."""
-    try:
-        prctl = _prctl()
-    except (OSError, AttributeError):
-        return None
-    parent = os.getpid()
-
-    def hook() -> None:
-        prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
-        signal.pthread_sigmask(signal.SIG_SETMASK, ())  # the parent may hold SIGINT/SIGTERM while it forks
-        if os.getppid() != parent:
-            os._exit(1)
-
-    return hook
+    Not a `preexec_fn`: with one, Popen must fork() rather than vfork(), which runs every fork handler in the
+    process, and in one that has tritonclient's gRPC loaded the fork deadlocked in the parent (a full test run
+    sat in `_fork_exec` until killed). The program is looked up here, so a missing one is still Popen's
+    FileNotFoundError."""
+    if not sys.platform.startswith("linux") or not cmd:
+        return list(cmd)
+    program = shutil.which(cmd[0])
+    if program is None:
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), cmd[0])
+    return [sys.executable, "-S", "-c", _LAUNCHER, str(os.getpid()), program, *cmd[1:]]
 
 
 _WATCHDOG = (

@@ -26,7 +26,7 @@ def build_parser():
 def main(argv: list[str] | None = None) -> int:
     """Run the server until Ctrl-C / SIGTERM. The handlers are in place before the server process exists, so a
     signal at any moment (while it starts, while models load, while it serves) stops it and its stubs; if this
-    process is SIGKILLed, the kernel kills the server (PR_SET_PDEATHSIG, see cleanup.die_with_parent)."""
+    process is SIGKILLed, the kernel kills the server (PR_SET_PDEATHSIG, see cleanup.dying_with_parent)."""
     from ..server.local import LocalTritonServer, ServerConfig
 
     args = build_parser().parse_args(argv)

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from ..cleanup import GroupWatchdog, die_with_parent, python_backend_shm_prefix, regions_with_prefix, remove_regions, sweep_dead_runs
+from ..cleanup import GroupWatchdog, dying_with_parent, python_backend_shm_prefix, regions_with_prefix, remove_regions, sweep_dead_runs
 from ..client import server_api
 from .errors import (
     ModelLoadError,
@@ -231,12 +231,11 @@ class LocalTritonServer:
             # stop() needs: hold them until self.process is set; the child unblocks them before exec.
             with signals_deferred():
                 self.process = subprocess.Popen(
-                    self.command(),
+                    dying_with_parent(self.command()),  # if we are SIGKILLed, the kernel kills the server
                     stdout=self._log_fh,
                     stderr=subprocess.STDOUT,
                     env=server_environment(self.installation),
                     start_new_session=True,  # Ctrl-C in the terminal goes to us; we stop the server cleanly
-                    preexec_fn=die_with_parent(),  # and if we are SIGKILLed, the kernel kills the server
                 )
             self._watchdog = GroupWatchdog(self.process.pid)  # ... and the watchdog its stubs
             self.wait_ready(cfg.start_timeout_s)

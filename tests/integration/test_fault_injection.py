@@ -138,12 +138,15 @@ def http_ready(port: int) -> bool:
         return False
 
 
-def _ctrl_c_as_in_a_terminal() -> None:
-    """Run in the child before exec: SIGINT back to its default. A shell's background job (`make test &`,
-    nohup) starts with SIGINT ignored, every child inherits that, and Python then installs no KeyboardInterrupt
-    handler, so the Ctrl-C these tests send would be dropped; a terminal's foreground job, which is what they
-    stand for, starts with the default."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+def _as_in_a_terminal(cmd: list[str]) -> list[str]:
+    """`cmd` with SIGINT back to its default, through a launcher that execs it. A shell's background job
+    (`make test &`, nohup) starts with SIGINT ignored, every child inherits that, and Python then installs no
+    KeyboardInterrupt handler, so the Ctrl-C these tests send would be dropped; a terminal's foreground job, which
+    is what they stand for, starts with the default. Not a preexec_fn: forking this process, which has gRPC
+    loaded, can deadlock (cleanup.dying_with_parent)."""
+    launcher = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+                "os.execv(sys.argv[1], sys.argv[1:])")
+    return [sys.executable, "-c", launcher, *cmd]
 
 
 # ---- `python -m deployment_toolkit serve` -------------------------------------------------------
@@ -153,11 +156,10 @@ class Serve:
         self.ports = ports or (free_port(), free_port(), free_port())
         http, grpc, metrics = self.ports
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "deployment_toolkit", "serve", "--model-repository", str(repo),
-             "--http-port", str(http), "--grpc-port", str(grpc), "--metrics-port", str(metrics),
-             "--log-dir", str(logs)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            env={**os.environ, "PYTHONFAULTHANDLER": "1"},  # a hang below dumps its stacks on SIGABRT
-            preexec_fn=_ctrl_c_as_in_a_terminal)
+            _as_in_a_terminal([sys.executable, "-m", "deployment_toolkit", "serve", "--model-repository", str(repo),
+                               "--http-port", str(http), "--grpc-port", str(grpc), "--metrics-port", str(metrics),
+                               "--log-dir", str(logs)]), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True, env={**os.environ, "PYTHONFAULTHANDLER": "1"})  # a hang below dumps its stacks on SIGABRT
         self.server_pid: int | None = None
 
     def finish(self, timeout_s: float = 60) -> str:
@@ -300,8 +302,8 @@ def _sweep_command(url: str, run_dir: Path, concurrency: str = "1:3:1") -> list[
 def test_signal_mid_sweep_leaves_no_perf_analyzer_and_no_shared_memory(sweep_server, tmp_path, sig):
     url = sweep_server.grpc_url
     assert fi_perf_regions() == [], "regions of an earlier run of this module"
-    proc = subprocess.Popen(_sweep_command(url, tmp_path / "run"), cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, preexec_fn=_ctrl_c_as_in_a_terminal)
+    proc = subprocess.Popen(_as_in_a_terminal(_sweep_command(url, tmp_path / "run")), cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         # perf_analyzer is measuring (its regions exist): the moment a Ctrl-C or a kill leaked them
         wait_until(lambda: (perf_analyzers_against(url) and fi_perf_regions()) or proc.poll() is not None,

@@ -11,7 +11,7 @@ from typing import Any
 
 from ...binaries import (INSTALL_HINT, PerfAnalyzerNotFound, check_perf_analyzer, find_perf_analyzer, missing_libraries,
                          perf_environment)
-from ...cleanup import die_with_parent
+from ...cleanup import dying_with_parent
 from ...results.schema import MEASURE_COLUMNS, THROUGHPUT
 from .command import HasSignature, PerfOptions, build_command, needs_input_file, write_input_data_json
 from .errors import PerfAnalyzerError
@@ -158,8 +158,8 @@ def _level_text(concurrency: int | None, request_rate: float | None) -> str:
 def _execute(cmd: list[str], timeout_s: float) -> tuple[int, str]:
     """Run perf_analyzer (argument list, no shell); stdout and stderr together; a timeout is an error."""
     try:
-        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                              env=perf_environment(), timeout=timeout_s, preexec_fn=die_with_parent())
+        proc = subprocess.run(dying_with_parent(cmd), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              env=perf_environment(), timeout=timeout_s)
     except subprocess.TimeoutExpired as err:
         out = err.output.decode(errors="replace") if isinstance(err.output, bytes) else (err.output or "")
         raise PerfAnalyzerError(
