@@ -50,7 +50,8 @@ def dying_with_parent(cmd: Sequence[str]) -> list[str]:
     Not a `preexec_fn`: with one, Popen must fork() rather than vfork(), which runs every fork handler in the
     process, and in one that has tritonclient's gRPC loaded the fork deadlocked in the parent (a full test run
     sat in `_fork_exec` until killed). The program is looked up here, so a missing one is still Popen's
-    FileNotFoundError."""
+    FileNotFoundError. The kernel ties the signal to the thread that spawns: start long-lived children from the
+    main thread."""
     if not sys.platform.startswith("linux") or not cmd:
         return list(cmd)
     program = shutil.which(cmd[0])
