@@ -2,6 +2,7 @@ import os
 import re
 import shutil
 import sys
+import time
 from pathlib import Path
 from typing import Callable
 
@@ -82,3 +83,13 @@ def _table_rows(text: str) -> list[list[str]]:
 def table_rows():
     """table_rows(text): each markdown table row's cells, so a test checks values cell by cell."""
     return _table_rows
+
+
+def wait_until(condition, timeout_s: float, what: str):
+    """Poll `condition` (a health check, not a fixed sleep) until it is truthy; fail saying `what` after
+    `timeout_s`. Returns the condition's value."""
+    deadline = time.monotonic() + timeout_s
+    while not (value := condition()):
+        assert time.monotonic() < deadline, f"{what} after {timeout_s:.0f} s"
+        time.sleep(0.05)  # polling interval
+    return value

@@ -13,11 +13,10 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
-from conftest import require_triton_tools
+from conftest import require_triton_tools, wait_until
 
 from deployment_toolkit.cleanup import SHM_DIR, regions_with_prefix
 from deployment_toolkit.server.local import free_port, port_is_free
@@ -118,14 +117,6 @@ def perf_analyzers_against(url: str) -> list[int]:
 def fi_perf_regions() -> list[str]:
     """perf_analyzer's regions for this module's tensors (FI_IN -> FI_IN_0_0, FI_OUT -> FI_OUT)."""
     return sorted(p.name for p in SHM_DIR.iterdir() if p.name.lower().startswith(("fi_in_", "fi_out")))
-
-
-def wait_until(condition, timeout_s: float, what: str):
-    deadline = time.monotonic() + timeout_s
-    while not (value := condition()):
-        assert time.monotonic() < deadline, f"{what} after {timeout_s:.0f} s"
-        time.sleep(0.05)  # polling interval
-    return value
 
 
 def http_ready(port: int) -> bool:

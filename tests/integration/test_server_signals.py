@@ -9,10 +9,10 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
+from conftest import wait_until
 
 from deployment_toolkit.cleanup import regions_with_prefix
 from deployment_toolkit.server import LocalTritonServer, ServerConfig
@@ -60,13 +60,6 @@ def repo(tmp_path: Path) -> Path:
     (tmp_path / "repo" / "identity" / "config.pbtxt").write_text(IDENTITY_CONFIG)
     (tmp_path / "repo" / "identity" / "1" / "model.py").write_text(IDENTITY_MODEL)
     return tmp_path / "repo"
-
-
-def wait_until(condition, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, f"{what} after {timeout_s:.0f} s"
-        time.sleep(0.1)  # polling interval
 
 
 def test_sigterm_to_a_script_stops_its_embedded_server(tmp_path, repo):

@@ -761,20 +761,27 @@ def test_the_step_down_is_still_reserved_near_the_budget(tmp_path, monkeypatch):
     assert len(finals) == 2, finals  # stepped down once, inside the limit
 
 
-def test_a_search_that_finishes_past_its_limit_says_why(tmp_path, monkeypatch):
-    """issue 22's resnet50 rerun: the finalist stepped down in the final re-measurement, and the search finished
-    past --max-minutes with nothing in its notes to say so; the comparison's time target was missed unexplained."""
+def _slow_finals_over_the_budget_once(monkeypatch, final_sample_s: float):
+    """A clocked fake (5 s a sweep point) whose fresh samples of the final re-measurement take `final_sample_s`,
+    more than the reserve was sized from, and are over the budget at the first final level."""
     clock, Clocked = _clocked(monkeypatch, 5.0)
 
     class SlowFinalsBreakOnce(Clocked):
         def measure(self, cand, c, sample, key):
             p = super().measure(cand, c, sample, key)
             if sample >= FINAL_SAMPLE:
-                clock["t"] += 10.0  # a fresh sample takes 15 s, not the 5 s the reserve was sized from
+                clock["t"] += final_sample_s - 5.0
                 if not any(s >= FINAL_SAMPLE and cc != c for _, cc, s in self.measured):
                     p.p99_ms = 55.0  # over the budget at the first final level
             return p
 
+    return clock, SlowFinalsBreakOnce
+
+
+def test_a_search_that_finishes_past_its_limit_says_why(tmp_path, monkeypatch):
+    """issue 22's resnet50 rerun: the finalist stepped down in the final re-measurement, and the search finished
+    past --max-minutes with nothing in its notes to say so; the comparison's time target was missed unexplained."""
+    clock, SlowFinalsBreakOnce = _slow_finals_over_the_budget_once(monkeypatch, 15.0)
     near = lambda cand, c: (100.0 * c / (c + 0.3), 9.0 * c + 12.0)  # noqa: E731
     outcome, fake, _ = run(tmp_path, SlowFinalsBreakOnce(perf=near), budget=50.0, max_minutes=1.75, max_configs=1)
     assert outcome.decision.winner is not None and clock["t"] > 105.0, (clock["t"], outcome.decision.message)
@@ -789,17 +796,7 @@ def test_a_search_whose_finalists_all_break_steps_down_past_the_limit_rather_tha
     """The CI failure of the worked example: the fresh samples took longer than the sweep's points, so no time
     was left to step down, and the only finalist, over the budget at its level, left no recommendation. With no
     finalist holding, the best one steps down past the limit, and the notes say so."""
-    clock, Clocked = _clocked(monkeypatch, 5.0)
-
-    class SlowFinalsBreakOnce(Clocked):
-        def measure(self, cand, c, sample, key):
-            p = super().measure(cand, c, sample, key)
-            if sample >= FINAL_SAMPLE:
-                clock["t"] += 25.0  # a fresh sample takes 30 s, not the 5 s the reserve was sized from
-                if not any(s >= FINAL_SAMPLE and cc != c for _, cc, s in self.measured):
-                    p.p99_ms = 55.0  # over the budget at the first final level
-            return p
-
+    clock, SlowFinalsBreakOnce = _slow_finals_over_the_budget_once(monkeypatch, 30.0)
     near = lambda cand, c: (100.0 * c / (c + 0.3), 9.0 * c + 12.0)  # noqa: E731
     outcome, fake, _ = run(tmp_path, SlowFinalsBreakOnce(perf=near), budget=50.0, max_minutes=0.9, max_configs=1)
     d = outcome.decision

@@ -11,10 +11,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from conftest import wait_until
 
 from deployment_toolkit.cleanup import dying_with_parent
 
@@ -42,16 +42,11 @@ def test_the_launched_program_is_the_child_and_dies_with_its_parent(tmp_path):
         cwd=ROOT, stdout=subprocess.PIPE, text=True)
     try:
         child = int(parent.stdout.readline())
-        deadline = time.monotonic() + 10
-        while os.path.basename(Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")[0]) != b"sleep":
-            assert time.monotonic() < deadline, "the launcher never exec'd the program"
-            time.sleep(0.05)  # polling interval
+        wait_until(lambda: os.path.basename(Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")[0]) == b"sleep",
+                   10, "the launcher never exec'd the program")
         parent.send_signal(signal.SIGKILL)  # no handler runs: only the kernel can take the child along
         parent.wait(timeout=10)
-        deadline = time.monotonic() + 10
-        while _alive(child):
-            assert time.monotonic() < deadline, "the child outlived its SIGKILLed parent"
-            time.sleep(0.05)  # polling interval
+        wait_until(lambda: not _alive(child), 10, "the child outlived its SIGKILLed parent")
     finally:
         parent.kill()
 
