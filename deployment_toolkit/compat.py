@@ -26,6 +26,21 @@ def import_torchvision():
     return torchvision
 
 
+def prepare_user_imports() -> None:
+    """Apply the shims before a user's file is imported: a model.py importing torchvision (or transformers,
+    timm, diffusers, which import it) must work on the toolkit's own install. Costs one torchvision import
+    (about 2 s), once per process, and only where torchvision is installed."""
+    import importlib.util
+
+    if "torchvision" in sys.modules or importlib.util.find_spec("torchvision") is None:
+        return
+    try:
+        import_torchvision()
+    except Exception:  # noqa: BLE001 - a torchvision that fails otherwise fails again, in the user's own import
+        for name in [m for m in sys.modules if m == "torchvision" or m.startswith("torchvision.")]:
+            del sys.modules[name]
+
+
 def import_timm():
     import_torchvision()
     import timm

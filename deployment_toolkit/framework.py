@@ -31,7 +31,7 @@ def framework_predictor(model_path: str | Path, runtime: str = "framework", devi
     out_names = [t.name for t in manifest.outputs]
     if runtime == "framework":
         model = framework_model(manifest, model_path, seed)
-        return torch_callable(model, in_names, out_names, device), manifest, "torch"
+        return torch_callable(model, in_names, out_names, device, manifest.output_paths), manifest, "torch"
     rt = load_runtime(str(Path(model_path) / manifest.artifact), manifest.format, in_names, out_names,
                       device=device, precision=manifest.precision)
     name = {"onnx": "onnxruntime", "trt": "tensorrt"}.get(manifest.format, "torchscript")

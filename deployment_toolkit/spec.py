@@ -74,9 +74,17 @@ class TensorSpec:
     # Describes a whole request rather than one sample (DOFA's band wavelengths: the model reads row 0 for
     # the batch): requests that differ in it must never share a batch. A timestep is per sample, not this.
     batch_uniform: bool = False
+    # [low, high) of random integer examples (token ids below the vocabulary, a 0/1 attention mask), learnt
+    # from the user's data or given by get_signature; None: 0..9 for integers, as before
+    value_range: tuple[int, int] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
+        if self.value_range is not None:
+            low, high = (int(v) for v in self.value_range)
+            if high <= low:
+                raise SpecError(f"{self.name}: value_range [{low}, {high}) is empty")
+            object.__setattr__(self, "value_range", (low, high))
         if self.example_shape is not None:
             object.__setattr__(self, "example_shape", tuple(int(d) for d in self.example_shape))
             if len(self.example_shape) != len(self.shape) or any(
@@ -117,12 +125,14 @@ class TensorSpec:
             return rng.standard_normal(shape).astype(self.dtype)
         if np.dtype(self.dtype) == np.bool_:
             return rng.integers(0, 2, size=shape).astype(bool)
-        return rng.integers(0, 10, size=shape).astype(self.dtype)
+        low, high = self.value_range or (0, 10)
+        return rng.integers(low, high, size=shape).astype(self.dtype)
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         d["shape"] = list(self.shape)
         d["example_shape"] = list(self.example_shape) if self.example_shape is not None else None
+        d["value_range"] = list(self.value_range) if self.value_range is not None else None
         return d
 
     @classmethod
@@ -134,6 +144,7 @@ class TensorSpec:
             example_shape=tuple(d["example_shape"]) if d.get("example_shape") is not None else None,
             value=d.get("value"),
             batch_uniform=bool(d.get("batch_uniform", False)),
+            value_range=tuple(d["value_range"]) if d.get("value_range") is not None else None,
         )
 
 
@@ -190,6 +201,9 @@ class Manifest:
     # written before the field: the zoo model `model` is assumed.
     source: dict[str, Any] = field(default_factory=dict)
     artifact_sha256: str = ""  # sha256 of the artifact file (not of side files) as written
+    # How the framework model's (possibly nested) output maps to the served tensors: {output name: path of
+    # keys and indices} (deployment_toolkit.sources.outputs). Empty: the outputs in order (a tensor or a tuple).
+    output_paths: dict[str, list] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.format not in FORMATS:

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import shutil
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,9 +11,9 @@ from ..sources import ModelSource, ResolvedModel, parse_reference, resolve, sha2
 from ..spec import ARTIFACT_NAMES, FORMATS, Manifest, ModelSignature
 from .errors import ConversionError, FormatUnavailable, VerificationError
 from .files import copy_artifact_files, write_replacing
-from .onnx import export_onnx
+from .attempts import LOG_NAME, Attempt, all_failed, run_attempt
+from .routes import ExportExample, export_routes
 from .tensorrt import build_engine, tensorrt_available
-from .torchscript import export_torchscript
 from .verify import torch_callable, verify
 
 
@@ -33,6 +32,8 @@ class ConvertOptions:
     verify_device: str = "cpu"  # where framework and artifact run for verification (cuda:0 on GPU hosts)
     seed: int = 0
     onnx_external_data_threshold: int | None = None  # default: onnx.EXTERNAL_DATA_THRESHOLD_BYTES (2 GB)
+    onnx_exporter: str = "auto"  # auto (torchscript, then dynamo) | torchscript | dynamo
+    export_timeout_s: float | None = 900.0  # per exporter attempt; past it the process ends with exit 2
     # the user's real inputs for verification: signature -> batches {input name: array}, read (and checked
     # against the signature) before anything is exported, so bad data writes nothing
     verify_data: Callable[[ModelSignature], list[dict]] | None = None
@@ -116,8 +117,6 @@ def convert(model: "str | ModelSource | ResolvedModel", fmt: str, output_dir: st
     model) to `fmt` in `output_dir` (artifact + manifest.json with the source's provenance). Raises SourceError
     (bad source; nothing written), ConversionError, FormatUnavailable (host lacks the format) or
     VerificationError (outputs disagree; manifest still written)."""
-    import torch
-
     opts = options or ConvertOptions()
     if fmt not in FORMATS:
         raise ConversionError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
@@ -137,50 +136,57 @@ def convert(model: "str | ModelSource | ResolvedModel", fmt: str, output_dir: st
     out = Path(output_dir)
     artifact = out / ARTIFACT_NAMES[fmt]
 
-    t0 = time.perf_counter()
     model_module = resolved.build(opts.seed) if resolved.artifact_format != "trt" else None  # bad source: nothing written
     out.mkdir(parents=True, exist_ok=True)
+    log = out / LOG_NAME
     if resolved.is_artifact:
-        export_options = _from_artifact(resolved, fmt, artifact, max_batch, opts)
+        tries = [("copy", lambda: _from_artifact(resolved, fmt, artifact, max_batch, opts))]
+        paths = dict(resolved.output_paths)
     else:
-        examples = signature.examples(min(2, max_batch) if max_batch else 0, seed=opts.seed)
-        example_args = tuple(torch.from_numpy(examples[t.name]) for t in signature.inputs)
-        onnx_options = dict(opset=opts.opset, simplify=opts.simplify, dynamic_batch=bool(max_batch),
-                            external_data_threshold=opts.onnx_external_data_threshold)
-        if fmt == "onnx":
-            export_options = export_onnx(model_module, signature, example_args, artifact, fp16=opts.precision == "fp16",
-                                         **onnx_options)
-        elif fmt in ("ts-trace", "ts-script"):
-            export_options = export_torchscript(model_module, example_args, artifact, mode=fmt.split("-")[1])
-        else:  # trt: through a temporary ONNX file
-            with tempfile.TemporaryDirectory() as tmp:
-                onnx_path = Path(tmp) / "model.onnx"
-                export_onnx(model_module, signature, example_args, onnx_path, **onnx_options)
-                export_options = build_engine(
-                    onnx_path, signature, artifact, precision=opts.precision, min_batch=opts.trt_min_batch,
-                    opt_batch=opts.trt_opt_batch or max_batch, max_batch=max(max_batch, 1),
-                    workspace_bytes=opts.trt_workspace_bytes,
-                )
-    export_seconds = time.perf_counter() - t0
+        example = ExportExample.of(model_module, signature, max_batch, opts.seed, resolved.output_paths)
+        paths = example.paths
+        tries = export_routes(fmt, example, artifact, opts, max_batch)
 
-    manifest = Manifest(
-        model=resolved.name, preset=resolved.source.preset, family=resolved.family, task=resolved.task,
-        metric=resolved.metric, format=fmt, artifact=artifact.name, signature=signature, max_batch_size=max_batch,
-        precision=opts.precision, export_options={**export_options, "export_seconds": round(export_seconds, 3)},
-        versions=_versions(resolved.versions), artifact_files=[artifact.name, *export_options.get("external_data", [])],
-        source=resolved.source.to_dict(), artifact_sha256=sha256_file(artifact),
-    )
-    if opts.verify and model_module is not None:
+    attempts: list[Attempt] = []
+    for k, (name, run) in enumerate(tries):
+        t0 = time.perf_counter()
+        if resolved.is_artifact:  # a copy or an engine build: its errors are the user's to read as they are
+            export_options, attempt = run(), Attempt(name, 0.0, "ok")
+            attempt.seconds = round(time.perf_counter() - t0, 3)
+        else:
+            export_options, attempt = run_attempt(name, f"{fmt} export", run, log, opts.export_timeout_s)
+        attempts.append(attempt)
+        if export_options is None:
+            continue
+        manifest = Manifest(
+            model=resolved.name, preset=resolved.source.preset, family=resolved.family, task=resolved.task,
+            metric=resolved.metric, format=fmt, artifact=artifact.name, signature=signature, max_batch_size=max_batch,
+            precision=opts.precision,
+            export_options={**export_options, "export_seconds": round(time.perf_counter() - t0, 3),
+                            "attempts": [a.to_dict() for a in attempts]},
+            versions=_versions(resolved.versions),
+            artifact_files=[artifact.name, *export_options.get("external_data", [])],
+            source=resolved.source.to_dict(), artifact_sha256=sha256_file(artifact), output_paths=paths,
+        )
+        if not (opts.verify and model_module is not None):
+            manifest.save(out)
+            return manifest
         device = "cuda:0" if fmt == "trt" and opts.verify_device == "cpu" else opts.verify_device
         result = verify_artifact(manifest, out, model=model_module, batch_sizes=opts.verify_batch_sizes,
                                  seed=opts.seed, samples=samples, device=device)
         manifest.verification = {**result.to_dict(), "device": device}
+        if result.passed:
+            manifest.save(out)
+            return manifest
+        attempt.outcome, attempt.error = "failed verification", result.message[:300]
+        manifest.export_options["attempts"] = [a.to_dict() for a in attempts]
+        if k + 1 < len(tries):  # another exporter may get it right
+            continue
         manifest.save(out)
-        if not result.passed:
-            raise VerificationError(f"{resolved.name} as {fmt}: verification failed: {result.message}")
-    else:
-        manifest.save(out)
-    return manifest
+        raise VerificationError(f"{resolved.name} as {fmt}: verification failed: {result.message}"
+                                + (f" (also tried: {'; '.join(a.line() for a in attempts[:-1])})"
+                                   if len(attempts) > 1 else ""))
+    raise all_failed(f"{resolved.name} to {fmt}", attempts, log)
 
 
 def verify_artifact(manifest: Manifest, directory: str | Path, model=None, batch_sizes=(1, 2), seed: int = 0,
@@ -200,7 +206,8 @@ def verify_artifact(manifest: Manifest, directory: str | Path, model=None, batch
     # no batch axis (max_batch_size 0): the signature's shapes are whole requests, compared as they are
     sizes = (0,) if manifest.max_batch_size == 0 else \
         tuple(b for b in batch_sizes if b <= manifest.max_batch_size) or (1,)
-    return verify(torch_callable(model, in_names, out_names, device=device), runtime, manifest.signature,
+    return verify(torch_callable(model, in_names, out_names, device=device, output_paths=manifest.output_paths),
+                  runtime, manifest.signature,
                   manifest.task, precision=manifest.precision, batch_sizes=sizes, seed=seed, samples=samples)
 
 

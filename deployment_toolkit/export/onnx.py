@@ -36,28 +36,48 @@ def dynamic_axes_of(signature: ModelSignature, dynamic_batch: bool = True) -> di
     return dynamic_axes
 
 
-def _torch_export(model, signature: ModelSignature, example_args: tuple, path: Path, opset: int,
-                  dynamic_axes: dict) -> None:
+EXPORTERS = ("torchscript", "dynamo")  # tried in this order by --onnx-exporter auto
+
+
+def _dynamic_shapes(signature: ModelSignature, dynamic_axes: dict[str, dict[int, str]]) -> dict:
+    """torch.export's form of `dynamic_axes` for a forward(*args) (sources.outputs.flat_module): Dim.AUTO on
+    every dynamic axis, so that export itself finds which of them must be equal (a sequence axis shared by
+    input_ids and attention_mask) instead of failing on two names for one size."""
     import torch
 
+    auto = torch.export.Dim.AUTO
+    return {"args": tuple({axis: auto for axis in dynamic_axes.get(t.name, {})} or None for t in signature.inputs)}
+
+
+def _param_bytes(model) -> int:
+    return sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers()))
+
+
+def _torch_export(model, signature: ModelSignature, example_args: tuple, path: Path, opset: int,
+                  dynamic_axes: dict, exporter: str = "torchscript", threshold: int = EXTERNAL_DATA_THRESHOLD_BYTES
+                  ) -> None:
+    import torch
+
+    common = dict(input_names=[t.name for t in signature.inputs], output_names=[t.name for t in signature.outputs],
+                  opset_version=opset)
     try:
         with warnings.catch_warnings(), torch.no_grad():
             warnings.simplefilter("ignore")
-            # The legacy (TorchScript-based) exporter handles every family here. Past 2 GB it writes one file
-            # per tensor beside `path`; export_onnx gathers them into one.
-            torch.onnx.export(
-                model,
-                example_args,
-                str(path),
-                input_names=[t.name for t in signature.inputs],
-                output_names=[t.name for t in signature.outputs],
-                dynamic_axes=dynamic_axes,
-                opset_version=opset,
-                do_constant_folding=True,
-                dynamo=False,
-            )
+            if exporter == "torchscript":
+                # Past 2 GB it writes one file per tensor beside `path`; export_onnx gathers them into one.
+                torch.onnx.export(model, example_args, str(path), dynamic_axes=dynamic_axes,
+                                  do_constant_folding=True, dynamo=False, **common)
+            elif exporter == "dynamo":
+                # one file unless the weights pass protobuf's limit; then export_onnx gathers the side file
+                torch.onnx.export(model, example_args, str(path), dynamic_shapes=_dynamic_shapes(signature, dynamic_axes),
+                                  dynamo=True, external_data=_param_bytes(model) > threshold, **common)
+            else:
+                raise ConversionError(f"unknown ONNX exporter {exporter!r}; choose one of {', '.join(EXPORTERS)}")
+    except ConversionError:
+        raise
     except Exception as err:  # torch raises many types here; the message is what matters
-        raise ConversionError(f"ONNX export failed (opset {opset}): {type(err).__name__}: {err}") from err
+        raise ConversionError(f"ONNX export ({exporter} exporter, opset {opset}) failed: {type(err).__name__}: "
+                              f"{err}") from err
 
 
 def _needs_external_data(export_dir: Path, threshold: int) -> bool:
@@ -92,7 +112,7 @@ def _install(staged: Path, path: Path, files: list[str]) -> None:
 
 def export_onnx(model, signature: ModelSignature, example_args: tuple, path: Path, *, opset: int = 17,
                 simplify: bool = False, dynamic_batch: bool = True,
-                external_data_threshold: int | None = None, fp16: bool = False) -> dict:
+                external_data_threshold: int | None = None, fp16: bool = False, exporter: str = "torchscript") -> dict:
     """Export to `path`; returns the options for the manifest, `external_data` listing the side files (none
     unless the weights pass `external_data_threshold`, default EXTERNAL_DATA_THRESHOLD_BYTES).
 
@@ -107,7 +127,7 @@ def export_onnx(model, signature: ModelSignature, example_args: tuple, path: Pat
         raw_dir.mkdir()
         staged.mkdir()
         raw = raw_dir / path.name
-        _torch_export(model, signature, example_args, raw, opset, dynamic_axes)
+        _torch_export(model, signature, example_args, raw, opset, dynamic_axes, exporter, threshold)
         external = _needs_external_data(raw_dir, threshold)
         if simplify or external or fp16:
             import onnx
@@ -126,5 +146,5 @@ def export_onnx(model, signature: ModelSignature, example_args: tuple, path: Pat
             os.replace(raw, staged / path.name)
             files = [path.name]
         _install(staged, path, files)
-    return {"opset": opset, "simplified": simplify, "dynamic_axes": dynamic_axes, "external_data": files[1:],
+    return {"exporter": exporter, "opset": opset, "simplified": simplify, "dynamic_axes": dynamic_axes, "external_data": files[1:],
             **({"float16": "weights and compute, float32 I/O"} if fp16 else {})}

@@ -219,7 +219,7 @@ def measure_model(model: str, preset: str = "small", batch_sizes: Sequence[int] 
                                  f"expected {model} ({preset}) as onnx")
         in_names = [t.name for t in manifest.inputs]
         out_names = [t.name for t in manifest.outputs]
-        eager = torch_callable(resolved.build(seed), in_names, out_names)
+        eager = torch_callable(resolved.build(seed), in_names, out_names, output_paths=resolved.output_paths)
         session = OnnxRuntime(str(Path(onnx_dir) / manifest.artifact))  # threads=0: ORT's default
         ort_threads = session.session.get_session_options().intra_op_num_threads
         threads = {EAGER: str(torch.get_num_threads()),

@@ -41,18 +41,23 @@ class VerificationResult:
         return asdict(self)
 
 
-def torch_callable(model, input_names: list[str], output_names: list[str], device: str = "cpu") -> Callable[[dict], dict]:
-    """Wrap an nn.Module as numpy-in / numpy-out, like the converted runtimes."""
+def torch_callable(model, input_names: list[str], output_names: list[str], device: str = "cpu",
+                   output_paths: dict[str, list] | None = None) -> Callable[[dict], dict]:
+    """Wrap an nn.Module as numpy-in / numpy-out, like the converted runtimes. The model runs as the user runs
+    it (keyword inputs where its forward names them, attention fast path as configured); its structured output
+    is flattened by `output_paths` (the manifest's), else by name or position (sources.outputs.flatten)."""
     import torch
+
+    from ..sources.outputs import call, flatten
 
     model = model.to(device)
 
     def run(inputs: dict) -> dict:
         with torch.inference_mode():
-            out = model(*[torch.from_numpy(np.ascontiguousarray(inputs[n])).to(device) for n in input_names])
-        if not isinstance(out, (list, tuple)):
-            out = [out]
-        return {n: o.detach().float().cpu().numpy() for n, o in zip(output_names, out)}
+            args = [torch.from_numpy(np.ascontiguousarray(inputs[n])).to(device) for n in input_names]
+            out = flatten(call(model, args, input_names), output_names, output_paths)
+        return {n: (o.detach().float() if o.is_floating_point() else o.detach()).cpu().numpy()
+                for n, o in zip(output_names, out)}
 
     return run
 

@@ -37,7 +37,10 @@ class ModelSource:
     (model.py or an artifact) or `package.module:function`. sha256: of that file (python file, module file or
     artifact). kwargs: the factory's keyword arguments (--model-arg) or the timm overrides (num_classes,
     in_chans, input_size). input_shapes: per-sample shapes for inputs the source cannot describe itself
-    (`{name: [dims]}`; a model.py without get_signature, a TorchScript file)."""
+    (`{name: [dims]}` or `{name: {shape, dtype, example_shape, value_range}}`; a model.py without
+    get_signature, a TorchScript file). data_inputs: the same, learnt from the user's data (--dataloader /
+    --data-dir), used when neither --input-shape nor get_signature describes the inputs. outputs: the output
+    names to serve (--outputs), in that order; empty: every tensor the model returns."""
 
     kind: str
     ref: str
@@ -50,6 +53,8 @@ class ModelSource:
     input_shapes: dict[str, list[int]] = field(default_factory=dict)
     task: str | None = None
     max_batch_size: int | None = None
+    outputs: list[str] = field(default_factory=list)
+    data_inputs: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -102,6 +107,8 @@ class ResolvedModel:
     artifact: Path | None = None
     artifact_format: str | None = None
     versions: dict[str, str] = field(default_factory=dict)
+    # {output name: path into the model's structured output} (sources.outputs); empty: outputs in order
+    output_paths: dict[str, list] = field(default_factory=dict)
 
     def build(self, seed: int = 0) -> "torch.nn.Module":
         return self.builder(seed)

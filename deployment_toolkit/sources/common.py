@@ -19,6 +19,28 @@ def with_checkpoint(model, source: ModelSource, name: str):
     return model.eval()
 
 
+def materialise(model, inputs: list[TensorSpec], seed: int):
+    """Give lazy modules (nn.LazyLinear and kin) their weights with one forward pass on example inputs, under
+    `seed`: an exporter and the reference must see the same, initialised model (a fresh lazy module exports
+    uninitialised parameters, and each first call would draw other weights)."""
+    import torch
+    from torch.nn.parameter import is_lazy
+
+    if not inputs or not any(is_lazy(p) for p in model.parameters()):
+        return model
+    from .outputs import call
+
+    examples = ModelSignature(inputs=tuple(inputs), outputs=(TensorSpec("__probe__", (1,)),)).examples(1, seed=seed)
+    torch.manual_seed(seed)
+    try:
+        with torch.no_grad():
+            call(model, [torch.from_numpy(examples[t.name]) for t in inputs], [t.name for t in inputs])
+    except Exception as err:
+        raise SourceError(f"the model's lazy modules could not be initialised by a dry run on example inputs: "
+                          f"{type(err).__name__}: {(str(err).splitlines() or [''])[0][:200]}") from err
+    return model
+
+
 def task_and_metric(source: ModelSource, outputs: tuple[TensorSpec, ...], default: str | None = None) -> tuple[str, str]:
     """The task judges how converted outputs are compared: --task if given, else classification for one
     vector output (logits) and embedding (cosine agreement: generic) otherwise."""
@@ -29,40 +51,62 @@ def task_and_metric(source: ModelSource, outputs: tuple[TensorSpec, ...], defaul
     return task, DEFAULT_METRIC[task]
 
 
-def input_specs(source: ModelSource) -> tuple[TensorSpec, ...]:
-    """Inputs from --input-shape (float32 unless NAME=dims:dtype was given)."""
+def input_specs(source: ModelSource, shapes: dict[str, Any] | None = None) -> tuple[TensorSpec, ...]:
+    """Inputs from --input-shape (float32 unless NAME=dims:dtype was given), or from `shapes` in the same form:
+    a list of dims, or {shape, dtype, example_shape, value_range} (what the user's data told; -1 in shape is a
+    dynamic axis whose example size is example_shape's)."""
     specs = []
-    for name, dims in source.input_shapes.items():
-        dims, dtype = (dims, "float32") if not isinstance(dims, dict) else (dims["shape"], dims.get("dtype", "float32"))
+    for name, dims in (source.input_shapes if shapes is None else shapes).items():
+        d = dims if isinstance(dims, dict) else {"shape": dims}
         try:
-            specs.append(TensorSpec(name, tuple(int(d) for d in dims), dtype))
+            specs.append(TensorSpec(name, tuple(int(x) for x in d["shape"]), d.get("dtype") or "float32",
+                                    example_shape=d.get("example_shape"), value_range=d.get("value_range")))
         except SpecError as err:
             raise SourceError(f"--input-shape {name}: {err}") from err
     return tuple(specs)
 
 
-def probe_outputs(model, inputs: tuple[TensorSpec, ...], batch: int) -> tuple[TensorSpec, ...]:
-    """Run the model once on example inputs to learn its outputs (names output__<i>, per-sample shapes)."""
+def _np_dtype(tensor) -> str:
     import torch
+
+    return "bool" if tensor.dtype == torch.bool else np.dtype(str(tensor.dtype).removeprefix("torch.")).name
+
+
+def probe(model, inputs: tuple[TensorSpec, ...], batch: int, keep: list[str] | None = None
+          ) -> tuple[tuple[TensorSpec, ...], dict[str, list]]:
+    """Run the model once on example inputs to learn its outputs: (per-sample specs named from the output's
+    structure, {name: path into it}). With a batch axis the probe runs at batch 2 and every output must carry
+    it: a per-image list (a detector's boxes) or a fixed-size output cannot be split back into requests."""
+    import torch
+
+    from .outputs import call, leaves, select
 
     sig_in = ModelSignature(inputs=inputs, outputs=(TensorSpec("__probe__", (1,)),))
     examples = sig_in.examples(batch)
     try:
         with torch.inference_mode():
-            out: Any = model(*[torch.from_numpy(examples[t.name]) for t in inputs])
+            out: Any = call(model, [torch.from_numpy(examples[t.name]) for t in inputs], [t.name for t in inputs])
+    except SourceError:
+        raise
     except Exception as err:
-        shapes = ", ".join(f"{t.name} {[batch, *t.shape] if batch else list(t.shape)}" for t in inputs)
+        shapes = ", ".join(f"{t.name} {[batch, *t.concrete_shape] if batch else list(t.concrete_shape)}"
+                           for t in inputs)
         raise SourceError(f"the model fails on example inputs ({shapes}): {type(err).__name__}: "
                           f"{str(err).splitlines()[0][:200] if str(err) else ''}; check --input-shape") from err
-    if isinstance(out, dict):
-        out = list(out.values())
-    if not isinstance(out, (list, tuple)):
-        out = [out]
+    chosen = select(leaves(out, avoid=[t.name for t in inputs]), keep)
     specs = []
-    for i, o in enumerate(out):
-        if not isinstance(o, torch.Tensor):
-            raise SourceError(f"output {i} of the model is a {type(o).__name__}, not a tensor")
+    for leaf in chosen:
+        o = leaf.value
+        if batch and (o.dim() == 0 or o.shape[0] != batch):
+            raise SourceError(
+                f"output {leaf.name} has shape {list(o.shape)} for a batch of {batch}: it does not carry the batch "
+                "axis, so batched requests cannot be split back; serve the model with --max-batch-size 0 (one "
+                "sample per request)" + (", or keep the batched outputs with --outputs" if len(chosen) > 1 else ""))
         shape = tuple(o.shape[1:]) if batch else tuple(o.shape)
-        dtype = np.dtype(str(o.dtype).removeprefix("torch.")).name if o.dtype != torch.bool else "bool"
-        specs.append(TensorSpec(f"output__{i}", shape or (1,), dtype))
-    return tuple(specs)
+        specs.append(TensorSpec(leaf.name, shape or (1,), _np_dtype(o)))
+    return tuple(specs), {leaf.name: list(leaf.path) for leaf in chosen}
+
+
+def probe_outputs(model, inputs: tuple[TensorSpec, ...], batch: int) -> tuple[TensorSpec, ...]:
+    """The output specs alone (artifact sources, whose outputs are flat and named already)."""
+    return probe(model, inputs, 2 if batch else 0)[0]

@@ -13,9 +13,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable
 
-from ..spec import ModelSignature, SpecError
+from ..compat import prepare_user_imports
+from ..spec import ModelSignature, SpecError, TensorSpec
 from .base import DEFAULT_MAX_BATCH, ModelSource, ResolvedModel, SourceError, display_name, register_source
-from .common import input_specs, probe_outputs, task_and_metric, with_checkpoint
+from .common import input_specs, materialise, probe, task_and_metric, with_checkpoint
 from .userfile import first_line as _first_line, import_file
 
 FACTORY = "get_model"
@@ -32,6 +33,7 @@ def load_module(ref: str) -> tuple[ModuleType, str, Path]:
     """(module, factory name, file) for a model.py path or `package.module:function`."""
     if is_module_ref(ref):
         mod_name, func = ref.split(":")
+        prepare_user_imports()
         try:
             module = importlib.import_module(mod_name)
         except Exception as err:
@@ -87,14 +89,19 @@ def resolve_python(source: ModelSource) -> ResolvedModel:
             model = model[0]  # the seed's get_model returns (model, tensor_names)
         if not isinstance(model, torch.nn.Module):
             raise SourceError(f"{what} returned a {type(model).__name__}, not a torch.nn.Module")
-        return with_checkpoint(model, source, what)
+        return materialise(with_checkpoint(model, source, what), known_inputs, seed)
+
+    known_inputs: list[TensorSpec] = []  # filled below, before the first build
 
     extra: dict[str, Any] = {}
+    paths: dict[str, list] = {}
     sig_fn = getattr(module, SIGNATURE_FN, None)
-    if source.input_shapes:
-        inputs = input_specs(source)
+    if source.input_shapes or (source.data_inputs and not callable(sig_fn)):
+        inputs = input_specs(source, None if source.input_shapes else source.data_inputs)
+        known_inputs.extend(inputs)
         max_batch = source.max_batch_size if source.max_batch_size is not None else DEFAULT_MAX_BATCH
-        signature = ModelSignature(inputs=inputs, outputs=probe_outputs(build(0), inputs, 1 if max_batch else 0))
+        outputs, paths = probe(build(0), inputs, 2 if max_batch else 0, source.outputs or None)
+        signature = ModelSignature(inputs=inputs, outputs=outputs)
     elif callable(sig_fn):
         sig_kwargs = accepted_kwargs(sig_fn, source.kwargs, True, f"{file.name}:{SIGNATURE_FN}")
         try:
@@ -102,11 +109,25 @@ def resolve_python(source: ModelSource) -> ResolvedModel:
         except Exception as err:
             raise SourceError(f"{file.name}:{SIGNATURE_FN}(**{sig_kwargs}) raised {_first_line(err)}") from err
         signature, extra = _signature(value, f"{file.name}:{SIGNATURE_FN}")
+        known_inputs.extend(signature.inputs)
+        if source.outputs:
+            signature = _keep_outputs(signature, source.outputs)
     else:
-        raise SourceError(f"{source.ref} has no {SIGNATURE_FN}(**kwargs): pass the inputs with "
-                          "--input-shape NAME=D1,D2,... (per sample, without the batch axis)")
+        raise SourceError(f"{source.ref} has no {SIGNATURE_FN}(**kwargs): pass --dataloader or --data-dir (the inputs "
+                          "are read from the first batches) or --input-shape NAME=D1,D2,... (per sample, without the "
+                          "batch axis)")
     max_batch = source.max_batch_size if source.max_batch_size is not None else \
         int(extra.get("max_batch_size", DEFAULT_MAX_BATCH))
     task, metric = task_and_metric(source, signature.outputs, extra.get("task"))
     return ResolvedModel(source=source, name=display_name(source), family="user", task=task, metric=metric,
-                         signature=signature, max_batch_size=max_batch, builder=build)
+                         signature=signature, max_batch_size=max_batch, builder=build, output_paths=paths)
+
+
+def _keep_outputs(signature: ModelSignature, keep: list[str]) -> ModelSignature:
+    """get_signature's outputs narrowed to --outputs, in that order."""
+    by_name = {t.name: t for t in signature.outputs}
+    missing = [n for n in keep if n not in by_name]
+    if missing:
+        raise SourceError(f"--outputs names {', '.join(missing)}, which get_signature does not declare; it declares "
+                          f"{', '.join(by_name)}")
+    return ModelSignature(inputs=signature.inputs, outputs=tuple(by_name[n] for n in keep))

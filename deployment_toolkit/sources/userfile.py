@@ -21,6 +21,7 @@ def first_line(err: BaseException) -> str:
 
 def import_file(path: str | Path, what: str, error: type[Exception], hint: str = "") -> ModuleType:
     """Import `path` as a module; a missing file, a non-Python file or an import failure raises `error`."""
+    from ..compat import prepare_user_imports
     from ..results.identity import file_digest
 
     path = Path(path)
@@ -32,6 +33,7 @@ def import_file(path: str | Path, what: str, error: type[Exception], hint: str =
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
         raise error(f"{what} {path} is not a Python file" + (f"; {hint}" if hint else ""))
+    prepare_user_imports()
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # dataclasses and pickling in the user's file look their module up here
     folder = str(path.parent.resolve())
