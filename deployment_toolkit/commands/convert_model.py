@@ -21,6 +21,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--output-type", required=True, choices=FORMATS, help="artifact format")
     p.add_argument("--output-path", required=True, help="directory for the artifact and manifest.json")
     p.add_argument("--onnx-opset", type=int, default=17)
+    p.add_argument("--onnx-exporter", choices=("auto", "torchscript", "dynamo"), default="auto",
+                   help="auto: the TorchScript-based exporter, then the torch.export-based one if it fails or does "
+                        "not verify (default); each attempt is recorded in the manifest, their output in export.log")
+    p.add_argument("--export-timeout", type=float, default=900.0, metavar="SECONDS",
+                   help="time limit per exporter attempt; past it the command stops with exit 2 (default %(default)s)")
     p.add_argument("--onnx-optimized", type=int, choices=(0, 1), default=0, help="1: simplify the ONNX graph (onnxslim)")
     p.add_argument("--max-batch-size", type=int, default=None, help="default: the preset's")
     p.add_argument("--precision", choices=("fp32", "fp16"), default="fp32")
@@ -40,6 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
 
+    from deployment_toolkit.data.infer import with_data_inputs
     from deployment_toolkit.export import ConvertOptions, FormatUnavailable, VerificationError, convert
     from deployment_toolkit.sources import resolve
     from deployment_toolkit.sources.cli import source_from_args
@@ -49,9 +55,11 @@ def main(argv: list[str] | None = None) -> int:
         max_batch_size=args.max_batch_size, trt_min_batch=args.trt_min_batch, trt_opt_batch=args.trt_opt_batch,
         trt_workspace_bytes=args.max_workspace_size, verify=not args.no_verify,
         verify_batch_sizes=args.verify_batch_sizes, verify_device=args.verify_device, seed=args.seed,
-        verify_data=_verify_data(args),
+        verify_data=_verify_data(args), onnx_exporter=args.onnx_exporter,
+        export_timeout_s=args.export_timeout if args.export_timeout > 0 else None,
     )
-    resolved = resolve(source_from_args(args, args.preset, args.max_batch_size))
+    source = with_data_inputs(source_from_args(args, args.preset, args.max_batch_size), args, args.precision)
+    resolved = resolve(source)
     print(f"converting {resolved.name} ({resolved.source.kind}, {args.preset}) to {args.output_type} ...", flush=True)
     try:
         manifest = convert(resolved, args.output_type, args.output_path, opts)
@@ -63,7 +71,13 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 1
     v = manifest.verification
-    print(f"wrote {Path(args.output_path) / manifest.artifact} in {manifest.export_options['export_seconds']:.1f} s")
+    attempts = manifest.export_options.get("attempts") or []
+    for a in attempts[:-1]:  # the exporters that did not make it, before the one that did
+        print(f"  tried {a['exporter']}: {a['outcome']} ({a['seconds']:.1f} s) - {a['error']}")
+    how = f" with {attempts[-1]['exporter']}" if attempts else ""
+    print(f"wrote {Path(args.output_path) / manifest.artifact}{how} in {manifest.export_options['export_seconds']:.1f} s")
+    if any(p != [i] and p for i, p in enumerate(manifest.output_paths.values())) or len(manifest.outputs) > 1:
+        print("outputs: " + ", ".join(f"{t.name} {list(t.shape)} {t.dtype}" for t in manifest.outputs))
     if v:
         agree = ", ".join(f"{k}={val:.4f}" for k, val in v["agreement"].items())
         print(f"verified at batch sizes {v['batch_sizes']}: max abs err {v['max_abs_err']:.3g}, "

@@ -138,7 +138,8 @@ def convert(model: "str | ModelSource | ResolvedModel", fmt: str, output_dir: st
 
     model_module = resolved.build(opts.seed) if resolved.artifact_format != "trt" else None  # bad source: nothing written
     out.mkdir(parents=True, exist_ok=True)
-    log = out / LOG_NAME
+    log = out / LOG_NAME  # kept only when an attempt failed: a clean export leaves no log behind
+    log.unlink(missing_ok=True)
     if resolved.is_artifact:
         tries = [("copy", lambda: _from_artifact(resolved, fmt, artifact, max_batch, opts))]
         paths = dict(resolved.output_paths)
@@ -168,6 +169,8 @@ def convert(model: "str | ModelSource | ResolvedModel", fmt: str, output_dir: st
             artifact_files=[artifact.name, *export_options.get("external_data", [])],
             source=resolved.source.to_dict(), artifact_sha256=sha256_file(artifact), output_paths=paths,
         )
+        if all(a.outcome == "ok" for a in attempts):
+            log.unlink(missing_ok=True)
         if not (opts.verify and model_module is not None):
             manifest.save(out)
             return manifest

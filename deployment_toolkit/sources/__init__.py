@@ -107,6 +107,9 @@ def resolve(source: ModelSource | str, **fields: Any) -> ResolvedModel:
     file = _file_of(source)
     if file is not None:
         source.sha256 = _pin(file, source.sha256, "model file" if source.kind == "python" else f"{source.kind} file")
+    if source.outputs and source.kind != "python":
+        raise SourceError(f"--outputs selects among a model.py's structured outputs; a {source.kind} source serves "
+                          "the outputs it has")
     if source.checkpoint:
         source.checkpoint_sha256 = _pin(Path(source.checkpoint), source.checkpoint_sha256, "checkpoint")
     return resolver_for(source.kind)(source)

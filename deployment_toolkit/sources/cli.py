@@ -38,6 +38,13 @@ def add_source_arguments(p: argparse.ArgumentParser, *, required: bool = True, m
     g.add_argument("--input-shape", action="append", default=[], metavar="NAME=D1,D2,...[:dtype]",
                    help="per-sample shape of an input the source cannot describe (model.py without "
                         "get_signature, TorchScript file, ONNX dynamic axes); repeatable")
+    g.add_argument("--dynamic-axis", action="append", default=[], metavar="NAME:AXIS",
+                   help="an input axis whose size varies (a sequence length): AXIS counts per-sample axes, 0 = the "
+                        "first after the batch; with --input-shape the given size is the example. Axes whose size "
+                        "differs between samples of --dataloader/--data-dir are dynamic without it; repeatable")
+    g.add_argument("--outputs", default=None, metavar="NAME,...",
+                   help="serve only these outputs, in this order (a model that also returns hidden states or "
+                        "attentions); names as the model's keys give them (logits, last_hidden_state, out)")
     g.add_argument("--task", choices=TASKS, default=None,
                    help="how converted outputs are compared (default: the zoo's, else classification for one "
                         "vector output, embedding otherwise)")
@@ -65,7 +72,8 @@ def model_args(pairs: list[str]) -> dict[str, Any]:
     return out
 
 
-def input_shapes(items: list[str]) -> dict[str, Any]:
+def input_shapes(items: list[str], dynamic: list[str] | None = None) -> dict[str, Any]:
+    """--input-shape values; axes named by --dynamic-axis NAME:AXIS become -1 with the given size as example."""
     out: dict[str, Any] = {}
     for i, item in enumerate(items):
         name, sep, dims = item.rpartition("=")
@@ -76,7 +84,29 @@ def input_shapes(items: list[str]) -> dict[str, Any]:
         except ValueError:
             raise SourceError(f"--input-shape expects NAME=D1,D2,...[:dtype], got {item!r}") from None
         out[name] = {"shape": shape, "dtype": dtype} if dtype else shape
+    for item in dynamic or []:
+        name, sep, axis = item.rpartition(":")
+        if not sep or not axis.strip().isdigit():
+            raise SourceError(f"--dynamic-axis expects NAME:AXIS (e.g. input_ids:0), got {item!r}")
+        if not out:
+            return out  # the axes apply to inputs read from the data (data.infer)
+        if name not in out:
+            raise SourceError(f"--dynamic-axis names {name}, which --input-shape does not give ({', '.join(out)})")
+        entry = out[name] if isinstance(out[name], dict) else {"shape": out[name]}
+        example = list(entry.get("example_shape") or entry["shape"])
+        if not 0 <= int(axis) < len(example):
+            raise SourceError(f"--dynamic-axis {item}: {name} has {len(example)} per-sample axes (0..{len(example) - 1})")
+        shape = list(entry["shape"])
+        shape[int(axis)] = -1
+        out[name] = {**entry, "shape": shape, "example_shape": example}
     return out
+
+
+def output_names(text: str | None) -> list[str]:
+    names = [n.strip() for n in (text or "").split(",") if n.strip()]
+    if text is not None and not names:
+        raise SourceError("--outputs expects NAME,... (the output names to serve)")
+    return names
 
 
 def _manifest_path(value: str) -> Path:
@@ -105,8 +135,8 @@ def source_from_args(args: argparse.Namespace, preset: str | None = None,
         ref, getattr(args, "input_type", None), preset=preset or getattr(args, "preset", None) or "small",
         kwargs=kwargs, checkpoint=getattr(args, "checkpoint", None),
         ignore_unknown_parameters=bool(getattr(args, "ignore_unknown_parameters", False)),
-        input_shapes=input_shapes(getattr(args, "input_shape", []) or []), task=getattr(args, "task", None),
-        max_batch_size=max_batch_size,
+        input_shapes=input_shapes(getattr(args, "input_shape", []) or [], getattr(args, "dynamic_axis", []) or []),
+        task=getattr(args, "task", None), max_batch_size=max_batch_size, outputs=output_names(getattr(args, "outputs", None)),
     )
 
 

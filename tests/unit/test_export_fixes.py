@@ -89,8 +89,8 @@ def test_torch_per_tensor_files_are_gathered_into_one(monkeypatch, tmp_path):
 
     real = onnx_mod._torch_export
 
-    def torch_like(model, signature, example_args, path, opset, dynamic_axes):
-        real(model, signature, example_args, path, opset, dynamic_axes)
+    def torch_like(model, signature, example_args, path, opset, dynamic_axes, *rest):
+        real(model, signature, example_args, path, opset, dynamic_axes, *rest)
         proto = onnx.load(str(path))
         onnx.save(proto, str(path), save_as_external_data=True, all_tensors_to_one_file=False, size_threshold=0)
 
@@ -189,7 +189,7 @@ def test_trt_unavailable_is_raised_before_any_export(register, monkeypatch, tmp_
 
     monkeypatch.setattr(convert_mod, "tensorrt_available", lambda: (False, "no TensorRT here (test)"), raising=False)
     monkeypatch.setattr("deployment_toolkit.export.tensorrt.tensorrt_available", lambda: (False, "no TensorRT here (test)"))
-    monkeypatch.setattr(convert_mod, "export_onnx", never)
+    monkeypatch.setattr("deployment_toolkit.export.routes.export_onnx", never)
     with pytest.raises(FormatUnavailable, match=r"no TensorRT here \(test\)"):
         convert("tiny", "trt", tmp_path / "trt")
     assert built == [] and not (tmp_path / "trt").exists()
@@ -253,10 +253,22 @@ def test_dynamic_model_is_verified_at_two_sizes(register, tmp_path):
 @pytest.mark.parametrize("fmt", ["onnx", "ts-trace"])
 def test_export_that_baked_in_the_example_size_fails_verification(register, tmp_path, fmt):
     register(_entry(BakesWidth, DYNAMIC))
+    options = ConvertOptions(onnx_exporter="torchscript")
     with pytest.raises(VerificationError, match=r"input shapes \{'x': \[4, 12\]\}"):
-        convert("tiny", fmt, tmp_path)
+        convert("tiny", fmt, tmp_path, options)
     v = Manifest.load(tmp_path).verification
     assert not v["passed"] and v["input_shapes"] == [{"x": [4, 6]}, {"x": [4, 12]}]
+
+
+def test_auto_falls_back_to_the_next_exporter_when_the_first_does_not_verify(register, tmp_path):
+    """The TorchScript-based exporter bakes the traced width into a reshape; torch.export keeps it symbolic."""
+    register(_entry(BakesWidth, DYNAMIC))
+    manifest = convert("tiny", "onnx", tmp_path)
+    attempts = manifest.export_options["attempts"]
+    assert [(a["exporter"], a["outcome"]) for a in attempts] == [("torchscript", "failed verification"),
+                                                                  ("dynamo", "ok")]
+    assert "[4, 12]" in attempts[0]["error"] and manifest.export_options["exporter"] == "dynamo"
+    assert manifest.verification["passed"] and Manifest.load(tmp_path).export_options["attempts"] == attempts
 
 
 def test_converted_model_that_rejects_the_second_size_fails_instead_of_crashing():

@@ -100,7 +100,10 @@ def output_shared_memory_size(outputs: Iterable[TensorSpec], headroom: float = 1
 
 
 def needs_input_file(signature: HasSignature) -> bool:
-    return any(t.value is not None for t in signature.inputs)
+    """True when perf_analyzer's own random data would be wrong: fixed values, or integers (perf_analyzer draws
+    them past any vocabulary; ours stay in the spec's value_range, learnt from the user's data)."""
+    return any(t.value is not None or t.value_range is not None or np.dtype(t.dtype).kind in "iub"
+               for t in signature.inputs)
 
 
 def write_input_data_json(signature: HasSignature, path: str | Path, kind: str = "random", seed: int = 0) -> Path:
@@ -153,9 +156,9 @@ def build_command(
         raise ValueError("give exactly one of concurrency or request_rate")
     data = input_data or options.input_data
     if data in ("random", "zero") and needs_input_file(signature):
-        fixed = [t.name for t in signature.inputs if t.value is not None]
+        fixed = [t.name for t in signature.inputs if t.value is not None or np.dtype(t.dtype).kind in "iub"]
         raise UserInputError(
-            f"inputs {fixed} have fixed values: pass input_data= a JSON file from write_input_data_json() "
+            f"inputs {fixed} have fixed values or integers: pass input_data= a JSON file from write_input_data_json() "
             "so perf_analyzer does not send random numbers there"
         )
     cmd = [
