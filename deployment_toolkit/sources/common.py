@@ -1,6 +1,7 @@
 """Pieces every resolver shares: checkpoint loading at build time, output probing, task defaults."""
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -8,6 +9,7 @@ import numpy as np
 from ..models.registry import DEFAULT_METRIC, TASKS
 from ..spec import ModelSignature, SpecError, TensorSpec
 from .base import ModelSource, SourceError
+from .outputs import call, leaves, select
 
 
 def with_checkpoint(model, source: ModelSource, name: str):
@@ -28,8 +30,6 @@ def materialise(model, inputs: list[TensorSpec], seed: int):
 
     if not inputs or not any(is_lazy(p) for p in model.parameters()):
         return model
-    from .outputs import call
-
     examples = ModelSignature(inputs=tuple(inputs), outputs=(TensorSpec("__probe__", (1,)),)).examples(1, seed=seed)
     torch.manual_seed(seed)
     try:
@@ -77,23 +77,8 @@ def probe(model, inputs: tuple[TensorSpec, ...], batch: int, keep: list[str] | N
     """Run the model once on example inputs to learn its outputs: (per-sample specs named from the output's
     structure, {name: path into it}). With a batch axis the probe runs at batch 2 and every output must carry
     it: a per-image list (a detector's boxes) or a fixed-size output cannot be split back into requests."""
-    import torch
-
-    from .outputs import call, leaves, select
-
-    sig_in = ModelSignature(inputs=inputs, outputs=(TensorSpec("__probe__", (1,)),))
-    examples = sig_in.examples(batch)
-    try:
-        with torch.inference_mode():
-            out: Any = call(model, [torch.from_numpy(examples[t.name]) for t in inputs], [t.name for t in inputs])
-    except SourceError:
-        raise
-    except Exception as err:
-        shapes = ", ".join(f"{t.name} {[batch, *t.concrete_shape] if batch else list(t.concrete_shape)}"
-                           for t in inputs)
-        raise SourceError(f"the model fails on example inputs ({shapes}): {type(err).__name__}: "
-                          f"{str(err).splitlines()[0][:200] if str(err) else ''}; check --input-shape") from err
-    chosen = select(leaves(out, avoid=[t.name for t in inputs]), keep)
+    chosen = select(leaves(_run(model, inputs, batch), avoid=[t.name for t in inputs]), keep)
+    varying = _varying_dims(model, inputs, batch, chosen)
     specs = []
     for leaf in chosen:
         o = leaf.value
@@ -103,8 +88,47 @@ def probe(model, inputs: tuple[TensorSpec, ...], batch: int, keep: list[str] | N
                 "axis, so batched requests cannot be split back; serve the model with --max-batch-size 0 (one "
                 "sample per request)" + (", or keep the batched outputs with --outputs" if len(chosen) > 1 else ""))
         shape = tuple(o.shape[1:]) if batch else tuple(o.shape)
-        specs.append(TensorSpec(leaf.name, shape or (1,), _np_dtype(o)))
+        dynamic = varying.get(leaf.name, set())
+        specs.append(TensorSpec(leaf.name, tuple(-1 if i in dynamic else d for i, d in enumerate(shape)) or (1,),
+                                _np_dtype(o), example_shape=shape if dynamic else None))
     return tuple(specs), {leaf.name: list(leaf.path) for leaf in chosen}
+
+
+def _run(model, inputs: tuple[TensorSpec, ...], batch: int, what: str = "example inputs"):
+    import torch
+
+    examples = ModelSignature(inputs=inputs, outputs=(TensorSpec("__probe__", (1,)),)).examples(batch)
+    try:
+        with torch.inference_mode():
+            return call(model, [torch.from_numpy(examples[t.name]) for t in inputs], [t.name for t in inputs])
+    except SourceError:
+        raise
+    except Exception as err:
+        shapes = ", ".join(f"{t.name} {[batch, *t.concrete_shape] if batch else list(t.concrete_shape)}"
+                           for t in inputs)
+        raise SourceError(f"the model fails on {what} ({shapes}): {type(err).__name__}: "
+                          f"{str(err).splitlines()[0][:200] if str(err) else ''}; check --input-shape") from err
+
+
+def _varying_dims(model, inputs: tuple[TensorSpec, ...], batch: int, chosen) -> dict[str, set[int]]:
+    """Per-sample output axes that follow the inputs' dynamic axes: the outputs at twice the example size,
+    compared. A model that cannot run there keeps its outputs fixed, as before."""
+    if not any(t.is_dynamic for t in inputs):
+        return {}
+    resized = tuple(replace(t, example_shape=tuple(2 * e if d == -1 else e for d, e in zip(t.shape, t.concrete_shape)))
+                    if t.is_dynamic else t for t in inputs)
+    try:
+        again = {leaf.name: leaf.value for leaf in leaves(_run(model, resized, batch), avoid=[t.name for t in inputs])}
+    except SourceError:
+        return {}
+    out: dict[str, set[int]] = {}
+    skip = 1 if batch else 0
+    for leaf in chosen:
+        other = again.get(leaf.name)
+        if other is None or other.dim() != leaf.value.dim():
+            continue
+        out[leaf.name] = {i - skip for i in range(skip, leaf.value.dim()) if other.shape[i] != leaf.value.shape[i]}
+    return out
 
 
 def probe_outputs(model, inputs: tuple[TensorSpec, ...], batch: int) -> tuple[TensorSpec, ...]:

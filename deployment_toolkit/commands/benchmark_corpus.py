@@ -1,0 +1,70 @@
+"""The models people bring, end to end: a corpus of real architectures from transformers, torchvision, timm and
+torch (random weights, nothing downloaded), each named as a user names a model and given its data as a user's
+folder, converted to ONNX / TorchScript trace / TorchScript script, served on the real tritonserver, checked
+against the framework on its samples and measured at one online point. The table says how far each one gets
+and why it stops there; a second table times the ONNX conversion with the exporter fallback on and off for a
+model that exports on the first try (the fallback must cost nothing when it is not needed)."""
+import sys
+from pathlib import Path
+
+from deployment_toolkit import cli  # noqa: E402
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = cli.parser(__doc__, """
+        deployment-toolkit bench-corpus --output results/corpus-cpu
+        deployment-toolkit bench-corpus --models hf-bert-seqcls,tv-resnet18 --no-serve --output /tmp/corpus
+    """)
+    p.add_argument("--models", default=None, help="comma-separated corpus names (default: all; --list shows them)")
+    p.add_argument("--list", action="store_true", help="list the corpus and exit")
+    p.add_argument("--formats", default="onnx,ts-trace,ts-script", help="formats to convert to, in order of preference "
+                                                                       "for serving (default %(default)s)")
+    p.add_argument("--no-serve", action="store_true", help="convert and verify only")
+    p.add_argument("--perf-window-ms", type=int, default=1500, help="perf_analyzer window (default %(default)s)")
+    p.add_argument("--export-timeout", type=float, default=600.0, help="seconds per exporter attempt")
+    p.add_argument("--fallback-repeats", type=int, default=3,
+                   help="conversions per side of the fallback-cost comparison (0: skip it; default %(default)s)")
+    p.add_argument("--output", default=None,
+                   help="results folder (default: a new results/local/corpus-<UTC time>, git-ignored); must not "
+                        "hold a corpus run already")
+    args = p.parse_args(argv)
+
+    from deployment_toolkit.corpus.architectures import ARCHITECTURES
+    from deployment_toolkit.corpus.report import write_report
+    from deployment_toolkit.corpus.run import FORMATS, run_corpus
+    from deployment_toolkit.corpus.speed import fallback_cost
+    from deployment_toolkit.errors import UserInputError
+
+    if args.list:
+        for name, arch in ARCHITECTURES.items():
+            print(f"{name:28s} {arch.library:13s} {arch.kind}")
+        return 0
+    names = [n.strip() for n in (args.models or ",".join(ARCHITECTURES)).split(",") if n.strip()]
+    unknown = [n for n in names if n not in ARCHITECTURES]
+    if unknown:
+        raise UserInputError(f"unknown corpus model(s) {', '.join(unknown)}: see --list")
+    formats = [f.strip() for f in args.formats.split(",") if f.strip()]
+    if not formats or any(f not in FORMATS for f in formats):
+        raise UserInputError(f"--formats takes some of {', '.join(FORMATS)}, got {args.formats!r}")
+    out = Path(args.output) if args.output else Path("results") / "local" / f"corpus-{_utc()}"
+    if (out / "corpus.csv").exists():
+        raise UserInputError(f"{out} holds a corpus run already: pass another --output")
+    out.mkdir(parents=True, exist_ok=True)
+    work = out / "work"
+    rows = run_corpus(names, work, formats=formats, serve=not args.no_serve, perf_window_ms=args.perf_window_ms,
+                      timeout_s=args.export_timeout if args.export_timeout > 0 else None)
+    speed = fallback_cost(work / "fallback-cost", args.fallback_repeats) if args.fallback_repeats > 0 else None
+    report = write_report(out, rows, speed, vars(args))
+    print(report.read_text())
+    print(f"wrote {out / 'corpus.csv'}, {report} and {out / 'run.json'}")
+    return 0
+
+
+def _utc() -> str:
+    import datetime as dt
+
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+
+
+if __name__ == "__main__":
+    cli.run(main)

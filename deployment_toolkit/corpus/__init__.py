@@ -1,0 +1,1 @@
+"""A corpus of real architectures from timm, torchvision, transformers and torch, built with random weights."""

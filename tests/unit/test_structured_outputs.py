@@ -1,0 +1,77 @@
+"""Structured outputs (dict, OrderedDict, Hugging Face ModelOutput, namedtuple, nested tuples) become named
+tensors, the same way for the probe, the exporters and the framework reference."""
+from collections import OrderedDict, namedtuple
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from deployment_toolkit.sources import SourceError
+from deployment_toolkit.sources.outputs import call, flat_module, flatten, leaves, path_name, paths_of, select
+
+Pair = namedtuple("Pair", "mean logvar")
+
+
+def test_names_come_from_keys_and_output__i_only_where_there_is_none():
+    t = torch.zeros(1)
+    assert path_name(()) == "output__0" and path_name((1,)) == "output__1"
+    assert path_name(("logits",)) == "logits" and path_name(("hidden_states", 2)) == "hidden_states__2"
+    out = (t, {"out": t, "aux": None, "feats": [t, t]}, Pair(t, t))
+    names = [leaf.name for leaf in leaves(out)]
+    assert names == ["output__0", "output__1__out", "output__1__feats__0", "output__1__feats__1",
+                     "output__2__mean", "output__2__logvar"]  # None dropped
+
+
+def test_hugging_face_model_output_and_ordered_dict():
+    from deployment_toolkit.compat import prepare_user_imports
+
+    prepare_user_imports()
+    from transformers.modeling_outputs import SequenceClassifierOutput
+
+    logits = torch.randn(2, 3)
+    out = SequenceClassifierOutput(logits=logits, hidden_states=(torch.zeros(2, 4), torch.ones(2, 4)))
+    assert [leaf.name for leaf in leaves(out)] == ["logits", "hidden_states__0", "hidden_states__1"]
+    assert flatten(out, ["logits"])[0] is logits  # by name, as a get_signature naming its keys
+    od = OrderedDict(out=torch.ones(1, 2), aux=torch.zeros(1, 2))
+    assert paths_of(od, ["out"]) == {"out": ["out"]}
+
+
+def test_a_name_clashing_with_an_input_is_renamed():
+    out = {"x": torch.zeros(1), "y": torch.zeros(1)}
+    assert [leaf.name for leaf in leaves(out, avoid=["x"])] == ["x__out", "y"]
+
+
+def test_outputs_selects_in_the_given_order_and_names_what_is_missing():
+    found = leaves({"logits": torch.zeros(1), "hidden": torch.zeros(1)})
+    assert [leaf.name for leaf in select(found, ["hidden", "logits"])] == ["hidden", "logits"]
+    with pytest.raises(SourceError, match="--outputs names scores, which the model does not return; it returns "
+                                          "logits, hidden"):
+        select(found, ["scores"])
+
+
+def test_a_leaf_that_is_not_a_tensor_is_named_with_what_to_do():
+    class Cache:
+        pass
+
+    found = leaves({"logits": torch.zeros(1), "past_key_values": Cache()})
+    with pytest.raises(SourceError, match=r"past_key_values \(a .*Cache\).*--outputs logits.*use_cache=False"):
+        select(found)
+    assert [leaf.name for leaf in select(found, ["logits"])] == ["logits"]  # not kept: no error
+
+
+class KeywordModel(nn.Module):
+    def forward(self, input_ids, attention_mask=None):
+        return {"masked": input_ids * attention_mask, "ids": input_ids}
+
+
+def test_inputs_go_by_keyword_when_forward_names_them_and_the_flat_module_returns_a_tuple():
+    ids, mask = torch.tensor([[1, 2]]), torch.tensor([[1, 0]])
+    out = call(KeywordModel(), [mask, ids], ["attention_mask", "input_ids"])  # the data's order, not forward's
+    assert out["masked"].tolist() == [[1, 0]]
+    flat = flat_module(KeywordModel(), ["attention_mask", "input_ids"], ["ids", "masked"],
+                       {"ids": ["ids"], "masked": ["masked"]})
+    got = flat(mask, ids)
+    assert isinstance(got, tuple) and got[0].tolist() == [[1, 2]] and got[1].tolist() == [[1, 0]]
+    traced = torch.jit.trace(flat, (mask, ids))
+    assert np.array_equal(traced(mask, ids)[1].numpy(), got[1].numpy())
