@@ -42,7 +42,7 @@ system-deps:
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip "setuptools<81" wheel
-	$(VENV)/bin/pip install -q -e '.[test]'
+	$(VENV)/bin/pip install -q -e '.[test,hf]'
 	@touch $(STAMP)
 
 demo: install

@@ -41,6 +41,47 @@ def prepare_user_imports() -> None:
             del sys.modules[name]
 
 
+def register_torchvision_box_ops() -> None:
+    """torchvision detection needs its C++ ops, absent beside the CPU torch (see the module doc). Register torchvision::nms
+    as a pure-torch op of the same schema, so eager runs and TorchScript records the op that a real torchvision
+    (and its ONNX symbolic) provides, and declare torchvision::box_iou_rotated, never run by these detectors, so that
+    scripting box_iou compiles. A no-op where the C++ ops loaded."""
+    import torch
+    import torchvision.ops.boxes as boxes
+    from torchvision.extension import _has_ops
+
+    if _has_ops() or hasattr(torch.ops.torchvision, "nms"):
+        return
+
+    @torch.library.custom_op(
+        "torchvision::nms", mutates_args=(), schema="(Tensor dets, Tensor scores, float iou_threshold) -> Tensor"
+    )
+    def nms(dets: torch.Tensor, scores: torch.Tensor, iou_threshold: float) -> torch.Tensor:
+        order = scores.argsort(descending=True)
+        overlaps = boxes.box_iou(dets[order], dets[order]).triu(1) > iou_threshold
+        keep = torch.ones(order.numel(), dtype=torch.bool, device=dets.device)
+        while True:
+            survivors = ~(overlaps & keep[:, None]).any(0)
+            if torch.equal(survivors, keep):
+                return order[keep]
+            keep = survivors
+
+    @nms.register_fake
+    def _(dets: torch.Tensor, scores: torch.Tensor, iou_threshold: float) -> torch.Tensor:
+        return dets.new_empty((torch.library.get_ctx().new_dynamic_size(),), dtype=torch.int64)
+
+    @torch.library.custom_op(
+        "torchvision::box_iou_rotated", mutates_args=(), schema="(Tensor boxes1, Tensor boxes2) -> Tensor"
+    )
+    def box_iou_rotated(boxes1: torch.Tensor, boxes2: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError("rotated boxes need torchvision's C++ ops")
+
+    def ops_present() -> None:
+        return None
+
+    boxes._assert_has_ops = ops_present
+
+
 def import_timm():
     import_torchvision()
     import timm

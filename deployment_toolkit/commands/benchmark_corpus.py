@@ -4,7 +4,7 @@ folder, converted to ONNX / TorchScript trace / TorchScript script, served on th
 against the framework on its samples and measured at one online point. The table says how far each one gets
 and why it stops there; a second table times the ONNX conversion with the exporter fallback on and off for a
 model that exports on the first try (the fallback must cost nothing when it is not needed)."""
-import sys
+import tempfile
 from pathlib import Path
 
 from deployment_toolkit import cli  # noqa: E402
@@ -24,6 +24,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--export-timeout", type=float, default=600.0, help="seconds per exporter attempt")
     p.add_argument("--fallback-repeats", type=int, default=3,
                    help="conversions per side of the fallback-cost comparison (0: skip it; default %(default)s)")
+    p.add_argument("--workdir", default=None,
+                   help="keep the artifacts, repository, data and logs here (default: a temporary folder, removed)")
     p.add_argument("--output", default=None,
                    help="results folder (default: a new results/local/corpus-<UTC time>, git-ignored); must not "
                         "hold a corpus run already")
@@ -50,10 +52,11 @@ def main(argv: list[str] | None = None) -> int:
     if (out / "corpus.csv").exists():
         raise UserInputError(f"{out} holds a corpus run already: pass another --output")
     out.mkdir(parents=True, exist_ok=True)
-    work = out / "work"
-    rows = run_corpus(names, work, formats=formats, serve=not args.no_serve, perf_window_ms=args.perf_window_ms,
-                      timeout_s=args.export_timeout if args.export_timeout > 0 else None)
-    speed = fallback_cost(work / "fallback-cost", args.fallback_repeats) if args.fallback_repeats > 0 else None
+    with tempfile.TemporaryDirectory(prefix="corpus-") as tmp:
+        work = Path(args.workdir) if args.workdir else Path(tmp)
+        rows = run_corpus(names, work, formats=formats, serve=not args.no_serve, perf_window_ms=args.perf_window_ms,
+                          timeout_s=args.export_timeout if args.export_timeout > 0 else None)
+        speed = fallback_cost(work / "fallback-cost", args.fallback_repeats) if args.fallback_repeats > 0 else None
     report = write_report(out, rows, speed, vars(args))
     print(report.read_text())
     print(f"wrote {out / 'corpus.csv'}, {report} and {out / 'run.json'}")

@@ -89,7 +89,7 @@ def test_test_only_packages_are_in_the_test_extra():
     assert "pytest" in test_extra and "pytest" not in runtime
     assert "pytest" not in _imports()  # runtime code never imports the test runner
     makefile = (ROOT / "Makefile").read_text()
-    assert re.search(r"pip install .*-e '?\.\[test\]'?", makefile), "make test must install the test extra"
+    assert re.search(r"pip install .*-e '?\.\[test(,hf)?\]'?", makefile), "make test must install the test extra"
 
 
 def test_the_checks_can_fail():

@@ -1,0 +1,45 @@
+"""Architectures from transformers, torchvision and torch, named as a user names a model and given their data as
+a user's folder, go all the way: inputs read from the data, converted, verified, served on the real
+tritonserver, answering as the framework model rebuilt from the manifest, measured by the real perf_analyzer."""
+import json
+
+import pytest
+
+from deployment_toolkit.corpus.run import run_corpus
+
+pytestmark = pytest.mark.integration
+
+# a ModelOutput with three int64 inputs (dynamic sequence axis), a decoder whose cache is dropped by --outputs,
+# an OrderedDict from torchvision, fused attention, lazy modules, a namedtuple
+MODELS = ["hf-bert-qa", "hf-gpt2-lm", "tv-deeplabv3", "torch-set-attention", "torch-lazy-mlp",
+          "torch-namedtuple-outputs"]
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    work = tmp_path_factory.mktemp("corpus")
+    rows = run_corpus(MODELS, work, formats=("onnx", "ts-trace"), perf_window_ms=800, log=lambda _: None)
+    return {r.model: r for r in rows}, work
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_each_model_is_served_answers_as_the_framework_and_is_measured(corpus, name):
+    rows, _ = corpus
+    row = rows[name]
+    assert row.reached in ("done", "perf"), f"{name} stopped at {row.reached}: {row.stopped_by}"
+    assert row.onnx.startswith("ok") and row.ts_trace.startswith("ok"), (row.onnx, row.ts_trace, row.stopped_by)
+    assert float(row.triton_vs_framework) <= 1e-3 and float(row.infer_per_s) > 0
+
+
+def test_the_manifests_say_how_the_structure_maps_to_names(corpus):
+    _, work = corpus
+    qa = json.loads((work / "hf-bert-qa" / "onnx" / "manifest.json").read_text())
+    assert [t["name"] for t in qa["signature"]["inputs"]] == ["input_ids", "attention_mask", "token_type_ids"]
+    assert qa["output_paths"] == {"start_logits": ["start_logits"], "end_logits": ["end_logits"]}
+    assert all(t["shape"] == [-1] for t in qa["signature"]["outputs"])  # per token: follows the sequence axis
+    gpt2 = json.loads((work / "hf-gpt2-lm" / "onnx" / "manifest.json").read_text())
+    assert gpt2["source"]["outputs"] == ["logits"] and gpt2["signature"]["outputs"][0]["shape"][0] == -1
+    seg = json.loads((work / "tv-deeplabv3" / "ts-trace" / "manifest.json").read_text())
+    assert seg["output_paths"] == {"out": ["out"]}
+    named = json.loads((work / "torch-namedtuple-outputs" / "onnx" / "manifest.json").read_text())
+    assert list(named["output_paths"]) == ["logits", "probabilities"]
