@@ -26,6 +26,16 @@ def import_torchvision():
     return torchvision
 
 
+def missing_op_hint(err: BaseException) -> str:
+    """One sentence for an error raised because the host lacks an op the model calls, else ''."""
+    text = str(err)
+    if "Couldn't load custom C++ ops" in text or "torchvision::" in text:
+        return ("the model calls torchvision's C++ ops (nms, roi_align, deform_conv2d, ...), which this host's "
+                "torchvision wheel lacks (a CUDA build beside the CPU torch); run it where torchvision's ops load, "
+                "or replace that call")
+    return ""
+
+
 def prepare_user_imports() -> None:
     """Apply the shims before a user's file is imported: a model.py importing torchvision (or transformers,
     timm, diffusers, which import it) must work on the toolkit's own install. Costs one torchvision import

@@ -3,8 +3,10 @@
 Every model is built from its library's own code with random weights (no downloads) and shrunk so that a
 conversion takes seconds on a 2-core CPU; the point is to exercise each architecture's operators and output
 structure, not its accuracy. torch, timm, torchvision and transformers are imported inside the builders so that
-listing the corpus stays instant. The file runs past 400 lines because it holds one builder and one registry
-entry for each of the forty-odd architectures, and splitting them would only scatter that data.
+listing the corpus stays instant.
+
+Over 400 lines on purpose: it holds one builder and one registry entry for each of the forty-odd architectures,
+and splitting them would only scatter that data.
 """
 from __future__ import annotations
 

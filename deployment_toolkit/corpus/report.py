@@ -1,5 +1,6 @@
 """The corpus run's files: corpus.csv (one row per architecture), corpus.md (how far each got, and why it stops
-there; counts per stage and format; the fallback cost) and run.json (where and with what it ran)."""
+there; counts per stage and format; the fallback cost), summary.md (the counts alone, quoted by the README) and
+run.json (where and with what it ran)."""
 from __future__ import annotations
 
 import csv
@@ -55,6 +56,12 @@ def write_report(out: Path, rows: Sequence[CorpusRow], speed: dict[str, Any] | N
                   "", f"auto / torchscript: {speed['ratio']:.3f}", ""]
     report = out / "corpus.md"
     atomic_write_text(report, "\n".join(parts))
+    summary = [*[f"- {ln}" for ln in summary_lines(rows)]]
+    if speed:
+        summary.append(f"- ONNX convert + verify of {speed['model']}, median of {speed['repeats']} alternated runs: "
+                       f"{speed['median_auto_s']:.2f} s with the fallback on (auto), {speed['median_torchscript_s']:.2f} s "
+                       f"with --onnx-exporter torchscript (ratio {speed['ratio']:.3f})")
+    atomic_write_text(out / "summary.md", "\n".join(summary) + "\n")
     record_run(out, {"corpus": config, "fallback_cost": speed}, None)
     if speed:
         atomic_write_text(out / "fallback_cost.json", json.dumps(speed, indent=2) + "\n")

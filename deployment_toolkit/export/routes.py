@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from ..compat import missing_op_hint
 from ..sources.outputs import call, flat_module, paths_of
 from ..spec import ModelSignature
 from .errors import ConversionError
@@ -52,7 +53,8 @@ class ExportExample:
         except Exception as err:
             raise ConversionError(f"the model fails on its example inputs "
                                   f"({', '.join(f'{n} {list(a.shape)}' for n, a in zip(in_names, args))}): "
-                                  f"{type(err).__name__}: {(str(err).splitlines() or [''])[0][:200]}") from err
+                                  f"{type(err).__name__}: {(str(err).splitlines() or [''])[0][:200]}"
+                                  + (f"; {missing_op_hint(err)}" if missing_op_hint(err) else "")) from err
         paths = paths_of(out, out_names, known_paths)
         return cls(model, flat_module(model, in_names, out_names, paths), signature, args, paths, max_batch)
 

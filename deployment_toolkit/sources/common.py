@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from ..compat import missing_op_hint
 from ..models.registry import DEFAULT_METRIC, TASKS
 from ..spec import ModelSignature, SpecError, TensorSpec
 from .base import ModelSource, SourceError
@@ -106,8 +107,9 @@ def _run(model, inputs: tuple[TensorSpec, ...], batch: int, what: str = "example
     except Exception as err:
         shapes = ", ".join(f"{t.name} {[batch, *t.concrete_shape] if batch else list(t.concrete_shape)}"
                            for t in inputs)
+        hint = missing_op_hint(err) or "check --input-shape"
         raise SourceError(f"the model fails on {what} ({shapes}): {type(err).__name__}: "
-                          f"{str(err).splitlines()[0][:200] if str(err) else ''}; check --input-shape") from err
+                          f"{str(err).splitlines()[0][:200] if str(err) else ''}; {hint}") from err
 
 
 def _varying_dims(model, inputs: tuple[TensorSpec, ...], batch: int, chosen) -> dict[str, set[int]]:

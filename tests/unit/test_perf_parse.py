@@ -461,3 +461,23 @@ def test_cli_help_has_examples():
         out = subprocess.run([sys.executable, str(root / "triton" / script), "--help"], capture_output=True, text=True)
         assert out.returncode == 0, out.stderr
         assert "example" in out.stdout and f"deployment-toolkit {sub}" in out.stdout  # the script's subcommand
+
+
+def test_output_shared_memory_grows_with_the_real_samples_dynamic_axes(tmp_path):
+    """Per-token logits sized from a 12-token example overflow on a 24-token sample: the region follows the
+    longest sample in the input data (once per dynamic output axis)."""
+    import json as _json
+
+    from deployment_toolkit.perf.analyzer.command import dynamic_axis_growth, output_shared_memory_size
+
+    sig = ModelSignature(
+        inputs=(TensorSpec("input_ids", (-1,), "int64", example_shape=(12,)),),
+        outputs=(TensorSpec("logits", (-1, 4096), example_shape=(12, 4096)),),
+    )
+    data = tmp_path / "in.json"
+    data.write_text(_json.dumps({"data": [{"input_ids": {"content": {"b64": ""}, "shape": [n]}} for n in (12, 24, 16)]}))
+    assert dynamic_axis_growth(sig, data) == 2.0 and dynamic_axis_growth(sig, None) == 1.0
+    assert output_shared_memory_size(sig.outputs, axis_growth=2.0) >= 24 * 4096 * 4
+    cmd = build_command("m", "u", 1, 1, sig, PerfOptions(shared_memory="system"), "o.csv", input_data=str(data),
+                        binary="pa")
+    assert int(cmd[cmd.index("--output-shared-memory-size") + 1]) >= 24 * 4096 * 4

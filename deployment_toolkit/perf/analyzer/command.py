@@ -89,14 +89,38 @@ class PerfOptions:
         return 600.0
 
 
-def output_shared_memory_size(outputs: Iterable[TensorSpec], headroom: float = 1.25) -> int:
+def output_shared_memory_size(outputs: Iterable[TensorSpec], headroom: float = 1.25, axis_growth: float = 1.0) -> int:
     """Bytes per sample for `--output-shared-memory-size`: the largest output with headroom.
 
     perf_analyzer multiplies this by the batch size (checked: 8 bytes at -b 4 gives a 32-byte region), so
-    a per-sample size is right; it never goes below perf_analyzer's 100 KB default.
+    a per-sample size is right; it never goes below perf_analyzer's 100 KB default. `axis_growth`: how much
+    longer than the example a dynamic axis gets in the input data (real samples of varying length); each dynamic
+    axis of an output is assumed to grow as much (a per-token output with the sequence, an attention map twice).
     """
-    largest = max((t.nbytes(1) for t in outputs), default=0)
+    largest = max((t.nbytes(1) * max(axis_growth, 1.0) ** list(t.shape).count(-1) for t in outputs), default=0)
     return max(DEFAULT_OUTPUT_SHM_BYTES, int(math.ceil(largest * headroom / 4096.0)) * 4096)
+
+
+def dynamic_axis_growth(signature: HasSignature, input_data: str | Path | None) -> float:
+    """The largest size a dynamic input axis takes in an `--input-data` JSON file over its example size (1.0
+    without a file or dynamic axes): real samples are longer than the example the outputs were sized from."""
+    dynamic = {t.name: t for t in signature.inputs if t.is_dynamic}
+    if not dynamic or not input_data or not Path(input_data).is_file():
+        return 1.0
+    try:
+        entries = json.loads(Path(input_data).read_text()).get("data", [])
+    except (OSError, ValueError, AttributeError):
+        return 1.0
+    growth = 1.0
+    for entry in entries if isinstance(entries, list) else []:
+        for name, spec in dynamic.items():
+            shape = entry.get(name, {}).get("shape") if isinstance(entry.get(name), dict) else None
+            if not shape or len(shape) != len(spec.shape):
+                continue
+            for dim, size, example in zip(spec.shape, shape, spec.concrete_shape):
+                if dim == -1 and example > 0:
+                    growth = max(growth, size / example)
+    return growth
 
 
 def needs_input_file(signature: HasSignature) -> bool:
@@ -186,7 +210,8 @@ def build_command(
     else:
         cmd += ["--measurement-request-count", str(options.measurement_request_count)]
     if options.shared_memory != "none":
-        size = options.output_shared_memory_size or output_shared_memory_size(signature.outputs)
+        size = options.output_shared_memory_size or output_shared_memory_size(
+            signature.outputs, axis_growth=dynamic_axis_growth(signature, data))
         cmd += ["--shared-memory", options.shared_memory, "--output-shared-memory-size", str(size)]
     if options.percentile is not None:
         cmd += ["--percentile", str(options.percentile)]
