@@ -5,22 +5,9 @@ from pathlib import Path
 from typing import Callable
 
 from .export.verify import torch_callable
-from .repository.python_runtime.runtimes import load_runtime, run_batched
+from .runtimes.artifact import load_runtime, run_batched
+from .sources.trained import framework_model
 from .spec import Manifest
-
-
-def framework_model(manifest: Manifest, model_dir: str | Path, seed: int = 0):
-    """The PyTorch model an artifact came from, rebuilt from the manifest's provenance record (zoo name,
-    timm arch, model.py + kwargs + checkpoint, or the source artifact), with the trained weights the manifest
-    names (export_options["weights"], a safetensors file next to the artifact) when it has them."""
-    weights = manifest.export_options.get("weights")
-    if weights:
-        from .train import build_trained
-
-        return build_trained(manifest.model, manifest.preset, Path(model_dir) / weights)
-    from .sources import rebuild
-
-    return rebuild(manifest).build(seed)
 
 
 def framework_predictor(model_path: str | Path, runtime: str = "framework", device: str = "cpu",

@@ -9,7 +9,6 @@ and the export directory keeps a copy recorded in the manifest's `export_options
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import shutil
@@ -20,7 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .models import get_model
+from .results.identity import file_digest
+from .sources.trained import TrainingError, build_trained, segmentation_entry  # noqa: F401  (re-exported)
 from .spec import ARTIFACT_NAMES, Manifest, ModelSignature, atomic_write_text
 from .errors import UserError, UserFileNotFoundError
 
@@ -29,10 +29,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 WEIGHTS_NAME = "weights.safetensors"
 TRAINING_JSON = "training.json"
-
-
-class TrainingError(UserError, ValueError):
-    """Training or export cannot go ahead as asked (wrong model kind, data that does not fit, bad weights)."""
 
 
 @dataclass
@@ -58,16 +54,9 @@ class TrainResult:
     loss_history: list[tuple[int, float]] = field(default_factory=list)  # (step, mean loss over the last 25)
 
 
-def segmentation_entry(model: str):
-    entry = get_model(model)
-    if entry.task != "segmentation":
-        raise TrainingError(f"model {model!r} is a {entry.task} model; train_segmentation needs a segmentation model")
-    return entry
-
-
 def load_folder(folder: str | Path, signature: ModelSignature, label: str = "labels") -> tuple[np.ndarray, ...]:
     """(ids, images, masks) of an npz folder, read and shape-checked by the client's FolderSource."""
-    from .client.data import FolderSource
+    from .data.batches import FolderSource
 
     if not Path(folder).is_dir():
         raise TrainingError(f"data folder {folder} does not exist: write one with "
@@ -168,14 +157,6 @@ def evaluate(model: "nn.Module", images: np.ndarray, masks: np.ndarray, batch_si
 
 # ---------------------------------------------------------------------------------------- weights
 
-def sha256_file(path: str | Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def save_weights(model: "nn.Module", path: str | Path, model_name: str, preset: str) -> str:
     """safetensors file tagged with the registry entry it fits; returns its sha256."""
     from safetensors.torch import save_file
@@ -184,28 +165,7 @@ def save_weights(model: "nn.Module", path: str | Path, model_name: str, preset: 
     path.parent.mkdir(parents=True, exist_ok=True)
     state = {k: v.detach().contiguous() for k, v in model.state_dict().items()}
     save_file(state, str(path), metadata={"model": model_name, "preset": preset})
-    return sha256_file(path)
-
-
-def build_trained(model_name: str, preset: str, weights: str | Path) -> "nn.Module":
-    """The registry's model with trained weights loaded (strict: every tensor must fit)."""
-    from safetensors import safe_open
-    from safetensors.torch import load_file
-
-    weights = Path(weights)
-    if not weights.is_file():
-        raise UserFileNotFoundError(f"no weights at {weights}: train first with triton/train_segmentation.py")
-    with safe_open(str(weights), framework="pt") as fh:
-        tag = fh.metadata() or {}
-    if tag.get("model", model_name) != model_name or tag.get("preset", preset) != preset:
-        raise TrainingError(f"{weights} was trained for {tag.get('model')}/{tag.get('preset')}, not "
-                            f"{model_name}/{preset}: pass --model {tag.get('model')} --preset {tag.get('preset')}")
-    model = segmentation_entry(model_name).build(preset)
-    try:
-        model.load_state_dict(load_file(str(weights)), strict=True)
-    except RuntimeError as err:
-        raise TrainingError(f"{weights} does not fit {model_name}/{preset}: {err}") from err
-    return model.eval()
+    return file_digest(path)
 
 
 def write_training_json(directory: str | Path, info: dict[str, Any]) -> Path:
@@ -242,7 +202,7 @@ def export_trained(weights: str | Path, output_dir: str | Path, model_name: str 
     from .export.errors import VerificationError
     from .export.onnx import export_onnx
     from .export.verify import torch_callable, verify
-    from .repository.python_runtime.runtimes import load_runtime
+    from .runtimes.artifact import load_runtime
 
     entry = segmentation_entry(model_name)
     model = build_trained(model_name, preset, weights)
@@ -260,7 +220,7 @@ def export_trained(weights: str | Path, output_dir: str | Path, model_name: str 
     example_args = tuple(torch.from_numpy(examples[t.name]) for t in signature.inputs)
     options = export_onnx(model, signature, example_args, artifact, opset=opset)
     options.update(export_seconds=round(time.perf_counter() - t0, 3), weights=WEIGHTS_NAME,
-                   weights_sha256=sha256_file(out / WEIGHTS_NAME), trained=True)
+                   weights_sha256=file_digest(out / WEIGHTS_NAME), trained=True)
     manifest = Manifest(
         model=entry.name, preset=preset, family=entry.family, task=entry.task, metric=entry.metric, format="onnx",
         artifact=artifact.name, signature=signature, max_batch_size=max_batch, precision="fp32",
@@ -285,8 +245,8 @@ def framework_dump(weights: str | Path, data_dir: str | Path, output_dir: str | 
     PyTorch over an npz folder into a dump (labels included) that calculate_metrics.py reads."""
     import torch
 
-    from .client.data import FolderSource
-    from .client.predict import predict_batches, write_dump
+    from .data.batches import FolderSource
+    from .data.predict import predict_batches, write_dump
     from .export.verify import torch_callable
 
     torch.set_num_threads(threads)
@@ -296,5 +256,5 @@ def framework_dump(weights: str | Path, data_dir: str | Path, output_dir: str | 
     predict_fn = torch_callable(model, [t.name for t in signature.inputs], [t.name for t in signature.outputs])
     source = FolderSource(Path(data_dir), signature)
     meta = {"model": entry.name, "task": entry.task, "source": "torch",
-            "extra": {"preset": preset, "weights": str(weights), "weights_sha256": sha256_file(weights)}}
+            "extra": {"preset": preset, "weights": str(weights), "weights_sha256": file_digest(weights)}}
     return write_dump(predict_batches(source.batches(batch_size), predict_fn), output_dir, meta, dump_labels=True)

@@ -2,5 +2,6 @@
 
 server_api: health and readiness waits, server/model metadata, the config the server loaded, the repository
 index and load/unload, statistics, the REST calls of the server process manager; infer: inference over
-HTTP/gRPC, optionally through system shared memory. Also data sources and the npz dump format.
+HTTP/gRPC, optionally through system shared memory. Transport only: data sources and the npz dump
+format live in `data`.
 """

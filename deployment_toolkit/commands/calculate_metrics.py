@@ -10,7 +10,7 @@ from pathlib import Path
 import argparse  # noqa: E402
 
 from deployment_toolkit import cli  # noqa: E402
-from deployment_toolkit.client.dump import DumpError, DumpMismatchError, load_dump  # noqa: E402
+from deployment_toolkit.data.dump import DumpError, DumpMismatchError, load_dump  # noqa: E402
 from deployment_toolkit.metrics import (  # noqa: E402
     METRIC_TASKS,
     MetricInputError,

@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     from deployment_toolkit.repository import ConfigOptions, write_model
-    from deployment_toolkit.repository.loading import load_on_server
+    from deployment_toolkit.server.loading import load_on_server
 
     native = args.model_format != "python"
     opts = ConfigOptions(

@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     from deployment_toolkit.repository import ConfigOptions, HostMismatchWarning
-    from deployment_toolkit.repository.diffusion_pipeline import write_diffusion_pipeline
+    from deployment_toolkit.diffusion.pipeline import write_diffusion_pipeline
 
     fmt = auto_format() if args.format == "auto" else args.format
     artifact_dir = Path(args.workspace) / f"{args.model}_{args.preset}_{fmt}_{args.precision}"

@@ -120,7 +120,7 @@ def _perf_analyzer(args, url: str, out_dir: Path) -> list[dict]:
     """One perf_analyzer point per steps value on the sampler model (deployment_toolkit.perf)."""
     from deployment_toolkit.diffusion.targets import TritonSamplerTarget, sampler_signature
     from deployment_toolkit.perf import PerfOptions, run_point
-    from deployment_toolkit.repository.diffusion_pipeline import PipelineSettings
+    from deployment_toolkit.diffusion.pipeline import PipelineSettings
 
     settings = PipelineSettings.from_parameters(TritonSamplerTarget.config_params(url, args.model_name))
     # few retries: a sampling request is long, and a busy host rarely stabilises by waiting longer
@@ -154,7 +154,7 @@ def _denoiser_on_gpu(args) -> bool:
         return False
     try:
         from deployment_toolkit.repository.config import read_config
-        from deployment_toolkit.repository.diffusion_pipeline import read_pipeline
+        from deployment_toolkit.diffusion.pipeline import read_pipeline
 
         settings, version_dir = read_pipeline(args.model_repository, args.model_name)
         cfg = read_config(version_dir.parent / "config.pbtxt")
@@ -168,7 +168,7 @@ def _cond_shape_and_url(args, targets, stack):
     server's version."""
     cond_shape, url, version = None, args.server_url, None
     if args.model_repository:
-        from deployment_toolkit.repository.diffusion_pipeline import read_pipeline
+        from deployment_toolkit.diffusion.pipeline import read_pipeline
 
         cond_shape = read_pipeline(args.model_repository, args.model_name)[0].cond_shape
     if "triton" in targets and not url:

@@ -33,8 +33,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
 
-    from deployment_toolkit.client.data import make_source
-    from deployment_toolkit.client.predict import predict_batches, write_dump
+    from deployment_toolkit.data.batches import make_source
+    from deployment_toolkit.data.predict import predict_batches, write_dump
     from deployment_toolkit.data.user import parse_key_values
     from deployment_toolkit.framework import framework_predictor
 

@@ -40,9 +40,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
 
-    from deployment_toolkit.client.data import make_source
+    from deployment_toolkit.data.batches import make_source
     from deployment_toolkit.client.infer import OutputRequest, TritonClient, infer_many
-    from deployment_toolkit.client.predict import write_dump
+    from deployment_toolkit.data.predict import write_dump
     from deployment_toolkit.data.user import parse_key_values
     from deployment_toolkit.spec import Manifest, ModelSignature
 

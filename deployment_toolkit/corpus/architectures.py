@@ -593,8 +593,8 @@ _ENTRIES = [
     Architecture("tv-mc3-18", "torchvision", "video", _ref(tv_mc3_18), _samples(_images, shape=(3, 8, 32, 32)),
                  note="3-D convolutions over 8 frames"),
     Architecture("tv-ssdlite-det", "torchvision", "detection", _ref(tv_ssdlite_det),
-                 _samples(_images, shape=(3, 64, 64), normalize=False), max_batch_size=0,
-                 note="returns per-image boxes/scores/labels of varying count, so no batching; resizes to 320x320 "
+                 _samples(_images, shape=(1, 3, 64, 64), normalize=False), max_batch_size=0,
+                 note="one image per request (the sample carries its batch axis of 1); returns per-image boxes/scores/labels of varying count, so no batching; resizes to 320x320 "
                       "inside; registers a pure-torch torchvision::nms when torchvision's C++ ops are missing"),
     # timm
     Architecture("timm-resnet18", "timm", "CNN", _ref(timm_resnet18), _IMAGE_64),

@@ -60,8 +60,13 @@ COLUMNS = [f.name for f in fields(CorpusRow)]
 
 
 def one_line(err: BaseException | str, limit: int = 240) -> str:
-    text = " | ".join(ln.strip() for ln in str(err).splitlines() if ln.strip()) or type(err).__name__
+    text = " / ".join(ln.strip() for ln in str(err).splitlines() if ln.strip()) or type(err).__name__
     return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def stop(row: CorpusRow, why: str) -> None:
+    """Say why the row stops where it does, keeping what an earlier stage said (a format that failed)."""
+    row.stopped_by = "; ".join(filter(None, [why, row.stopped_by]))
 
 
 def write_samples(arch: Architecture, folder: Path, count: int = SAMPLES, seed: int = 0) -> Path:
@@ -158,7 +163,7 @@ def serve_and_measure(rows: dict[str, CorpusRow], served: dict[str, Path], work:
             try:
                 server.load_model(name)
             except UserError as err:
-                row.stopped_by = f"serve: {one_line(err)}"
+                stop(row, f"serve: {one_line(err)}")
                 continue
             row.reached = "serve"
             try:
@@ -170,9 +175,9 @@ def serve_and_measure(rows: dict[str, CorpusRow], served: dict[str, Path], work:
                 row.infer_per_s, row.p99_ms = f"{thr:.1f}", f"{p99:.2f}"
                 row.reached = "done" if point.stable else "perf"
                 if not point.stable:
-                    row.stopped_by = f"perf: {point.note}"
+                    stop(row, f"perf: {point.note}")
             except UserError as err:
-                row.stopped_by = f"{'infer' if row.reached == 'serve' else 'perf'}: {one_line(err)}"
+                stop(row, f"{'infer' if row.reached == 'serve' else 'perf'}: {one_line(err)}")
             finally:
                 try:
                     server.unload_model(name)
@@ -203,7 +208,7 @@ def run_corpus(names: Sequence[str], work: Path, *, formats: Sequence[str] = FOR
             write_model(repo, ok[fmt], ConfigOptions(model_name=name, host_has_gpu=False))
             served[name] = ok[fmt]
         except UserError as err:
-            row.stopped_by = f"config: {one_line(err)}"
+            stop(row, f"config: {one_line(err)}")
     if served:
         serve_and_measure(rows, served, work, repo, perf_window_ms, log)
     return [rows[n] for n in names]

@@ -146,7 +146,7 @@ def make_split(n: int, seed: int, config: ShapesConfig = ShapesConfig()) -> tupl
 
 def write_npz_folder(folder: str | Path, images: np.ndarray, masks: np.ndarray, shard_size: int = 256,
                      first_id: int = 0) -> list[Path]:
-    """Write shards `shapes_00000.npz` ... with `input__0`, `labels` and int64 `ids` (client.data.FolderSource).
+    """Write shards `shapes_00000.npz` ... with `input__0`, `labels` and int64 `ids` (data.batches.FolderSource).
 
     Old shards of ours in `folder` are replaced; any other .npy/.npz file there is refused, because
     FolderSource would read it into the same data set.

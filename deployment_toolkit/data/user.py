@@ -179,8 +179,9 @@ def _npy_groups(files: list[Path]) -> list[tuple[str, Path, Path | None]]:
     return [(p.stem, p, None) for p in files]
 
 
-def read_folder(folder: str | Path, signature: ModelSignature) -> Iterator[tuple[Batch, str]]:
-    """Each file of a data folder as a validated (ids, x, y_real) batch, with the file name for messages."""
+def read_folder(folder: str | Path, signature: ModelSignature, batched: bool = True) -> Iterator[tuple[Batch, str]]:
+    """Each file of a data folder as a validated (ids, x, y_real) batch, with the file name for messages.
+    Not `batched` (a max_batch_size 0 model): each file is one whole request, taken as it is."""
     folder = Path(folder)
     if not folder.is_dir():
         raise DataError(f"--data-dir {folder} is not a folder")
@@ -199,14 +200,14 @@ def read_folder(folder: str | Path, signature: ModelSignature) -> Iterator[tuple
         spec = signature.inputs[0]
         for sample_id, x_path, y_path in _npy_groups(files):
             raw = np.load(x_path, allow_pickle=False)
-            single = raw.ndim == len(spec.shape)
+            single = raw.ndim == len(spec.shape) and batched
             x = raw[None] if single else raw
             ids = [sample_id] if single else [f"{sample_id}:{i}" for i in range(len(x))]
             labels = None
             if y_path is not None:
                 y = np.load(y_path, allow_pickle=False)
                 labels = {"labels": y[None] if single else y}
-            yield validate_batch(signature, ids, {spec.name: x}, labels, str(x_path)), x_path.name
+            yield validate_batch(signature, ids, {spec.name: x}, labels, str(x_path), batched), x_path.name
         return
     for path in files:
         with np.load(path, allow_pickle=False) as npz:
@@ -219,7 +220,7 @@ def read_folder(folder: str | Path, signature: ModelSignature) -> Iterator[tuple
             missing = [n for n in names if n not in keys]
             if missing:
                 raise DataError(f"{path} lacks input(s) {missing}; it has {keys}")
-            single = npz[names[0]].ndim == len(signature.inputs[0].shape)  # one sample, no batch axis
+            single = npz[names[0]].ndim == len(signature.inputs[0].shape) and batched  # one sample, no batch axis
             x = {n: npz[n][None] if single else npz[n] for n in names}
             labels = {k: (npz[k][None] if single else npz[k]) for k in keys
                       if k not in names and k != IDS_KEY}
@@ -228,7 +229,9 @@ def read_folder(folder: str | Path, signature: ModelSignature) -> Iterator[tuple
                 ids = npz[IDS_KEY].reshape(-1)
             else:
                 ids = [path.stem] if single else [f"{path.stem}:{i}" for i in range(n)]
-        yield validate_batch(signature, ids, x, labels, str(path)), path.name
+        if not batched:
+            ids = [path.stem]
+        yield validate_batch(signature, ids, x, labels, str(path), batched), path.name
 
 
 # ---- the data set ------------------------------------------------------------------------------
@@ -275,7 +278,7 @@ def _rebatch(batches: Iterable[Batch], batch_size: int, limit: int | None) -> It
 @dataclass
 class UserData:
     """The user's data set for one model: `batches()` gives validated batches of the asked size, the same
-    interface as client.data's SyntheticSource, so every tool takes either."""
+    interface as data.batches' SyntheticSource, so every tool takes either."""
 
     signature: ModelSignature
     data_dir: str | None = None
@@ -307,7 +310,7 @@ class UserData:
 
     def _raw(self, batch_size: int) -> Iterator[Batch]:
         if self.dataloader is None:
-            for batch, _ in read_folder(self.data_dir, self.signature):  # type: ignore[arg-type]
+            for batch, _ in read_folder(self.data_dir, self.signature, self.batched):  # type: ignore[arg-type]
                 yield batch
             return
         module = import_user_file(self.dataloader, "dataloader", f"it must define {DATALOADER_FN_NAME}(**kwargs)")

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..repository.diffusion_pipeline import PipelineSettings, read_pipeline, settings_from_manifest
+from .pipeline import PipelineSettings, read_pipeline, settings_from_manifest
 from ..spec import Manifest
 from .samplers import Denoiser, chunked, get_sampler
 from ..errors import UserInputError
@@ -39,7 +39,7 @@ def runtime_denoiser(run: Callable[[Arrays], Arrays], input_names: tuple[str, st
 def artifact_denoiser(artifact_dir: str | Path, device: str = "cpu", threads: int = 0,
                       accelerator: str = "none") -> tuple[Denoiser, Manifest]:
     """The converted artifact with its runtime (ONNX Runtime / TorchScript / TensorRT), as the server runs it."""
-    from ..repository.python_runtime.runtimes import load_runtime
+    from ..runtimes.artifact import load_runtime
 
     manifest = Manifest.load(artifact_dir)
     in_names = [t.name for t in manifest.inputs]

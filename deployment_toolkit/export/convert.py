@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..sources import ModelSource, ResolvedModel, parse_reference, resolve, sha256_file
+from ..sources.trained import framework_model
 from ..spec import ARTIFACT_NAMES, FORMATS, Manifest, ModelSignature
 from .errors import ConversionError, FormatUnavailable, VerificationError
 from .files import copy_artifact_files, write_replacing
@@ -196,9 +197,7 @@ def verify_artifact(manifest: Manifest, directory: str | Path, model=None, batch
                     samples=None, device: str | None = None):
     """Compare the artifact in `directory` with the framework model it came from, both on `device` (default:
     cpu, or cuda:0 for a TensorRT plan); also on `samples`, batches of the user's real inputs, when given."""
-    from ..repository.python_runtime.runtimes import load_runtime
-
-    from ..framework import framework_model
+    from ..runtimes.artifact import load_runtime
 
     model = model if model is not None else framework_model(manifest, directory, seed)
     in_names = [t.name for t in manifest.inputs]

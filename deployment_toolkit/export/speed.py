@@ -195,7 +195,7 @@ def measure_model(model: str, preset: str = "small", batch_sizes: Sequence[int] 
     verification (the outputs of both runtimes are compared on the timed batches instead)."""
     import torch
 
-    from ..repository.python_runtime.runtimes import OnnxRuntime
+    from ..runtimes.artifact import OnnxRuntime
     from ..sources import resolve
     from .convert import ConvertOptions, convert
     from .verify import torch_callable

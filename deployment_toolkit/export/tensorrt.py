@@ -7,25 +7,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..runtimes.host import tensorrt_available  # noqa: F401  (the host probe, re-exported)
 from ..spec import ModelSignature
 from .errors import ConversionError, FormatUnavailable
 from .files import write_replacing
 from .verify import alternate_shape
-
-
-def tensorrt_available() -> tuple[bool, str]:
-    try:
-        import tensorrt  # noqa: F401
-    except Exception as err:  # ImportError, or OSError when libnvinfer is missing
-        return False, f"TensorRT is not installed here ({type(err).__name__}: {err}); install the `gpu` extra on a GPU host"
-    try:
-        import torch
-
-        if not torch.cuda.is_available():
-            return False, "TensorRT needs an NVIDIA GPU and none is visible (torch.cuda.is_available() is False)"
-    except ImportError:
-        pass
-    return True, ""
 
 
 def build_engine(onnx_path: Path, signature: ModelSignature, path: Path, *, precision: str = "fp32",

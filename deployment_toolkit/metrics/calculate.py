@@ -38,7 +38,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence, Union
 
 import numpy as np
 
-from ..client.dump import Dump, DumpMismatchError, align, load_dump
+from ..data.dump import Dump, DumpMismatchError, align, load_dump
 from ..models.registry import TASKS
 from ..spec import atomic_write_text
 from .classification import classification_label_metrics, classification_reference_metrics

@@ -21,7 +21,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional
 
 import numpy as np
 
-from ..client.dump import Dump
+from ..data.dump import Dump
 from ..sources.userfile import first_line as _first_line, import_file
 from ..errors import UserError
 

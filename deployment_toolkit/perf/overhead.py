@@ -206,7 +206,7 @@ def prepare_repository(opts: OverheadOptions, log: Callable[[str], None]) -> tup
 
 def run_overhead(opts: OverheadOptions, result_dir: str | Path, log: Callable[[str], None] | None = None,
                  run_config: dict[str, Any] | None = None) -> OverheadResult:
-    from ..repository.python_runtime.runtimes import OnnxRuntime
+    from ..runtimes.artifact import OnnxRuntime
 
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
     result_dir = Path(result_dir)

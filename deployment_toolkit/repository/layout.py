@@ -24,7 +24,7 @@ from ..export.files import copy_artifact_files
 from ..spec import Manifest, atomic_write_text
 from .config import ConfigError, ConfigOptions, build_config, read_config, to_text
 from .names import check_model_name
-from .python_runtime import RUNTIME_DIR, RUNTIME_FILES
+from .python_runtime import RUNTIME_FILES
 
 # A version folder holding this file (or, written before the marker existed, a manifest.json) was written here
 WRITTEN_MARK = ".deployment_toolkit"
@@ -45,8 +45,8 @@ def write_model(repository: str | Path, artifact_dir: str | Path, opts: ConfigOp
         copy_artifact_files(manifest, artifact_dir, staging, hardlink=hardlink)
         manifest.save(staging)
         if opts.runtime == "python":
-            for name in RUNTIME_FILES:
-                shutil.copy2(RUNTIME_DIR / name, staging / name)
+            for name, path in RUNTIME_FILES.items():
+                shutil.copy2(path, staging / name)
     return write_config(model_dir, cfg)
 
 

@@ -41,7 +41,7 @@ def ort_module(path: Path, input_names: list[str]):
     `run_inference_on_fw.py --runtime framework` use for an ONNX source, which has no PyTorch model."""
     import torch
 
-    from ..repository.python_runtime.runtimes import OnnxRuntime
+    from ..runtimes.artifact import OnnxRuntime
 
     class OrtModule(torch.nn.Module):
         def __init__(self) -> None:
@@ -148,7 +148,7 @@ def resolve_torchscript(source: ModelSource) -> ResolvedModel:
 
 @register_source("trt")
 def resolve_tensorrt(source: ModelSource) -> ResolvedModel:
-    from ..export.tensorrt import tensorrt_available
+    from ..runtimes.host import tensorrt_available
 
     path = _exists(source)
     ok, why = tensorrt_available()

@@ -24,7 +24,7 @@ from deployment_toolkit.diffusion.runtime import InProcessPipeline
 from deployment_toolkit.diffusion.targets import HttpFormTarget, parse_form
 from deployment_toolkit.export import convert
 from deployment_toolkit.repository import ConfigOptions
-from deployment_toolkit.repository.diffusion_pipeline import (
+from deployment_toolkit.diffusion.pipeline import (
     settings_from_manifest, write_diffusion_pipeline, write_sampler_model,
 )
 from deployment_toolkit.server import LocalTritonServer, ServerConfig

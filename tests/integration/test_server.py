@@ -9,7 +9,7 @@ import pytest
 
 from deployment_toolkit.client.infer import InferenceError, TritonClient
 from deployment_toolkit.repository import ConfigOptions, write_model
-from deployment_toolkit.repository.loading import load_on_server, unload_from_server
+from deployment_toolkit.server.loading import load_on_server, unload_from_server
 from deployment_toolkit.server import LocalTritonServer, ModelLoadError, PortInUseError, ServerConfig
 
 pytestmark = pytest.mark.integration

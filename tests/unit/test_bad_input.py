@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from deployment_toolkit.cleanup import PerfShmRecord, perf_region_pattern, sweep_dead_runs
-from deployment_toolkit.client.dump import DumpError, DumpWriter, load_dump
+from deployment_toolkit.data.dump import DumpError, DumpWriter, load_dump
 from deployment_toolkit.results.schema import STORE_COLUMNS
 from deployment_toolkit.results.store import rows_to_csv
 from deployment_toolkit.report.tables import ResultsFileError, load_rows

@@ -25,7 +25,7 @@ NOT_IMPORTED = {
 # Imported, but provided by something other than a distribution this project declares.
 NOT_DECLARED = {
     "triton_python_backend_utils": "Triton's Python backend provides it inside the model's stub process",
-    "runtimes": "repository/python_runtime/runtimes.py, copied beside the Python backend model",
+    "runtimes": "deployment_toolkit/runtimes/artifact.py, copied beside the Python backend model as runtimes.py",
     "samplers": "diffusion/samplers.py, copied beside the sampler model",
     "deployment_toolkit": "this package",
 }

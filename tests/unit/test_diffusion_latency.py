@@ -164,7 +164,7 @@ def _manifest(max_batch=8):
 
 def test_sampler_config_and_settings_round_trip():
     from deployment_toolkit.repository.config import parse_text, to_text
-    from deployment_toolkit.repository.diffusion_pipeline import (
+    from deployment_toolkit.diffusion.pipeline import (
         PipelineSettings, build_sampler_config, settings_from_manifest,
     )
 
@@ -183,7 +183,7 @@ def test_sampler_config_and_settings_round_trip():
 
 def test_settings_reject_an_unbatched_denoiser_and_unknown_samplers():
     from deployment_toolkit.repository.config import ConfigError
-    from deployment_toolkit.repository.diffusion_pipeline import settings_from_manifest
+    from deployment_toolkit.diffusion.pipeline import settings_from_manifest
 
     with pytest.raises(ConfigError, match="max_batch_size > 0"):
         settings_from_manifest(_manifest(max_batch=0), "den", "ddim", 4)

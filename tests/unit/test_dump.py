@@ -6,8 +6,8 @@ import json
 import numpy as np
 import pytest
 
-from deployment_toolkit.client import dump as dump_mod
-from deployment_toolkit.client.dump import (
+from deployment_toolkit.data import dump as dump_mod
+from deployment_toolkit.data.dump import (
     DumpError,
     DumpMismatchError,
     DumpWriter,

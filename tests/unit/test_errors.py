@@ -18,7 +18,8 @@ from deployment_toolkit.errors import ToolkitError, UserError, UserFileNotFoundE
 
 ROOT = Path(__file__).resolve().parents[2]
 # Files copied beside a Python backend model: they run in Triton's stub process, without this package.
-STANDALONE = ("deployment_toolkit.repository.python_runtime", "deployment_toolkit.diffusion.samplers")
+STANDALONE = ("deployment_toolkit.repository.python_runtime", "deployment_toolkit.diffusion.samplers",
+              "deployment_toolkit.diffusion.sampler_model")
 
 
 def _toolkit_exceptions() -> dict[str, type]:

@@ -15,7 +15,7 @@ from deployment_toolkit.export import ConvertOptions, FormatUnavailable, Verific
 from deployment_toolkit.export.verify import torch_callable, verify
 from deployment_toolkit.models.registry import ModelEntry, Preset
 from deployment_toolkit.repository import ConfigOptions, write_model
-from deployment_toolkit.repository.python_runtime.runtimes import OnnxRuntime
+from deployment_toolkit.runtimes.artifact import OnnxRuntime
 from deployment_toolkit.spec import Manifest, ModelSignature, SpecError, TensorSpec
 
 convert_mod = importlib.import_module("deployment_toolkit.export.convert")  # the package rebinds `convert`
@@ -163,7 +163,7 @@ def test_artifact_files_must_start_with_the_artifact_and_stay_inside(tmp_path):
 
 
 def test_diffusion_pipeline_denoiser_gets_its_external_data(tmp_path):
-    from deployment_toolkit.repository.diffusion_pipeline import read_pipeline, write_diffusion_pipeline
+    from deployment_toolkit.diffusion.pipeline import read_pipeline, write_diffusion_pipeline
 
     src = tmp_path / "onnx"
     convert("sd_unet", "onnx", src, ConvertOptions(onnx_external_data_threshold=0, verify=False))

@@ -225,3 +225,22 @@ def test_the_page_check_sees_a_new_import():
     actual = package_imports({"deployment_toolkit.report.build": {"deployment_toolkit.perf.sweep",
                                                                   "deployment_toolkit.results.store"}})
     assert actual["report"] - documented["report"] == {"perf"}
+
+
+def test_no_package_imports_another_that_imports_it_back():
+    """One direction between packages, not only between modules (issue 27): counting imports inside functions and
+    a submodule's package __init__ (which Python runs first), no two top-level packages reach each other."""
+    packages = package_imports(import_graph(module_files()))
+    cycles = find_cycles(packages)
+    assert not cycles, "package cycles in deployment_toolkit:\n" + "\n".join(" -> ".join(c) for c in cycles)
+
+
+def test_the_package_check_sees_a_cycle_between_two_packages_through_different_modules(fake_package):
+    """The shape the module-level check missed: perf.a -> report.b and report.c -> perf.d, no module cycle."""
+    (fake_package / "perf" / "a.py").write_text("def f():\n    from ..report.b import x\n")
+    (fake_package / "perf" / "d.py").write_text("")
+    (fake_package / "report" / "b.py").write_text("x = 1\n")
+    (fake_package / "report" / "c.py").write_text("from ..perf.d import *\n")
+    graph = import_graph(module_files(fake_package))
+    assert find_cycles(graph) == []
+    assert find_cycles(package_imports(graph)) == [["perf", "report", "perf"]]

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from deployment_toolkit.client.dump import DumpMismatchError, DumpWriter, load_dump
+from deployment_toolkit.data.dump import DumpMismatchError, DumpWriter, load_dump
 from deployment_toolkit.metrics import (
     MetricInputError,
     MetricsError,

@@ -52,7 +52,7 @@ def test_install_with_a_wheelhouse_uses_no_index_and_the_hosts_packages(tmp_path
 def test_install_without_a_wheelhouse_is_unchanged(tmp_path):
     text = make_n("install", f"VENV={tmp_path / 'venv'}")
     assert "--no-index" not in text and "--system-site-packages" not in text
-    assert f"{tmp_path / 'venv'}/bin/pip install -q -e '.[test]'" in text  # pytest: the test extra
+    assert f"{tmp_path / 'venv'}/bin/pip install -q -e '.[test,hf]'" in text  # pytest: the test extra, transformers: the hf extra
 
 
 def test_gpu_check_installs_from_the_wheelhouse_then_runs_the_acceptance(tmp_path):

@@ -19,7 +19,7 @@ from deployment_toolkit.perf.analyzer import (
     PerfAnalyzerError, PerfOptions, ShmRun, concurrent_message, conflicting_runs, parse_shm_run, run_point,
     running_shm_runs, shared_memory_guard, sigbus_message,
 )
-from deployment_toolkit.repository.python_runtime.runtimes import (
+from deployment_toolkit.runtimes.artifact import (
     batch_uniform_inputs, group_requests, merge_key, run_requests,
 )
 from deployment_toolkit.server import local

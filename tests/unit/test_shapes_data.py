@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from deployment_toolkit.client.data import FolderSource
+from deployment_toolkit.data.batches import FolderSource
 from deployment_toolkit.data.shapes import ShapesConfig, draw_sample, make_split, write_npz_folder
 from deployment_toolkit.models import get_model
 

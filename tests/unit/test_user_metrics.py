@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from deployment_toolkit.client.dump import DumpWriter, load_dump
+from deployment_toolkit.data.dump import DumpWriter, load_dump
 from deployment_toolkit.metrics import MetricsError, compute_metrics
 from deployment_toolkit.metrics.user import MetricsFileError, load_metrics_file, user_metrics
 

@@ -123,7 +123,7 @@ def prepare(cfg: BenchConfig, opts: BenchOptions, workdir: Path) -> Prepared:
         return Prepared(run_ts, torch_inputs, torch_threads, time.perf_counter() - t0, **common)
 
     from ...export.onnx import export_onnx
-    from ...repository.python_runtime.runtimes import OnnxRuntime
+    from ...runtimes.artifact import OnnxRuntime
 
     path = workdir / f"{slugify(cfg.model)}-{cfg.preset}-{cfg.precision}.onnx"
     export_onnx(model, signature, example, path, opset=opts.onnx_opset)

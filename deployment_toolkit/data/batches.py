@@ -12,7 +12,7 @@ from typing import Iterator
 
 import numpy as np
 
-from ..data.user import DataError, UserData
+from .user import DataError, UserData
 from ..spec import ModelSignature
 
 Batch = tuple[np.ndarray, dict[str, np.ndarray], dict[str, np.ndarray]]

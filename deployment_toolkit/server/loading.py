@@ -3,7 +3,7 @@ for a polling server to pick it up. The calls are client.server_api's; this modu
 from __future__ import annotations
 
 from ..client import server_api
-from ..server.errors import ModelLoadError
+from .errors import ModelLoadError
 
 
 def load_on_server(url: str, model: str, method: str, timeout_s: float = 120.0) -> None:

@@ -22,11 +22,10 @@ from typing import Any
 from tritonclient.grpc import model_config_pb2 as mc
 
 from ..spec import Manifest
-from .config import ConfigError, ConfigOptions, _dims, _version_policy, read_config
-from .layout import staged_version, write_config, write_model
-from .names import check_model_name
-from .python_runtime import RUNTIME_DIR
 from ..errors import UserFileNotFoundError
+from ..repository.config import ConfigError, ConfigOptions, _dims, _version_policy, read_config
+from ..repository.layout import staged_version, write_config, write_model
+from ..repository.names import check_model_name
 
 SAMPLER_MODEL_FILE = "sampler_model.py"
 COND_INPUT = "encoder_hidden_states"
@@ -35,7 +34,7 @@ SCALAR_INPUTS = (("steps", "TYPE_INT32"), ("seed", "TYPE_INT64"), ("samples", "T
 
 
 def _sampler_names() -> tuple[str, ...]:
-    from ..diffusion.samplers import SAMPLERS
+    from .samplers import SAMPLERS
 
     return tuple(SAMPLERS)
 
@@ -147,13 +146,13 @@ def build_sampler_config(name: str, settings: PipelineSettings, instances: int =
 def write_sampler_model(repository: str | Path, name: str, settings: PipelineSettings, instances: int = 1,
                         version: int = 1) -> Path:
     """Write the sampler model; like write_model, the config goes last and must round-trip."""
-    from ..diffusion import samplers
+    from . import samplers
 
     check_model_name(name)
     cfg = build_sampler_config(name, settings, instances)
     model_dir = Path(repository) / name
     with staged_version(model_dir, version) as staging:
-        shutil.copy2(RUNTIME_DIR / SAMPLER_MODEL_FILE, staging / "model.py")
+        shutil.copy2(Path(__file__).parent / SAMPLER_MODEL_FILE, staging / "model.py")
         shutil.copy2(samplers.__file__, staging / "samplers.py")
     return write_config(model_dir, cfg)
 
