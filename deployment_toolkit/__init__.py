@@ -1,9 +1,15 @@
-"""Triton deployment toolkit: convert, configure, serve, check and measure models on Triton Inference Server."""
+"""Triton deployment toolkit: convert, configure, serve, check and measure models on Triton Inference Server.
+
+From Python: `import deployment_toolkit as dt`, then dt.convert, dt.deploy, dt.serve, dt.connect,
+dt.measure_online, dt.measure_offline (deployment_toolkit/api.py, imported on first use so that importing the
+package stays cheap)."""
 from __future__ import annotations
 
 import importlib.util
 import sys
 from pathlib import Path
+
+from .compat import install_import_shims as _install_import_shims
 
 __version__ = "0.1.0"
 
@@ -33,3 +39,14 @@ def _hide_scripts_folder_named_triton() -> None:
 
 
 _hide_scripts_folder_named_triton()
+_install_import_shims()
+
+_API = ("convert", "deploy", "serve", "connect", "measure_online", "measure_offline")
+
+
+def __getattr__(name: str):
+    if name in _API:
+        from . import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -6,21 +6,77 @@ need those ops for the models we build, so we import it without its op registrat
 """
 from __future__ import annotations
 
+import importlib.abc
 import sys
 import types
 
 
-def import_torchvision():
-    try:
-        import torchvision  # noqa: F401
-        return torchvision
-    except RuntimeError as err:  # pragma: no cover - depends on the wheel at hand
-        if "torchvision::" not in str(err):
-            raise
-    for name in [m for m in sys.modules if m == "torchvision" or m.startswith("torchvision.")]:
+def _stub_op_registrations() -> None:
+    """Drop torchvision's half-imported submodules and put empty modules where its op registrations were."""
+    for name in [m for m in sys.modules if m.startswith("torchvision.")]:
         del sys.modules[name]
     for stub in ("torchvision._meta_registrations", "torchvision._autograd_registrations"):
         sys.modules[stub] = types.ModuleType(stub)
+
+
+class _TorchvisionLoader(importlib.abc.Loader):
+    """torchvision's own loader, run again without the op registrations when they fail to register."""
+
+    def __init__(self, real: importlib.abc.Loader) -> None:
+        self.real = real
+
+    def create_module(self, spec):
+        return self.real.create_module(spec)
+
+    def exec_module(self, module) -> None:
+        try:
+            self.real.exec_module(module)
+        except RuntimeError as err:
+            if "torchvision::" not in str(err):
+                raise
+            _stub_op_registrations()
+            self.real.exec_module(module)
+
+    def __getattr__(self, name: str):
+        return getattr(self.real, name)
+
+
+class _TorchvisionFinder(importlib.abc.MetaPathFinder):
+    """Finds torchvision as the other finders do and hands back its spec with the loader above."""
+
+    def find_spec(self, name, path, target=None):
+        if name != "torchvision":
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None and spec.loader is not None:
+                spec.loader = _TorchvisionLoader(spec.loader)
+                return spec
+        return None
+
+
+def install_import_shims() -> None:
+    """Make every later `import torchvision` in this process work beside the CPU torch, whoever imports it (timm,
+    transformers, a user's model.py, a notebook cell). Costs nothing until torchvision is imported; `import
+    deployment_toolkit` installs it."""
+    if not any(isinstance(f, _TorchvisionFinder) for f in sys.meta_path):
+        sys.meta_path.insert(0, _TorchvisionFinder())
+
+
+def import_torchvision():
+    install_import_shims()
+    if "torchvision" in sys.modules and sys.modules["torchvision"] is not None:
+        return sys.modules["torchvision"]
+    try:
+        import torchvision  # noqa: F401
+        return torchvision
+    except RuntimeError as err:  # pragma: no cover - imported before the shim was installed
+        if "torchvision::" not in str(err):
+            raise
+    _stub_op_registrations()
+    sys.modules.pop("torchvision", None)
     import torchvision
 
     return torchvision
@@ -37,18 +93,9 @@ def missing_op_hint(err: BaseException) -> str:
 
 
 def prepare_user_imports() -> None:
-    """Apply the shims before a user's file is imported: a model.py importing torchvision (or transformers,
-    timm, diffusers, which import it) must work on the toolkit's own install. Costs one torchvision import
-    (about 2 s), once per process, and only where torchvision is installed."""
-    import importlib.util
-
-    if "torchvision" in sys.modules or importlib.util.find_spec("torchvision") is None:
-        return
-    try:
-        import_torchvision()
-    except Exception:  # noqa: BLE001 - a torchvision that fails otherwise fails again, in the user's own import
-        for name in [m for m in sys.modules if m == "torchvision" or m.startswith("torchvision.")]:
-            del sys.modules[name]
+    """Before a user's file is imported: a model.py importing torchvision (or transformers, timm, diffusers, which
+    import it) must work on the toolkit's own install."""
+    install_import_shims()
 
 
 def register_torchvision_box_ops() -> None:

@@ -104,6 +104,10 @@ def resolve(source: ModelSource | str, **fields: Any) -> ResolvedModel:
     pinning the sha256 of its file and checkpoint in the record."""
     if isinstance(source, str):
         return resolve_reference(source, **fields)
+    if source.ref.startswith("<live "):
+        raise SourceError(f"this artifact was converted from a live nn.Module ({source.ref[6:-1]}), which records no "
+                          "file to rebuild it from: convert it from a model.py or package.module:function to use the "
+                          "framework model in later steps")
     file = _file_of(source)
     if file is not None:
         source.sha256 = _pin(file, source.sha256, "model file" if source.kind == "python" else f"{source.kind} file")

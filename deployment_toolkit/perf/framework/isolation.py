@@ -12,8 +12,8 @@ from .runners import BenchOptions
 
 
 def _worker(configs: list[BenchConfig], opts: BenchOptions, conn) -> None:
-    """Child-process entry: run a group, send each row through the pipe."""
-    import deployment_toolkit  # noqa: F401  (hides the repo's triton/ scripts folder from torch)
+    """Child-process entry: run a group, send each row through the pipe. (The child imported this module to
+    find the function, so the package's __init__, which hides the repo's triton/ scripts folder from torch, ran.)"""
 
     def log(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)

@@ -1,0 +1,139 @@
+"""The toolkit from Python, for notebook users: the same functions the commands call, with typed results.
+
+    import deployment_toolkit as dt
+
+    manifest = dt.convert(model, "onnx", "ws/onnx", inputs={"input_ids": ids})     # a live nn.Module ...
+    manifest = dt.convert("my_model/model.py", "onnx", "ws/onnx", data_dir="data") # ... or any model reference
+    dt.deploy("ws/onnx", "model_repository", "my_model")
+    with dt.serve("model_repository") as server, dt.connect(server.grpc_url) as client:
+        outputs = client.infer("my_model", {"input_ids": ids}, ["logits"])
+        sweep = dt.measure_online(server, "my_model", "ws/onnx", [1, 2, 4], "results/my_model")
+
+A live nn.Module is converted and verified as it is (its inputs from `inputs`, example batches, or from the
+data); it records no file to rebuild it from, so later steps that need the framework model (framework inference,
+a search from the model) take a model.py or another reference instead and say so.
+"""
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Any, Iterator, Mapping, Sequence
+
+import numpy as np
+
+from .client.infer import TritonClient
+from .data.infer import inputs_from_data
+from .export import ConvertOptions, convert as _convert
+from .perf.analyzer import PerfOptions
+from .perf.offline import run_offline
+from .perf.online import run_online
+from .perf.sweep import SweepOutcome
+from .repository import ConfigOptions, write_model
+from .server import LocalTritonServer, ServerConfig
+from .sources import ModelSource, ResolvedModel, parse_reference, resolve
+from .sources.base import DEFAULT_MAX_BATCH, SourceError
+from .sources.common import input_specs, materialise, probe, task_and_metric
+from .spec import Manifest, ModelSignature
+
+__all__ = ["convert", "deploy", "serve", "connect", "measure_online", "measure_offline", "Manifest"]
+
+
+def _from_arrays(inputs: Mapping[str, Any], dynamic_axes: Mapping[str, Sequence[int]] | None) -> dict[str, dict]:
+    """Example batches (batch axis first) -> the per-sample input description data.infer gives."""
+    out = {}
+    for name, value in inputs.items():
+        arr = np.asarray(value.detach().cpu().numpy() if hasattr(value, "detach") else value)
+        if arr.ndim == 0:
+            raise SourceError(f"input {name!r} is a scalar; give a batch with the batch axis first")
+        example = list(arr.shape[1:])
+        dynamic = set((dynamic_axes or {}).get(name, ()))
+        out[name] = {"shape": [-1 if a in dynamic else d for a, d in enumerate(example)] or [1],
+                     "dtype": arr.dtype.name, "example_shape": example if dynamic else None,
+                     "value_range": [int(arr.min()), int(arr.max()) + 1] if arr.dtype.kind in "iu" and arr.size else None}
+    return out
+
+
+def _live(model, shapes: dict[str, dict], outputs: Sequence[str] | None, max_batch_size: int | None,
+          task: str | None) -> ResolvedModel:
+    """A ResolvedModel around a live module: the same instance every time (its weights are what it has)."""
+    source = ModelSource(kind="python", ref=f"<live {type(model).__module__}.{type(model).__qualname__}>",
+                         data_inputs=shapes, outputs=list(outputs or []), task=task, max_batch_size=max_batch_size)
+    inputs = input_specs(source, shapes)
+    model = materialise(model.eval(), list(inputs), 0)
+    batch = DEFAULT_MAX_BATCH if max_batch_size is None else max_batch_size
+    outs, paths = probe(model, inputs, 2 if batch else 0, list(outputs or []) or None)
+    signature = ModelSignature(inputs=inputs, outputs=outs)
+    task_name, metric = task_and_metric(source, outs)
+    return ResolvedModel(source=source, name=type(model).__name__, family="live", task=task_name, metric=metric,
+                         signature=signature, max_batch_size=batch, builder=lambda seed: model, output_paths=paths)
+
+
+def convert(model: Any, fmt: str, output_dir: str | Path, *, inputs: Mapping[str, Any] | None = None,
+            data_dir: str | None = None, dataloader: str | None = None, dynamic_axes: Mapping[str, Sequence[int]] | None = None,
+            outputs: Sequence[str] | None = None, max_batch_size: int | None = None, task: str | None = None,
+            **options: Any) -> Manifest:
+    """Convert and verify `model` (an nn.Module, or any reference the commands take: a zoo name, `timm:<arch>`, a
+    model.py, `package.module:function`, an ONNX/TorchScript file) to `fmt` in `output_dir`; returns its manifest.
+    Inputs come from `inputs` (example batches, batch axis first), else the data (`data_dir`, `dataloader`), else the
+    model's own description. `options` are ConvertOptions fields (onnx_exporter, precision, verify, ...)."""
+    opts = ConvertOptions(**options)
+    if hasattr(model, "forward") and hasattr(model, "parameters"):
+        if inputs is None and data_dir is None and dataloader is None:
+            raise SourceError("a live nn.Module needs its inputs: pass inputs={name: example batch} or data_dir=")
+        shapes = _from_arrays(inputs, dynamic_axes) if inputs is not None else \
+            inputs_from_data(data_dir, dataloader, dynamic_axes=dynamic_axes)
+        resolved: ResolvedModel | ModelSource = _live(model, shapes, outputs, max_batch_size, task)
+    else:
+        source = parse_reference(str(model), preset=opts.preset, outputs=list(outputs or []), task=task,
+                                 max_batch_size=max_batch_size)
+        if source.kind == "python" and (inputs is not None or data_dir or dataloader):
+            source.data_inputs = _from_arrays(inputs, dynamic_axes) if inputs is not None else \
+                inputs_from_data(data_dir, dataloader, dynamic_axes=dynamic_axes)
+        resolved = resolve(source)
+    return _convert(resolved, fmt, output_dir, opts)
+
+
+def deploy(artifact_dir: str | Path, repository: str | Path, name: str, **config: Any) -> Path:
+    """Write the artifact into a model repository with its config.pbtxt; `config` are ConfigOptions fields
+    (max_batch_size, instances, preferred_batch_sizes, max_queue_delay_us, ...). Returns the model's folder."""
+    return write_model(repository, artifact_dir, ConfigOptions(model_name=name, **config))
+
+
+@contextlib.contextmanager
+def serve(repository: str | Path, **server: Any) -> Iterator[LocalTritonServer]:
+    """The embedded tritonserver on `repository` (loopback, free ports), stopped when the block ends; `server`
+    are ServerConfig fields."""
+    with LocalTritonServer(ServerConfig(Path(repository), **server)) as running:
+        yield running
+
+
+def connect(url: str, shared_memory: str = "none") -> TritonClient:
+    """The client on a server URL (`host:port`, gRPC): health, metadata, config, statistics, inference."""
+    return TritonClient(url, shared_memory=shared_memory)
+
+
+def _url(server: LocalTritonServer | str) -> tuple[str, LocalTritonServer | None]:
+    return (server, None) if isinstance(server, str) else (server.grpc_url, server)
+
+
+def _options(window_ms: int | None, shared_memory: str) -> PerfOptions:
+    return PerfOptions(shared_memory=shared_memory, **({"measurement_interval_ms": window_ms} if window_ms else {}))
+
+
+def measure_online(server: LocalTritonServer | str, model_name: str, artifact_dir: str | Path,
+                   concurrencies: Sequence[int] | str, result_dir: str | Path, *, window_ms: int | None = None,
+                   shared_memory: str = "system", **kwargs: Any) -> SweepOutcome:
+    """perf_analyzer over concurrencies at batch 1 (the online table): rows (ms, the per-stage breakdown) in
+    `result_dir`/online.csv with run.json and a report; `kwargs` are perf.sweep.run_sweep's."""
+    url, running = _url(server)
+    return run_online(model_name, url, Manifest.load(artifact_dir), concurrencies, _options(window_ms, shared_memory),
+                      result_dir, server=running, manifest_path=Path(artifact_dir) / "manifest.json", **kwargs)
+
+
+def measure_offline(server: LocalTritonServer | str, model_name: str, artifact_dir: str | Path,
+                    batch_sizes: Sequence[int] | str, result_dir: str | Path, *, window_ms: int | None = None,
+                    shared_memory: str = "system", **kwargs: Any) -> SweepOutcome:
+    """perf_analyzer over client batch sizes at concurrency 1 (the offline table), in `result_dir`/offline.csv."""
+    url, running = _url(server)
+    return run_offline(model_name, url, Manifest.load(artifact_dir), batch_sizes, _options(window_ms, shared_memory),
+                       result_dir, server=running, manifest_path=Path(artifact_dir) / "manifest.json", **kwargs)
