@@ -6,6 +6,7 @@ import signal
 import sys
 import textwrap
 import threading
+from pathlib import Path
 from types import FrameType
 from typing import Any, Callable
 
@@ -16,8 +17,15 @@ from .errors import UserError
 USER_ERRORS = (UserError,)
 
 
+class _Parser(argparse.ArgumentParser):
+    """A usage error is the one line that matters and a pointer to --help, not the whole usage block."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message}\n(run {self.prog} --help for every flag and an example)\n")
+
+
 def parser(description: str, example: str) -> argparse.ArgumentParser:
-    return argparse.ArgumentParser(
+    return _Parser(
         description=description,
         epilog="example:\n" + textwrap.indent(textwrap.dedent(example).strip(), "  "),
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -31,6 +39,7 @@ def int_list(text: str) -> tuple[int, ...]:
         raise argparse.ArgumentTypeError(f"expected a comma-separated list of integers, got {text!r}") from err
 
 
+EXIT_NOT_MET = 1  # a bound the command was asked to meet is not met (a threshold, a budget, an SLO)
 EXIT_USER_ERROR = 2  # bad input, a missing file or tool: the README's exit-code table
 EXIT_SIGTERM = 128 + signal.SIGTERM  # 143, what a shell reports for a process killed by SIGTERM
 
@@ -56,6 +65,23 @@ def install_sigterm_handler() -> Callable[[], None]:
     return lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
 
 
+_OWN_EXITS = (str(Path(__file__).resolve().parent), str(Path(argparse.__file__).resolve()))
+
+
+def user_exit_site(err: SystemExit) -> str | None:
+    """`file:line` where a SystemExit was raised, when that is neither the toolkit (the SIGTERM handler) nor
+    argparse (--help, a usage error): a user's model.py, dataloader.py or metrics.py calling sys.exit. None else."""
+    tb, frame = err.__traceback__, None
+    while tb is not None:
+        frame, tb = tb, tb.tb_next
+    if frame is None:
+        return None
+    path = str(Path(frame.tb_frame.f_code.co_filename).resolve())
+    if path.startswith(_OWN_EXITS[0]) or path == _OWN_EXITS[1] or frame.tb_frame.f_code.co_filename.startswith("<"):
+        return None
+    return f"{Path(path).name}:{frame.tb_lineno}"
+
+
 def run(main: Callable[[], int | None]) -> None:
     """The one entry point of every command (triton/*.py and `deployment-toolkit SUB`): a UserError becomes one
     `error: ...` line and exit code 2; any other exception is a bug and propagates with its traceback (exit 1);
@@ -67,10 +93,17 @@ def run(main: Callable[[], int | None]) -> None:
         print("interrupted", file=sys.stderr)
         code = 130
     except SystemExit as err:
-        if err.code != EXIT_SIGTERM:
+        where = user_exit_site(err)
+        if where is not None:  # a user's file called sys.exit: nothing it was asked to compute was computed
+            print(f"error: user code called sys.exit({err.code!r}) at {where}; the command stopped there, nothing "
+                  "was checked or written after it: remove that call (a library function must return or raise)",
+                  file=sys.stderr)
+            code = EXIT_USER_ERROR
+        elif err.code != EXIT_SIGTERM:
             raise
-        print("terminated (SIGTERM)", file=sys.stderr)
-        code = EXIT_SIGTERM
+        else:
+            print("terminated (SIGTERM)", file=sys.stderr)
+            code = EXIT_SIGTERM
     except USER_ERRORS as err:
         print(f"error: {err}", file=sys.stderr)
         code = EXIT_USER_ERROR

@@ -212,7 +212,7 @@ def _main(argv=None) -> int:
     sizing = size(runs, demand, prices, args.gsd_m or (), args.area_km2, args.include_unreliable, measured)
     out_dir = Path(args.output) if args.output else runs[0].path
     steps = frontier(runs, demand, prices, args.include_unreliable)
-    code = 0 if sizing.recommendation else 3
+    code = 0 if sizing.recommendation else cli.EXIT_NOT_MET  # no plan meets the SLO
 
     print(sizing.reason)
     for plan in sizing.ranked:

@@ -9,6 +9,9 @@ from __future__ import annotations
 from .config import ConfigError
 
 _FORBIDDEN = ("/", "\\", "\0")
+# A folder name longer than this (bytes) is refused by Linux filesystems (NAME_MAX); the staging folders the
+# repository writes beside the model add a prefix and a suffix, hence the margin.
+MAX_NAME_BYTES = 200
 
 
 class ModelNameError(ConfigError):
@@ -27,4 +30,12 @@ def check_model_name(name: str, what: str = "--model-name") -> str:
             f"{what} {name!r} {why}: a model name is one folder name inside the model repository "
             "(letters, digits, '_', '-', '.'; no '/', no '..'), e.g. resnet50; choose the repository with "
             "--model-repository")
+    if not name.isascii():
+        raise ModelNameError(
+            f"{what} {name!r} has non-ASCII characters: Triton's Python backend, which serves models on this host, "
+            "cannot open a model folder with such a name (it encodes the path as ASCII); use ASCII letters, digits, "
+            "'_', '-' and '.'")
+    if len(name.encode()) > MAX_NAME_BYTES:
+        raise ModelNameError(f"{what} is {len(name.encode())} bytes long; a model name becomes a folder name, and "
+                             f"the filesystem allows {MAX_NAME_BYTES} here: shorten it")
     return name

@@ -27,7 +27,7 @@ EXAMPLE = """
         --result-path results/search-resnet50-cpu
     # rerun the same command to resume: measured points are reused, not measured again
 """
-EXIT_NO_CONFIG = 3  # no configuration meets the budget
+EXIT_NO_CONFIG = cli.EXIT_NOT_MET  # no configuration meets the budget: a bound not met (README: exit codes)
 
 
 def build_parser():

@@ -161,3 +161,13 @@ def test_every_writer_checks_the_name_first(tmp_path):
         TritonMeasurer({}, "../m", tmp_path / "work", options=None)
     assert demo_main(["--model", "../../elsewhere"]) == 2
     assert not (tmp_path / "repo").exists() and not (tmp_path / "work").exists()
+
+
+@pytest.mark.parametrize("name, says", [("résnet_模型", "non-ASCII characters: Triton's Python backend"),
+                                        ("m" * 300, "300 bytes long")])
+def test_names_the_server_or_the_filesystem_cannot_take_are_refused_up_front(tmp_path, name, says):
+    """Both were accepted and failed later: the server could not encode the path, the filesystem refused it."""
+    from deployment_toolkit.repository import ModelNameError, check_model_name
+
+    with pytest.raises(ModelNameError, match=says):
+        check_model_name(name)

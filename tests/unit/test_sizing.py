@@ -270,7 +270,7 @@ def test_cli_defaults_to_the_first_run_folder(tmp_path):
 
 def test_cli_unreachable_and_errors(tmp_path):
     out = _cli(X1, "--peak-rps", 100, "--p99-ms", 1, "--output", tmp_path)
-    assert out.returncode == 3 and "best p99 measured is 4.000 ms" in out.stdout
+    assert out.returncode == 1 and "best p99 measured is 4.000 ms" in out.stdout
     assert "## SLO not reachable" in (tmp_path / "sizing.md").read_text()
     bad = _cli(FIX / "all_unstable", "--peak-rps", 100, "--p99-ms", 10, "--output", tmp_path)
     assert bad.returncode == 2 and bad.stderr.startswith("error: all 2 points") and "Traceback" not in bad.stderr
