@@ -24,7 +24,7 @@ from tritonclient.grpc import model_config_pb2 as mc
 from ..spec import Manifest
 from ..errors import UserFileNotFoundError
 from ..repository.config import ConfigError, ConfigOptions, _dims, _version_policy, read_config
-from ..repository.layout import staged_version, write_config, write_model
+from ..repository.layout import staged_version, write_model
 from ..repository.names import check_model_name
 
 SAMPLER_MODEL_FILE = "sampler_model.py"
@@ -145,16 +145,16 @@ def build_sampler_config(name: str, settings: PipelineSettings, instances: int =
 
 def write_sampler_model(repository: str | Path, name: str, settings: PipelineSettings, instances: int = 1,
                         version: int = 1) -> Path:
-    """Write the sampler model; like write_model, the config goes last and must round-trip."""
+    """Write the sampler model; like write_model, its version folder and config become visible together."""
     from . import samplers
 
     check_model_name(name)
     cfg = build_sampler_config(name, settings, instances)
     model_dir = Path(repository) / name
-    with staged_version(model_dir, version) as staging:
+    with staged_version(model_dir, version, cfg) as staging:
         shutil.copy2(Path(__file__).parent / SAMPLER_MODEL_FILE, staging / "model.py")
         shutil.copy2(samplers.__file__, staging / "samplers.py")
-    return write_config(model_dir, cfg)
+    return model_dir
 
 
 def write_diffusion_pipeline(repository: str | Path, artifact_dir: str | Path, name: str, sampler: str = "ddim",
