@@ -10,6 +10,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, Callable
 
+from . import watchdog
 from .errors import UserError
 
 # Errors whose message is the whole story: print it, no traceback. Anything else (a bare ValueError or KeyError
@@ -18,7 +19,20 @@ USER_ERRORS = (UserError,)
 
 
 class _Parser(argparse.ArgumentParser):
-    """A usage error is the one line that matters and a pointer to --help, not the whole usage block."""
+    """A usage error is the one line that matters and a pointer to --help, not the whole usage block. Every
+    command takes --user-code-timeout and announces the stages that run user code (watchdog)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.add_argument("--user-code-timeout", type=float, default=watchdog.DEFAULT_TIMEOUT_S, metavar="SECONDS",
+                          help="time limit for each stage that runs your code (importing model.py, building the "
+                               "model, a forward pass, a dataloader batch, metrics.py); past it the command stops "
+                               "with exit 2 and says which stage hung (default %(default)s; 0: none)")
+
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+        parsed, rest = super().parse_known_args(args, namespace)
+        watchdog.configure(getattr(parsed, "user_code_timeout", None), announce=True)
+        return parsed, rest
 
     def error(self, message: str):  # type: ignore[override]
         self.exit(2, f"{self.prog}: error: {message}\n(run {self.prog} --help for every flag and an example)\n")

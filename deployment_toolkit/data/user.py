@@ -35,6 +35,7 @@ from ..results.identity import file_digest
 from ..sources.userfile import first_line as _first_line, import_file
 from ..spec import ModelSignature, TensorSpec
 from ..errors import UserError
+from ..watchdog import user_stage
 
 Arrays = dict[str, np.ndarray]
 Batch = tuple[np.ndarray, Arrays, Arrays]
@@ -131,7 +132,8 @@ def call_with_accepted(fn: Callable[..., Any], offered: Mapping[str, Any], requi
         raise DataError(f"{what} needs argument(s) {needed} that nobody gives; pass them with "
                         f"--dataloader-arg NAME=VALUE or give them defaults")
     try:
-        return fn(**kwargs)
+        with user_stage(f"calling {what}"):
+            return fn(**kwargs)
     except DataError:
         raise
     except Exception as err:  # noqa: BLE001
@@ -329,7 +331,8 @@ class UserData:
         index = 0
         while True:
             try:
-                item = next(iterator)
+                with user_stage(f"reading batch {index} from {what}", announce=index == 0):
+                    item = next(iterator)
             except StopIteration:
                 return
             except Exception as err:  # noqa: BLE001

@@ -15,6 +15,7 @@ from typing import Any, Callable
 from ..compat import missing_op_hint
 from ..sources.outputs import call, flat_module, paths_of
 from ..spec import ModelSignature
+from ..watchdog import user_stage
 from .errors import ConversionError
 from .onnx import EXPORTERS, export_onnx
 from .tensorrt import build_engine
@@ -48,7 +49,7 @@ class ExportExample:
         in_names = [t.name for t in signature.inputs]
         out_names = [t.name for t in signature.outputs]
         try:
-            with torch.no_grad():
+            with torch.no_grad(), user_stage("running the model on its example inputs"):
                 out = call(model, args, in_names)
         except Exception as err:
             raise ConversionError(f"the model fails on its example inputs "

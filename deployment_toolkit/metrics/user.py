@@ -21,6 +21,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional
 
 import numpy as np
 
+from ..watchdog import user_stage
 from ..data.dump import Dump
 from ..sources.userfile import first_line as _first_line, import_file
 from ..errors import UserError
@@ -81,7 +82,8 @@ def load_metrics_file(path: str | Path) -> MetricsFn:
 
     def call(**kwargs: Any) -> Mapping[str, Any]:
         try:
-            return fn(**{k: v for k, v in kwargs.items() if k in accepted})
+            with user_stage(f"computing {path.name}:{where}"):
+                return fn(**{k: v for k, v in kwargs.items() if k in accepted})
         except Exception as err:  # noqa: BLE001
             raise MetricsFileError(f"{path}: {where} raised {_first_line(err)}") from err
 

@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from ..compat import missing_op_hint
+from ..watchdog import user_stage
 from ..models.registry import DEFAULT_METRIC, TASKS
 from ..spec import ModelSignature, SpecError, TensorSpec
 from .base import ModelSource, SourceError
@@ -100,7 +101,7 @@ def _run(model, inputs: tuple[TensorSpec, ...], batch: int, what: str = "example
 
     examples = ModelSignature(inputs=inputs, outputs=(TensorSpec("__probe__", (1,)),)).examples(batch)
     try:
-        with torch.inference_mode():
+        with torch.inference_mode(), user_stage(f"running the model on {what}"):
             return call(model, [torch.from_numpy(examples[t.name]) for t in inputs], [t.name for t in inputs])
     except SourceError:
         raise

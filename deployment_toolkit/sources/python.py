@@ -14,6 +14,7 @@ from types import ModuleType
 from typing import Any, Callable
 
 from ..compat import prepare_user_imports
+from ..watchdog import user_stage
 from ..spec import ModelSignature, SpecError, TensorSpec
 from .base import DEFAULT_MAX_BATCH, ModelSource, ResolvedModel, SourceError, display_name, register_source
 from .common import input_specs, materialise, probe, task_and_metric, with_checkpoint
@@ -82,7 +83,8 @@ def resolve_python(source: ModelSource) -> ResolvedModel:
     def build(seed: int):
         torch.manual_seed(seed)
         try:
-            model = factory(**kwargs)
+            with user_stage(f"building the model ({what})"):
+                model = factory(**kwargs)
         except Exception as err:
             raise SourceError(f"{what}(**{kwargs}) raised {_first_line(err)}") from err
         if isinstance(model, tuple) and model and isinstance(model[0], torch.nn.Module):
@@ -105,7 +107,8 @@ def resolve_python(source: ModelSource) -> ResolvedModel:
     elif callable(sig_fn):
         sig_kwargs = accepted_kwargs(sig_fn, source.kwargs, True, f"{file.name}:{SIGNATURE_FN}")
         try:
-            value = sig_fn(**sig_kwargs)
+            with user_stage(f"reading the signature ({file.name}:{SIGNATURE_FN})"):
+                value = sig_fn(**sig_kwargs)
         except Exception as err:
             raise SourceError(f"{file.name}:{SIGNATURE_FN}(**{sig_kwargs}) raised {_first_line(err)}") from err
         signature, extra = _signature(value, f"{file.name}:{SIGNATURE_FN}")

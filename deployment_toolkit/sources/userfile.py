@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+from ..watchdog import user_stage
+
 
 def first_line(err: BaseException) -> str:
     """`Type: first line of the message (file:line)`, the deepest frame being where in the user's file it broke."""
@@ -39,7 +41,8 @@ def import_file(path: str | Path, what: str, error: type[Exception], hint: str =
     folder = str(path.parent.resolve())
     sys.path.insert(0, folder)
     try:
-        spec.loader.exec_module(module)
+        with user_stage(f"importing {path.name}"):
+            spec.loader.exec_module(module)
     except Exception as err:  # noqa: BLE001 - a user's file may raise anything while importing
         sys.modules.pop(name, None)
         raise error(f"{what} {path} failed to import: {first_line(err)}") from err

@@ -40,3 +40,23 @@ def test_help_still_exits_0_and_a_usage_error_is_one_line_and_a_pointer():
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 2 and "error: the following arguments are required" in lines[0] and "--help" in lines[1]
+
+
+@pytest.mark.parametrize("where, stage", [("import", "importing model.py"),
+                                          ("get_model", "building the model (model.py:get_model)"),
+                                          ("forward", "running the model on example inputs")])
+def test_user_code_that_hangs_is_named_and_stopped(tmp_path, where, stage):
+    (tmp_path / "model.py").write_text(
+        "import time\nimport torch\n"
+        + ("time.sleep(120)\n" if where == "import" else "")
+        + "class M(torch.nn.Module):\n    def forward(self, x):\n"
+        + ("        time.sleep(120)\n" if where == "forward" else "") + "        return x * 2\n"
+        + "def get_model():\n" + ("    time.sleep(120)\n" if where == "get_model" else "") + "    return M()\n")
+    proc = convert_cli("--input-path", tmp_path / "model.py", "--input-shape", "x=3", "--output-type", "onnx",
+                       "--output-path", tmp_path / "out", "--user-code-timeout", "3")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert f"{stage} ..." in proc.stderr  # said before it started
+    assert f"error: {stage} did not finish within 3 s (--user-code-timeout)" in proc.stderr
+    stacks = proc.stderr.rsplit("Where each thread was: ", 1)[1].strip()
+    assert "model.py" in Path(stacks).read_text()
+    assert not (tmp_path / "out" / "manifest.json").exists()
