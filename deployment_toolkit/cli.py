@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import signal
 import sys
 import textwrap
@@ -79,6 +80,9 @@ def install_sigterm_handler() -> Callable[[], None]:
     return lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
 
 
+# Where the user's environment, not the toolkit, says no: a full disk or quota, a read-only or immutable
+# destination, a missing permission, a name too long for the filesystem.
+_ENVIRONMENT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENAMETOOLONG}
 _OWN_EXITS = (str(Path(__file__).resolve().parent), str(Path(argparse.__file__).resolve()))
 
 
@@ -120,6 +124,13 @@ def run(main: Callable[[], int | None]) -> None:
             code = EXIT_SIGTERM
     except USER_ERRORS as err:
         print(f"error: {err}", file=sys.stderr)
+        code = EXIT_USER_ERROR
+    except OSError as err:
+        if err.errno not in _ENVIRONMENT_ERRNOS:
+            raise
+        print(f"error: {err.strerror}" + (f": {err.filename}" if err.filename else "") + "; completed measurements "
+              "and files are kept: make room or point the output elsewhere, then run the same command again",
+              file=sys.stderr)
         code = EXIT_USER_ERROR
     finally:
         restore()

@@ -56,6 +56,28 @@ def ort_module(path: Path, input_names: list[str]):
     return OrtModule().eval()
 
 
+def check_external_data(path: Path, graph) -> None:
+    """Every external weights file the graph names is there and long enough (ONNX Runtime's own failure is a page
+    of C++ context); one line naming the file, its expected and actual size."""
+    import onnx
+
+    need: dict[str, int] = {}
+    for init in graph.initializer:
+        if init.data_location != onnx.TensorProto.EXTERNAL:
+            continue
+        info = {e.key: e.value for e in init.external_data}
+        end = int(info.get("offset", 0) or 0) + int(info.get("length", 0) or 0)
+        need[info.get("location", "")] = max(need.get(info.get("location", ""), 0), end)
+    for name, size in need.items():
+        data = path.parent / name
+        if not data.is_file():
+            raise SourceError(f"{path} keeps its weights in {name}, which is not next to it ({data}): copy it there "
+                              f"(at least {size} bytes)")
+        if data.stat().st_size < size:
+            raise SourceError(f"{data} is truncated: {data.stat().st_size} bytes, {path.name} needs at least {size}; "
+                              "copy it again from where the model was exported")
+
+
 @register_source("onnx")
 def resolve_onnx(source: ModelSource) -> ResolvedModel:
     import onnx
@@ -66,6 +88,7 @@ def resolve_onnx(source: ModelSource) -> ResolvedModel:
     except Exception as err:
         raise SourceError(f"{path} is not a loadable ONNX model: {type(err).__name__}: "
                           f"{str(err).splitlines()[0][:200] if str(err) else ''}") from err
+    check_external_data(path, graph)
     inits = {i.name for i in graph.initializer}
     ins = [(v.name, *_onnx_dims(v)) for v in graph.input if v.name not in inits]
     outs = [(v.name, *_onnx_dims(v)) for v in graph.output]
