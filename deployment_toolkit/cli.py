@@ -11,7 +11,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, Callable
 
-from . import watchdog
+from . import committed, watchdog
 from .errors import UserError
 
 # Errors whose message is the whole story: print it, no traceback. Anything else (a bare ValueError or KeyError
@@ -29,10 +29,14 @@ class _Parser(argparse.ArgumentParser):
                           help="time limit for each stage that runs your code (importing model.py, building the "
                                "model, a forward pass, a dataloader batch, metrics.py); past it the command stops "
                                "with exit 2 and says which stage hung (default %(default)s; 0: none)")
+        self.add_argument("--update-committed", action="store_true",
+                          help="allow writing into a folder git tracks (regenerating a committed example run); "
+                               "without it such a folder is refused")
 
     def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
         parsed, rest = super().parse_known_args(args, namespace)
         watchdog.configure(getattr(parsed, "user_code_timeout", None), announce=True)
+        committed.allow(getattr(parsed, "update_committed", False))
         return parsed, rest
 
     def error(self, message: str):  # type: ignore[override]

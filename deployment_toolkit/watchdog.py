@@ -1,5 +1,5 @@
 """User code that hangs is seen (a model.py that never finishes importing, a forward that never returns): each
-stage that runs user code says what it starts, on stderr, and has a time limit; past it the tool writes every
+stage that runs user code says what it starts, on stdout, and has a time limit; past it the tool writes every
 thread's stack to a file, says in one line which stage hung and exits 2 (os._exit: a stuck C call cannot be
 interrupted; the children the tool started die with it, PR_SET_PDEATHSIG). The stacks go to a file it names. A leaf: imports nothing of the toolkit.
 """
@@ -34,7 +34,7 @@ def user_stage(what: str, announce: bool = True) -> Iterator[None]:
     repeat (each batch of a dataloader)."""
     timeout = float(_settings["timeout_s"] or 0)
     if _settings["announce"] and announce:
-        print(f"{what} ...", file=sys.stderr, flush=True)
+        print(f"{what} ...", flush=True)  # progress on stdout: stderr stays the one line of an error
     done = threading.Event()
     t0 = time.monotonic()
 

@@ -45,13 +45,13 @@ for n in 1 2; do
     "$PY" triton/run_online_performance_test_on_triton.py --server-url "127.0.0.1:$GRPC_PORT" --protocol grpc \
         --model-name "resnet18_i$n" --manifest "$WS/resnet18/onnx/manifest.json" --input-data random \
         --concurrency 1,2,4,8,16 --shared-memory system --measurement-interval 3000 --max-attempts 3 \
-        --no-progress --ready-timeout 300 --result-path "$OUT/resnet18_i$n"
+        --no-progress --ready-timeout 300 --result-path "$OUT/resnet18_i$n" --update-committed
 done
 
 # open-loop capacity of both (kept in each run's openloop.csv), the plan on it (headroom from the spread),
 # the confirmation with derating and the burst check, 2 one-instance replicas behind nginx, the manifests
 "$PY" triton/size_fleet.py "$OUT/resnet18_i1" "$OUT/resnet18_i2" \
-    --peak-rps "$PEAK" --p99-ms "$SLO_MS" --host-hour-cost 0.10 --output "$OUT" \
+    --peak-rps "$PEAK" --p99-ms "$SLO_MS" --host-hour-cost 0.10 --output "$OUT" --update-committed \
     --capacity "127.0.0.1:$GRPC_PORT" --capacity-shared-memory system --distribution poisson \
     --capacity-trials 3 --capacity-window-ms 3000 \
     --confirm "127.0.0.1:$GRPC_PORT" --confirm-shared-memory system --confirm-interval-ms 3000 \

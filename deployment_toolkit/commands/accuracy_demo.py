@@ -24,6 +24,7 @@ from deployment_toolkit.errors import ToolkitError  # noqa: E402
 
 # Idle OpenMP threads sleep instead of spinning (a busy 2-core host made torch steps 3-10x slower); set
 from deployment_toolkit.tables import markdown_table  # noqa: E402
+from deployment_toolkit.committed import refuse_committed  # noqa: E402
 # before torch loads here (framework dump) and inherited by the training subprocess.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 ROOT = Path(__file__).resolve().parents[2]
@@ -132,7 +133,9 @@ def main(argv: list[str] | None = None) -> int:
     """)
     p.add_argument("--workspace", type=Path, default=ROOT / "workspace" / RUN_NAME,
                    help="data, weights, ONNX, model repository, dumps and server log")
-    p.add_argument("--results-dir", type=Path, default=ROOT / "results" / RUN_NAME)
+    p.add_argument("--results-dir", type=Path, default=None,
+                   help=f"default: a new results/local/{RUN_NAME}-<UTC time> (git-ignored); the committed "
+                        f"results/{RUN_NAME} is rewritten only with --results-dir results/{RUN_NAME} --update-committed")
     p.add_argument("--train-samples", type=int, default=3000)
     p.add_argument("--heldout-samples", type=int, default=256)
     p.add_argument("--seed", type=int, default=0, help="training data and weights; the held-out split uses seed+1")
@@ -144,6 +147,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-dice-diff", type=float, default=0.001, help="bound for |dice_mean Triton - framework|")
     p.add_argument("--no-progress", action="store_true", help="no training progress bar (logs, CI)")
     args = p.parse_args(argv)
+    if args.results_dir is None:
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        args.results_dir = ROOT / "results" / "local" / f"{RUN_NAME}-{stamp}"
+    refuse_committed(args.results_dir, "--results-dir")
 
     try:
         return run_chain(args)

@@ -8,6 +8,7 @@ import tempfile
 from pathlib import Path
 
 from deployment_toolkit import cli  # noqa: E402
+from deployment_toolkit.committed import refuse_committed  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -49,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     if not formats or any(f not in FORMATS for f in formats):
         raise UserInputError(f"--formats takes some of {', '.join(FORMATS)}, got {args.formats!r}")
     out = Path(args.output) if args.output else Path("results") / "local" / f"corpus-{_utc()}"
+    refuse_committed(out, "--output")
     if (out / "corpus.csv").exists():
         raise UserInputError(f"{out} holds a corpus run already: pass another --output")
     out.mkdir(parents=True, exist_ok=True)

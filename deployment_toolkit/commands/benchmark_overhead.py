@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from deployment_toolkit import cli  # noqa: E402
+from deployment_toolkit.committed import refuse_committed  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -74,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         server_start_timeout_s=args.server_start_timeout,
     )
     result_dir = Path(args.result_path or f"results/overhead-{slug}-cpu")
+    refuse_committed(result_dir, "--result-path")
     result = run_overhead(opts, result_dir, run_config={"argv": sys.argv[1:], "private_shm": inside})
     print(to_markdown(result.rows, opts, _config(result)))
     print("wrote " + ", ".join(str(v) for v in result.paths.values()))

@@ -5,6 +5,7 @@ import sys
 from pathlib import Path
 
 from deployment_toolkit import cli  # noqa: E402
+from deployment_toolkit.committed import refuse_committed  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,6 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--result-dir", required=True, help="results/<run>: CSV, markdown and run.json go here")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
+    refuse_committed(args.result_dir, "--result-dir")
     if args.warmup < 0 or args.iterations < 1 or not 1 <= args.min_iterations:
         p.error("--warmup must be >= 0, --iterations and --min-iterations >= 1")
 

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from deployment_toolkit import cli  # noqa: E402
+from deployment_toolkit.committed import refuse_committed  # noqa: E402
 
 
 def _minutes_or_half(text: str) -> float | str:
@@ -52,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     from deployment_toolkit.search.versus import compare, summary_lines, target_lines
 
     result_dir = Path(args.result_path or Path("results") / f"search-vs-ma-{args.model}-{args.preset}")
+    refuse_committed(result_dir, "--result-path")
     workspace = Path(args.workspace or Path("workspace") / f"{args.model}-{args.preset}")
     ours, ma, contenders = compare(
         model=args.model, preset=args.preset, budget_ms=args.p99_ms, max_minutes=args.max_minutes,

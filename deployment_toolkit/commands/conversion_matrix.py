@@ -8,6 +8,7 @@ from pathlib import Path
 from deployment_toolkit import cli  # noqa: E402
 from deployment_toolkit.results.ledger import add_reuse_arguments  # noqa: E402
 from deployment_toolkit.spec import FORMATS  # noqa: E402
+from deployment_toolkit.committed import refuse_committed  # noqa: E402
 
 
 def _names(text: str) -> list[str]:
@@ -34,6 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-progress", action="store_true", help="no progress bar (CI logs)")
     add_reuse_arguments(p, "rows of the CSV")
     args = p.parse_args(argv)
+    refuse_committed(args.output, "--output")
 
     from deployment_toolkit.export import ConvertOptions
     from deployment_toolkit.export.matrix import run_matrix

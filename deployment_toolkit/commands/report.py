@@ -6,24 +6,23 @@ saved as RUN_B/compare.md.
 import sys
 from pathlib import Path
 
-
-import argparse  # noqa: E402
-
 from deployment_toolkit import cli  # noqa: E402
+from deployment_toolkit.committed import refuse_committed  # noqa: E402
 from deployment_toolkit.report.build import build_report, compare_runs  # noqa: E402
 
-EXAMPLE = """examples:
-  deployment-toolkit report results/resnet50-cpu
-  deployment-toolkit report results/resnet50-cpu results/resnet50-2-instances   # + compare.md in the second
+EXAMPLE = """
+  deployment-toolkit report results/local/resnet50-cpu
+  deployment-toolkit report results/local/resnet50-cpu results/local/resnet50-2-instances   # + compare.md in the second
 """
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, epilog=EXAMPLE,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = cli.parser(__doc__, EXAMPLE)
     parser.add_argument("run", type=Path, help="results folder (with online.csv and/or offline.csv, run.json)")
     parser.add_argument("run_b", type=Path, nargs="?", help="second results folder to compare against the first")
     args = parser.parse_args(argv)
+    for run in filter(None, (args.run, args.run_b)):  # a report rewrites report.md/html (and compare.md) there
+        refuse_committed(run, "a results folder report.py writes into")
     try:
         for run in filter(None, (args.run, args.run_b)):
             paths = build_report(run)

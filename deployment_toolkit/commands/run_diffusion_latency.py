@@ -12,6 +12,7 @@ from deployment_toolkit.errors import UserInputError  # noqa: E402
 
 TARGETS = ("triton", "in-process", "http")
 from deployment_toolkit.tables import markdown_table  # noqa: E402
+from deployment_toolkit.committed import refuse_committed  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -76,6 +77,7 @@ def run(args, targets: list[str]) -> int:
     from deployment_toolkit.results.runinfo import run_metadata, write_run_json
 
     out_dir = Path(args.result_dir)
+    refuse_committed(out_dir, "--result-dir")
     out_dir.mkdir(parents=True, exist_ok=True)
     device = args.device_label or device_label("cuda" if _denoiser_on_gpu(args) else "cpu")
     notes: list[str] = []

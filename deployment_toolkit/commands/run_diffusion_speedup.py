@@ -8,6 +8,7 @@ from pathlib import Path
 
 from deployment_toolkit import cli  # noqa: E402
 from deployment_toolkit.errors import UserInputError  # noqa: E402
+from deployment_toolkit.committed import refuse_committed  # noqa: E402
 
 # (format, precision, label) in order of preference; the fastest verified one is used
 CANDIDATES = {
@@ -92,6 +93,7 @@ def run(args) -> int:
 
     load_after = os.getloadavg()
     out = Path(args.result_dir)
+    refuse_committed(out, "--result-dir")
     write_text(out / "diffusion_speedup.csv", csv_text([r.row() for r in rows], SPEEDUP_CSV_COLUMNS))
     host = "GPU" if device == "cuda" else "CPU"
     md = (f"# Diffusion sampling: {label} vs framework ({host})\n\nEnd-to-end latency of the sampling loop "

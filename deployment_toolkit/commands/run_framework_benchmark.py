@@ -9,6 +9,7 @@ from pathlib import Path
 
 from deployment_toolkit import cli  # noqa: E402
 from deployment_toolkit.results.ledger import add_reuse_arguments  # noqa: E402
+from deployment_toolkit.committed import refuse_committed  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -48,6 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
+    refuse_committed(args.result_dir, "--result-dir")
     if args.warmup < 1 or args.duration <= 0 or args.min_iterations < 1:
         p.error("--warmup and --min-iterations must be >= 1, --duration > 0")
 

@@ -31,6 +31,7 @@ EXAMPLE = """
 
 
 import argparse  # noqa: E402
+from deployment_toolkit.committed import refuse_committed  # noqa: E402
 
 
 def _build_parser():
@@ -211,6 +212,7 @@ def _main(argv=None) -> int:
     prices = Prices(load_prices(args.prices) if args.prices else {}, args.gpu_hour_cost, args.host_hour_cost)
     sizing = size(runs, demand, prices, args.gsd_m or (), args.area_km2, args.include_unreliable, measured)
     out_dir = Path(args.output) if args.output else runs[0].path
+    refuse_committed(out_dir, "--output" if args.output else "the first RUN, where sizing goes without --output")
     steps = frontier(runs, demand, prices, args.include_unreliable)
     code = 0 if sizing.recommendation else cli.EXIT_NOT_MET  # no plan meets the SLO
 

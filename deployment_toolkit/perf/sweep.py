@@ -45,6 +45,7 @@ from .analyzer import (
     write_input_data_json,
 )
 from ..errors import UserError, UserInputError
+from ..committed import refuse_committed
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..server.local import LocalTritonServer
@@ -171,6 +172,7 @@ def run_sweep(
     run.json and report. Nothing is written before the server has answered a real request (a run that never
     started leaves no trace); `reuse` is results.ledger's policy: auto | resume | fresh."""
     result_dir = Path(result_dir)
+    refuse_committed(result_dir, "--result-path")
     url = server_url or _server_url(server, options.protocol)
     binary, _ = check_perf_analyzer()
     points = sorted(dict.fromkeys(points))

@@ -20,6 +20,7 @@ from .stats import MIN_NOISE
 from .store import SearchStore, StoreMismatch
 from ..errors import UserInputError
 from ..results.identity import RunIdentity, host_identity, input_data_digest, library_versions, toolkit_version
+from ..committed import refuse_committed
 
 EXAMPLE = """
     deployment-toolkit search --model resnet50 --preset full --p99-ms 500 --max-minutes 20 \\
@@ -172,6 +173,7 @@ def run_search(args) -> int:
     resolved = resolve(source_from_args(args, args.preset))
     label = resolved.name
     result_dir = Path(args.result_path or Path("results") / f"search-{resolved.slug}-{args.preset}")
+    refuse_committed(result_dir, "--result-path")
     workspace = Path(args.workspace or Path("workspace") / f"{resolved.slug}-{args.preset}")
     model_name = check_model_name(args.model_name or resolved.slug)
     cpu = cpu_info()

@@ -78,7 +78,7 @@ for r in "${RUNS[@]}"; do
     out="results/search-vs-ma-${model}-cpu"
     cmd=("${PYTHON}" triton/benchmark_vs_model_analyzer.py --model "${model}" --preset "${preset}"
          --p99-ms "${budget}" --max-minutes "${MA_MAX_MINUTES}" --our-max-minutes half
-         --model-analyzer "${MODEL_ANALYZER}" --result-path "${out}")
+         --model-analyzer "${MODEL_ANALYZER}" --result-path "${out}" --update-committed)
     if [[ "${dry_run}" == 1 ]]; then
         printf '%q ' "${cmd[@]}"; echo
         continue

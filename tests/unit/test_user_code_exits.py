@@ -55,7 +55,7 @@ def test_user_code_that_hangs_is_named_and_stopped(tmp_path, where, stage):
     proc = convert_cli("--input-path", tmp_path / "model.py", "--input-shape", "x=3", "--output-type", "onnx",
                        "--output-path", tmp_path / "out", "--user-code-timeout", "3")
     assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert f"{stage} ..." in proc.stderr  # said before it started
+    assert f"{stage} ..." in proc.stdout  # said before it started
     assert f"error: {stage} did not finish within 3 s (--user-code-timeout)" in proc.stderr
     stacks = proc.stderr.rsplit("Where each thread was: ", 1)[1].strip()
     assert "model.py" in Path(stacks).read_text()
