@@ -90,6 +90,10 @@ def _file_of(source: ModelSource) -> Path | None:
 def _pin(path: Path, recorded: str | None, what: str) -> str:
     """The file's sha256; a file that changed since it was recorded is an error (the artifact came from the
     recorded bytes, so a rebuild from other bytes would verify or serve something else)."""
+    if path.is_dir():
+        files = sorted(p.name for p in path.iterdir() if p.suffix in (".safetensors", ".pt", ".pth", ".bin"))
+        raise SourceError(f"{what} {path} is a folder: pass the file itself"
+                          + (f", e.g. {path / files[0]}" if files else " (no .safetensors/.pt/.pth file in it)"))
     if not path.is_file():
         raise SourceError(f"{what} {path} does not exist" + (" any more (recorded in the manifest)" if recorded else ""))
     digest = sha256_file(path)

@@ -22,6 +22,15 @@ def _to_safetensors_hint(path: Path) -> str:
             f"save_file({{k: v.contiguous() for k, v in sd.items()}}, '{out}')\" and pass --checkpoint {out}")
 
 
+def _first_sentence(err: BaseException, limit: int = 200) -> str:
+    """The error's first sentence, whole, or cut at a word with an ellipsis (never mid-word, never mid-quote)."""
+    text = " ".join(str(err).split())
+    sentence = text.split(". ", 1)[0].rstrip(".")
+    if len(sentence) <= limit:
+        return sentence
+    return sentence[:limit].rsplit(" ", 1)[0].rstrip("`'\"(") + " ..."
+
+
 def read_state_dict(path: str | Path) -> dict[str, Any]:
     """The tensors of a checkpoint file, unwrapped and with a `module.` prefix removed."""
     import torch
@@ -41,7 +50,7 @@ def read_state_dict(path: str | Path) -> dict[str, Any]:
             sd = torch.load(str(path), map_location="cpu", weights_only=True)
         except pickle.UnpicklingError as err:
             raise SourceError(f"checkpoint {path} holds pickled objects that torch.load with weights_only=True refuses "
-                              f"to load ({str(err).splitlines()[0][:160]}); {_to_safetensors_hint(path)}") from err
+                              f"to load ({_first_sentence(err)}); {_to_safetensors_hint(path)}") from err
         except Exception as err:
             raise SourceError(f"checkpoint {path} cannot be read by torch.load: {type(err).__name__}: "
                               f"{str(err).splitlines()[0][:200]}") from err

@@ -399,3 +399,15 @@ def test_tensorrt_sources_and_targets_need_tensorrt(tmp_path, monkeypatch, capsy
     code, _, err = run_cli(monkeypatch, capsys, "--input-path", tmp_path / "engine.plan", "--output-type", "trt",
                            "--output-path", tmp_path / "out2")
     assert code == 2 and "needs TensorRT" in err and not (tmp_path / "out2").exists()
+
+
+def test_the_pickle_refusal_is_never_cut_mid_sentence_and_a_checkpoint_folder_is_named(monkeypatch, capsys, tmp_path):
+    """Issue 30: the message once ended in "Re-running `torch.)"; --checkpoint-dir DIR said the file 'does not exist'."""
+    torch.save({"state_dict": trained_state(), "extra": Opaque()}, tmp_path / "pickled.pt")
+    line = _bad(monkeypatch, capsys, tmp_path, "--input-path", FIXTURE, "--checkpoint", tmp_path / "pickled.pt")
+    inner = line.split("refuses to load (", 1)[1].split("); if you trust", 1)[0]
+    assert inner and not inner.endswith(("`torch", "`", "(")) and inner.count("`") % 2 == 0, inner
+    (tmp_path / "ckpts").mkdir()
+    (tmp_path / "ckpts" / "best.safetensors").write_bytes(b"x")
+    line = _bad(monkeypatch, capsys, tmp_path, "--input-path", FIXTURE, "--checkpoint-dir", tmp_path / "ckpts")
+    assert "is a folder: pass the file itself, e.g." in line and "best.safetensors" in line
