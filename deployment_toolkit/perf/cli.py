@@ -37,6 +37,11 @@ def add_target_arguments(parser) -> None:
     o.add_argument("--no-report", action="store_true", help="skip report.md/report.html/plots")
     o.add_argument("--no-progress", action="store_true", help="no progress bar")
     o.add_argument("--ready-timeout", type=float, default=60.0, help="seconds to wait for the model (default 60)")
+    t = parser.add_argument_group("server telemetry (Triton's metrics endpoint, scraped during every point)")
+    t.add_argument("--metrics-url", default=None, metavar="URL",
+                   help="default: http://<server host>:8002/metrics (Triton's default port); 'none' turns it off")
+    t.add_argument("--metrics-period", type=float, default=0.5, metavar="SECONDS",
+                   help="scrape period (default %(default)s s); <kind>_server.csv and telemetry/ hold the result")
 
 
 def parse_shapes(items: Sequence[str]) -> dict[str, list[int]]:
@@ -101,6 +106,7 @@ def run_cli(kind: str, args, points_arg: Sequence[int] | str, fixed: int) -> int
         number_of_model_instances=args.number_of_model_instances, shapes=parse_shapes(args.shape),
         manifest_path=args.manifest, progress=not args.no_progress, remeasure_unstable=args.remeasure_unstable,
         build_report=not args.no_report, ready_timeout_s=args.ready_timeout, reuse=args.reuse,
+        metrics_url=args.metrics_url, metrics_period_s=args.metrics_period,
     )
     if kind == "online":
         from .online import run_online

@@ -32,6 +32,7 @@ from ..results.identity import (RunIdentity, artifact_digest, host_identity, inp
                                 served_config, toolkit_version)
 from ..results.ledger import record_run
 from ..results.runinfo import read_run_json
+from ..results.schema import THROUGHPUT
 from ..results.store import ResultsStore
 from ..spec import ModelSignature, SpecError, TensorSpec, atomic_write_text, numpy_dtype
 from .analyzer import (
@@ -46,6 +47,7 @@ from .analyzer import (
 )
 from ..errors import UserError, UserInputError
 from ..committed import refuse_committed
+from . import telemetry
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..server.local import LocalTritonServer
@@ -167,6 +169,8 @@ def run_sweep(
     build_report: bool = True,
     ready_timeout_s: float = 60.0,
     reuse: str = "auto",
+    metrics_url: str | None = None,
+    metrics_period_s: float = telemetry.DEFAULT_PERIOD_S,
 ) -> SweepOutcome:
     """Measure every point not yet in `<result_dir>/<kind>.csv` under this run's identity, then write the tables,
     run.json and report. Nothing is written before the server has answered a real request (a run that never
@@ -176,6 +180,7 @@ def run_sweep(
     url = server_url or _server_url(server, options.protocol)
     binary, _ = check_perf_analyzer()
     points = sorted(dict.fromkeys(points))
+    metrics = telemetry.metrics_url_for(url, server, metrics_url)
 
     wait_until_ready(url, options.protocol, model_name, model_version, ready_timeout_s)
     try:
@@ -241,11 +246,13 @@ def run_sweep(
                 bar.set_postfix_str(f"batch {point.batch_size}, concurrency {point.concurrency}")
             _check_alive(server, url, options.protocol, model_name, model_version, kind, point, store, None)
             try:
-                result = run_point(
-                    model_name, url, point.batch_size, point.concurrency, signature, options,
-                    raw_dir / f"{kind}_{point.name}.csv", model_version=model_version, input_data=input_data,
-                    binary=binary,
-                )
+                with telemetry.scrape_during(metrics, model_name, metrics_period_s,
+                                             log=lambda m: _warn(m, bar)) as scraper:
+                    result = run_point(
+                        model_name, url, point.batch_size, point.concurrency, signature, options,
+                        raw_dir / f"{kind}_{point.name}.csv", model_version=model_version, input_data=input_data,
+                        binary=binary,
+                    )
             except PerfAnalyzerError as err:
                 _check_alive(server, url, options.protocol, model_name, model_version, kind, point, store, err)
                 raise SweepError(
@@ -255,6 +262,12 @@ def run_sweep(
             row = result.row()
             row.update({"Precision": precision, "Triton Instances": instances})
             store.add(row)
+            if scraper is not None and len(scraper.samples) >= 2:
+                client = result.values.get(THROUGHPUT)
+                telemetry.record_point(result_dir, kind, {"Client Batch Size": point.batch_size,
+                                                          "Concurrent client requests": point.concurrency,
+                                                          "client_infer_per_s": client},
+                                       telemetry.summarise(scraper.samples, client), scraper.samples)
             outcome.measured.append(point)
             if not result.stable:
                 _warn(f"{kind} {point.name}: UNSTABLE - {result.note} (marked stable=False)", bar)

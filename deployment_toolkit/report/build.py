@@ -6,6 +6,7 @@ from pathlib import Path
 
 from ..results.runinfo import read_run_json
 from ..spec import atomic_write_text
+from .server import summary_table
 from ..tables import markdown_table
 from .sections import EXTRA_SECTIONS, include_extra_sections
 from . import html as html_report
@@ -43,6 +44,10 @@ def build_report(run_dir: str | Path) -> dict[str, Path]:
             md += [f"![{name}]({path.name})", ""]
         md += ["Full tabular data", "", full_table(kind, section["rows"]), "",
                "Times in milliseconds; throughput in inferences per second.", ""]
+        server = summary_table(run_dir, kind)
+        if server:
+            md += ["What the server measured (its metrics endpoint, scraped during each point; queue and compute "
+                   "in microseconds, from Triton's cumulative counters):", "", server, ""]
     paths: dict[str, Path] = {name: p for s in sections for name, p in s["plots"].items()}
     paths["hardware.md"] = run_dir / "hardware.md"  # alone, for READMEs that quote a run (embed_results.py)
     atomic_write_text(paths["hardware.md"], hardware_section(meta, all_rows) + "\n")

@@ -296,3 +296,34 @@ def test_sigterm_mid_sweep_kills_perf_analyzer_keeps_points_and_resumes(server, 
     assert out.returncode == 0, out.stderr[-2000:]
     assert f"skipping {kept} completed points" in out.stdout
     assert [r["Concurrent client requests"] for r in read_store_csv(run_dir / "online.csv")] == [1, 2, 3]
+
+
+def test_every_point_has_the_servers_own_metrics_beside_the_clients(online_run):
+    """Issue 29: Triton's metrics endpoint scraped during each point (at least 4 samples), summarised beside
+    perf_analyzer's row: the server's own throughput agrees with the client's, queue and compute are there."""
+    import csv
+
+    run_dir, _ = online_run
+    with open(run_dir / "online_server.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert [(r["Client Batch Size"], r["Concurrent client requests"]) for r in rows] == [("1", "1"), ("1", "2")]
+    for r in rows:
+        assert int(r["samples"]) >= 4, r
+        client, server = float(r["client_infer_per_s"]), float(r["server_infer_per_s"])
+        # the scrape spans perf_analyzer's whole run (warm-up and every trial), the client row its last windows
+        assert abs(client / server - 1) < 0.35, (client, server)
+        assert float(r["compute_infer_us_per_exec"]) > 0 and float(r["queue_us_per_request"]) >= 0
+        assert 1.0 <= float(r["avg_batch"]) <= 8.0 and r["cpu_memory_gib"] != ""
+    with open(run_dir / "telemetry" / "online_series.csv", newline="") as fh:
+        series = list(csv.DictReader(fh))
+    assert {s["metric"] for s in series} >= {"nv_inference_count", "nv_inference_exec_count"}
+    assert "What the server measured" in (run_dir / "report.md").read_text()
+
+
+def test_a_metrics_endpoint_that_does_not_answer_is_said_once_and_the_sweep_goes_on(server, tmp_path, capsys):
+    run_dir = tmp_path / "run"
+    outcome = run_online("double", None, SIG, [1, 2], FAST, run_dir, protocol="grpc", server=server, progress=False,
+                         metrics_url="http://127.0.0.1:1/metrics", build_report=False)
+    assert len(outcome.measured) == 2 and not (run_dir / "online_server.csv").exists()
+    said = capsys.readouterr()
+    assert (said.out + said.err).count("server metrics at http://127.0.0.1:1/metrics not available") == 1

@@ -1,0 +1,71 @@
+"""Server-side figures of a sweep's points, stored beside its rows: `<kind>_server.csv` (one summary row per
+point, replaced when the point is measured again) and `telemetry/<kind>_series.csv` (every scrape). Written by
+perf.telemetry, read by the report; here because both use it."""
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from ..spec import atomic_write_text
+
+SUMMARY_COLUMNS = ("samples", "seconds", "server_infer_per_s", "client_vs_server_pct", "avg_batch",
+                   "queue_us_per_request", "compute_infer_us_per_request", "compute_infer_us_per_exec",
+                   "pending_requests", "cpu_util_pct", "cpu_memory_gib", "gpu_util_pct", "gpu_memory_gib",
+                   "gpu_power_w")
+
+
+def series_csv(samples: Sequence[Any], point: Mapping[str, Any]) -> str:
+    """The time series as CSV rows: the point's key columns, t (s from the first sample), metric, series, value."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    t0 = samples[0].t if samples else 0.0
+    for s in samples:
+        for name, series in sorted(s.values.items()):
+            for key, value in sorted(series.items()):
+                w.writerow([*point.values(), f"{s.t - t0:.3f}", name, key, value])
+    return buf.getvalue()
+
+
+def append_series(path: Path, samples: Sequence[Any], point: Mapping[str, Any]) -> None:
+    """Add a point's samples to `path` (header on creation); one file per sweep, every point in it."""
+    new = not path.exists()
+    with open(path, "a", newline="") as fh:
+        if new:
+            csv.writer(fh, lineterminator="\n").writerow([*point.keys(), "t_s", "metric", "series", "value"])
+        fh.write(series_csv(samples, point))
+
+
+def server_csv(result_dir: Path, kind: str) -> Path:
+    return Path(result_dir) / f"{kind}_server.csv"
+
+
+KEY_COLUMNS = ("Client Batch Size", "Concurrent client requests", "client_infer_per_s")
+
+
+def read_summaries(path: Path) -> list[dict[str, str]]:
+    if not path.is_file():
+        return []
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def record_point(result_dir: Path, kind: str, key: Mapping[str, Any], summary: Mapping[str, Any],
+                 samples: Sequence[Any]) -> None:
+    """The point's summary into `<kind>_server.csv` (one row per point, replaced when the point is measured
+    again) and its samples into `telemetry/<kind>_series.csv`."""
+    path = server_csv(result_dir, kind)
+    columns = [*KEY_COLUMNS, *SUMMARY_COLUMNS]
+    rows = [r for r in read_summaries(path)
+            if (r.get(KEY_COLUMNS[0]), r.get(KEY_COLUMNS[1])) != (str(key[KEY_COLUMNS[0]]), str(key[KEY_COLUMNS[1]]))]
+    rows.append({**{k: key.get(k) for k in KEY_COLUMNS}, **summary})
+    rows.sort(key=lambda r: (int(r[KEY_COLUMNS[0]]), int(r[KEY_COLUMNS[1]] or 0)))
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
+    w.writeheader()
+    w.writerows([{c: ("" if r.get(c) is None else r.get(c)) for c in columns} for r in rows])
+    atomic_write_text(path, buf.getvalue())
+    series = Path(result_dir) / "telemetry" / f"{kind}_series.csv"
+    series.parent.mkdir(parents=True, exist_ok=True)
+    append_series(series, samples, {k: key[k] for k in KEY_COLUMNS[:2]})

@@ -1,0 +1,54 @@
+"""Triton's metrics text read with prometheus_client's parser, and a point summarised from its active samples."""
+from deployment_toolkit.perf.telemetry import Sample, active, metrics_url_for, parse, summarise
+
+TEXT = """# HELP nv_inference_count Number of inferences performed
+# TYPE nv_inference_count counter
+nv_inference_count{{model="m",version="1"}} {count}
+nv_inference_count{{model="other",version="1"}} 999
+# TYPE nv_inference_exec_count counter
+nv_inference_exec_count{{model="m",version="1"}} {execs}
+# TYPE nv_inference_request_success counter
+nv_inference_request_success{{model="m",version="1"}} {count}
+# TYPE nv_inference_queue_duration_us counter
+nv_inference_queue_duration_us{{model="m",version="1"}} {queue}
+# TYPE nv_inference_compute_infer_duration_us counter
+nv_inference_compute_infer_duration_us{{model="m",version="1"}} {compute}
+# TYPE nv_inference_pending_request_count gauge
+nv_inference_pending_request_count{{model="m",version="1"}} 2
+# TYPE nv_cpu_utilization gauge
+nv_cpu_utilization 0.25
+# TYPE nv_gpu_utilization gauge
+nv_gpu_utilization{{gpu_uuid="GPU-1"}} 0.5
+# TYPE nv_gpu_memory_used_bytes gauge
+nv_gpu_memory_used_bytes{{gpu_uuid="GPU-1"}} 2147483648
+"""
+
+
+def scrape(t, count, execs, queue, compute):
+    return Sample(t, parse(TEXT.format(count=count, execs=execs, queue=queue, compute=compute), "m"))
+
+
+def test_counters_of_the_model_only_and_gauges_per_gpu():
+    values = parse(TEXT.format(count=10, execs=5, queue=1, compute=2), "m")
+    assert values["nv_inference_count"] == {"1": 10.0}  # the other model's series is left out
+    assert values["nv_gpu_utilization"] == {"GPU-1": 0.5} and values["nv_cpu_utilization"] == {"": 0.25}
+
+
+def test_a_point_is_summarised_over_its_active_samples_only():
+    idle_head = [scrape(0, 0, 0, 0, 0), scrape(1, 0, 0, 0, 0)]
+    busy = [scrape(2, 100, 25, 5_000, 400_000), scrape(3, 200, 50, 10_000, 800_000)]
+    idle_tail = [scrape(4, 200, 50, 10_000, 800_000), scrape(5, 200, 50, 10_000, 800_000)]
+    samples = idle_head + busy + idle_tail
+    assert [s.t for s in active(samples)] == [1, 2, 3]
+    out = summarise(samples, client_infer_per_s=95.0)
+    assert out["samples"] == 6 and out["server_infer_per_s"] == 100.0  # 200 inferences over the 2 active seconds
+    assert out["avg_batch"] == 4.0 and out["queue_us_per_request"] == 50.0
+    assert out["compute_infer_us_per_request"] == 4000.0 and out["compute_infer_us_per_exec"] == 16000.0
+    assert out["client_vs_server_pct"] == -5.0 and out["pending_requests"] == 2.0
+    assert out["cpu_util_pct"] == 25.0 and out["gpu_util_pct"] == 50.0 and out["gpu_memory_gib"] == 2.0
+
+
+def test_where_the_metrics_are():
+    assert metrics_url_for("10.0.0.5:8001") == "http://10.0.0.5:8002/metrics"
+    assert metrics_url_for("grpc://h:9001", explicit="none") is None
+    assert metrics_url_for("h:8001", explicit="http://x:1/metrics") == "http://x:1/metrics"
