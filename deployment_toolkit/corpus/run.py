@@ -64,6 +64,12 @@ def one_line(err: BaseException | str, limit: int = 240) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
+def attempt_errors(err: BaseException) -> str:
+    """What each exporter said, without the log's path (the lines after 'failed with every exporter tried')."""
+    lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
+    return "; ".join(lines[1:]) if len(lines) > 1 and "every exporter tried" in lines[0] else (lines or [""])[0]
+
+
 def stop(row: CorpusRow, why: str) -> None:
     """Say why the row stops where it does, keeping what an earlier stage said (a format that failed)."""
     row.stopped_by = "; ".join(filter(None, [why, row.stopped_by]))
@@ -116,7 +122,7 @@ def convert_all(arch: Architecture, work: Path, formats: Sequence[str], row: Cor
             ok[fmt] = work / fmt
         except UserError as err:
             setattr(row, attr, "failed")
-            reasons.append(f"{fmt}: {one_line(err, 160)}")
+            reasons.append(f"{fmt}: {one_line(attempt_errors(err), 200)}")
         setattr(row, f"{attr}_s", f"{time.perf_counter() - t0:.1f}")
     row.reached = "convert" if ok else "resolve"
     row.stopped_by = "" if ok else "; ".join(reasons)
