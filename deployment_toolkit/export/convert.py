@@ -150,6 +150,7 @@ def convert(model: "str | ModelSource | ResolvedModel", fmt: str, output_dir: st
         tries = export_routes(fmt, example, artifact, opts, max_batch)
 
     attempts: list[Attempt] = []
+    unverified: tuple[Manifest, str] | None = None  # the last export that ran but did not verify, and why
     for k, (name, run) in enumerate(tries):
         t0 = time.perf_counter()
         if resolved.is_artifact:  # a copy or an engine build: its errors are the user's to read as they are
@@ -183,13 +184,14 @@ def convert(model: "str | ModelSource | ResolvedModel", fmt: str, output_dir: st
             manifest.save(out)
             return manifest
         attempt.outcome, attempt.error = "failed verification", result.message[:300]
+        unverified = (manifest, result.message)
+    if unverified is not None:  # an export ran but no exporter's output verified: its manifest says by how much
+        # every exporter writes its artifact only when it succeeds, so the file on disk is this manifest's
+        manifest, message = unverified
         manifest.export_options["attempts"] = [a.to_dict() for a in attempts]
-        if k + 1 < len(tries):  # another exporter may get it right
-            continue
         manifest.save(out)
-        raise VerificationError(f"{resolved.name} as {fmt}: verification failed: {result.message}"
-                                + (f" (also tried: {'; '.join(a.line() for a in attempts[:-1])})"
-                                   if len(attempts) > 1 else ""))
+        raise VerificationError(f"{resolved.name} as {fmt}: verification failed: {message}"
+                                + (f" (tried: {'; '.join(a.line() for a in attempts)})" if len(attempts) > 1 else ""))
     raise all_failed(f"{resolved.name} to {fmt}", attempts, log)
 
 

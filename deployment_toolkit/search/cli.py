@@ -167,10 +167,12 @@ def run_search(args) -> int:
     # with --max-attempts > 1 an unstable point is retried with a window twice as long (the runners add 2 s)
     options = replace(options, retry_interval_step_ms=options.measurement_interval_ms,
                       retry_request_count_step=options.measurement_request_count)
+    from ..data.infer import with_data_inputs
     from ..sources import resolve
     from ..sources.cli import source_from_args
 
-    resolved = resolve(source_from_args(args, args.preset))
+    # a model.py without get_signature takes its inputs from --dataloader/--data-dir, as convert does
+    resolved = resolve(with_data_inputs(source_from_args(args, args.preset), args))
     label = resolved.name
     result_dir = Path(args.result_path or Path("results") / f"search-{resolved.slug}-{args.preset}")
     refuse_committed(result_dir, "--result-path")
