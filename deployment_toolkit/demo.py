@@ -99,6 +99,7 @@ def run_demo(model: str, preset: str, result_dir: Path, workspace: Path, reposit
              "--threshold", "max_abs_err<=1e-4", "--threshold", "top1_agreement>=1.0")
         perf = ["--server-url", server.grpc_url, "--model-name", model, "--manifest",
                 str(art / "onnx" / "manifest.json"), "--result-path", str(result_dir), "--shared-memory", "system",
+                "--metrics-url", server.metrics_url,
                 "--measurement-interval", str(measurement_interval_ms), "--number-of-model-instances", "1",
                 "--max-attempts", str(max_attempts), "--max-trials", "6"]
         run_step("offline performance (static batching, client batch sweep)", "run_offline_performance_test_on_triton.py",

@@ -56,6 +56,9 @@ def test_demo_on_a_clone_with_committed_results_measures_every_point(tmp_path):
             assert row["identity"] in meta["identities"]
             assert dt.datetime.fromisoformat(row["measured_at"]) >= start, "every point is measured by this run"
     assert "skipping" not in out.stdout
+    for kind in ("offline", "online"):  # the server's own view beside every point (issue 29)
+        server_rows = (run_dir / f"{kind}_server.csv").read_text().splitlines()
+        assert len(server_rows) == 3 and "server_infer_per_s" in server_rows[0], server_rows
     assert _digests(results / EXAMPLE.name) == committed, "the committed example is never rewritten"
     hardware = (run_dir / "hardware.md").read_text()
     assert f"Measured: {start.date()}" in hardware and "mixes rows" not in hardware
