@@ -22,7 +22,6 @@ import numpy as np
 from .results.identity import file_digest
 from .sources.trained import TrainingError, build_trained, segmentation_entry  # noqa: F401  (re-exported)
 from .spec import ARTIFACT_NAMES, Manifest, ModelSignature, atomic_write_text
-from .errors import UserError, UserFileNotFoundError
 
 if TYPE_CHECKING:  # pragma: no cover
     from torch import nn

@@ -292,6 +292,15 @@ def rest_request(url: str, method: str = "GET", body: dict | None = None, timeou
         return 0, b""
 
 
+def fetch_metrics(url: str, timeout_s: float = 2.0) -> str:
+    """The text of a server's Prometheus metrics endpoint (`http://host:8002/metrics`); raises ConnectionError when
+    it does not answer with 200."""
+    status, data = rest_request(url, timeout=timeout_s)
+    if status != 200:
+        raise ConnectionError(f"HTTP {status}" if status else "no answer")
+    return data.decode("utf-8", "replace")
+
+
 def rest_status(url: str) -> int:
     return rest_request(url, timeout=2.0)[0]
 

@@ -12,15 +12,12 @@ the measurement goes on without it.
 """
 from __future__ import annotations
 
-import csv
-import io
 import threading
 import time
-import urllib.request
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Iterator
 
+from ..client.server_api import fetch_metrics
 from ..results.server_metrics import SUMMARY_COLUMNS, record_point  # noqa: F401  (record_point re-exported)
 
 DEFAULT_PERIOD_S = 0.5
@@ -62,11 +59,6 @@ def parse(text: str, model: str | None = None) -> dict[str, dict[str, float]]:
     return out
 
 
-def fetch(url: str, timeout_s: float = 2.0) -> str:
-    with urllib.request.urlopen(url, timeout=timeout_s) as resp:  # noqa: S310 - the server's own metrics URL
-        return resp.read().decode("utf-8", "replace")
-
-
 @dataclass
 class Scraper:
     """Scrapes `url` every `period_s` on a thread between start() and stop(); `samples` is the time series."""
@@ -81,7 +73,7 @@ class Scraper:
 
     def scrape_once(self) -> None:
         try:
-            self.samples.append(Sample(time.monotonic(), parse(fetch(self.url), self.model)))
+            self.samples.append(Sample(time.monotonic(), parse(fetch_metrics(self.url), self.model)))
         except Exception as err:  # noqa: BLE001 - any failure of the endpoint: recorded, the measurement goes on
             self.error = self.error or f"{type(err).__name__}: {err}"
 
