@@ -27,6 +27,6 @@ def summary_table(result_dir: Path, kind: str) -> str | None:
             x = float(v)
         except (TypeError, ValueError):
             return v or ""
-        return f"{x:.0f}" if abs(x) >= 100 else f"{x:.2f}"
+        return f"{x:.0f}" if abs(x) >= 100 or x.is_integer() else f"{x:.2f}"
 
     return markdown_table([h for _, h in shown], [[cell(r.get(c, "")) for c, _ in shown] for r in rows])
