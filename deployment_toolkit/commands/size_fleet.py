@@ -119,6 +119,10 @@ def _build_parser():
     k.add_argument("--cpu", default=None, help="CPU request per pod (default: 4 on GPU, the measured cores on CPU)")
     k.add_argument("--image", default=None, help="default: nvcr.io/nvidia/tritonserver:24.10-py3")
     k.add_argument("--k8s-version", default="1.31", help="Kubernetes schema version to validate against")
+    k.add_argument("--autoscale-on", choices=("requests", "queue-ratio"), default="requests",
+                   help="what the HPA scales on: requests/s per pod, or Triton's queue-to-compute time ratio per pod "
+                        "(NVIDIA's practice; target: the ratio at the planned load). The rule for prometheus-adapter "
+                        "is written beside the manifests (default %(default)s)")
     return p
 
 
@@ -309,13 +313,25 @@ def _main(argv=None) -> int:
         plan = _pick(sizing.plans, args.k8s_run, sizing, "deploy")
         spec = FleetSpec(name=args.k8s_name or f"triton-{plan.run.model}", pvc=args.pvc,
                          repository_subpath=args.repository_subpath, namespace=args.namespace,
-                         max_replicas=args.max_replicas, memory=args.memory, cpu=args.cpu,
+                         max_replicas=args.max_replicas, memory=args.memory, cpu=args.cpu, autoscale=args.autoscale_on,
                          **({"image": args.image} if args.image else {}))
         manifests = fleet_manifests(plan, spec)
         for line in validate_all(manifests, args.k8s_version):
             print(f"  {line}")
         written = write_manifests(manifests, args.emit_k8s)
         print(f"wrote {len(written)} manifests to {args.emit_k8s} ({plan.replicas} replicas of {plan.run.label})")
+        reason = manifests['prometheus-adapter-rules.yaml']['autoscaling']['reason']
+        print(f"the HPA scales on {reason}")
+        other = ("--autoscale-on queue-ratio scales on Triton's queue-to-compute time ratio instead (NVIDIA's practice)"
+                 if args.autoscale_on == "requests" else "--autoscale-on requests scales on requests/s per pod instead")
+        sizing_md = out_dir / "sizing.md"
+        if sizing_md.exists():
+            from deployment_toolkit.spec import atomic_write_text
+
+            atomic_write_text(sizing_md, sizing_md.read_text().rstrip() + "\n\n## Autoscaling\n\n"
+                              f"The HPA (`{Path(args.emit_k8s) / 'hpa.yaml'}`) scales on {reason}. Its metric comes "
+                              f"from the prometheus-adapter rule in `{Path(args.emit_k8s) / 'prometheus-adapter-rules.yaml'}`."
+                              f" {other}.\n")
         if plan.run.format.endswith("/python"):
             print("note: this run used the embedded server's Python backend; the repository on the PVC must be "
                   "configured for the NGC image's native backends (config_model_on_triton.py --model-format "

@@ -25,6 +25,9 @@ TRITON_IMAGE = "nvcr.io/nvidia/tritonserver:24.10-py3"
 K8S_VERSION = "1.31"
 PORTS = (("http", 8000), ("grpc", 8001), ("metrics", 8002))
 HPA_METRIC = "triton_inference_requests_per_second"
+QUEUE_RATIO_METRIC = "triton_queue_compute_ratio"
+AUTOSCALE = ("requests", "queue-ratio")
+MIN_QUEUE_RATIO = 0.1  # below this a ratio is noise of an idle queue: never a target
 _QUANTITY = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+|[numkMGTPE]|[KMGTPE]i)?$")
 _DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
@@ -57,6 +60,7 @@ class FleetSpec:
     node_selector: bool = True
     storage_uri: str | None = None  # KServe; default pvc://<pvc>/<subpath>
     extra_args: list[str] = field(default_factory=list)
+    autoscale: str = "requests"  # requests | queue-ratio (AUTOSCALE; see autoscaling())
 
 
 def dns_name(text: str, prefix: str = "triton") -> str:
@@ -190,7 +194,60 @@ def service(plan: Plan, spec: FleetSpec) -> dict[str, Any]:
     }
 
 
+@dataclass
+class Autoscaling:
+    """What the HPA scales on, its per-pod target, and why (for sizing.md and the manifest's header)."""
+
+    metric: str
+    target: float
+    reason: str
+    adapter_rule: dict[str, Any]
+
+
+def queue_ratio_at(plan: Plan) -> float | None:
+    """Server queue time over compute time at the point the plan rests on (None where the run lacks them)."""
+    p = plan.sustainable.point
+    if math.isnan(p.queue_ms) or math.isnan(p.compute_ms) or p.compute_ms <= 0:
+        return None
+    return p.queue_ms / p.compute_ms
+
+
+def autoscaling(plan: Plan, spec: FleetSpec) -> Autoscaling:
+    """requests: requests/s per pod above the planned load (the demand the plan was sized for). queue-ratio:
+    NVIDIA's practice for Triton, rate(queue time) / rate(compute time) per pod, with the target the ratio the
+    replica showed at the load the plan rests on; a queue that grows past what the plan measured means the pods
+    are fuller than planned, whatever the request mix."""
+    if spec.autoscale not in AUTOSCALE:
+        raise SizingError(f"--autoscale-on {spec.autoscale!r}: choose one of {', '.join(AUTOSCALE)}")
+    if spec.autoscale == "queue-ratio":
+        ratio = queue_ratio_at(plan)
+        if ratio is None:
+            raise SizingError(f"{plan.run.name} has no Server Queue / Server Compute Infer at the planned point: "
+                              "scale on requests (--autoscale-on requests) or measure with perf_analyzer's breakdown")
+        target = max(ratio, MIN_QUEUE_RATIO)
+        point = plan.sustainable.point
+        why = (f"queue/compute per pod, target {target:.3g}: the replica's {point.queue_ms:.3g} ms queue over "
+               f"{point.compute_ms:.3g} ms compute at {point.level}, the load the plan rests on"
+               + (f" (measured {ratio:.3g}, raised to the floor {MIN_QUEUE_RATIO})" if ratio < MIN_QUEUE_RATIO else ""))
+        rule = {"seriesQuery": 'nv_inference_queue_duration_us{namespace!="",pod!=""}',
+                "resources": {"overrides": {"namespace": {"resource": "namespace"}, "pod": {"resource": "pod"}}},
+                "name": {"matches": "nv_inference_queue_duration_us", "as": QUEUE_RATIO_METRIC},
+                "metricsQuery": ("sum(rate(nv_inference_queue_duration_us{<<.LabelMatchers>>}[1m])) by (<<.GroupBy>>)"
+                                 " / sum(rate(nv_inference_compute_infer_duration_us{<<.LabelMatchers>>}[1m]))"
+                                 " by (<<.GroupBy>>)")}
+        return Autoscaling(QUEUE_RATIO_METRIC, target, why, rule)
+    target = _per_pod_request_target(plan)
+    why = (f"requests/s per pod, target {target:.4g}: the per-replica capacity over the batch and (1 + headroom); "
+           "simple, but blind to a request mix heavier than the one measured")
+    rule = {"seriesQuery": 'nv_inference_request_success{namespace!="",pod!=""}',
+            "resources": {"overrides": {"namespace": {"resource": "namespace"}, "pod": {"resource": "pod"}}},
+            "name": {"matches": "nv_inference_request_success", "as": HPA_METRIC},
+            "metricsQuery": "sum(rate(<<.Series>>{<<.LabelMatchers>>}[1m])) by (<<.GroupBy>>)"}
+    return Autoscaling(HPA_METRIC, target, why, rule)
+
+
 def hpa(plan: Plan, spec: FleetSpec) -> dict[str, Any]:
+    scaling = autoscaling(plan, spec)
     return {
         "apiVersion": "autoscaling/v2",
         "kind": "HorizontalPodAutoscaler",
@@ -202,8 +259,8 @@ def hpa(plan: Plan, spec: FleetSpec) -> dict[str, Any]:
             "metrics": [{
                 "type": "Pods",
                 "pods": {
-                    "metric": {"name": HPA_METRIC},
-                    "target": {"type": "AverageValue", "averageValue": _milli(_per_pod_request_target(plan))},
+                    "metric": {"name": scaling.metric},
+                    "target": {"type": "AverageValue", "averageValue": _milli(scaling.target)},
                 },
             }],
             "behavior": {"scaleDown": {"stabilizationWindowSeconds": 300}},
@@ -246,7 +303,15 @@ def fleet_manifests(plan: Plan, spec: FleetSpec) -> dict[str, dict[str, Any]]:
         "service.yaml": service(plan, spec),
         "hpa.yaml": hpa(plan, spec),
         "kserve-inferenceservice.yaml": inference_service(plan, spec),
+        "prometheus-adapter-rules.yaml": adapter_rules(plan, spec),
     }
+
+
+def adapter_rules(plan: Plan, spec: FleetSpec) -> dict[str, Any]:
+    """The prometheus-adapter values that make the HPA's metric exist (`helm install ... -f` this file)."""
+    scaling = autoscaling(plan, spec)
+    return {"kind": "PrometheusAdapterValues", "rules": {"custom": [scaling.adapter_rule]},
+            "autoscaling": {"metric": scaling.metric, "target": round(scaling.target, 4), "reason": scaling.reason}}
 
 
 def write_manifests(manifests: dict[str, dict[str, Any]], out_dir: str | Path) -> dict[str, Path]:
@@ -259,9 +324,19 @@ def write_manifests(manifests: dict[str, dict[str, Any]], out_dir: str | Path) -
     paths = {}
     for name, doc in manifests.items():
         header = f"# generated by triton/size_fleet.py ({doc['kind']})\n"
-        if doc["kind"] == "HorizontalPodAutoscaler":
-            header += HPA_HEADER.format(metric=HPA_METRIC)
-        if doc["kind"] == "InferenceService":
+        kind = doc["kind"]
+        if kind == "PrometheusAdapterValues":  # not a Kubernetes resource: helm values for prometheus-adapter
+            header = ("# generated by triton/size_fleet.py (prometheus-adapter values: helm install prometheus-adapter "
+                      "prometheus-community/prometheus-adapter -f this file)\n# the rule that gives the HPA its "
+                      "metric.\n")
+            doc = {k: v for k, v in doc.items() if k != "kind"}
+        elif kind == "HorizontalPodAutoscaler":
+            metric = doc["spec"]["metrics"][0]["pods"]["metric"]["name"]
+            header += HPA_HEADER.format(metric=metric) if metric == HPA_METRIC else (
+                f"# The HPA scales on {metric}: rate(nv_inference_queue_duration_us) / rate(nv_inference_compute_"
+                "infer_duration_us) per pod, NVIDIA's practice for Triton;\n# prometheus-adapter-rules.yaml beside "
+                "this file defines it. Target per pod = the ratio the replica showed at the load the plan rests on.\n")
+        if kind == "InferenceService":
             header += ("# KServe CRD (serving.kserve.io/v1beta1): not in the Kubernetes schemas, checked structurally.\n"
                        "# scaleMetric rps / scaleTarget: requests/s per pod = sustainable / (1 + headroom).\n")
         path = out_dir / name
@@ -341,6 +416,12 @@ def validate_all(manifests: dict[str, dict[str, Any]], version: str = K8S_VERSIO
     """One line per file: what it was checked against; raises SizingError on the first invalid one."""
     lines = []
     for name, doc in manifests.items():
+        if doc.get("kind") == "PrometheusAdapterValues":
+            rules = doc.get("rules", {}).get("custom", [])
+            if not rules or not all({"seriesQuery", "metricsQuery", "name", "resources"} <= set(r) for r in rules):
+                raise SizingError(f"{name}: a prometheus-adapter rule lacks seriesQuery/metricsQuery/name/resources")
+            lines.append(f"{name}: prometheus-adapter rule for {doc['autoscaling']['metric']} checked structurally")
+            continue
         if doc.get("kind") == "InferenceService":
             problems = check_inference_service(doc)
             if problems:

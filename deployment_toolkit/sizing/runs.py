@@ -174,6 +174,8 @@ class Point:
     avg: float
     stable: bool
     note: str = ""
+    queue_ms: float = math.nan  # perf_analyzer's Server Queue / Server Compute Infer at this point (ms)
+    compute_ms: float = math.nan
 
     @property
     def level(self) -> str:
@@ -214,6 +216,7 @@ def points_of(run: Run) -> list[Point]:
             run_kind=run.kind, batch=int(r.get(BATCH) or 1), concurrency=int(r.get(CONCURRENCY) or 1),
             throughput=_num(r.get(THROUGHPUT)), p99=_num(r.get(P99)), avg=_num(r.get(AVG)),
             stable=r.get("stable") is not False, note=str(r.get("note") or ""),
+            queue_ms=_num(r.get("Server Queue")), compute_ms=_num(r.get("Server Compute Infer")),
         ))
     key = (lambda p: (p.batch, p.concurrency)) if run.kind == "offline" else (lambda p: (p.concurrency, p.batch))
     return sorted(out, key=key)

@@ -255,7 +255,14 @@ def test_cli_plans_writes_outputs_and_manifests(tmp_path):
     assert {p.name for p in (tmp_path / "out").iterdir()} >= {"sizing.md", "sizing.csv", "sizing.png", "run.json"}
     assert json.loads((tmp_path / "out" / "run.json").read_text())["config"]["peak_rps"] == 5000
     assert {p.name for p in (tmp_path / "k8s").iterdir()} == {
-        "deployment.yaml", "service.yaml", "hpa.yaml", "kserve-inferenceservice.yaml"}
+        "deployment.yaml", "service.yaml", "hpa.yaml", "kserve-inferenceservice.yaml", "prometheus-adapter-rules.yaml"}
+    md = (tmp_path / "out" / "sizing.md").read_text()
+    assert "## Autoscaling" in md and "scales on requests/s per pod" in md and "--autoscale-on queue-ratio" in md
+    queue = _cli(X1, X2, "--peak-rps", 5000, "--p99-ms", 10, "--prices", FIX / "prices.yaml", "--gpus-per-node", 4,
+                 "--output", tmp_path / "q", "--emit-k8s", tmp_path / "k8s-q", "--autoscale-on", "queue-ratio")
+    assert queue.returncode == 0, queue.stderr
+    assert "the HPA scales on queue/compute per pod, target" in queue.stdout
+    assert "triton_queue_compute_ratio" in (tmp_path / "k8s-q" / "hpa.yaml").read_text()
 
 
 def test_cli_defaults_to_the_first_run_folder(tmp_path):
