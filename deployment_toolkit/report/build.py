@@ -6,7 +6,7 @@ from pathlib import Path
 
 from ..results.runinfo import read_run_json
 from ..spec import atomic_write_text
-from .server import summary_table
+from .server import server_comparison, summary_table, timeline_plot
 from ..tables import markdown_table
 from .sections import EXTRA_SECTIONS, include_extra_sections
 from . import html as html_report
@@ -26,7 +26,11 @@ def build_report(run_dir: str | Path) -> dict[str, Path]:
     for kind in KINDS:
         rows = load_rows(run_dir, kind)
         if rows:
-            sections.append({"kind": kind, "rows": rows, "plots": plots_for(kind, rows, run_dir)})
+            plots = plots_for(kind, rows, run_dir)
+            timeline = timeline_plot(run_dir, kind)
+            if timeline is not None:
+                plots[f"{kind}_server_timeline"] = timeline
+            sections.append({"kind": kind, "rows": rows, "plots": plots})
     has_extra = any((run_dir / f"{name}.md").exists() for name in EXTRA_SECTIONS)
     if not sections and not has_extra:
         raise UserFileNotFoundError(f"{run_dir} has no online.csv or offline.csv (nor a sizing or search section): "
@@ -94,6 +98,9 @@ def compare_runs(run_a: str | Path, run_b: str | Path, out: str | Path | None = 
                    "Δ throughput %", "P99 A", "P99 B", "Δ P99", "Δ P99 %"]
         lines += [f"## {kind.capitalize()}", ""]
         lines += [markdown_table(headers, body) if body else "(no common points)", ""]
+        server = server_comparison(run_a, run_b, kind)
+        if server:
+            lines += ["What the servers measured (their metrics endpoints), B - A:", "", server, ""]
         only_a = sorted(set(rows_a) - set(rows_b))
         only_b = sorted(set(rows_b) - set(rows_a))
         if only_a or only_b:

@@ -52,3 +52,30 @@ def test_where_the_metrics_are():
     assert metrics_url_for("10.0.0.5:8001") == "http://10.0.0.5:8002/metrics"
     assert metrics_url_for("grpc://h:9001", explicit="none") is None
     assert metrics_url_for("h:8001", explicit="http://x:1/metrics") == "http://x:1/metrics"
+
+
+def test_the_report_gets_a_server_table_and_timeline_from_the_stored_telemetry(tmp_path):
+    from deployment_toolkit.perf.telemetry import record_point
+    from deployment_toolkit.report.server import summary_table, timeline_plot
+
+    busy = [scrape(0, 0, 0, 0, 0), scrape(0.5, 50, 20, 2_000, 200_000), scrape(1.0, 100, 40, 4_000, 400_000)]
+    for c in (1, 2):
+        key = {"Client Batch Size": 1, "Concurrent client requests": c, "client_infer_per_s": 100.0}
+        record_point(tmp_path, "online", key, summarise(busy, 100.0), busy)
+    table = summary_table(tmp_path, "online")
+    assert "server inf/s" in table and "GPU %" in table and table.count("\n") == 3  # header, rule, 2 points
+    path = timeline_plot(tmp_path, "online")
+    assert path.name == "online_server_timeline.png" and path.stat().st_size > 10_000
+    assert timeline_plot(tmp_path, "offline") is None
+
+
+def test_a_run_comparison_includes_the_servers_figures(tmp_path):
+    from deployment_toolkit.perf.telemetry import record_point
+    from deployment_toolkit.report.server import server_comparison
+
+    for run, work in (("a", 400_000), ("b", 200_000)):
+        busy = [scrape(0, 0, 0, 0, 0), scrape(1.0, 100, 40, 4_000, work)]
+        record_point(tmp_path / run, "online", {"Client Batch Size": 1, "Concurrent client requests": 2,
+                                                "client_infer_per_s": 100.0}, summarise(busy, 100.0), busy)
+    text = server_comparison(tmp_path / "a", tmp_path / "b", "online")
+    assert "compute us/req" in text and "4e+03 -> 2e+03 (-2e+03)" in text
