@@ -18,16 +18,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .autoscale import (AUTOSCALE, HPA_METRIC, MIN_QUEUE_RATIO, QUEUE_RATIO_METRIC,  # noqa: F401  (re-exported)
+                        adapter_rules, autoscaling, per_pod_request_target, queue_ratio_at)
 from .plan import Plan
 from .runs import SizingError
 
 TRITON_IMAGE = "nvcr.io/nvidia/tritonserver:24.10-py3"
 K8S_VERSION = "1.31"
 PORTS = (("http", 8000), ("grpc", 8001), ("metrics", 8002))
-HPA_METRIC = "triton_inference_requests_per_second"
-QUEUE_RATIO_METRIC = "triton_queue_compute_ratio"
-AUTOSCALE = ("requests", "queue-ratio")
-MIN_QUEUE_RATIO = 0.1  # below this a ratio is noise of an idle queue: never a target
 _QUANTITY = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+|[numkMGTPE]|[KMGTPE]i)?$")
 _DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
@@ -129,12 +127,6 @@ def _max_replicas(plan: Plan, spec: FleetSpec) -> int:
     return max(spec.max_replicas or 2 * plan.replicas, plan.replicas)
 
 
-def _per_pod_request_target(plan: Plan) -> float:
-    """Requests/s per pod above which the headroom is being eaten: per-replica capacity (open loop or confirmed
-    when measured) / batch / (1 + headroom)."""
-    return plan.replica_capacity / max(plan.sustainable.point.batch, 1) / (1.0 + plan.demand.headroom)
-
-
 def deployment(plan: Plan, spec: FleetSpec) -> dict[str, Any]:
     run = plan.run
     args = ["--model-repository=/models", "--strict-readiness=true", "--http-port=8000", "--grpc-port=8001",
@@ -194,58 +186,6 @@ def service(plan: Plan, spec: FleetSpec) -> dict[str, Any]:
     }
 
 
-@dataclass
-class Autoscaling:
-    """What the HPA scales on, its per-pod target, and why (for sizing.md and the manifest's header)."""
-
-    metric: str
-    target: float
-    reason: str
-    adapter_rule: dict[str, Any]
-
-
-def queue_ratio_at(plan: Plan) -> float | None:
-    """Server queue time over compute time at the point the plan rests on (None where the run lacks them)."""
-    p = plan.sustainable.point
-    if math.isnan(p.queue_ms) or math.isnan(p.compute_ms) or p.compute_ms <= 0:
-        return None
-    return p.queue_ms / p.compute_ms
-
-
-def autoscaling(plan: Plan, spec: FleetSpec) -> Autoscaling:
-    """requests: requests/s per pod above the planned load (the demand the plan was sized for). queue-ratio:
-    NVIDIA's practice for Triton, rate(queue time) / rate(compute time) per pod, with the target the ratio the
-    replica showed at the load the plan rests on; a queue that grows past what the plan measured means the pods
-    are fuller than planned, whatever the request mix."""
-    if spec.autoscale not in AUTOSCALE:
-        raise SizingError(f"--autoscale-on {spec.autoscale!r}: choose one of {', '.join(AUTOSCALE)}")
-    if spec.autoscale == "queue-ratio":
-        ratio = queue_ratio_at(plan)
-        if ratio is None:
-            raise SizingError(f"{plan.run.name} has no Server Queue / Server Compute Infer at the planned point: "
-                              "scale on requests (--autoscale-on requests) or measure with perf_analyzer's breakdown")
-        target = max(ratio, MIN_QUEUE_RATIO)
-        point = plan.sustainable.point
-        why = (f"queue/compute per pod, target {target:.3g}: the replica's {point.queue_ms:.3g} ms queue over "
-               f"{point.compute_ms:.3g} ms compute at {point.level}, the load the plan rests on"
-               + (f" (measured {ratio:.3g}, raised to the floor {MIN_QUEUE_RATIO})" if ratio < MIN_QUEUE_RATIO else ""))
-        rule = {"seriesQuery": 'nv_inference_queue_duration_us{namespace!="",pod!=""}',
-                "resources": {"overrides": {"namespace": {"resource": "namespace"}, "pod": {"resource": "pod"}}},
-                "name": {"matches": "nv_inference_queue_duration_us", "as": QUEUE_RATIO_METRIC},
-                "metricsQuery": ("sum(rate(nv_inference_queue_duration_us{<<.LabelMatchers>>}[1m])) by (<<.GroupBy>>)"
-                                 " / sum(rate(nv_inference_compute_infer_duration_us{<<.LabelMatchers>>}[1m]))"
-                                 " by (<<.GroupBy>>)")}
-        return Autoscaling(QUEUE_RATIO_METRIC, target, why, rule)
-    target = _per_pod_request_target(plan)
-    why = (f"requests/s per pod, target {target:.4g}: the per-replica capacity over the batch and (1 + headroom); "
-           "simple, but blind to a request mix heavier than the one measured")
-    rule = {"seriesQuery": 'nv_inference_request_success{namespace!="",pod!=""}',
-            "resources": {"overrides": {"namespace": {"resource": "namespace"}, "pod": {"resource": "pod"}}},
-            "name": {"matches": "nv_inference_request_success", "as": HPA_METRIC},
-            "metricsQuery": "sum(rate(<<.Series>>{<<.LabelMatchers>>}[1m])) by (<<.GroupBy>>)"}
-    return Autoscaling(HPA_METRIC, target, why, rule)
-
-
 def hpa(plan: Plan, spec: FleetSpec) -> dict[str, Any]:
     scaling = autoscaling(plan, spec)
     return {
@@ -280,7 +220,7 @@ def inference_service(plan: Plan, spec: FleetSpec) -> dict[str, Any]:
         "minReplicas": plan.replicas,
         "maxReplicas": _max_replicas(plan, spec),
         "scaleMetric": "rps",
-        "scaleTarget": max(1, int(_per_pod_request_target(plan))),
+        "scaleTarget": max(1, int(per_pod_request_target(plan))),
         "triton": triton,
     }
     if run.gpu and spec.node_selector:
@@ -305,13 +245,6 @@ def fleet_manifests(plan: Plan, spec: FleetSpec) -> dict[str, dict[str, Any]]:
         "kserve-inferenceservice.yaml": inference_service(plan, spec),
         "prometheus-adapter-rules.yaml": adapter_rules(plan, spec),
     }
-
-
-def adapter_rules(plan: Plan, spec: FleetSpec) -> dict[str, Any]:
-    """The prometheus-adapter values that make the HPA's metric exist (`helm install ... -f` this file)."""
-    scaling = autoscaling(plan, spec)
-    return {"kind": "PrometheusAdapterValues", "rules": {"custom": [scaling.adapter_rule]},
-            "autoscaling": {"metric": scaling.metric, "target": round(scaling.target, 4), "reason": scaling.reason}}
 
 
 def write_manifests(manifests: dict[str, dict[str, Any]], out_dir: str | Path) -> dict[str, Path]:
