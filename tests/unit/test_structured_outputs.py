@@ -75,3 +75,9 @@ def test_inputs_go_by_keyword_when_forward_names_them_and_the_flat_module_return
     assert isinstance(got, tuple) and got[0].tolist() == [[1, 2]] and got[1].tolist() == [[1, 0]]
     traced = torch.jit.trace(flat, (mask, ids))
     assert np.array_equal(traced(mask, ids)[1].numpy(), got[1].numpy())
+
+
+def test_a_namedtuple_output_is_named_by_its_fields():
+    out = Pair(torch.zeros(2, 3), torch.ones(2, 3))
+    assert [leaf.name for leaf in leaves(out)] == ["mean", "logvar"]
+    assert paths_of(out, ["mean", "logvar"]) == {"mean": ["mean"], "logvar": ["logvar"]}
