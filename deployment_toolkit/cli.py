@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import os
 import signal
 import sys
 import textwrap
@@ -114,6 +115,10 @@ def run(main: Callable[[], int | None]) -> None:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         code = 130
+    except BrokenPipeError:  # the reader went away (`... | head`): nothing failed, and nothing more to say
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        code = 0
     except SystemExit as err:
         where = user_exit_site(err)
         if where is not None:  # a user's file called sys.exit: nothing it was asked to compute was computed

@@ -59,3 +59,12 @@ def test_truncated_external_weights_are_named_with_their_sizes(onnx_with_externa
     data.write_bytes(data.read_bytes()[:100])
     with pytest.raises(SourceError, match=r"w.bin is truncated: 100 bytes, model.onnx needs at least \d+"):
         resolve(parse_reference(str(onnx_with_external_data)))
+
+
+def test_a_reader_that_goes_away_is_not_an_error():
+    """`deployment-toolkit bench-corpus --list | head -2` once ended in a BrokenPipeError traceback."""
+    import subprocess as sp
+
+    proc = sp.run(f"{sys.executable} -m deployment_toolkit bench-corpus --list | head -1", shell=True,  # noqa: S602
+                  capture_output=True, text=True, timeout=120, executable="/bin/bash")
+    assert proc.stdout.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr
