@@ -113,8 +113,6 @@ def run_attempt(name: str, what: str, fn: Callable[[], T], log: Path, timeout_s:
         try:
             result = fn()
             outcome, error = "ok", ""
-        except (KeyboardInterrupt, SystemExit):
-            raise
         except Exception as err:  # noqa: BLE001 - every exporter raises its own types; the attempt records it
             import traceback
 
