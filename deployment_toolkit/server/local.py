@@ -29,6 +29,7 @@ from typing import Iterable, Iterator
 
 from ..cleanup import GroupWatchdog, dying_with_parent, python_backend_shm_prefix, regions_with_prefix, remove_regions, sweep_dead_runs
 from ..client import server_api
+from .args import ServerArgs
 from .errors import (
     ModelLoadError,
     PortInUseError,
@@ -150,6 +151,7 @@ class ServerConfig:
     log_dir: Path | None = None
     log_verbose: int = 0
     exit_on_error: bool = True
+    strict_readiness: bool = True
     start_timeout_s: float = DEFAULT_START_TIMEOUT_S
     extra_args: tuple[str, ...] = ()
     backend_config: dict[str, str] = field(default_factory=dict)
@@ -191,29 +193,17 @@ class LocalTritonServer:
     # ---- lifecycle -------------------------------------------------------------------------
     def command(self) -> list[str]:
         cfg = self.config
-        cmd = [
-            str(self.installation.binary),
-            f"--model-repository={Path(cfg.model_repository).resolve()}",
-            f"--backend-directory={backend_directory(self.installation)}",
-            f"--http-address={cfg.address}",
-            f"--http-port={self.http_port}",
-            f"--grpc-address={cfg.address}",
-            f"--grpc-port={self.grpc_port}",
-            f"--metrics-address={cfg.address}",
-            f"--metrics-port={self.metrics_port}",
-            f"--model-control-mode={cfg.model_control_mode}",
-            f"--exit-on-error={'true' if cfg.exit_on_error else 'false'}",
-            f"--log-verbose={cfg.log_verbose}",
-            "--allow-gpu-metrics=false",
-        ]
-        if cfg.model_control_mode == "poll":
-            cmd.append(f"--repository-poll-secs={cfg.repository_poll_secs}")
-        for name in cfg.load_models:
-            cmd.append(f"--load-model={name}")
-        for key, value in {"shm-region-prefix-name": self.shm_prefix, **cfg.backend_config}.items():
-            cmd.append(f"--backend-config=python,{key}={value}")
-        cmd.extend(cfg.extra_args)
-        return cmd
+        args = ServerArgs(
+            model_repository=str(Path(cfg.model_repository).resolve()),
+            http_port=self.http_port, grpc_port=self.grpc_port, metrics_port=self.metrics_port,
+            address=cfg.address, model_control_mode=cfg.model_control_mode, load_models=tuple(cfg.load_models),
+            repository_poll_secs=cfg.repository_poll_secs, strict_readiness=cfg.strict_readiness,
+            exit_on_error=cfg.exit_on_error, log_verbose=cfg.log_verbose,
+            backend_directory=str(backend_directory(self.installation)),
+            backend_config=tuple(("python", k, v)
+                                 for k, v in {"shm-region-prefix-name": self.shm_prefix, **cfg.backend_config}.items()),
+            allow_gpu_metrics=False, extra=tuple(cfg.extra_args))
+        return [str(self.installation.binary), *args.argv()]
 
     def start(self) -> "LocalTritonServer":
         cfg = self.config

@@ -20,12 +20,13 @@ from typing import Any
 
 from .autoscale import (AUTOSCALE, HPA_METRIC, MIN_QUEUE_RATIO, QUEUE_RATIO_METRIC,  # noqa: F401  (re-exported)
                         adapter_rules, autoscaling, per_pod_request_target, queue_ratio_at)
+from ..server.args import CONTAINER_PORTS, ServerArgs
 from .plan import Plan
 from .runs import SizingError
 
 TRITON_IMAGE = "nvcr.io/nvidia/tritonserver:24.10-py3"
 K8S_VERSION = "1.31"
-PORTS = (("http", 8000), ("grpc", 8001), ("metrics", 8002))
+PORTS = CONTAINER_PORTS
 _QUANTITY = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+|[numkMGTPE]|[KMGTPE]i)?$")
 _DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
@@ -129,8 +130,9 @@ def _max_replicas(plan: Plan, spec: FleetSpec) -> int:
 
 def deployment(plan: Plan, spec: FleetSpec) -> dict[str, Any]:
     run = plan.run
-    args = ["--model-repository=/models", "--strict-readiness=true", "--http-port=8000", "--grpc-port=8001",
-            "--metrics-port=8002", *spec.extra_args]
+    ports = dict(CONTAINER_PORTS)
+    args = ServerArgs(model_repository="/models", http_port=ports["http"], grpc_port=ports["grpc"],
+                      metrics_port=ports["metrics"], extra=tuple(spec.extra_args)).argv()
     mount: dict[str, Any] = {"name": "model-repository", "mountPath": "/models", "readOnly": True}
     if spec.repository_subpath:
         mount["subPath"] = spec.repository_subpath.strip("/")

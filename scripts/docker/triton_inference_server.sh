@@ -9,6 +9,9 @@ set -euo pipefail
 
 readonly DEFAULT_IMAGE="nvcr.io/nvidia/tritonserver:24.10-py3"
 readonly CONTAINER_MODEL_REPOSITORY="/models"
+# The flags every tritonserver start carries (deployment_toolkit/server/args.py CONTAINER_DEFAULTS; the embedded
+# server and the Kubernetes manifests use the same list, tests/unit/test_server_args.py keeps them equal).
+readonly SERVER_DEFAULTS=(--strict-readiness=true --exit-on-error=true --log-verbose=0)
 PROG="${0##*/}"
 
 usage() {
@@ -204,6 +207,7 @@ fi
 for model in ${load_models[@]+"${load_models[@]}"}; do
     cmd+=("--load-model=${model}")
 done
+cmd+=("${SERVER_DEFAULTS[@]}")
 cmd+=(${extra_args[@]+"${extra_args[@]}"})
 
 quoted="$(printf '%q ' "${cmd[@]}")"

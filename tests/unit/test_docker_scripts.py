@@ -20,6 +20,8 @@ import pytest
 import yaml
 from conftest import require_tool
 
+from deployment_toolkit.server.args import CONTAINER_DEFAULTS, ServerArgs
+
 REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = REPO / "scripts" / "docker"
 SERVER = SCRIPTS / "triton_inference_server.sh"
@@ -127,7 +129,7 @@ def server_cmd(repo: Path, **overrides) -> list[str]:
         "-p", "127.0.0.1:8001:8001",
         "-p", "127.0.0.1:8002:8002",
         "-v", f"{repo}:/models",
-        image, "tritonserver", "--model-repository=/models", "--model-control-mode=none",
+        image, "tritonserver", *ServerArgs("/models").argv(),
     ]
 
 
@@ -240,7 +242,7 @@ def test_server_custom_repository_image_ports_and_name(sandbox: Sandbox, workdir
         "-p", "0.0.0.0:18002:8002",
         "-v", f"{repo}:/models",
         "example.com/triton:custom", "tritonserver",
-        "--model-repository=/models", "--model-control-mode=none",
+        "--model-repository=/models", "--model-control-mode=none", *CONTAINER_DEFAULTS,
         "--log-verbose=1", "--exit-on-error=false",
     ]
 
@@ -309,7 +311,7 @@ def test_server_ipc_host_replaces_shm_size(sandbox: Sandbox, workdir: Path):
 )
 def test_server_model_control_mode(sandbox: Sandbox, workdir: Path, args, expected):
     argv = sandbox.dry(SERVER, *args, cwd=workdir)
-    assert tritonserver_args(argv) == ["--model-repository=/models", *expected]
+    assert tritonserver_args(argv) == ["--model-repository=/models", *expected, *CONTAINER_DEFAULTS]
 
 
 @pytest.mark.parametrize(

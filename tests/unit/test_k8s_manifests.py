@@ -9,6 +9,8 @@ from pathlib import Path
 
 import kubernetes_validate as kv  # declared in pyproject: missing is a broken install, not a skip
 import pytest
+
+from deployment_toolkit.server.args import ServerArgs
 import yaml
 
 from deployment_toolkit.sizing import Demand, Prices, SizingError, load_runs, size
@@ -61,7 +63,7 @@ def test_deployment_serves_the_volume_on_a_gpu_with_probes(gpu_manifests):
     pod = dep["spec"]["template"]["spec"]
     (c,) = pod["containers"]
     assert c["image"] == TRITON_IMAGE == "nvcr.io/nvidia/tritonserver:24.10-py3"
-    assert "--model-repository=/models" in c["args"]
+    assert c["args"] == ServerArgs("/models", 8000, 8001, 8002).argv()  # the same builder as the script's
     assert c["resources"]["limits"]["nvidia.com/gpu"] == 1
     assert c["readinessProbe"]["httpGet"] == {"path": "/v2/health/ready", "port": "http"}
     assert c["livenessProbe"]["httpGet"] == {"path": "/v2/health/live", "port": "http"}
