@@ -21,7 +21,7 @@ from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from .client.infer import TritonClient
+from .client import TritonClient
 from .data.infer import inputs_from_data
 from .export import ConvertOptions, convert as _convert
 from .perf.analyzer import PerfOptions
@@ -108,7 +108,8 @@ def serve(repository: str | Path, **server: Any) -> Iterator[LocalTritonServer]:
 
 
 def connect(url: str, shared_memory: str = "none") -> TritonClient:
-    """The client on a server URL (`host:port`, gRPC): health, metadata, config, statistics, inference."""
+    """The client on a server URL (`grpc://host:port`, `http://host:port`, or `host:port` for gRPC): health,
+    metadata, the loaded config (typed), statistics, load/unload, inference."""
     return TritonClient(url, shared_memory=shared_memory)
 
 

@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     from deployment_toolkit.data.batches import make_source
-    from deployment_toolkit.client.infer import OutputRequest, TritonClient, infer_many
+    from deployment_toolkit.client import OutputRequest, TritonClient, infer_many
     from deployment_toolkit.data.predict import write_dump
     from deployment_toolkit.data.user import parse_key_values
     from deployment_toolkit.spec import Manifest, ModelSignature

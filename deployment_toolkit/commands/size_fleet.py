@@ -3,7 +3,7 @@ hosts) and nodes each measured configuration needs, what it costs, and which is 
 
 Each RUN is a results folder with online.csv and/or offline.csv and run.json (written by
 triton/run_{online,offline}_performance_test_on_triton.py). The closed-loop curve seeds an open-loop search
-(--capacity URL: perf_analyzer --request-rate-range, Poisson arrivals) for the highest offered rate one replica
+(--capacity URL: perf_analyzer --request-intervals, seeded Poisson arrivals) for the highest offered rate one replica
 keeps up with at p99 <= --p99-ms; replicas = ceil(peak x (1 + headroom) / that open-loop capacity), the headroom
 derived from the spread of repeated searches unless given. The points are kept in each run's openloop.csv (a
 rerun resumes; without --capacity the stored points are used, else the closed-loop figure with a warning).
@@ -75,7 +75,7 @@ def _build_parser():
                     help="windows must agree this closely for a rate to count as held (default %(default)s)")
     v = p.add_argument_group("confirmation under open-loop load")
     v.add_argument("--confirm", default=None, metavar="URL",
-                   help="server to drive with perf_analyzer --request-rate-range at the planned per-replica rate")
+                   help="server to drive with perf_analyzer --request-intervals at the planned per-replica rate")
     v.add_argument("--confirm-run", default=None, metavar="RUN",
                    help="which configuration to confirm (default: the recommended one)")
     v.add_argument("--confirm-protocol", choices=("grpc", "http"), default=None, help="default: the run's protocol")
@@ -140,9 +140,10 @@ def _pick(plans, which, sizing, what):
 
 def _reachable(url: str, protocol: str, model: str, what: str) -> None:
     """One line and exit 2 when nothing answers at `url` (before any perf_analyzer run)."""
-    from deployment_toolkit.client.server_api import health_reason
+    from deployment_toolkit.client import TritonClient
 
-    reason = health_reason(url, protocol, model)
+    with TritonClient(url, protocol) as client:
+        reason = client.health_reason(model)
     if reason is not None:
         raise UserInputError(f"{what} {url}: {reason.splitlines()[0]} - start the server (or fix the URL) first")
 

@@ -154,7 +154,7 @@ def check_served(client, name: str, artifact: Path, data_dir: Path) -> float:
 def serve_and_measure(rows: dict[str, CorpusRow], served: dict[str, Path], work: Path, repo: Path,
                       perf_window_ms: int, log: Callable[[str], None]) -> None:
     """One embedded server, each model loaded, checked, measured and unloaded in turn."""
-    from ..client.infer import TritonClient
+    from ..client import TritonClient
     from ..perf.analyzer import PerfOptions
     from ..perf.analyzer.point import run_point
     from ..results.schema import THROUGHPUT

@@ -50,13 +50,12 @@ class TritonSamplerTarget:
     name = "triton"
 
     def __init__(self, url: str, model: str, cond: np.ndarray, timeout_s: float = 3600.0):
-        from ..client.infer import TritonClient
+        from ..client import TritonClient
 
         self.url, self.model, self.cond = url, model, np.ascontiguousarray(cond, dtype=np.float32)
         self.client = TritonClient(url, "grpc", timeout_s=timeout_s)
         self.client.require_ready(model)
-        cfg = self.client.model_config(model)
-        params = {k: v.get("string_value", "") for k, v in cfg.get("parameters", {}).items()}
+        params = {k: v.string_value for k, v in self.client.config(model).parameters.items()}
         if "denoiser" not in params:
             raise UserInputError(f"model {model!r} on {url} is not a diffusion sampler (no 'denoiser' parameter)")
         self.denoiser = params["denoiser"]
@@ -67,11 +66,10 @@ class TritonSamplerTarget:
 
     @staticmethod
     def config_params(url: str, model: str) -> dict[str, str]:
-        from ..client.infer import TritonClient
+        from ..client import TritonClient
 
         with TritonClient(url, "grpc") as c:
-            cfg = c.model_config(model)
-        return {k: v.get("string_value", "") for k, v in cfg.get("parameters", {}).items()}
+            return {k: v.string_value for k, v in c.config(model).parameters.items()}
 
     def __call__(self, steps: int, seed: int, samples: int) -> np.ndarray:
         inputs = {"encoder_hidden_states": self.cond, "steps": np.array([steps], np.int32),

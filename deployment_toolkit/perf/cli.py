@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from ..client.server_api import fetch_model_config, fetch_model_metadata, wait_until_ready
+from ..client import TritonClient
 from ..errors import UserInputError
 from ..results.ledger import add_reuse_arguments
 from .sweep import signature_from_metadata
@@ -66,15 +66,15 @@ def _with_real_input_data(args, options, manifest, url: str, result_dir: Path):
 
     if getattr(args, "data_dir", None) is None and getattr(args, "dataloader", None) is None:
         return options
-    wait_until_ready(url, options.protocol, args.model_name, args.model_version, args.ready_timeout)  # then write
-    if manifest is not None:
-        signature, batched, precision = manifest.signature, manifest.max_batch_size > 0, manifest.precision
-    else:
-        config = fetch_model_config(url, options.protocol, args.model_name, args.model_version)
-        max_batch = int(config.get("max_batch_size", 0) or 0)
-        metadata = fetch_model_metadata(url, options.protocol, args.model_name, args.model_version)
-        signature = signature_from_metadata(metadata, max_batch, parse_shapes(args.shape))
-        batched, precision = max_batch > 0, "fp32"
+    with TritonClient(url, options.protocol) as client:
+        client.wait_until_ready(args.model_name, args.model_version, args.ready_timeout)  # then write
+        if manifest is not None:
+            signature, batched, precision = manifest.signature, manifest.max_batch_size > 0, manifest.precision
+        else:
+            max_batch = client.config(args.model_name, args.model_version).max_batch_size
+            metadata = client.metadata(args.model_name, args.model_version)
+            signature = signature_from_metadata(metadata, max_batch, parse_shapes(args.shape))
+            batched, precision = max_batch > 0, "fp32"
     path = real_input_data(args, signature, result_dir / "raw", precision=precision, batched=batched)
     if path is None:
         return options

@@ -252,7 +252,7 @@ def _sweep(repo: Path, variant: Variant, batch: int, opts: OverheadOptions, mani
     """One online sweep of a variant on a fresh server that loads only that variant (no idle neighbours,
     nothing left over from the previous sweep). If the server dies, it is restarted and the sweep resumes
     from its completed points (run_sweep's store); each point gets Triton's statistics delta."""
-    from ..client.server_api import fetch_server_version, model_statistics
+    from ..client import TritonClient
     from ..server.local import LocalTritonServer, ServerConfig
     from .online import run_online
     from .sweep import ServerDiedError
@@ -268,12 +268,13 @@ def _sweep(repo: Path, variant: Variant, batch: int, opts: OverheadOptions, mani
                                                 log_dir=log_dir, start_timeout_s=opts.server_start_timeout_s))
         with server:
             server.require_models([name])
-            server_info["version"] = server_info["version"] or fetch_server_version(server.grpc_url, "grpc")
+            stats_client = TritonClient(server.http_url, "http")
+            server_info["version"] = server_info["version"] or stats_client.server_version()
             server_info["logs"].append(str(server.log_path))
-            snap = {"stats": model_statistics(server.http_url, name)}
+            snap = {"stats": stats_client.statistics(name)}
 
-            def on_point(point, _result, server=server, snap=snap) -> None:
-                now = model_statistics(server.http_url, name)
+            def on_point(point, _result, client=stats_client, snap=snap) -> None:
+                now = client.statistics(name)
                 extra[point.concurrency] = {**stats_delta(snap["stats"], now), "loadavg_1m": _loadavg()[0],
                                             "server_restarts_before": restarts}
                 snap["stats"] = now

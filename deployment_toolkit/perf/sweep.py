@@ -19,15 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 import numpy as np
 
 from ..binaries import check_perf_analyzer
-from ..client.server_api import (
-    ServerNotReady,
-    fetch_model_config,
-    fetch_model_metadata,
-    fetch_server_version,
-    health_reason,
-    preflight,
-    wait_until_ready,
-)
+from ..client import ServerNotReady, TritonClient, instance_count
 from ..results.identity import (RunIdentity, artifact_digest, host_identity, input_data_digest, library_versions,
                                 served_config, toolkit_version)
 from ..results.ledger import record_run
@@ -94,12 +86,6 @@ def sweep_identity(model_config: dict[str, Any], server_version: str | None, man
 
 
 # ---- talking to the server ---------------------------------------------------------------------
-
-def instance_count(model_config: dict[str, Any]) -> int:
-    """Model instances from the config's instance_group (Triton's default is one per group)."""
-    groups = model_config.get("instance_group") or []
-    return sum(int(g.get("count", 1) or 1) for g in groups) or 1
-
 
 def signature_from_metadata(metadata: dict[str, Any], max_batch_size: int,
                             shapes: dict[str, Sequence[int]] | None = None) -> ModelSignature:
@@ -182,20 +168,23 @@ def run_sweep(
     points = sorted(dict.fromkeys(points))
     metrics = telemetry.metrics_url_for(url, server, metrics_url)
 
-    wait_until_ready(url, options.protocol, model_name, model_version, ready_timeout_s)
-    try:
-        model_config = fetch_model_config(url, options.protocol, model_name, model_version)
-        max_batch = int(model_config.get("max_batch_size", 0) or 0)
-        if signature is None:
-            metadata = fetch_model_metadata(url, options.protocol, model_name, model_version)
-    except Exception as err:  # noqa: BLE001 - tritonclient raises its own exception types
-        raise ServerNotReady(f"cannot read model {model_name!r} from {url} ({options.protocol}): {err}") from err
+    with TritonClient(url, options.protocol) as client:
+        client.wait_until_ready(model_name, model_version, ready_timeout_s)
+        try:
+            model_config = client.config_json(model_name, model_version)
+            max_batch = client.config(model_name, model_version).max_batch_size
+            if signature is None:
+                metadata = client.metadata(model_name, model_version)
+        except Exception as err:  # noqa: BLE001 - tritonclient raises its own exception types
+            raise ServerNotReady(f"cannot read model {model_name!r} from {url} ({options.protocol}): {err}") from err
+        server_version = client.server_version()
     if signature is None:
         signature = signature_from_metadata(metadata, max_batch, shapes)
     too_big = [p.batch_size for p in points if p.batch_size > max(max_batch, 1)]
     if too_big:
         raise SweepError(f"batch sizes {sorted(set(too_big))} exceed the model's max_batch_size {max_batch}")
-    preflight(url, options.protocol, model_name, model_version, signature, max_batch > 0, ready_timeout_s)
+    with TritonClient(url, options.protocol) as client:
+        client.preflight(model_name, model_version, signature, max_batch > 0, ready_timeout_s)
 
     instances = instance_count(model_config)
     if number_of_model_instances and number_of_model_instances != instances:
@@ -207,7 +196,6 @@ def run_sweep(
     if needs_input_file(signature) and options.input_data in ("random", "zero"):
         input_data = str(write_input_data_json(signature, raw_dir / f"{kind}_input_data.json", options.input_data))
 
-    server_version = fetch_server_version(url, options.protocol)
     identity = sweep_identity(model_config, server_version, manifest_path, options, input_data)
     store = ResultsStore(result_dir, kind, identity, reuse).open()
     done = store.completed(include_unstable=not remeasure_unstable)
@@ -317,7 +305,8 @@ def _check_alive(server, url, protocol, model, version, kind, point, store, err:
         reason = (f"tritonserver was killed by signal {-code}" if isinstance(code, int) and code < 0
                   else f"tritonserver process exited (code {code})")
     if reason is None:
-        reason = health_reason(url, protocol, model, version)
+        with TritonClient(url, protocol) as client:
+            reason = client.health_reason(model, version)
     if reason is None and err is not None and err.connection:
         reason = "perf_analyzer lost the connection"
     if reason is None:

@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
-from ..client.server_api import fetch_metrics
+from ..client.metrics import fetch_metrics
 from ..results.server_metrics import SUMMARY_COLUMNS, record_point  # noqa: F401  (record_point re-exported)
 
 DEFAULT_PERIOD_S = 0.5

@@ -14,7 +14,7 @@ import warnings
 from pathlib import Path
 
 from ..binaries import check_perf_analyzer
-from ..client.server_api import ServerNotReady, preflight
+from ..client import ServerNotReady, TritonClient
 from ..perf.analyzer import PerfAnalyzerError, PerfOptions, run_point
 from ..results.schema import MEASURE_COLUMNS
 from ..repository.config import ConfigError
@@ -91,8 +91,8 @@ class TritonMeasurer:
             self._restart_if_dead()
             raise CandidateRefused(_first_lines(str(err))) from err
         try:
-            preflight(self.url, self.options.protocol, name, "", info.manifest, info.manifest.max_batch_size > 0,
-                      timeout_s=60.0)
+            with TritonClient(self.url, self.options.protocol) as client:
+                client.preflight(name, "", info.manifest, info.manifest.max_batch_size > 0, timeout_s=60.0)
         except ServerNotReady as err:
             self._discard(name)
             raise CandidateRefused(f"loaded but cannot answer: {err}") from err

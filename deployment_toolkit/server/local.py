@@ -6,7 +6,7 @@ assembles a backend directory with the stub for the running Python, binds every 
 waits for readiness by health check and stops cleanly.
 
 Over 400 lines on purpose: one process's lifecycle (start, readiness, load, signals to its process group,
-stop) whose cleanup paths must be read together; its HTTP calls live in client.server_api.
+stop) whose cleanup paths must be read together; its calls to the server go through client.TritonClient.
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from ..cleanup import GroupWatchdog, dying_with_parent, python_backend_shm_prefix, regions_with_prefix, remove_regions, sweep_dead_runs
-from ..client import server_api
+from ..client import TritonClient
 from .args import ServerArgs
 from .errors import (
     ModelLoadError,
@@ -254,18 +254,19 @@ class LocalTritonServer:
     def wait_ready(self, timeout_s: float = DEFAULT_START_TIMEOUT_S) -> None:
         """Poll /v2/health/ready; fail fast with the log's reasons if the process exits."""
         deadline = time.monotonic() + timeout_s
-        while True:
-            code = self.process.poll() if self.process else None
-            if code is not None:
-                self._raise_exited(code)
-            if server_api.rest_server_ready(self.http_url):
-                return
-            if time.monotonic() > deadline:
-                raise ServerStartTimeout(
-                    f"tritonserver did not become ready within {timeout_s:.0f} s (log: {self.log_path}). "
-                    f"Last log lines:\n{self.log_tail(20)}"
-                )
-            time.sleep(0.1)  # polling interval of the health check, not a fixed wait
+        with self.client() as client:
+            while True:
+                code = self.process.poll() if self.process else None
+                if code is not None:
+                    self._raise_exited(code)
+                if client.ready():
+                    return
+                if time.monotonic() > deadline:
+                    raise ServerStartTimeout(
+                        f"tritonserver did not become ready within {timeout_s:.0f} s (log: {self.log_path}). "
+                        f"Last log lines:\n{self.log_tail(20)}"
+                    )
+                time.sleep(0.1)  # polling interval of the health check, not a fixed wait
 
     def _raise_exited(self, code: int) -> None:
         log = self.log_text()
@@ -324,16 +325,23 @@ class LocalTritonServer:
     def __exit__(self, *exc) -> None:
         self.stop()
 
+    def client(self, protocol: str = "http") -> TritonClient:
+        """A client on this server (HTTP by default: the process manager's own calls); the caller closes it."""
+        return TritonClient(self.http_url if protocol == "http" else self.grpc_url, protocol, timeout_s=30.0)
+
     def metadata(self) -> dict:
-        """Server metadata from /v2: name, version (the binary has no --version flag), extensions."""
-        return server_api.rest_server_metadata(self.http_url)
+        """Server metadata: name, version (the binary has no --version flag), extensions."""
+        with self.client() as client:
+            return client.server_metadata()
 
     # ---- models ----------------------------------------------------------------------------
     def repository_index(self) -> list[dict]:
-        return server_api.rest_repository_index(self.http_url)
+        with self.client() as client:
+            return client.repository_index()
 
     def model_ready(self, name: str, version: str = "") -> bool:
-        return server_api.rest_model_ready(self.http_url, name, version)
+        with self.client() as client:
+            return client.ready(name, version)
 
     def require_models(self, names: Iterable[str]) -> None:
         """Raise ModelLoadError quoting the server's reasons for any model that is not ready."""
@@ -357,14 +365,15 @@ class LocalTritonServer:
         self._repository_call(name, "unload")
 
     def _repository_call(self, name: str, action: str) -> None:
-        status, body = server_api.rest_repository_call(self.http_url, name, action)
-        if status != 200:
-            detail = body.decode(errors="replace") if body else ""
-            raise ModelLoadError(
-                f"{action} of model {name!r} failed (HTTP {status}): {detail}\n"
-                + "\n".join(explain_lines(self.log_text(), [name])),
-                models=[name],
-            )
+        with self.client() as client:
+            try:
+                client.load(name) if action == "load" else client.unload(name)
+            except Exception as err:  # noqa: BLE001 - tritonclient's error carries the server's reason
+                raise ModelLoadError(
+                    f"{action} of model {name!r} failed: {str(err).strip() or type(err).__name__}\n"
+                    + "\n".join(explain_lines(self.log_text(), [name])),
+                    models=[name],
+                ) from err
 
     # ---- log -------------------------------------------------------------------------------
     def log_text(self) -> str:

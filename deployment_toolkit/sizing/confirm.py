@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
+from ..client import TritonClient, instance_count
 from ..perf.analyzer import PerfOptions
 from ..spec import Manifest, ModelSignature
 from ..tables import markdown_table
@@ -327,9 +328,7 @@ def burst_check(plan: Plan, target: Target, out_dir: Path, factor: float = DEFAU
 def server_instances(url: str, protocol: str, model: str) -> int | None:
     """The instance count of the model on the server to confirm against (None if it cannot be read)."""
     try:
-        from ..client.server_api import fetch_model_config
-        from ..perf.sweep import instance_count
-
-        return instance_count(fetch_model_config(url, protocol, model))
+        with TritonClient(url, protocol) as client:
+            return instance_count(client.config(model))
     except Exception:  # noqa: BLE001 - informative only
         return None

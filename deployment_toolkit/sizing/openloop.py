@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..client import TritonClient
 from ..perf.analyzer import PerfOptions
 from .capacity import DEFAULT_RESOLUTION, OpenLoopCapacity, measure_capacity, repeat_search
 from .ratepoint import RatePoint, Target, round_rate
@@ -76,12 +77,11 @@ def open_loop_capacity(run: Run, slo_ms: float, settings: Settings, url: str | N
 def live_identity(target: Target):
     """The run identity of open-loop points against the server at `target.url` (the same fields as a sweep's:
     host, server version, the config it loaded, perf options, input data, toolkit)."""
-    from ..client.server_api import fetch_model_config, fetch_server_version
     from ..perf.sweep import sweep_identity
 
-    protocol = target.options.protocol
-    config = fetch_model_config(target.url, protocol, target.model_name, target.model_version)
-    return sweep_identity(config, fetch_server_version(target.url, protocol), None, target.options, None)
+    with TritonClient(target.url, target.options.protocol) as client:
+        config, version = client.config_json(target.model_name, target.model_version), client.server_version()
+    return sweep_identity(config, version, None, target.options, None)
 
 
 def stored_anywhere(runs: list[Run]) -> bool:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..errors import UserError
-from ..perf.sweep import instance_count
+from ..client import instance_count
 from ..results.runinfo import read_run_json
 from ..results.store import read_store_csv
 

@@ -10,7 +10,7 @@ import urllib.request
 import numpy as np
 import pytest
 
-from deployment_toolkit.client.infer import TritonClient
+from deployment_toolkit.client import TritonClient
 from deployment_toolkit.export import ConvertOptions, convert
 from deployment_toolkit.models.geospatial import S2_WAVELENGTHS_UM
 from deployment_toolkit.repository import ConfigOptions, write_model

@@ -18,7 +18,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import numpy as np
 import pytest
 
-from deployment_toolkit.client.infer import InferenceError, TritonClient
+from deployment_toolkit.client import InferenceError, TritonClient
 from deployment_toolkit.diffusion.latency import measure
 from deployment_toolkit.diffusion.runtime import InProcessPipeline
 from deployment_toolkit.diffusion.targets import HttpFormTarget, parse_form

@@ -5,7 +5,7 @@ a request with another number of bands."""
 import numpy as np
 import pytest
 
-from deployment_toolkit.client.infer import TritonClient
+from deployment_toolkit.client import TritonClient
 from deployment_toolkit.export import ConvertOptions, convert
 from deployment_toolkit.export.verify import TOLERANCES, torch_callable
 from deployment_toolkit.models import get_model, list_models

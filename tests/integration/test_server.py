@@ -7,7 +7,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from deployment_toolkit.client.infer import InferenceError, TritonClient
+from deployment_toolkit.client import ServerNotReady, TritonClient
 from deployment_toolkit.repository import ConfigOptions, write_model
 from deployment_toolkit.server.loading import load_on_server, unload_from_server
 from deployment_toolkit.server import LocalTritonServer, ModelLoadError, PortInUseError, ServerConfig
@@ -79,7 +79,7 @@ def test_explicit_load_unload_and_unknown_model(tmp_path, converted):
         with TritonClient(server.grpc_url) as client:
             out = client.infer("r18", {"input__0": np.zeros((1, 3, 64, 64), np.float32)}, ["output__0"])
             assert out["output__0"].shape == (1, 1000)
-            with pytest.raises(InferenceError, match="'resnet_typo' is not ready.*r18"):
+            with pytest.raises(ServerNotReady, match="'resnet_typo' is not ready.*r18"):
                 client.require_ready("resnet_typo")
         unload_from_server(server.http_url, "r18")
         assert not server.model_ready("r18")

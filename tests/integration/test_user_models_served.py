@@ -14,7 +14,7 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from deployment_toolkit.client.infer import TritonClient
+from deployment_toolkit.client import TritonClient
 from deployment_toolkit.export import ConvertOptions, convert
 from deployment_toolkit.export.verify import TOLERANCES, torch_callable
 from deployment_toolkit.framework import framework_predictor

@@ -1,6 +1,6 @@
 """Only the client package talks to a server (issue 19, item 1): a module elsewhere in the toolkit or in the
 triton/ scripts that imports tritonclient's HTTP/gRPC client, its shared-memory helpers or an HTTP library
-fails here; it should call `deployment_toolkit.client.server_api` (or `client.infer.TritonClient`) instead.
+fails here; it should call `deployment_toolkit.client.TritonClient` instead.
 perf_analyzer runs as a subprocess and is not a client in this sense."""
 from __future__ import annotations
 
@@ -67,7 +67,7 @@ def _scan() -> dict[tuple[str, str], list[int]]:
 
 def test_only_the_client_package_talks_to_a_server():
     bad = {k: v for k, v in _scan().items() if k not in ALLOWED}
-    assert not bad, "server clients outside deployment_toolkit/client/ (use client.server_api):\n" + "\n".join(
+    assert not bad, "server clients outside deployment_toolkit/client/ (use client.TritonClient):\n" + "\n".join(
         f"  {path}:{lines} {what}" for (path, what), lines in sorted(bad.items()))
 
 

@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from deployment_toolkit.client import server_api
-from deployment_toolkit.client.infer import InferenceError, TritonClient
+from deployment_toolkit.client import ServerNotReady, TritonClient
+from deployment_toolkit.client.connection import close_quietly, connect
 
 
 @pytest.fixture()
@@ -42,7 +42,7 @@ def _finishes(call, within_s: float) -> BaseException:
 
 
 def test_grpc_calls_through_connect_carry_a_deadline(silent_url):
-    client = server_api.connect(silent_url, "grpc", timeout_s=1.0)
+    client = connect(silent_url, "grpc", timeout_s=1.0)
     try:
         err = _finishes(lambda: client.get_model_config("m", as_json=True), 20)
         assert "deadline" in str(err).lower(), err
@@ -51,11 +51,11 @@ def test_grpc_calls_through_connect_carry_a_deadline(silent_url):
         _finishes(lambda: client.get_server_metadata(client_timeout=3.0), 20)
         assert time.monotonic() - started >= 2.5
     finally:
-        server_api.close_quietly(client)
+        close_quietly(client)
 
 
 def test_triton_client_gives_up_on_a_silent_server(silent_url):
     with TritonClient(silent_url, "grpc", timeout_s=1.0) as client:
         err = _finishes(lambda: client.require_ready("m"), 20)
-    assert isinstance(err, InferenceError) and "cannot reach" in str(err)
+    assert isinstance(err, ServerNotReady) and "does not answer" in str(err)
 

@@ -26,7 +26,8 @@ from deployment_toolkit.perf.analyzer import (
     write_input_data_json,
 )
 from deployment_toolkit.perf.online import parse_range
-from deployment_toolkit.perf.sweep import instance_count, signature_from_metadata
+from deployment_toolkit.client import instance_count
+from deployment_toolkit.perf.sweep import signature_from_metadata
 from deployment_toolkit.results import IdentityMismatch, RunIdentity
 from deployment_toolkit.results.schema import STORE_COLUMNS
 from deployment_toolkit.results.store import ResultsStore, read_store_csv

@@ -1,0 +1,62 @@
+"""tritonclient's InferenceServerClient for a protocol, with a deadline on every call.
+
+tritonclient's gRPC calls have no deadline unless given one, so a server that accepted the connection and never
+answers (a wedged backend) blocks its caller, and a test suite, forever; the HTTP client has its network_timeout.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import warnings
+
+RPC_TIMEOUT_S = 60.0  # the deadline of a call that names none (a model load gets LOAD_TIMEOUT_S)
+LOAD_TIMEOUT_S = 600.0  # building a TensorRT engine or loading a large model takes minutes
+
+
+class _GrpcWithDeadline:
+    """Every method that takes `client_timeout` gets this one unless the caller names its own."""
+
+    def __init__(self, client, timeout_s: float):
+        self._client, self._timeout_s = client, timeout_s
+
+    def __getattr__(self, name: str):
+        attr = getattr(self._client, name)
+        if callable(attr) and "client_timeout" in _parameters(attr):
+            return functools.partial(attr, client_timeout=self._timeout_s)
+        return attr
+
+
+@functools.lru_cache(maxsize=None)
+def _parameters_of(function) -> frozenset[str]:
+    return frozenset(inspect.signature(function).parameters)
+
+
+def _parameters(method) -> frozenset[str]:
+    return _parameters_of(getattr(method, "__func__", method))
+
+
+def client_module(protocol: str):
+    """tritonclient.grpc or tritonclient.http (their InferInput/InferRequestedOutput classes differ)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # tritonclient imports the deprecated pkg_resources
+        if protocol == "grpc":
+            import tritonclient.grpc as module
+        else:
+            import tritonclient.http as module
+    return module
+
+
+def connect(address: str, protocol: str, timeout_s: float = RPC_TIMEOUT_S):
+    """An InferenceServerClient for `protocol` at host:port whose calls give up after `timeout_s`."""
+    module = client_module(protocol)
+    if protocol == "grpc":
+        return _GrpcWithDeadline(module.InferenceServerClient(url=address), timeout_s)
+    return module.InferenceServerClient(url=address, connection_timeout=min(10.0, timeout_s),
+                                        network_timeout=timeout_s)
+
+
+def close_quietly(client) -> None:
+    try:
+        client.close()
+    except Exception:  # noqa: BLE001 - closing a dead connection must not hide the real error
+        pass
