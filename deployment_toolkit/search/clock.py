@@ -1,0 +1,89 @@
+"""The clock of one search: --max-minutes, the measured time of a point, and the time kept back for what must still
+fit in the limit (the baseline's noise samples, the final re-measurement and a finalist's step down)."""
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass, field
+
+from .trials import SearchSettings
+
+
+@dataclass
+class SearchClock:
+    """`started`: the time.monotonic() the limit counts from (set by `start` when not given); `point_seconds`:
+    how long each point measured in this run took."""
+
+    settings: SearchSettings
+    started: float | None = None
+    point_seconds: list[float] = field(default_factory=list)
+
+    def start(self) -> float:
+        self.started = time.monotonic() if self.started is None else self.started
+        return self.started
+
+    def elapsed_s(self) -> float:
+        return time.monotonic() - self.started
+
+    def record(self, seconds: float) -> None:
+        self.point_seconds.append(seconds)
+
+    def point_s(self) -> float:
+        """The time a point takes: the median of the last ten, so that one slow point (an unstable window
+        measured again) does not make every later reserve look twice as large and stop the sweeps early."""
+        recent = self.point_seconds[-10:]
+        return statistics.median(recent) if recent else 0.0
+
+    # ---- the limit --------------------------------------------------------------------------
+    def seconds_past_limit(self) -> float:
+        if self.settings.max_minutes is None:
+            return 0.0
+        return self.elapsed_s() - self.settings.max_minutes * 60.0
+
+    def time_left_s(self) -> float:
+        s = self.settings
+        if s.max_minutes is None:
+            return float("inf")
+        return s.max_minutes * 60.0 - s.finish_reserve_s - self.elapsed_s()
+
+    def out_of_time(self, reserve_s: float) -> str:
+        """Why a sweep must stop before its next point ("" if it need not): that point and the `reserve_s`
+        kept for later steps no longer fit in --max-minutes."""
+        left = self.time_left_s()
+        if left >= reserve_s + self.point_s():
+            return ""
+        return (f"--max-minutes {self.settings.max_minutes:g}: stopped with {max(left, 0.0) / 60:.1f} min left, "
+                "kept for the steps after it")
+
+    def fits(self, points: int) -> bool:
+        """`points` more points fit in --max-minutes (at the measured time of a point)."""
+        return self.time_left_s() >= points * self.point_s()
+
+    # ---- reserves ---------------------------------------------------------------------------
+    def final_points(self, finalists: int, step_down: bool) -> int:
+        """Points of the final re-measurement: fresh samples of every finalist, and one step down of one where a
+        finalist may need it (`Judge.step_down_possible`)."""
+        return (finalists + (1 if step_down else 0)) * self.settings.confirm_samples
+
+    def final_reserve_s(self, finalists: int, step_down: bool) -> float:
+        """The time of the final re-measurement of `finalists` configs."""
+        return self.final_points(finalists, step_down) * self.point_s()
+
+    def baseline_reserve_s(self, step_down: bool) -> float:
+        """The baseline keeps time for its noise samples and for its own final re-measurement."""
+        return (self.settings.noise_repeats + self.final_points(1, step_down)) * self.point_s()
+
+    def confirmation_reserve_s(self, challengers: int, default: bool, step_down: bool) -> float:
+        """Time to keep for the final re-measurement if one more config is measured: at most two challengers
+        (`challengers` within the budget so far, and the next one) and the default (when it is within it),
+        each with fresh samples."""
+        return self.final_reserve_s(min(2, challengers + 1) + (1 if default else 0), step_down)
+
+    def candidate_s(self, points_per_challenger: list[int]) -> float:
+        """Points a challenger takes (as many as the challengers so far took on average, else the fewest a sweep
+        near the incumbent's best can take) times the time a point takes."""
+        points = sum(points_per_challenger) / len(points_per_challenger) if points_per_challenger else 2.0
+        return points * self.point_s()
+
+
+__all__ = ["SearchClock"]
