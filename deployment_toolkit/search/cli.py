@@ -14,7 +14,7 @@ from .. import cli
 from ..repository.names import check_model_name
 from .engine import Search
 from .progress import format_seconds
-from .trials import SearchError, SearchOutcome, SearchSettings
+from .trials import SearchError, SearchOutcome, SearchRun, SearchSettings
 from .space import DEFAULT_QUEUE_DELAYS_US, host_cores
 from .stats import MIN_NOISE
 from .store import SearchStore, StoreMismatch
@@ -89,6 +89,10 @@ def build_parser():
     v.add_argument("--grpc-port", type=int, default=0)
     v.add_argument("--metrics-port", type=int, default=0)
     v.add_argument("--log-verbose", type=int, default=0, help="tritonserver --log-verbose")
+    v.add_argument("--metrics-period", type=float, default=0.5, metavar="SECONDS",
+                   help="scrape the server's metrics endpoint this often during every point (0: never); "
+                        "search_server.csv and telemetry/ hold the result, search.md the memory per instance count "
+                        "(default %(default)s s)")
     add_perf_arguments(p)
     # Shorter perf_analyzer windows and a looser stability check than the runners': a search measures many
     # points and judges gains against its own noise estimate from repeated samples, so perf_analyzer's check
@@ -148,7 +152,24 @@ def _with_real_input_data(args, options, infos, result_dir: Path):
     return replace(options, input_data=path) if path else options
 
 
+def _metrics_period(args) -> float | None:
+    if args.metrics_period < 0:
+        raise UserInputError(f"--metrics-period {args.metrics_period:g}: seconds >= 0 (0 turns scraping off)")
+    return args.metrics_period or None
+
+
 def run_search(args) -> int:
+    """The command: the search step, then its answer on the console."""
+    run = search_step(args)
+    if run.outcome is None:
+        print(f"error: {run.error}", file=sys.stderr)
+        return run.code
+    return _print_answer(run.outcome, run.written, run.csv_path, run.report)
+
+
+def search_step(args) -> SearchRun:
+    """One search from parsed flags (the command's or a composite step's), its result in memory: the outcome,
+    the files written and the exit code. A search that cannot start is a result with `error`, not an exit."""
     from ..perf.analyzer import perf_options_from_args
     from ..results.runinfo import cpu_info
     from ..results.ledger import record_run
@@ -159,6 +180,7 @@ def run_search(args) -> int:
 
     started = time.monotonic()  # --max-minutes counts the server's start and the artifacts too
     settings = settings_from_args(args)
+    metrics_period = _metrics_period(args)  # bad input said before anything is converted or measured
     formats = [f.strip() for f in args.formats.split(",") if f.strip()]
     if not formats:
         raise UserInputError("--formats needs at least one format, e.g. onnx")
@@ -190,21 +212,19 @@ def run_search(args) -> int:
     try:
         store.open(fresh=args.fresh, policy="resume" if args.resume else "auto")
     except StoreMismatch as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        return SearchRun(None, result_dir, 2, time.monotonic() - started, error=str(err))
     stored = len(store.points)
     if stored:
         print(f"checkpoint: {stored} measured points in {store.path} (reused where the search needs them)", flush=True)
     by_format = {i.format: i for i in infos}
     with TritonMeasurer(by_format, model_name, result_dir, options, http_port=args.http_port,
                         grpc_port=args.grpc_port, metrics_port=args.metrics_port,
-                        log_verbose=args.log_verbose) as measurer:
+                        log_verbose=args.log_verbose, metrics_period_s=metrics_period) as measurer:
         search = Search(infos, measurer, store, settings, progress=not args.no_progress, started=started)
         try:
             outcome = search.run()
         except SearchError as err:  # nothing to search, or the default config cannot be measured
-            print(f"error: {err}", file=sys.stderr)
-            return 2
+            return SearchRun(None, result_dir, 2, time.monotonic() - started, error=str(err))
     print(f"reused {outcome.reused_points} measured points from the checkpoint; measured {outcome.measured_points} "
           f"new ones", flush=True)
 
@@ -225,7 +245,8 @@ def run_search(args) -> int:
         "decision": outcome.decision.message, "wall_s": round(outcome.wall_s, 1), "notes": list(outcome.notes),
     }, identity.server_version, identity)
     report = build_report(result_dir)["report.html"]  # the search as a section of the run's report
-    return _print_answer(outcome, written, csv_path, report)
+    code = 0 if outcome.decision.winner is not None else EXIT_NO_CONFIG
+    return SearchRun(outcome, result_dir, code, time.monotonic() - started, csv_path, written, report)
 
 
 def _print_answer(outcome: SearchOutcome, written: Path | None, csv_path: Path, report: Path) -> int:
@@ -253,4 +274,4 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
 
 
-__all__ = ["main", "build_parser", "run_search", "EXIT_NO_CONFIG"]
+__all__ = ["main", "build_parser", "run_search", "search_step", "EXIT_NO_CONFIG"]

@@ -7,7 +7,6 @@ host's load hits both alike), each at the concurrency its tool chose.
 """
 from __future__ import annotations
 
-import csv
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,19 +33,6 @@ class Contender:
 def remeasured(contenders: list[Contender]) -> list[Contender]:
     """The contenders the head-to-head measured, or tried to (with their error)."""
     return [c for c in contenders if c.p99s or c.error]
-
-
-def our_winner(search_csv: Path) -> tuple[Candidate, int] | None:
-    """Our winner and the concurrency of its final re-measurement, from search.csv."""
-    if not search_csv.exists():
-        return None
-    for row in csv.DictReader(open(search_csv)):
-        if row["verdict"] == "winner" and row["confirm_concurrency"]:
-            threads = 0 if row["threads"] == "default" else int(row["threads"])
-            preferred = tuple(int(b) for b in row["preferred_batch_sizes"].split())
-            return Candidate(row["format"], int(row["instances"]), threads, int(row["max_batch_size"]), preferred,
-                             int(row["max_queue_delay_us"])), int(row["confirm_concurrency"])
-    return None
 
 
 def _spread(values: list[float]) -> str:

@@ -115,6 +115,27 @@ class SearchOutcome:
     stopped: str = ""
 
 
+@dataclass
+class SearchRun:
+    """What one search step gives its caller in memory: the outcome, where it wrote, the exit code it implies."""
+
+    outcome: SearchOutcome | None  # None when the search could not start (`error` says why)
+    result_dir: Path
+    code: int
+    wall_s: float
+    csv_path: Path | None = None
+    written: Path | None = None  # the winner's config in the model repository
+    report: Path | None = None
+    error: str = ""
+
+    def winner(self) -> tuple[Candidate, int] | None:
+        """The winner and the concurrency of its final re-measurement."""
+        d = self.outcome.decision if self.outcome else None
+        if d is None or d.winner is None or d.winner.confirmation is None:
+            return None
+        return d.winner.candidate, d.winner.confirmation.concurrency
+
+
 def config_problem(manifest: Manifest, candidate: Candidate) -> str | None:
     """build_config's verdict on a candidate (the same validation `config_model_on_triton.py` runs)."""
     import warnings

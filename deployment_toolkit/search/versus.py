@@ -2,7 +2,6 @@
 the budget and wall time of each, side by side (a benchmark, not a test)."""
 from __future__ import annotations
 
-import csv
 import json
 import statistics
 import time
@@ -10,12 +9,12 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..results.runinfo import read_run_json
 from ..spec import atomic_write_text
 from ..tables import markdown_table
-from .head_to_head import Contender, our_winner, remeasure, remeasured, table
+from .head_to_head import Contender, remeasure, remeasured, table
 from .model_analyzer import MAResult, find_model_analyzer, run_model_analyzer
 from .space import Candidate, default_candidate
+from .trials import SearchRun
 from ..errors import UserInputError
 
 OURS, THEIRS = "this toolkit's search", "Model Analyzer"  # the two sides, as the tables name them
@@ -37,27 +36,31 @@ class OurResult:
     notes: tuple[str, ...] = ()  # the search's own account of how it went (run.json), e.g. why it ran over
 
 
-def run_ours(argv: list[str], result_dir: Path) -> OurResult:
-    """Run our search in-process and read its search.csv (fresh checkpoint: the wall time must be honest)."""
-    from .cli import main
+def run_ours(argv: list[str]) -> tuple[OurResult, SearchRun]:
+    """Run our search step in-process on a fresh checkpoint (the wall time must be honest); the result comes back
+    in memory."""
+    from .cli import build_parser, search_step
 
     t0 = time.monotonic()
-    code = main([*argv, "--fresh"])
-    wall = time.monotonic() - t0
-    rows = list(csv.DictReader(open(result_dir / "search.csv"))) if (result_dir / "search.csv").exists() else []
-    measured = [r for r in rows if r["status"] == "measured"]
-    within = [r for r in measured if r["best_throughput"]]
-    best = max(within, key=lambda r: float(r["best_throughput"]), default=None)
-    win = next((r for r in rows if r["verdict"] == "winner"), None)
-    confirmed = ""
-    if win and win["confirm_throughput_median"]:
-        confirmed = (f"{float(win['confirm_throughput_median']):.1f} [{float(win['confirm_throughput_min']):.1f}.."
-                     f"{float(win['confirm_throughput_max']):.1f}] inf/s at concurrency {win['confirm_concurrency']}")
-    notes = tuple(read_run_json(result_dir).get("config", {}).get("notes") or ())
-    return OurResult(code, wall, len(measured), float(best["best_throughput"]) if best else None,
-                     best["config"] if best else "", int(best["best_concurrency"]) if best else None,
-                     float(best["best_p99_ms"]) if best else None, win["config"] if win else "", confirmed,
-                     "" if code == 0 else f"exit code {code}", notes=notes)
+    run = search_step(build_parser().parse_args([*argv, "--fresh"]))
+    return our_result(run, time.monotonic() - t0), run
+
+
+def our_result(run: SearchRun, wall_s: float) -> OurResult:
+    """The figures the comparison reports, from the search's outcome: the best single point within the budget
+    of any config (as Model Analyzer reports), the winner and its final re-measurement."""
+    if run.outcome is None:
+        return OurResult(run.code, wall_s, 0, None, "", None, None, "", "", run.error or f"exit code {run.code}")
+    measured = [t for t in run.outcome.trials if t.status == "measured"]
+    best = max((t for t in measured if t.best is not None), key=lambda t: t.best.throughput, default=None)
+    win = run.outcome.decision.winner
+    conf = win.confirmation if win else None
+    confirmed = (f"{conf.throughput.median:.1f} [{conf.throughput.low:.1f}..{conf.throughput.high:.1f}] inf/s at "
+                 f"concurrency {conf.concurrency}") if conf else ""
+    return OurResult(run.code, wall_s, len(measured), best.best.throughput if best else None,
+                     best.candidate.slug if best else "", best.best.concurrency if best else None,
+                     best.best.p99_ms if best else None, win.candidate.slug if win else "", confirmed,
+                     "" if run.code == 0 else f"exit code {run.code}", notes=tuple(run.outcome.notes))
 
 
 def prepare_ma_repository(info, model_name: str, repository: Path) -> None:
@@ -89,6 +92,7 @@ def compare(*, model: str, preset: str, budget_ms: float, max_minutes: float, fo
         raise UserInputError("--our-max-minutes half needs Model Analyzer's wall time: do not skip Model Analyzer")
     ours_dir = result_dir / "ours"
     scratch = workspace / "vs_model_analyzer"  # model copies stay out of the results folder
+    searched: dict[str, SearchRun] = {}  # our search's result, in memory
 
     def run_ma() -> MAResult:
         if skip_ma:
@@ -112,7 +116,7 @@ def compare(*, model: str, preset: str, budget_ms: float, max_minutes: float, fo
                 "--formats", ",".join(formats), "--workspace", str(workspace), "--result-path", str(ours_dir),
                 "--model-repository", str(scratch / "ours_repository"), "--shared-memory", shared_memory, *our_extra]
         print(f"== our search: {' '.join(argv)}", flush=True)
-        result = run_ours(argv, ours_dir)
+        result, searched["run"] = run_ours(argv)
         result.limit_minutes = limit
         return result
 
@@ -124,7 +128,7 @@ def compare(*, model: str, preset: str, budget_ms: float, max_minutes: float, fo
     else:
         ours = run_our_side(max_minutes if our_max_minutes is None else float(our_max_minutes))
         ma = run_ma()
-    contenders = winners(ours_dir, ma, usable[0].format, budget_ms)
+    contenders = winners(searched.get("run"), ma, usable[0].format, budget_ms)
     if contenders and rounds > 0:  # also one (the same pick): whether it holds the budget is a target too
         from ..perf.analyzer import PerfOptions
 
@@ -136,11 +140,11 @@ def compare(*, model: str, preset: str, budget_ms: float, max_minutes: float, fo
     return ours, ma, contenders
 
 
-def winners(ours_dir: Path, ma: MAResult, ma_format: str, budget_ms: float) -> list[Contender]:
+def winners(ours: SearchRun | None, ma: MAResult, ma_format: str, budget_ms: float) -> list[Contender]:
     """Our winner and Model Analyzer's best config within the budget (at the concurrency each chose); one
     entry when they are the same config at the same load, none of a side that has no answer."""
     out = []
-    mine = our_winner(ours_dir / "search.csv")
+    mine = ours.winner() if ours is not None else None
     if mine is not None:
         out.append(Contender(OURS, *mine))
     best = ma.best_within(budget_ms)

@@ -1,47 +1,40 @@
 """The Model Analyzer comparison's bookkeeping: which winners go head to head, and how they are shown."""
-import csv
 
 from conftest import require_tool
 
-from deployment_toolkit.search.head_to_head import Contender, our_winner, table
+from deployment_toolkit.search.head_to_head import Contender, table
 from deployment_toolkit.search.model_analyzer import MAMeasurement, MAResult
 from deployment_toolkit.search.space import Candidate
 from deployment_toolkit.search.versus import winners
 
-COLUMNS = ["config", "format", "instances", "threads", "max_batch_size", "preferred_batch_sizes",
-           "max_queue_delay_us", "verdict", "confirm_concurrency"]
+class _Ours:
+    """Our side as the comparison sees it: a search result whose winner is known."""
+
+    def __init__(self, winner):
+        self._winner = winner
+
+    def winner(self):
+        return self._winner
 
 
-def _search_csv(path, rows):
-    with open(path, "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=COLUMNS)
-        w.writeheader()
-        w.writerows(rows)
-
-
-def test_our_winner_is_read_back_as_a_candidate(tmp_path):
-    _search_csv(tmp_path / "search.csv", [
-        dict(config="a", format="onnx", instances=2, threads="1", max_batch_size=16, preferred_batch_sizes="8 16",
-             max_queue_delay_us=500, verdict="runner-up", confirm_concurrency=4),
-        dict(config="b", format="onnx", instances=1, threads="default", max_batch_size=32, preferred_batch_sizes="",
-             max_queue_delay_us=0, verdict="winner", confirm_concurrency=8),
-    ])
-    assert our_winner(tmp_path / "search.csv") == (Candidate("onnx", 1, 0, 32), 8)
-    assert our_winner(tmp_path / "missing.csv") is None
-
-
-def test_our_winner_reads_the_search_csv_the_search_writes(tmp_path):
-    """The reader against the search's own writer (write_csvs), not a hand-written CSV: a renamed or dropped
-    column in search.csv fails here."""
+def test_our_side_comes_from_the_search_outcome_in_memory(tmp_path):
+    """The comparison takes our winner and figures from the search step's result, not from a file read back."""
     from test_search import run
 
-    from deployment_toolkit.search.output import write_csvs
+    from deployment_toolkit.search.trials import SearchRun
+    from deployment_toolkit.search.versus import our_result
 
-    outcome, _, store = run(tmp_path)
-    csv_path, _ = write_csvs(outcome, store, tmp_path)
+    outcome, _, _ = run(tmp_path)
+    searched = SearchRun(outcome, tmp_path, 0, 1.0)
     winner = outcome.decision.winner
     assert winner is not None and winner.confirmation is not None
-    assert our_winner(csv_path) == (winner.candidate, winner.confirmation.concurrency)
+    assert searched.winner() == (winner.candidate, winner.confirmation.concurrency)
+    ours = our_result(searched, 12.0)
+    assert ours.winner == winner.candidate.slug and ours.wall_s == 12.0 and ours.configs >= 1
+    assert ours.best_throughput == max(t.best.throughput for t in outcome.trials if t.best is not None)
+    failed = our_result(SearchRun(None, tmp_path, 2, 0.5, error="nothing to search"), 0.5)
+    assert failed.error == "nothing to search" and failed.best_throughput is None
+    assert SearchRun(None, tmp_path, 2, 0.5).winner() is None
 
 
 def _ma(*measurements):
@@ -49,16 +42,14 @@ def _ma(*measurements):
 
 
 def test_winners_take_model_analyzers_best_within_budget_and_drop_a_duplicate(tmp_path):
-    _search_csv(tmp_path / "search.csv", [dict(config="b", format="onnx", instances=1, threads="default",
-                                               max_batch_size=32, preferred_batch_sizes="", max_queue_delay_us=0,
-                                               verdict="winner", confirm_concurrency=8)])
+    ours = _Ours((Candidate("onnx", 1, 0, 32), 8))
     ma = _ma(("v0", 1, 32, 64, 40.0, 1800.0), ("v6", 1, 8, 16, 36.0, 476.0), ("v2", 1, 2, 4, 32.0, 155.0))
-    both = winners(tmp_path, ma, "onnx", budget_ms=500)
+    both = winners(ours, ma, "onnx", budget_ms=500)
     assert [(c.side, c.candidate, c.concurrency) for c in both] == [
         ("this toolkit's search", Candidate("onnx", 1, 0, 32), 8), ("Model Analyzer", Candidate("onnx", 1, 0, 8), 16)]
-    same = winners(tmp_path, _ma(("v", 1, 32, 8, 30.0, 300.0)), "onnx", budget_ms=500)
+    same = winners(ours, _ma(("v", 1, 32, 8, 30.0, 300.0)), "onnx", budget_ms=500)
     assert len(same) == 1
-    assert winners(tmp_path, _ma(("v", 1, 8, 16, 36.0, 900.0)), "onnx", budget_ms=500)[0].side.startswith("this")
+    assert winners(ours, _ma(("v", 1, 8, 16, 36.0, 900.0)), "onnx", budget_ms=500)[0].side.startswith("this")
 
 
 def test_table_shows_spread_and_rounds_within_budget(table_rows):
