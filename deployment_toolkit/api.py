@@ -76,7 +76,7 @@ def convert(model: Any, fmt: str, output_dir: str | Path, *, inputs: Mapping[str
     model.py, `package.module:function`, an ONNX/TorchScript file) to `fmt` in `output_dir`; returns its manifest.
     Inputs come from `inputs` (example batches, batch axis first), else the data (`data_dir`, `dataloader`), else the
     model's own description. `options` are ConvertOptions fields (onnx_exporter, precision, verify, ...)."""
-    opts = ConvertOptions(**options)
+    opts = ConvertOptions(**{"max_batch_size": max_batch_size, **options})
     if hasattr(model, "forward") and hasattr(model, "parameters"):
         if inputs is None and data_dir is None and dataloader is None:
             raise SourceError("a live nn.Module needs its inputs: pass inputs={name: example batch} or data_dir=")

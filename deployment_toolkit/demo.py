@@ -1,113 +1,145 @@
-"""`make demo`: the whole workflow for one model on the embedded server, through the user-facing scripts.
+"""`make demo`: the whole workflow for one model on the embedded server, step by step.
 
-Each step runs the same `python triton/<script>.py ...` command a user would type (printed before it
-runs), so the demo doubles as a tutorial and as an end-to-end check of the scripts.
+Each step calls the toolkit's own function for it (convert, deploy, inference on Triton and in the framework,
+accuracy, offline and online sweeps) through the one step runner, and prints the command that does the same
+from a shell, so the demo doubles as a tutorial; `demo_timings.md` lists the steps with their times and commands.
 """
 from __future__ import annotations
 
 import argparse
-import shlex
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-from .server.local import LocalTritonServer, ServerConfig
-from .errors import ToolkitError, UserError
+from .errors import UserError
+from .steps import StepFailed, StepRunner, shown
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-class StepFailed(ToolkitError, RuntimeError):
-    pass
+SAMPLES = 32  # inference samples of the accuracy check
+THRESHOLDS = ("max_abs_err<=1e-4", "top1_agreement>=1.0")
 
 
 class RunFolderTaken(UserError, ValueError):
     """A user error (exit 2): the demo was pointed at a folder that already holds a run."""
 
 
-# (step, seconds, command) of this demo run, for demo_timings.md
-_TIMINGS: list[tuple[str, float, str]] = []
+def script(name: str, *args: str) -> str:
+    """The command a user types for a step: `python triton/<name> args` from the checkout's root."""
+    return shown(["python", f"triton/{name}", *args])
 
 
-def run_step(step: str, script: str, *args: str) -> None:
-    """Run `python <script> args` from the checkout's root as a user would type it (printed first), timed.
-    `script` is relative to the root (a bare name means triton/<name>)."""
-    path = script if "/" in script else f"triton/{script}"
-    cmd = [sys.executable, str(ROOT / path), *args]
-    shown = " ".join(shlex.quote(_relative(c)) for c in ["python", path, *args])
-    print(f"\n=== {step}\n$ {shown}", flush=True)
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=ROOT)
-    if proc.returncode != 0:
-        raise StepFailed(f"step '{step}' failed (exit {proc.returncode}): {shown}")
-    seconds = time.perf_counter() - t0
-    _TIMINGS.append((step, seconds, shown))
-    print(f"--- {step}: {seconds:.1f} s", flush=True)
-
-
-
-
-
-def _relative(arg: str) -> str:
-    """Paths inside the checkout as the user would type them (from its root)."""
-    prefix = f"{ROOT}/"
-    return arg[len(prefix):] if arg.startswith(prefix) else arg
-
-
-def write_timings(path: Path, total_s: float, what: str = "`make demo`") -> Path:
+def write_timings(path: Path, total_s: float, steps: StepRunner, what: str = "`make demo`") -> Path:
     """How long the demo and each of its steps took (after installation), as a table."""
     from .spec import atomic_write_text
-    from .tables import markdown_table
 
-    lines = [f"{what} finished in {total_s / 60:.1f} min after installation; its steps:", "",
-             markdown_table(["step", "seconds", "command"],
-                            [[step, f"{seconds:.1f}", f"`{shown}`"] for step, seconds, shown in _TIMINGS], "lrl")]
+    lines = [f"{what} finished in {total_s / 60:.1f} min after installation; its steps:", "", steps.table()]
     atomic_write_text(path, "\n".join(lines) + "\n")
     return path
+
+
+def accuracy(dump_dir: Path, reference_dir: Path, csv_path: Path, thresholds: tuple[str, ...]) -> dict[str, float]:
+    """Triton's dump against the framework's: the CSV is written and the table shown before a missed bound fails
+    the step."""
+    from .metrics.calculate import (ThresholdsFailed, calculate_metrics, check_thresholds, format_table,
+                                    parse_thresholds, write_metrics_csv)
+
+    bounds = parse_thresholds(list(thresholds))
+    metrics = calculate_metrics(dump_dir, reference_dir)
+    write_metrics_csv(metrics, csv_path)
+    print(format_table(metrics, bounds))
+    failures = check_thresholds(metrics, bounds)
+    if failures:
+        raise ThresholdsFailed(failures, metrics)
+    return metrics
+
+
+def shown_sweep(kind: str, outcome):
+    """A sweep's full table on the console, as its command prints it."""
+    from .report.tables import full_table
+
+    print(f"\nFull tabular data ({kind}, {outcome.csv_path}):\n\n{full_table(kind, outcome.rows)}", flush=True)
+    return outcome
 
 
 def run_demo(model: str, preset: str, result_dir: Path, workspace: Path, repository: Path,
              max_batch: int, concurrency: str, batch_sizes: str, measurement_interval_ms: int,
              max_attempts: int = 2) -> Path:
+    from .api import convert
+    from .inference import DataSpec, framework_dump, triton_dump
+    from .perf.analyzer import PerfOptions
+    from .perf.offline import run_offline
+    from .perf.online import run_online
+    from .repository import ConfigOptions, write_model
+    from .server.local import LocalTritonServer, ServerConfig
+
     art = workspace / model
+    onnx_dir, manifest_json = art / "onnx", art / "onnx" / "manifest.json"
     t0 = time.perf_counter()
-    _TIMINGS.clear()
+    steps = StepRunner()
     for fmt in ("ts-trace", "onnx"):
-        run_step(f"convert to {fmt}", "convert_model.py", "--model", model, "--preset", preset, "--output-type", fmt,
-             "--output-path", str(art / fmt), "--max-batch-size", str(max_batch))
-    run_step("configure on Triton (Python backend runs ONNX Runtime)", "config_model_on_triton.py",
-         "--model-repository", str(repository), "--model-path", str(art / "onnx"), "--model-format", "python",
-         "--model-name", model, "--max-batch-size", str(max_batch), "--preferred-batch-sizes", str(max_batch),
-         "--max-queue-delay-us", "1000", "--number-of-model-instances", "1")
-    print(f"\n=== start the embedded tritonserver on {repository}", flush=True)
-    t_server = time.perf_counter()
-    with LocalTritonServer(ServerConfig(repository, log_dir=workspace / "logs")) as server:
+        out = art / fmt
+        steps.call(f"convert to {fmt}", lambda fmt=fmt, out=out: convert(
+            model, fmt, out, preset=preset, max_batch_size=max_batch),
+            script("convert_model.py", "--model", model, "--preset", preset, "--output-type", fmt,
+                   "--output-path", str(out), "--max-batch-size", str(max_batch)))
+    steps.call("configure on Triton (Python backend runs ONNX Runtime)", lambda: write_model(
+        repository, onnx_dir, ConfigOptions(model_name=model, runtime="python", max_batch_size=max_batch,
+                                            preferred_batch_sizes=(max_batch,), max_queue_delay_us=1000,
+                                            instances=1)),
+        script("config_model_on_triton.py", "--model-repository", str(repository), "--model-path", str(onnx_dir),
+               "--model-format", "python", "--model-name", model, "--max-batch-size", str(max_batch),
+               "--preferred-batch-sizes", str(max_batch), "--max-queue-delay-us", "1000",
+               "--number-of-model-instances", "1"))
+    server = LocalTritonServer(ServerConfig(repository, log_dir=workspace / "logs"))
+
+    def start() -> None:
+        server.start()
         server.require_models([model])
-        _TIMINGS.append(("start the embedded tritonserver (health check)", time.perf_counter() - t_server,
-                         f"python -m deployment_toolkit serve --model-repository {_relative(str(repository))}"))
+
+    try:
+        steps.call("start the embedded tritonserver (health check)", start,
+                   shown(["python", "-m", "deployment_toolkit", "serve", "--model-repository", str(repository)]))
         print(f"ready: gRPC {server.grpc_url}, HTTP {server.http_url}, log {server.log_path}", flush=True)
-        common = ["--num-samples", "32", "--batch-size", str(max_batch), "--data-dir", "synthetic"]
-        run_step("inference through Triton (system shared memory)", "run_inference_on_triton.py",
-             "--server-url", server.grpc_url, "--model-name", model, "--manifest", str(art / "onnx" / "manifest.json"),
-             "--shared-memory", "system", "--output-dir", str(art / "dump_triton"), *common)
-        run_step("inference in the framework (PyTorch eager)", "run_inference_on_fw.py",
-             "--model-path", str(art / "onnx"), "--runtime", "framework", "--output-dir", str(art / "dump_fw"), *common)
+        data = DataSpec("synthetic", num_samples=SAMPLES)
+        common = ["--num-samples", str(SAMPLES), "--batch-size", str(max_batch), "--data-dir", "synthetic"]
+        steps.call("inference through Triton (system shared memory)", lambda: triton_dump(
+            server.grpc_url, model, art / "dump_triton", data, manifest=manifest_json, batch_size=max_batch,
+            shared_memory="system"),
+            script("run_inference_on_triton.py", "--server-url", server.grpc_url, "--model-name", model,
+                   "--manifest", str(manifest_json), "--shared-memory", "system", "--output-dir",
+                   str(art / "dump_triton"), *common))
+        steps.call("inference in the framework (PyTorch eager)", lambda: framework_dump(
+            onnx_dir, art / "dump_fw", data, runtime="framework", batch_size=max_batch),
+            script("run_inference_on_fw.py", "--model-path", str(onnx_dir), "--runtime", "framework",
+                   "--output-dir", str(art / "dump_fw"), *common))
         result_dir.mkdir(parents=True, exist_ok=True)
-        run_step("accuracy: Triton vs framework", "calculate_metrics.py", "--dump-dir", str(art / "dump_triton"),
-             "--reference-dir", str(art / "dump_fw"), "--csv", str(result_dir / "accuracy_metrics.csv"),
-             "--threshold", "max_abs_err<=1e-4", "--threshold", "top1_agreement>=1.0")
-        perf = ["--server-url", server.grpc_url, "--model-name", model, "--manifest",
-                str(art / "onnx" / "manifest.json"), "--result-path", str(result_dir), "--shared-memory", "system",
-                "--metrics-url", server.metrics_url,
+        csv_path = result_dir / "accuracy_metrics.csv"
+        steps.call("accuracy: Triton vs framework", lambda: accuracy(
+            art / "dump_triton", art / "dump_fw", csv_path, THRESHOLDS),
+            script("calculate_metrics.py", "--dump-dir", str(art / "dump_triton"), "--reference-dir",
+                   str(art / "dump_fw"), "--csv", str(csv_path),
+                   *[a for t in THRESHOLDS for a in ("--threshold", t)]))
+        options = PerfOptions(protocol="grpc", shared_memory="system", measurement_interval_ms=measurement_interval_ms,
+                              max_attempts=max_attempts, max_trials=6)
+        sweep = dict(manifest_path=manifest_json, number_of_model_instances=1, server=server,
+                     metrics_url=server.metrics_url)
+        perf = ["--server-url", server.grpc_url, "--model-name", model, "--manifest", str(manifest_json),
+                "--result-path", str(result_dir), "--shared-memory", "system", "--metrics-url", server.metrics_url,
                 "--measurement-interval", str(measurement_interval_ms), "--number-of-model-instances", "1",
                 "--max-attempts", str(max_attempts), "--max-trials", "6"]
-        run_step("offline performance (static batching, client batch sweep)", "run_offline_performance_test_on_triton.py",
-             *perf, "--batch-sizes", batch_sizes)
-        run_step("online performance (dynamic batching, concurrency sweep)", "run_online_performance_test_on_triton.py",
-             *perf, "--concurrency", concurrency)
+        from .spec import Manifest
+
+        manifest = Manifest.load(onnx_dir)
+        steps.call("offline performance (static batching, client batch sweep)", lambda: shown_sweep("offline", run_offline(
+            model, server.grpc_url, manifest, batch_sizes, options, result_dir, **sweep)),
+            script("run_offline_performance_test_on_triton.py", *perf, "--batch-sizes", batch_sizes))
+        steps.call("online performance (dynamic batching, concurrency sweep)", lambda: shown_sweep("online", run_online(
+            model, server.grpc_url, manifest, concurrency, options, result_dir, **sweep)),
+            script("run_online_performance_test_on_triton.py", *perf, "--concurrency", concurrency))
+    finally:
+        server.stop()
     total_s = time.perf_counter() - t0
-    write_timings(result_dir / "demo_timings.md", total_s)
+    write_timings(result_dir / "demo_timings.md", total_s, steps)
     print(f"\nDemo finished in {total_s / 60:.1f} min. Results in {result_dir}:")
     for name in ("accuracy_metrics.csv", "offline.csv", "online.csv", "report.md", "report.html", "run.json",
                  "demo_timings.md"):

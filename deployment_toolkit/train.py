@@ -257,3 +257,43 @@ def framework_dump(weights: str | Path, data_dir: str | Path, output_dir: str | 
     meta = {"model": entry.name, "task": entry.task, "source": "torch",
             "extra": {"preset": preset, "weights": str(weights), "weights_sha256": file_digest(weights)}}
     return write_dump(predict_batches(source.batches(batch_size), predict_fn), output_dir, meta, dump_labels=True)
+
+
+def train_segmentation(train_dir: str | Path, output_dir: str | Path, cfg: TrainConfig,
+                       heldout_dir: str | Path | None = None, export_dir: str | Path | None = None,
+                       opset: int = 17, max_batch_size: int | None = None) -> dict[str, Any]:
+    """Train a registered segmentation model on an npz folder, score the held-out folder, save the weights and
+    training.json, and (with `export_dir`) export a verified ONNX; returns what training.json records (plus the
+    export's manifest under "manifest" when there is one). A failed verification raises VerificationError."""
+    train_dir, output_dir = Path(train_dir), Path(output_dir)
+    entry = segmentation_entry(cfg.model)
+    signature = entry.signature(cfg.preset)
+    _, images, masks = load_folder(train_dir, signature)
+    print(f"training {cfg.model} ({cfg.preset}) on {len(images)} samples from {train_dir}, budget "
+          f"{cfg.max_seconds:g} s / {cfg.max_steps} steps, {cfg.threads} thread(s)", flush=True)
+    model = entry.build(cfg.preset, seed=cfg.seed)
+    result = train(model, images, masks, cfg)
+    print(f"trained {result.steps} steps in {result.seconds:.1f} s (stopped by {result.stopped_by}), "
+          f"final loss {result.final_loss:.4f}")
+    weights = output_dir / WEIGHTS_NAME
+    sha = save_weights(model, weights, cfg.model, cfg.preset)
+    info: dict[str, Any] = {
+        "model": cfg.model, "preset": cfg.preset, "task": entry.task, "weights": WEIGHTS_NAME, "weights_sha256": sha,
+        "parameters": sum(t.numel() for t in model.parameters()), "train_dir": str(train_dir),
+        "train_samples": len(images), "config": train_config_dict(cfg), "result": vars(result)}
+    if heldout_dir:
+        _, h_images, h_masks = load_folder(heldout_dir, signature)
+        metrics = evaluate(model, h_images, h_masks)
+        info.update(heldout_dir=str(heldout_dir), heldout_samples=len(h_images), heldout_metrics=metrics)
+        print(f"held-out ({len(h_images)} samples): " + ", ".join(f"{k}={v:.4f}" for k, v in metrics.items()))
+    write_training_json(output_dir, info)
+    print(f"wrote {weights} and {output_dir / TRAINING_JSON}")
+    if export_dir:
+        manifest = export_trained(weights, export_dir, cfg.model, cfg.preset, opset=opset,
+                                  max_batch_size=max_batch_size)
+        v = manifest.verification
+        print(f"wrote {Path(export_dir) / manifest.artifact}: verified at batch sizes {v['batch_sizes']}, "
+              f"max abs err {v['max_abs_err']:.3g} -> OK")
+        return {**info, "manifest": manifest}
+    return info
+

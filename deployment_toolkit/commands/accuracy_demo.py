@@ -2,58 +2,31 @@
 it as ONNX on the embedded tritonserver (Python backend), and show that Triton's Dice against the labels
 equals the framework's.
 
-Runs the user-facing scripts one after the other, as a user would (each command is printed):
-data (deployment_toolkit.data.shapes) -> train_segmentation.py (train, held-out Dice, ONNX export with
-verification) -> config_model_on_triton.py -> embedded server -> run_inference_on_triton.py
+Each step calls the toolkit's function for it through the one step runner and prints the command that does the
+same from a shell: data (deployment_toolkit.data.shapes) -> train_segmentation.py (train, held-out Dice, ONNX
+export with verification) -> config_model_on_triton.py -> embedded server -> run_inference_on_triton.py
 --dump-labels -> framework dump of the trained model on the same folder -> calculate_metrics.py for
 Triton vs labels, framework vs labels, and Triton vs framework. Exit status 1 names every check missed
 (Dice below --min-dice, |dice_mean Triton - framework| above --max-dice-diff); 2: a step failed.
 """
-import csv
-import json
 import os
 import shlex
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-from deployment_toolkit import cli  # noqa: E402
-from deployment_toolkit.errors import ToolkitError  # noqa: E402
-
-# Idle OpenMP threads sleep instead of spinning (a busy 2-core host made torch steps 3-10x slower); set
-from deployment_toolkit.tables import markdown_table  # noqa: E402
-from deployment_toolkit.committed import refuse_committed  # noqa: E402
-# before torch loads here (framework dump) and inherited by the training subprocess.
+# Idle OpenMP threads sleep instead of spinning (a busy 2-core host made torch steps 3-10x slower); set before
+# torch loads (training and the framework dump run in this process).
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+from deployment_toolkit import cli  # noqa: E402
+from deployment_toolkit.committed import refuse_committed  # noqa: E402
+from deployment_toolkit.steps import StepFailed, StepRunner  # noqa: E402
+from deployment_toolkit.tables import markdown_table  # noqa: E402
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "triton"
 RUN_NAME = "accuracy-shapes-unet"
-
-
-class StepFailed(ToolkitError, RuntimeError):
-    """A script of the chain exited with an error; its own output above says why."""
-
-
-class Chain:
-    """Runs the steps as subprocesses (argument lists), timing each and keeping the command lines."""
-
-    def __init__(self) -> None:
-        self.steps: list[dict] = []
-
-    def run(self, name: str, cmd: list[str], ok_codes: tuple[int, ...] = (0,)) -> int:
-        line = shlex.join(_relative(c) for c in cmd)
-        print(f"\n=== {name}\n$ {line}", flush=True)
-        t0 = time.perf_counter()
-        code = subprocess.run(cmd, cwd=ROOT).returncode
-        self.record(name, line, time.perf_counter() - t0, code)
-        if code not in ok_codes:
-            raise StepFailed(f"step '{name}' exited with status {code}: {line}")
-        return code
-
-    def record(self, name: str, what: str, seconds: float, code: int = 0) -> None:
-        self.steps.append({"step": name, "command": what, "seconds": round(seconds, 2), "exit_status": code})
 
 
 def _relative(arg: str) -> str:
@@ -64,12 +37,8 @@ def _relative(arg: str) -> str:
     return arg[len(prefix):] if arg.startswith(prefix) else arg
 
 
-def read_metrics_csv(path: Path) -> dict[str, float]:
-    with open(path, newline="") as fh:
-        rows = list(csv.reader(fh))
-    if len(rows) != 2:
-        raise StepFailed(f"{path} is not a one-row metrics CSV; rerun calculate_metrics.py")
-    return {k: float(v) for k, v in zip(rows[0], rows[1])}
+def command(*argv: str) -> str:
+    return shlex.join(_relative(str(a)) for a in argv)
 
 
 def checks(triton: dict[str, float], fw: dict[str, float], min_dice: float, max_diff: float) -> list[dict]:
@@ -84,7 +53,7 @@ def checks(triton: dict[str, float], fw: dict[str, float], min_dice: float, max_
     ]
 
 
-def summary_markdown(training: dict, triton: dict, fw: dict, versus: dict, results: list[dict], steps: list[dict],
+def summary_markdown(training: dict, triton: dict, fw: dict, versus: dict, results: list[dict], steps: StepRunner,
                      server_version: str | None) -> str:
     res = training["result"]
     classes = sorted(k for k in triton if k.startswith("dice_class_"))
@@ -118,8 +87,7 @@ def summary_markdown(training: dict, triton: dict, fw: dict, versus: dict, resul
         "",
         "## Commands",
         "",
-        markdown_table(["step", "seconds", "command"],
-                       [[s["step"], f"{s['seconds']:.1f}", f"`{s['command']}`"] for s in steps], "lrl"),
+        steps.table(),
         "",
     ]
     return "\n".join(lines)
@@ -159,72 +127,95 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
+def metrics_step(dump: Path, csv_path: Path, reference: Path | None = None) -> dict[str, float]:
+    """A dump's metrics (against its labels, or against `reference`), written as a one-row CSV and shown."""
+    from deployment_toolkit.metrics.calculate import calculate_metrics, format_table, write_metrics_csv
+
+    metrics = calculate_metrics(dump, reference)
+    write_metrics_csv(metrics, csv_path)
+    print(format_table(metrics))
+    return metrics
+
+
 def run_chain(args) -> int:
+    from deployment_toolkit.data.shapes import generate
+    from deployment_toolkit.inference import DataSpec, triton_dump
+    from deployment_toolkit.repository import ConfigOptions, write_model
     from deployment_toolkit.results.runinfo import run_metadata, write_run_json
     from deployment_toolkit.server import LocalTritonServer, ServerConfig
-    from deployment_toolkit.train import TRAINING_JSON, WEIGHTS_NAME, framework_dump
+    from deployment_toolkit.train import TRAINING_JSON, WEIGHTS_NAME, TrainConfig, framework_dump, train_segmentation
 
     ws, out = args.workspace.resolve(), args.results_dir.resolve()
     train_dir, heldout_dir = ws / "data" / "train", ws / "data" / "heldout"
     model_dir, onnx_dir, repo = ws / "model", ws / "onnx", ws / "model_repository"
-    triton_dump, fw_dump = ws / "dumps" / "triton", ws / "dumps" / "framework"
-    py = sys.executable
-    chain = Chain()
+    triton_dir, fw_dir = ws / "dumps" / "triton", ws / "dumps" / "framework"
+    steps = StepRunner()
     t_start = time.perf_counter()
 
     for split, folder, n, seed in (("train", train_dir, args.train_samples, args.seed),
                                    ("held-out", heldout_dir, args.heldout_samples, args.seed + 1)):
-        chain.run(f"generate {split} data", [py, "-m", "deployment_toolkit.data.shapes", "--output-dir", str(folder),
-                                             "--num-samples", str(n), "--seed", str(seed)])
-    chain.run("train, score held-out, export ONNX", [
-        py, str(SCRIPTS / "train_segmentation.py"), "--train-dir", str(train_dir), "--heldout-dir", str(heldout_dir),
-        "--output-dir", str(model_dir), "--export-dir", str(onnx_dir), "--max-seconds", f"{args.max_seconds:g}",
-        "--seed", str(args.seed), "--threads", str(args.threads), *(["--no-progress"] if args.no_progress else []),
-    ])
-    chain.run("write the Triton model repository", [
-        py, str(SCRIPTS / "config_model_on_triton.py"), "--model-repository", str(repo), "--model-path", str(onnx_dir),
-        "--model-format", "python", "--model-name", args.model_name, "--instance-kind", "cpu",
-        "--intra-op-threads", str(args.threads),
-    ])
+        steps.call(f"generate {split} data", lambda folder=folder, n=n, seed=seed: generate(folder, n, seed),
+                   command("python", "-m", "deployment_toolkit.data.shapes", "--output-dir", str(folder),
+                           "--num-samples", str(n), "--seed", str(seed)))
+    cfg = TrainConfig(max_seconds=args.max_seconds, seed=args.seed, threads=args.threads,
+                      progress=not args.no_progress)
+    training = steps.call("train, score held-out, export ONNX", lambda: train_segmentation(
+        train_dir, model_dir, cfg, heldout_dir, onnx_dir),
+        command("python", str(SCRIPTS / "train_segmentation.py"), "--train-dir", str(train_dir), "--heldout-dir",
+                str(heldout_dir), "--output-dir", str(model_dir), "--export-dir", str(onnx_dir), "--max-seconds",
+                f"{args.max_seconds:g}", "--seed", str(args.seed), "--threads", str(args.threads),
+                *(["--no-progress"] if args.no_progress else [])))
+    steps.call("write the Triton model repository", lambda: write_model(repo, onnx_dir, ConfigOptions(
+        model_name=args.model_name, runtime="python", instance_kind="cpu", intra_op_threads=args.threads)),
+        command("python", str(SCRIPTS / "config_model_on_triton.py"), "--model-repository", str(repo),
+                "--model-path", str(onnx_dir), "--model-format", "python", "--model-name", args.model_name,
+                "--instance-kind", "cpu", "--intra-op-threads", str(args.threads)))
 
-    print("\n=== start the embedded tritonserver", flush=True)
-    t0 = time.perf_counter()
-    with LocalTritonServer(ServerConfig(repo, log_dir=ws / "logs")) as server:
+    server = LocalTritonServer(ServerConfig(repo, log_dir=ws / "logs"))
+
+    def start() -> str | None:
+        server.start()
         server.require_models([args.model_name])
-        server_version = server.metadata().get("version")
-        chain.record("start tritonserver", f"LocalTritonServer({_relative(str(repo))})", time.perf_counter() - t0)
-        print(f"tritonserver {server_version} ready: gRPC {server.grpc_url}, log {server.log_path}")
-        chain.run("inference on Triton", [
-            py, str(SCRIPTS / "run_inference_on_triton.py"), "--server-url", server.grpc_url,
-            "--model-name", args.model_name, "--manifest", str(onnx_dir / "manifest.json"),
-            "--data-dir", str(heldout_dir), "--batch-size", str(args.batch_size), "--output-dir", str(triton_dump),
-            "--dump-labels",
-        ])
+        return server.metadata().get("version")
 
-    print("\n=== framework dump of the trained model (PyTorch eager, same folder)", flush=True)
-    t0 = time.perf_counter()
-    framework_dump(model_dir / WEIGHTS_NAME, heldout_dir, fw_dump, batch_size=args.batch_size, threads=args.threads)
-    chain.record("framework inference", f"deployment_toolkit.train.framework_dump({_relative(str(heldout_dir))})",
-                 time.perf_counter() - t0)
+    try:
+        server_version = steps.call("start tritonserver", start,
+                                    command("python", "-m", "deployment_toolkit", "serve", "--model-repository",
+                                            str(repo)))
+        print(f"tritonserver {server_version} ready: gRPC {server.grpc_url}, log {server.log_path}")
+        steps.call("inference on Triton", lambda: triton_dump(
+            server.grpc_url, args.model_name, triton_dir, DataSpec(str(heldout_dir)),
+            manifest=onnx_dir / "manifest.json", batch_size=args.batch_size, dump_labels=True),
+            command("python", str(SCRIPTS / "run_inference_on_triton.py"), "--server-url", server.grpc_url,
+                    "--model-name", args.model_name, "--manifest", str(onnx_dir / "manifest.json"), "--data-dir",
+                    str(heldout_dir), "--batch-size", str(args.batch_size), "--output-dir", str(triton_dir),
+                    "--dump-labels"))
+    finally:
+        server.stop()
+
+    steps.call("framework inference (PyTorch eager, same folder)", lambda: framework_dump(
+        model_dir / WEIGHTS_NAME, heldout_dir, fw_dir, batch_size=args.batch_size, threads=args.threads),
+        f"deployment_toolkit.train.framework_dump({_relative(str(heldout_dir))})")
 
     out.mkdir(parents=True, exist_ok=True)
-    bound = f"dice_mean>={args.min_dice:g}"
-    calc = [py, str(SCRIPTS / "calculate_metrics.py")]
-    # status 1 = a bound missed: the CSV is written and the checks below name the miss
-    for name, dump, csv_name in (("Triton", triton_dump, "metrics_triton.csv"),
-                                 ("framework", fw_dump, "metrics_framework.csv")):
-        chain.run(f"metrics: {name} vs labels", [*calc, "--dump-dir", str(dump), "--csv", str(out / csv_name),
-                                                 "--threshold", bound], ok_codes=(0, 1))
-    chain.run("metrics: Triton vs framework", [*calc, "--dump-dir", str(triton_dump), "--reference-dir", str(fw_dump),
-                                               "--csv", str(out / "metrics_triton_vs_framework.csv")])
+    calc = ("python", str(SCRIPTS / "calculate_metrics.py"))
+    scores = {}
+    for name, dump, csv_name in (("Triton", triton_dir, "metrics_triton.csv"),
+                                 ("framework", fw_dir, "metrics_framework.csv")):
+        # a missed bound is named by the checks below, after everything is written
+        scores[name] = steps.call(f"metrics: {name} vs labels", lambda dump=dump, csv_name=csv_name: metrics_step(
+            dump, out / csv_name), command(*calc, "--dump-dir", str(dump), "--csv", str(out / csv_name),
+                                           "--threshold", f"dice_mean>={args.min_dice:g}"))
+    versus = steps.call("metrics: Triton vs framework", lambda: metrics_step(
+        triton_dir, out / "metrics_triton_vs_framework.csv", fw_dir),
+        command(*calc, "--dump-dir", str(triton_dir), "--reference-dir", str(fw_dir), "--csv",
+                str(out / "metrics_triton_vs_framework.csv")))
 
-    triton = read_metrics_csv(out / "metrics_triton.csv")
-    fw = read_metrics_csv(out / "metrics_framework.csv")
-    versus = read_metrics_csv(out / "metrics_triton_vs_framework.csv")
-    training = json.loads((model_dir / TRAINING_JSON).read_text())
+    triton, fw = scores["Triton"], scores["framework"]
+    training = {k: v for k, v in training.items() if k != "manifest"}
     shutil.copy2(model_dir / TRAINING_JSON, out / TRAINING_JSON)
     results = checks(triton, fw, args.min_dice, args.max_dice_diff)
-    summary = summary_markdown(training, triton, fw, versus, results, chain.steps, server_version)
+    summary = summary_markdown(training, triton, fw, versus, results, steps, server_version)
     (out / "summary.md").write_text(summary)
     missed = [c for c in results if not c["passed"]]
     config = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
@@ -234,7 +225,7 @@ def run_chain(args) -> int:
         "dice_agreement_mean": versus.get("dice_agreement_mean"), "max_abs_err": versus.get("max_abs_err"),
         "training_seconds": training["result"]["seconds"], "training_steps": training["result"]["steps"],
         "total_seconds": round(time.perf_counter() - t_start, 1), "checks": results, "passed": not missed,
-        "steps": chain.steps,
+        "steps": [r.to_dict() for r in steps.results],
     }
     write_run_json(out, run_metadata(config, server_version=server_version))
 

@@ -1,7 +1,5 @@
 """Run the same data through the framework model (PyTorch eager) or a converted artifact in-process
 (ONNX Runtime / TorchScript) and dump outputs in the same format as run_inference_on_triton.py."""
-import sys
-from pathlib import Path
 
 from deployment_toolkit import cli  # noqa: E402
 from deployment_toolkit.data.user import add_data_arguments  # noqa: E402
@@ -33,22 +31,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
 
-    from deployment_toolkit.data.batches import make_source
-    from deployment_toolkit.data.predict import predict_batches, write_dump
     from deployment_toolkit.data.user import parse_key_values
-    from deployment_toolkit.framework import framework_predictor
+    from deployment_toolkit.inference import DataSpec, framework_dump
 
-    predict, manifest, source_name = framework_predictor(args.model_path, args.runtime, args.device)
-    source = make_source(args.data_dir, manifest.signature, args.num_samples or 16, args.seed,
-                         dataloader=args.dataloader, dataloader_args=parse_key_values(args.dataloader_arg),
-                         precision=args.precision or manifest.precision, limit=args.num_samples)
-    meta = {"model": manifest.model, "task": manifest.task, "source": source_name,
-            "extra": {"format": manifest.format, "preset": manifest.preset}}
-    if args.dataloader or args.data_dir != "synthetic":
-        meta["extra"]["data"] = source.describe()
-    out = write_dump(predict_batches(source.batches(args.batch_size), predict), args.output_dir, meta,
-                     dump_inputs=args.dump_inputs, dump_labels=args.dump_labels)
-    print(f"dumped outputs of {source_name} to {out}")
+    data = DataSpec(args.data_dir, args.dataloader, parse_key_values(args.dataloader_arg), args.num_samples, args.seed)
+    dump = framework_dump(args.model_path, args.output_dir, data, runtime=args.runtime, device=args.device,
+                          batch_size=args.batch_size, precision=args.precision, dump_labels=args.dump_labels,
+                          dump_inputs=args.dump_inputs)
+    print(f"dumped outputs of {dump.source} to {dump.path}")
     return 0
 
 

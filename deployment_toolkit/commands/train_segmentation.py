@@ -43,39 +43,13 @@ def main(argv: list[str] | None = None) -> int:
     cfg = tr.TrainConfig(model=args.model, preset=args.preset, batch_size=args.batch_size, lr=args.lr,
                          max_seconds=args.max_seconds, max_steps=args.max_steps, seed=args.seed,
                          threads=args.threads, augment=not args.no_augment, progress=not args.no_progress)
-    entry = tr.segmentation_entry(args.model)
-    signature = entry.signature(args.preset)
-    _, images, masks = tr.load_folder(args.train_dir, signature)
-    print(f"training {args.model} ({args.preset}) on {len(images)} samples from {args.train_dir}, "
-          f"budget {args.max_seconds:g} s / {args.max_steps} steps, {args.threads} thread(s)", flush=True)
-    model = entry.build(args.preset, seed=args.seed)
-    result = tr.train(model, images, masks, cfg)
-    print(f"trained {result.steps} steps in {result.seconds:.1f} s (stopped by {result.stopped_by}), "
-          f"final loss {result.final_loss:.4f}")
-    weights = args.output_dir / tr.WEIGHTS_NAME
-    sha = tr.save_weights(model, weights, args.model, args.preset)
-    info = {"model": args.model, "preset": args.preset, "task": entry.task, "weights": tr.WEIGHTS_NAME,
-            "weights_sha256": sha, "parameters": sum(t.numel() for t in model.parameters()),
-            "train_dir": str(args.train_dir), "train_samples": len(images), "config": tr.train_config_dict(cfg),
-            "result": vars(result)}
-    if args.heldout_dir:
-        _, h_images, h_masks = tr.load_folder(args.heldout_dir, signature)
-        metrics = tr.evaluate(model, h_images, h_masks)
-        info.update(heldout_dir=str(args.heldout_dir), heldout_samples=len(h_images), heldout_metrics=metrics)
-        print(f"held-out ({len(h_images)} samples): " + ", ".join(f"{k}={v:.4f}" for k, v in metrics.items()))
-    tr.write_training_json(args.output_dir, info)
-    print(f"wrote {weights} and {args.output_dir / tr.TRAINING_JSON}")
-    if args.export_dir:
-        try:
-            manifest = tr.export_trained(weights, args.export_dir, args.model, args.preset, opset=args.onnx_opset,
-                                         max_batch_size=args.max_batch_size)
-        except VerificationError as err:
-            print(f"FAILED: {err}\n(manifest with the measured errors: {args.export_dir / 'manifest.json'})",
-                  file=sys.stderr)
-            return 1
-        v = manifest.verification
-        print(f"wrote {args.export_dir / manifest.artifact}: verified at batch sizes {v['batch_sizes']}, "
-              f"max abs err {v['max_abs_err']:.3g} -> OK")
+    try:
+        tr.train_segmentation(args.train_dir, args.output_dir, cfg, args.heldout_dir, args.export_dir,
+                              opset=args.onnx_opset, max_batch_size=args.max_batch_size)
+    except VerificationError as err:
+        print(f"FAILED: {err}\n(manifest with the measured errors: {args.export_dir / 'manifest.json'})",
+              file=sys.stderr)
+        return 1
     return 0
 
 

@@ -188,6 +188,16 @@ def _atomic_savez(path: Path, arrays: dict[str, np.ndarray]) -> None:
         raise
 
 
+def generate(output_dir: str | Path, num_samples: int, seed: int, size: int = ShapesConfig.size,
+             shard_size: int = 256) -> list[Path]:
+    """Write a seeded split as .npz shards; the shards' paths."""
+    images, masks = make_split(num_samples, seed, ShapesConfig(size=size))
+    paths = write_npz_folder(output_dir, images, masks, shard_size)
+    print(f"wrote {num_samples} samples ({size}x{size}, seed {seed}) in {len(paths)} shard(s) to {output_dir}; "
+          f"disc pixels: {masks.mean():.1%}")
+    return paths
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         description="Write a seeded split of the synthetic shapes data set as .npz shards.",
@@ -201,10 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--size", type=int, default=ShapesConfig.size, help="image side in pixels (multiple of 16)")
     p.add_argument("--shard-size", type=int, default=256)
     args = p.parse_args(argv)
-    images, masks = make_split(args.num_samples, args.seed, ShapesConfig(size=args.size))
-    paths = write_npz_folder(args.output_dir, images, masks, args.shard_size)
-    print(f"wrote {args.num_samples} samples ({args.size}x{args.size}, seed {args.seed}) in {len(paths)} "
-          f"shard(s) to {args.output_dir}; disc pixels: {masks.mean():.1%}")
+    generate(args.output_dir, args.num_samples, args.seed, args.size, args.shard_size)
     return 0
 
 

@@ -1,0 +1,104 @@
+"""A model's outputs on data, written as a dump (npz shards with ids, and labels/inputs when asked) that
+`metrics` compares: through a served model (`triton_dump`) or the framework model / artifact runtime
+(`framework_dump`). The infer commands parse flags and call these; the demos call them directly."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import UserInputError
+
+
+@dataclass
+class DataSpec:
+    """Where the samples come from: 'synthetic', a folder of .npy/.npz, or the user's dataloader.py over `data_dir`."""
+
+    data_dir: str = "synthetic"
+    dataloader: str | None = None
+    dataloader_args: dict[str, Any] = field(default_factory=dict)
+    num_samples: int | None = None  # of synthetic data (default 16), or at most this many of the user's
+    seed: int = 0
+
+    @property
+    def user_data(self) -> bool:
+        return self.dataloader is not None or self.data_dir != "synthetic"
+
+
+@dataclass
+class Dump:
+    """What a dump step wrote."""
+
+    path: Path
+    samples: int
+    source: str  # triton | the framework source's name
+
+
+def triton_dump(url: str, model_name: str, output_dir: str | Path, data: DataSpec, *, manifest: str | Path | None = None,
+                protocol: str | None = None, model_version: str = "", batch_size: int = 1, in_flight: int = 2,
+                shared_memory: str = "none", precision: str | None = None, dump_labels: bool = False,
+                dump_inputs: bool = False) -> Dump:
+    """Send the samples through the served model (its signature from `manifest` or from the server)."""
+    from .client import OutputRequest, TritonClient, infer_many
+    from .data.batches import make_source
+    from .data.predict import write_dump
+    from .spec import Manifest, ModelSignature
+
+    with TritonClient(url, protocol) as client:
+        client.require_ready(model_name, model_version)
+        inputs, outputs, max_batch = client.signature(model_name, model_version)
+        proto = client.protocol
+    meta: dict[str, Any] = {"model": model_name, "source": "triton", "extra": {"server_url": url, "protocol": proto}}
+    loaded = Manifest.load(manifest) if manifest else None
+    if loaded is not None:
+        signature = loaded.signature
+        meta.update(task=loaded.task, model=loaded.model)
+    else:
+        signature = ModelSignature(tuple(inputs), tuple(outputs))
+    if max_batch and batch_size > max_batch:
+        raise UserInputError(f"--batch-size {batch_size} exceeds the model's max_batch_size {max_batch}")
+    source = make_source(data.data_dir, signature, data.num_samples or 16, data.seed, dataloader=data.dataloader,
+                         dataloader_args=data.dataloader_args,
+                         precision=precision or (loaded.precision if loaded else "fp32"), limit=data.num_samples)
+    if data.user_data:
+        meta["extra"]["data"] = source.describe()
+    requested = [OutputRequest(t.name, t.nbytes()) for t in signature.outputs]
+    batches = list(source.batches(batch_size))
+    labels = {i: (ids, inp, lab) for i, (ids, inp, lab) in enumerate(batches)}
+    results = infer_many(url, model_name, ((i, b[1]) for i, b in enumerate(batches)), requested, protocol=protocol,
+                         shared_memory=shared_memory, in_flight=in_flight, version=model_version)
+    rows = ((labels[i][0], labels[i][1], labels[i][2], out) for i, out in results)
+    samples = sum(len(b[0]) for b in batches)
+    path = write_dump(rows, output_dir, meta, dump_inputs=dump_inputs, dump_labels=dump_labels,
+                      total=math.ceil(samples / batch_size))
+    return Dump(Path(path), samples, "triton")
+
+
+def framework_dump(model_path: str | Path, output_dir: str | Path, data: DataSpec, *, runtime: str = "framework",
+                   device: str = "cpu", batch_size: int = 1, precision: str | None = None, dump_labels: bool = False,
+                   dump_inputs: bool = False) -> Dump:
+    """Run the samples through the model the artifact in `model_path` came from (runtime `framework`: eager
+    PyTorch rebuilt from the manifest's source record) or through the artifact itself (`artifact`)."""
+    from .data.batches import make_source
+    from .data.predict import predict_batches, write_dump
+    from .framework import framework_predictor
+
+    predict, manifest, source_name = framework_predictor(model_path, runtime, device)
+    source = make_source(data.data_dir, manifest.signature, data.num_samples or 16, data.seed,
+                         dataloader=data.dataloader, dataloader_args=data.dataloader_args,
+                         precision=precision or manifest.precision, limit=data.num_samples)
+    meta: dict[str, Any] = {"model": manifest.model, "task": manifest.task, "source": source_name,
+                            "extra": {"format": manifest.format, "preset": manifest.preset}}
+    if data.user_data:
+        meta["extra"]["data"] = source.describe()
+    counted = []
+
+    def counting():
+        for ids, inputs, labels in source.batches(batch_size):
+            counted.append(len(ids))
+            yield ids, inputs, labels
+
+    path = write_dump(predict_batches(counting(), predict), output_dir, meta, dump_inputs=dump_inputs,
+                      dump_labels=dump_labels)
+    return Dump(Path(path), sum(counted), source_name)

@@ -1,0 +1,179 @@
+"""One step runner for every composite job (the demo, the accuracy demo, gpu-check, the plan), as Model Navigator
+runs its pipeline: each step ends ok, failed (with the reason) or skipped (with the reason), timed, with the
+command that does the same from a shell, and, where its output went to a file, that log.
+
+A step is either a function called in this process (its typed result comes back in memory) or a command run as a
+child process in its own process group, held to a time budget (a hung TensorRT build or perf_analyzer is killed
+with everything it started). `steps.json`, when the runner has a folder, is rewritten atomically after every step,
+so an interrupted job still says what ran.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable, Sequence, TypeVar
+
+from .errors import ToolkitError, UserError
+
+T = TypeVar("T")
+STATUSES = ("ok", "failed", "skipped")
+STEPS_JSON = "steps.json"
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass
+class StepResult:
+    name: str
+    status: str  # ok | failed | skipped
+    seconds: float = 0.0
+    command: str = ""  # what a user types for the same step
+    reason: str = ""  # why it failed or was skipped
+    log: str = ""  # where its output went (relative to the runner's folder where it has one)
+    stage: str = ""
+    budget_s: float = 0.0
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class StepFailed(ToolkitError, RuntimeError):
+    """A step of a composite job failed; `result` says which and why (its own output above says more)."""
+
+    def __init__(self, result: StepResult):
+        super().__init__(f"step '{result.name}' failed: {result.reason}"
+                         + (f" (the same from a shell: {result.command})" if result.command else ""))
+        self.result = result
+
+
+def shown(argv: Sequence[str]) -> str:
+    """A command line as the user types it: paths inside the checkout relative to its root."""
+    prefix = f"{ROOT}/"
+    return shlex.join(a[len(prefix):] if a.startswith(prefix) else a for a in map(str, argv))
+
+
+class StepRunner:
+    """Runs steps in order and keeps their results. `stop_on_failure`: a failed `call` raises StepFailed (the
+    demos); without it the failure is recorded and the job goes on (gpu-check)."""
+
+    def __init__(self, folder: Path | None = None, log: Callable[[str], None] = print, stop_on_failure: bool = True):
+        self.folder = folder
+        self.log = log
+        self.stop_on_failure = stop_on_failure
+        self.results: list[StepResult] = []
+
+    # ---- recording -------------------------------------------------------------------------
+    def record(self, result: StepResult) -> StepResult:
+        if result.status not in STATUSES:
+            raise ValueError(f"step status must be one of {STATUSES}, got {result.status!r}")
+        self.results.append(result)
+        if self.folder is not None:
+            from .spec import atomic_write_text
+
+            atomic_write_text(self.folder / STEPS_JSON, json.dumps([r.to_dict() for r in self.results], indent=2) + "\n")
+        budget = f" / {result.budget_s:.0f} s" if result.budget_s else ""
+        why = f": {result.reason}" if result.reason else ""
+        self.log(f"[{result.status:>7}] {result.name} ({result.seconds:.1f} s{budget}){why}")
+        return result
+
+    def skip(self, name: str, reason: str, command: str = "", stage: str = "", budget_s: float = 0.0) -> StepResult:
+        return self.record(StepResult(name, "skipped", 0.0, command, reason, "", stage, budget_s))
+
+    def status(self, name: str) -> str | None:
+        return next((r.status for r in self.results if r.name == name), None)
+
+    def failed(self) -> list[StepResult]:
+        return [r for r in self.results if r.status == "failed"]
+
+    def table(self) -> str:
+        """The steps as a markdown table: status, seconds and the command of each."""
+        from .tables import markdown_table
+
+        return markdown_table(["step", "status", "seconds", "command"],
+                              [[r.name, r.status + (f" ({r.reason})" if r.reason else ""), f"{r.seconds:.1f}",
+                                f"`{r.command}`" if r.command else ""] for r in self.results], "llrl")
+
+    # ---- running ---------------------------------------------------------------------------
+    def call(self, name: str, fn: Callable[[], T], command: str = "", stage: str = "") -> T | None:
+        """Run `fn` in this process and return its result. A UserError or ToolkitError is the step's failure (its
+        first line the reason); any other exception is a bug and propagates after being recorded."""
+        self.log(f"\n=== {name}" + (f"\n$ {command}" if command else ""))
+        t0 = time.perf_counter()
+        try:
+            value = fn()
+        except (UserError, ToolkitError) as err:
+            result = self.record(StepResult(name, "failed", time.perf_counter() - t0, command,
+                                            (str(err).strip().splitlines() or [type(err).__name__])[0], "", stage))
+            if self.stop_on_failure:
+                raise StepFailed(result) from err
+            return None
+        except BaseException:
+            self.record(StepResult(name, "failed", time.perf_counter() - t0, command, "crashed (traceback below)",
+                                   "", stage))
+            raise
+        self.record(StepResult(name, "ok", time.perf_counter() - t0, command, "", "", stage))
+        return value
+
+    def run_command(self, name: str, argv: Sequence[str], log: Path, budget_s: float, ok_codes: Sequence[int] = (0,),
+                    skip_codes: Sequence[int] = (), stage: str = "", command: str | None = None) -> StepResult:
+        """Run `argv` as a child process held to `budget_s`, its output in `log` (after a `$ command` line); never
+        raises for its failure. `command`: how to show it (default: argv as typed from the checkout's root)."""
+        command = command or shown(argv)
+        self.log(f"--- {name}\n$ {command}")
+        code, seconds = run_in_group(argv, log, budget_s, header=f"$ {command}\n")
+        log_text = str(log.relative_to(self.folder)) if self.folder and log.is_relative_to(self.folder) else str(log)
+        if code is None:
+            status, why = "failed", f"over its time budget of {budget_s:.0f} s (killed; what it wrote before is kept)"
+        elif code in ok_codes:
+            status, why = "ok", ""
+        elif code in skip_codes:
+            status, why = "skipped", last_line(log) or f"exit {code}"
+        else:
+            status, why = "failed", f"exit {code}: {last_line(log)}"
+        return self.record(StepResult(name, status, seconds, command, why, log_text, stage, budget_s))
+
+
+def last_line(log: Path) -> str:
+    try:
+        lines = [ln.strip() for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return ""
+    return lines[-1][:400] if lines else ""
+
+
+def _kill_group(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
+    """SIGTERM to the step's process group, SIGKILL if it is still there after `grace_s`."""
+    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 10.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def run_in_group(argv: Sequence[str], log: Path, timeout_s: float, header: str = "") -> tuple[int | None, float]:
+    """(exit code or None on timeout, seconds) of `argv` run from the checkout's root in its own process group."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    with open(log, "wb") as out:
+        out.write(header.encode())
+        out.flush()
+        proc = subprocess.Popen(list(argv), cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            code: int | None = proc.wait(timeout=max(timeout_s, 1.0))
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            code = None
+        except BaseException:
+            _kill_group(proc)
+            raise
+    return code, time.perf_counter() - t0
