@@ -5,7 +5,8 @@
 - plan: replicas, GPUs or hosts, nodes, cost, geospatial coverage; the ranking of plans.
 - frontier: the cheapest plan across SLOs and the scaling tables.
 - output: sizing.md, sizing.csv and the cost-frontier plot sizing.png.
-- ratepoint: one open-loop point (perf_analyzer --request-rate-range, async, Poisson/constant) and its pass rule.
+- ratepoint: one open-loop point (perf_analyzer --request-intervals from a seeded Poisson/constant schedule, async,
+  latency also from the intended send time) and its pass rule.
 - capacity: bracket and bisect the highest rate a replica keeps up with at the SLO, repeated for the spread;
   ratestore keeps the points (openloop.csv), openloop replays them.
 - confirm: the plan in open loop at its per-replica rate, derated and confirmed again on failure; a burst check.

@@ -2,7 +2,8 @@
 
 A closed-loop sweep (fixed concurrency) never offers more work than the server finishes: when the server slows
 down, so do its clients. Production traffic arrives on its own schedule, so what a replica sustains is measured
-here in open loop: perf_analyzer `--request-rate-range R:R:1 --request-distribution poisson` (or constant),
+here in open loop: perf_analyzer `--request-intervals FILE` with a seeded Poisson (or constant) schedule at rate R
+that the toolkit writes (ratepoint, perf/analyzer/schedule.py: p99 also from the intended send time),
 `--async` so the sending threads never wait for answers (in sync mode its default 4 threads cap the offered rate
 at 4 / latency: the client, not the server, becomes the limit).
 

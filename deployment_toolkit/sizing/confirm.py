@@ -1,6 +1,6 @@
 """Check a plan against real open-loop load, derate it when it fails, and see what a burst does.
 
-- confirm_plan: perf_analyzer in open loop (ratepoint.measure: `--request-rate-range`, Poisson arrivals, async) at
+- confirm_plan: perf_analyzer in open loop (ratepoint.measure: `--request-intervals`, Poisson arrivals, async) at
   the request rate each replica gets in the plan, `trials` times (default 3). A round passes when most of its
   trials pass: one stall of a shared host (a 100 ms hiccup puts a dozen requests of a 9-s run over the SLO, so
   that run's p99 breaks it) must not derate a plan, just as the capacity it rests on is the median of repeated

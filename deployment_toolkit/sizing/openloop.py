@@ -9,10 +9,10 @@ from typing import Any
 from ..client import TritonClient
 from ..perf.analyzer import PerfOptions
 from .capacity import DEFAULT_RESOLUTION, OpenLoopCapacity, measure_capacity, repeat_search
-from .ratepoint import RatePoint, Target, round_rate
+from .ratepoint import RatePoint, Target, point_key
 from .runs import Run
 from .sustainable import sustainable
-from .ratestore import FILE_NAME, RateKey, RateStore, options_key
+from .ratestore import FILE_NAME, RateStore
 from ..errors import ToolkitError, UserInputError
 
 
@@ -31,8 +31,7 @@ class Settings:
 
 def _replay(target: Target, store: RateStore):
     def at(rate: float, trial: int) -> RatePoint:
-        key = RateKey(target.config, target.distribution, round_rate(rate), target.batch,
-                      options_key(target.options.measurement_fields()), trial)
+        key = point_key(target, rate, trial)
         row = store.get(key)
         if row is None:
             raise NotStored(key)

@@ -15,6 +15,15 @@ A rate R passes when, over the measured windows:
 If perf_analyzer itself could not send at R (its achieved send rate below KEEP_UP of R, with most requests
 delayed by its own account), the host's client is the limit and the search stops with ClientLimited: that rate says
 nothing about the server.
+
+The arrivals are the toolkit's own: a seeded Poisson (or constant) schedule written as perf_analyzer's
+`--request-intervals` file (perf/analyzer/schedule.py), with `--profile-export-file` beside it. perf_analyzer times
+a request from when it was actually sent, so when its sender falls behind the wait before sending is missing from
+its p99 (coordinated omission); the export says when each request went out, and the row keeps the latency from the
+intended send time (sched_p50/p90/p99_ms) and how late requests went (late_pct, late_p99_ms) next to
+perf_analyzer's own p50/p99. The p99 the SLO is checked against is the schedule-relative one when it was measured.
+The seed is derived from (rate, trial) and recorded in the row: every configuration gets the same arrivals at the
+same rate, and a rerun the same ones.
 """
 from __future__ import annotations
 
@@ -22,13 +31,15 @@ import json
 import math
 import re
 import statistics
+import zlib
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ..errors import UserError, UserInputError
-from ..perf.analyzer import PerfOptions, run_point
+from ..perf.analyzer import (ARRIVALS, PerfOptions, ScheduleLatency, read_profile_export, run_point, schedule_latency,
+                             trim_profile_export, write_schedule)
 from .ratestore import RateKey, RateStore, options_key
 
 KEEP_UP = 0.97
@@ -37,7 +48,11 @@ QUEUE_GROWTH_MIN_MS = 5.0  # a rise smaller than this is noise, not a backlog (s
 CLIENT_DELAYED_PCT = 50.0  # perf_analyzer's "x% of the requests were delayed" above which the client is the limit
 STABILITY = 30.0
 MAX_WINDOWS = 6
-DISTRIBUTIONS = ("poisson", "constant")
+DISTRIBUTIONS = ARRIVALS
+# what drives an open-loop point, part of its stored key: rows measured with perf_analyzer's own
+# --request-distribution (no such field in their key) are never mixed with these
+DRIVING = "toolkit-request-intervals/1"
+EXPORT_BUDGET_BYTES = 64 * 2**20  # a profile export estimated larger than this is not asked for (see export_wanted)
 
 _PASS = re.compile(r"Pass \[(\d+)\] throughput: ([\d.eE+-]+) infer/sec\. (?:Avg|p\d+) latency: (\d+) usec")
 _SEND = re.compile(r"Avg send request rate: ([\d.eE+-]+) infer/sec")
@@ -107,7 +122,18 @@ class RatePoint:
 
     @property
     def p99(self) -> float:
+        """The p99 the SLO is checked against: from the intended send time when measured, else perf_analyzer's."""
+        sched = _f(self.row.get("sched_p99_ms"))
+        return sched if not math.isnan(sched) else self.perf_p99
+
+    @property
+    def perf_p99(self) -> float:
+        """perf_analyzer's own p99 (from the actual send)."""
         return _f(self.row.get("p99_ms"))
+
+    @property
+    def late_pct(self) -> float:
+        return _f(self.row.get("late_pct"))
 
     @property
     def avg(self) -> float:
@@ -186,10 +212,13 @@ def client_limit_message(point: RatePoint) -> str:
 
 # ---- measuring ----------------------------------------------------------------------------------
 
-def row_from_outputs(offered: float, values: dict[str, float], stable: bool, output: str) -> dict[str, Any]:
+def row_from_outputs(offered: float, values: dict[str, float], stable: bool, output: str,
+                     latency: ScheduleLatency | None = None) -> dict[str, Any]:
     """A store row from what perf_analyzer wrote: its CSV values (ms, seed column names), whether a row was there
-    (stable), and its console output (windows, send rate, delayed share)."""
+    (stable), its console output (windows, send rate, delayed share) and the latency from the intended send time
+    (schedule.schedule_latency over its profile export; kept only for a stable run, which alone has a p99)."""
     win = parse_open_loop_output(output)
+    sched = latency.row() if latency is not None and stable and latency.requests else {}
     answered = values.get("Inferences/second", math.nan)
     if (not stable or math.isnan(answered)) and win.throughput:  # no CSV row: the last three windows' mean
         answered = statistics.fmean(win.throughput[-3:])
@@ -200,21 +229,21 @@ def row_from_outputs(offered: float, values: dict[str, float], stable: bool, out
         "window_throughput": win.throughput, "window_latency_ms": win.latency_ms,
         "queue_growing": queue_growing(win.latency_ms),
         "client_limited": client_limited(offered, win.send_rate, win.delayed_pct), "stable": stable,
+        **{k: sched.get(k) for k in ("sched_p50_ms", "sched_p90_ms", "sched_p99_ms", "late_pct", "late_p99_ms",
+                                     "late_max_ms")},
     }
 
 
 def open_loop_options(base: PerfOptions, distribution: str = "poisson", window_ms: int | None = None,
                       stability: float = STABILITY, max_windows: int = MAX_WINDOWS) -> PerfOptions:
-    """One perf_analyzer run per rate (no retries: a rate that never settles fails), async sends, the chosen
-    arrival distribution."""
+    """One perf_analyzer run per rate (no retries: a rate that never settles fails), async sends. The arrival
+    distribution is the Target's: measure() writes the schedule (`--request-intervals`), so no
+    `--request-distribution` goes to perf_analyzer (it ignores one next to a schedule file)."""
     if distribution not in DISTRIBUTIONS:
         raise UserInputError(f"--distribution {distribution!r}: choose one of {', '.join(DISTRIBUTIONS)}")
-    extra = tuple(a for a in base.extra_args)
-    if "--request-distribution" not in extra:
-        extra += ("--request-distribution", distribution)
     return replace(base, async_mode=True, measurement_mode="time_windows", stability_percentage=stability,
                    max_trials=max_windows, max_attempts=1, relaxed_fallback=False, percentile=None,
-                   measurement_interval_ms=window_ms or base.measurement_interval_ms, extra_args=extra)
+                   measurement_interval_ms=window_ms or base.measurement_interval_ms)
 
 
 @dataclass
@@ -231,29 +260,75 @@ class Target:
     model_version: str = ""
     binary: str | Path | None = None
     cpu_probe: Callable[[], dict[str, float]] | None = None  # CPU seconds by part, read before and after a point
+    schedule_seed: int = 0  # the base of every point's arrival schedule seed (point_seed)
+
+
+def point_key(target: Target, rate: float, trial: int = 1) -> RateKey:
+    """The stored identity of a point: configuration, distribution, rate, batch, trial, and the perf options
+    together with how the arrivals are driven (DRIVING, the base seed)."""
+    fields = {**target.options.measurement_fields(), "driving": DRIVING, "schedule_seed": target.schedule_seed}
+    return RateKey(target.config, target.distribution, round_rate(rate), target.batch, options_key(fields), trial)
+
+
+def point_seed(base: int, rate: float, trial: int) -> int:
+    """The seed of one point's schedule: the same for every configuration at a rate and trial (configurations
+    compared on identical arrivals), different between trials (repeats are independent samples)."""
+    return zlib.crc32(f"{base}:{round_rate(rate):g}:{trial}".encode())
+
+
+def schedule_seconds(options: PerfOptions, rate: float) -> float:
+    """How long a schedule to write: every window perf_analyzer may measure, with slack (it cycles the file when
+    a run outlasts it, so this is about not repeating arrivals, not correctness)."""
+    if options.measurement_mode == "time_windows":
+        measured = options.max_trials * options.measurement_interval_ms / 1000.0
+    else:
+        measured = options.max_trials * options.measurement_request_count / max(rate, 1e-9)
+    return 1.5 * measured + 5.0
+
+
+def export_wanted(target: Target, rate: float) -> bool:
+    """perf_analyzer's profile export holds every request's inputs and outputs as JSON numbers (one number per
+    tensor with shared memory): without shared memory, ask for it only when it stays under EXPORT_BUDGET_BYTES (an image
+    model at hundreds of requests/s would write gigabytes). Without an export the row has perf_analyzer's p99 only."""
+    if target.options.shared_memory != "none":
+        return True
+    try:
+        elements = sum(int(math.prod(t.concrete_shape)) for t in (*target.signature.inputs, *target.signature.outputs))
+    except (AttributeError, TypeError, ValueError):
+        return False
+    requests = rate * schedule_seconds(target.options, rate)
+    return requests * (200 + 25 * elements * max(target.batch, 1)) <= EXPORT_BUDGET_BYTES
 
 
 def measure(target: Target, rate: float, store: RateStore, out_dir: Path, trial: int = 1,
             tag: str = "") -> RatePoint:
     """The stored point for (config, distribution, rate, batch, options, trial), or measure and store it."""
     rate = round_rate(rate)
-    key = RateKey(target.config, target.distribution, rate, target.batch,
-                  options_key(target.options.measurement_fields()), trial)
+    key = point_key(target, rate, trial)
     row = store.get(key)
     if row is not None:
         return RatePoint(key, row)
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{target.config}_{tag}t{trial}_{target.distribution}_r{rate:g}")
+    seed = point_seed(target.schedule_seed, rate, trial)
+    schedule = write_schedule(out_dir / f"{safe}.intervals", rate, schedule_seconds(target.options, rate),
+                              target.distribution, seed)
+    export = out_dir / f"{safe}.profile.json" if export_wanted(target, rate) else None
     before = target.cpu_probe() if target.cpu_probe else None
     started = datetime.now(timezone.utc)
     result = run_point(target.model_name, target.url, target.batch, None, target.signature, target.options,
                        out_dir / f"{safe}.csv", request_rate=rate, model_version=target.model_version,
-                       binary=target.binary)
+                       binary=target.binary, request_intervals=schedule.path, profile_export=export)
     wall = (datetime.now(timezone.utc) - started).total_seconds()
     after = target.cpu_probe() if target.cpu_probe else None
     text = result.log_path.read_text() if result.log_path and result.log_path.exists() else ""
-    row = row_from_outputs(rate * target.batch, result.values, result.stable, text)
+    latency = None
+    if result.profile_export is not None:
+        latency = schedule_latency(schedule, read_profile_export(result.profile_export))
+        trim_profile_export(result.profile_export)  # the times stay, the tensors go
+    row = row_from_outputs(rate * target.batch, result.values, result.stable, text, latency)
     row.update({"timestamp": started.isoformat(timespec="seconds"), "url": target.url,
-                "command": " ".join(result.command), "log": str(result.log_path or "")})
+                "command": " ".join(result.command), "log": str(result.log_path or ""), "schedule_seed": seed,
+                "profile_export": str(result.profile_export or "")})
     if before is not None and after is not None:
         row["cpu"] = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in after}
         row["wall_s"] = wall

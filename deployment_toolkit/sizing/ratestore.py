@@ -1,9 +1,10 @@
 """The open-loop points of a run folder (`<run_dir>/openloop.csv`): measured once, reused on every rerun.
 
 Each row is one perf_analyzer run at one offered request rate. Its identity is explicit and in the row itself:
-(config, distribution, request rate, batch, perf options, trial); a rerun that asks for the same key gets the
-stored row instead of measuring again, so an interrupted capacity search resumes where it stopped. Rows carry
-their provenance (UTC timestamp, the perf_analyzer command, its log). The file is rewritten through a temp file
+(config, distribution, request rate, batch, perf options with how the arrivals are driven (ratepoint.point_key),
+trial); a rerun that asks for the same key gets the stored row instead of measuring again, so an interrupted
+capacity search resumes where it stopped. Rows carry their provenance (UTC timestamp, the perf_analyzer command,
+its log, the schedule's seed and profile export). The file is rewritten through a temp file
 and a rename after every point, so it never holds half a row.
 
 When the store is opened against a live server it also carries the run identity (results.identity: host, server
@@ -27,15 +28,19 @@ from ..spec import atomic_write_text
 
 FILE_NAME = "openloop.csv"
 KEY_COLUMNS = ("config", "distribution", "request_rate", "batch", "options", "trial")
+# p50_ms / p99_ms are perf_analyzer's (latency from the actual send); sched_* from the intended send time, late_*
+# how late requests went out (ratepoint, perf/analyzer/schedule.py); empty in rows measured before them
+SCHEDULE_COLUMNS = ("sched_p50_ms", "sched_p90_ms", "sched_p99_ms", "late_pct", "late_p99_ms", "late_max_ms")
 MEASURE_COLUMNS = (
     "offered", "answered", "send_rate", "delayed_pct", "p50_ms", "p99_ms", "avg_ms", "server_queue_ms",
-    "window_throughput", "window_latency_ms", "queue_growing", "client_limited", "stable",
+    *SCHEDULE_COLUMNS, "window_throughput", "window_latency_ms", "queue_growing", "client_limited", "stable",
 )
-PROVENANCE_COLUMNS = ("timestamp", "url", "command", "log", "identity")
+PROVENANCE_COLUMNS = ("timestamp", "url", "command", "log", "schedule_seed", "profile_export", "identity")
 STORE_COLUMNS = (*KEY_COLUMNS, *MEASURE_COLUMNS, *PROVENANCE_COLUMNS)
 _FLOATS = {"request_rate", "offered", "answered", "send_rate", "delayed_pct", "p50_ms", "p99_ms", "avg_ms",
-           "server_queue_ms"}
+           "server_queue_ms", *SCHEDULE_COLUMNS}
 _INTS = {"batch", "trial"}
+_OPTIONAL_INTS = {"schedule_seed"}
 _BOOLS = {"queue_growing", "client_limited", "stable"}
 _LISTS = {"window_throughput", "window_latency_ms"}
 
@@ -144,6 +149,8 @@ def read_rows(path: str | Path) -> list[dict[str, Any]]:
                     row[c] = float(v) if v else math.nan
                 elif c in _INTS:
                     row[c] = int(float(v)) if v else 0
+                elif c in _OPTIONAL_INTS:
+                    row[c] = int(v) if v else None
                 elif c in _BOOLS:
                     row[c] = v.strip().lower() in ("true", "1", "yes")
                 elif c in _LISTS:

@@ -2,7 +2,7 @@
 
 Embedded tritonserver + real perf_analyzer + a tiny Python-backend model (OUTPUT__0 = 2 * INPUT__0): an online
 sweep at concurrency 1, 2, 4 (run_online), then triton/size_fleet.py with --confirm drives the same server with
-`--request-rate-range` at the per-replica rate the plan assumes and reports whether p99 stayed within the SLO,
+`--request-intervals` (a seeded Poisson schedule) at the per-replica rate the plan assumes and reports whether p99 stayed within the SLO,
 then the burst check. No --capacity here: the closed-loop path still plans (with a warning) and confirms.
 Windows are short and the stability bar loose: this checks the plumbing and the arithmetic, not the numbers.
 """
@@ -102,7 +102,7 @@ def test_measure_size_and_confirm_under_open_loop_load(server, tmp_path):
     round_trials = int(verdict.group(2))
 
     md = (run_dir / "sizing.md").read_text()
-    assert "## Confirmation under open-loop load" in md and "**PASS**" in md and "--request-rate-range" in md
+    assert "## Confirmation under open-loop load" in md and "**PASS**" in md and "--request-intervals" in md
     rows = read_rows(run_dir / "confirm" / "confirm.csv")
     trials = [r for r in rows if r["config"] == "double-online/online"]  # one round: it passed at once
     assert sorted(r["trial"] for r in trials) == list(range(1, round_trials + 1))
@@ -110,7 +110,7 @@ def test_measure_size_and_confirm_under_open_loop_load(server, tmp_path):
     assert len(passed) >= 2, [(r["answered"], r["p99_ms"], r["queue_growing"]) for r in trials]
     for row in trials:
         assert row["request_rate"] == pytest.approx(per_replica, rel=1e-3)  # the rate the plan assumes
-        assert "--request-rate-range" in row["command"] and row["timestamp"]
+        assert "--request-intervals" in row["command"] and row["timestamp"] and row["schedule_seed"] is not None
     for row in passed:
         assert row["answered"] == pytest.approx(per_replica, rel=0.10)  # the server kept up
     at_capacity = [r for r in rows if r["config"].endswith("/at-capacity")]

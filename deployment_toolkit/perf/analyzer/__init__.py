@@ -1,5 +1,6 @@
 """perf_analyzer: build its command (command), run one measurement point with retries (point), parse what it
-writes (parse), one shared-memory run at a time (shm_lock), its flags (flags); finding the binary is
+writes (parse), one shared-memory run at a time (shm_lock), its flags (flags), the toolkit's own arrival schedules
+and latency from the intended send time (schedule); finding the binary is
 deployment_toolkit.binaries. This package's namespace is the API the rest of the toolkit imports.
 
 Facts this module is built on (checked against the perf_analyzer that ships in tritonclient 2.50.0):
@@ -21,11 +22,17 @@ from .errors import PerfAnalyzerError
 from .flags import add_perf_arguments, perf_options_from_args, real_input_data
 from .parse import CSV_TO_SEED, OutputDiagnosis, diagnose_output, parse_csv
 from .point import PointResult, run_point
+from .schedule import (ARRIVALS, LATE_TOLERANCE_MS, ProfileExport, Schedule, ScheduleLatency, intended_send_ns,
+                       make_schedule, read_profile_export, read_schedule, schedule_latency, trim_profile_export,
+                       write_schedule)
 from .shm_lock import (SHM_DIR, SHM_LOCK_NAME, ShmRun, concurrent_message, conflicting_runs, parse_shm_run,
                        perf_regions_removed, running_shm_runs, shared_memory_guard, shm_free_bytes, shm_lock_path,
                        sigbus_message)
 
 __all__ = [
+    "ARRIVALS", "LATE_TOLERANCE_MS", "ProfileExport", "Schedule", "ScheduleLatency", "intended_send_ns",
+    "make_schedule", "read_profile_export", "read_schedule", "schedule_latency", "trim_profile_export",
+    "write_schedule",
     "CSV_TO_SEED", "DEFAULT_OUTPUT_SHM_BYTES", "SHM_DIR", "SHM_LOCK_NAME", "HasSignature", "OutputDiagnosis",
     "PerfAnalyzerError", "PerfOptions", "PointResult", "ShmRun", "add_perf_arguments", "build_command",
     "concurrent_message", "conflicting_runs", "diagnose_output", "needs_input_file", "output_shared_memory_size",

@@ -174,10 +174,19 @@ def build_command(
     model_version: str = "",
     input_data: str | None = None,
     binary: str | Path | None = None,
+    request_intervals: str | Path | None = None,
+    profile_export: str | Path | None = None,
 ) -> list[str]:
-    """The perf_analyzer argument list for one load level (a concurrency or a request rate)."""
+    """The perf_analyzer argument list for one load level (a concurrency or a request rate).
+
+    With `request_intervals` (a schedule file, see schedule.py) the rate is driven by that file instead of
+    `--request-rate-range` (perf_analyzer refuses both at once); `request_rate` is then its nominal rate.
+    `profile_export`: where perf_analyzer writes every request's send and response times.
+    """
     if (concurrency is None) == (request_rate is None):
         raise ValueError("give exactly one of concurrency or request_rate")
+    if request_intervals is not None and request_rate is None:
+        raise ValueError("request_intervals drive a request rate: give request_rate (its nominal rate) too")
     data = input_data or options.input_data
     if data in ("random", "zero") and needs_input_file(signature):
         fixed = [t.name for t in signature.inputs if t.value is not None or np.dtype(t.dtype).kind in "iub"]
@@ -203,8 +212,12 @@ def build_command(
         cmd += ["-x", str(model_version)]
     if concurrency is not None:
         cmd += ["--concurrency-range", f"{int(concurrency)}:{int(concurrency)}:1"]
+    elif request_intervals is not None:
+        cmd += ["--request-intervals", str(request_intervals)]
     else:
         cmd += ["--request-rate-range", f"{request_rate:g}:{request_rate:g}:1"]
+    if profile_export is not None:
+        cmd += ["--profile-export-file", str(profile_export)]
     if options.measurement_mode == "time_windows":
         cmd += ["--measurement-interval", str(options.measurement_interval_ms)]
     else:

@@ -36,6 +36,7 @@ class PointResult:
     command: list[str] = field(default_factory=list)
     csv_path: Path | None = None
     log_path: Path | None = None
+    profile_export: Path | None = None  # perf_analyzer's per-request times, when asked for and written
 
     def row(self) -> dict[str, Any]:
         return {
@@ -64,8 +65,14 @@ def run_point(
     input_data: str | None = None,
     log_path: str | Path | None = None,
     binary: str | Path | None = None,
+    request_intervals: str | Path | None = None,
+    profile_export: str | Path | None = None,
 ) -> PointResult:
     """Measure one load level; retry an unstable one with longer windows; never hide instability.
+
+    `request_intervals`: drive `request_rate` from this schedule file (schedule.py) instead of
+    `--request-rate-range`. `profile_export`: have perf_analyzer write every request's send and response times
+    there (each attempt replaces it; perf_analyzer refuses a path that exists).
 
     Raises PerfAnalyzerError for anything that is not instability (a dead server, a model error, a bad
     flag), with perf_analyzer's output in the message.
@@ -78,11 +85,15 @@ def run_point(
     if input_data is None and needs_input_file(signature) and options.input_data in ("random", "zero"):
         input_data = str(write_input_data_json(signature, csv_path.parent / "input_data.json", options.input_data))
     level = {"concurrency": concurrency, "request_rate": request_rate}
+    export = Path(profile_export) if profile_export is not None else None
 
     def attempt(opts: PerfOptions, tag: str) -> tuple[dict[str, Any] | None, OutputDiagnosis, list[str], int]:
         cmd = build_command(model_name, url, batch_size, concurrency, signature, opts, csv_path,
-                            request_rate=request_rate, model_version=model_version, input_data=input_data, binary=binary)
+                            request_rate=request_rate, model_version=model_version, input_data=input_data, binary=binary,
+                            request_intervals=request_intervals, profile_export=export)
         csv_path.unlink(missing_ok=True)
+        if export is not None:
+            export.unlink(missing_ok=True)
         with shared_memory_guard(opts.shared_memory, url, wait_s=opts.call_timeout_s()), \
                 perf_regions_removed(opts.shared_memory, signature):
             rc, output = _execute(cmd, opts.call_timeout_s())
@@ -96,7 +107,11 @@ def run_point(
                 returncode=rc, output=output,
             )
         diag = diagnose_output(output)
-        row = _pick_row(parse_csv(csv_path), concurrency, request_rate) if csv_path.exists() else None
+        rows = parse_csv(csv_path) if csv_path.exists() else []
+        # with a schedule file the CSV's "Request Rate" is the file's mean rate truncated to an integer: one level,
+        # one row
+        row = (rows[0] if len(rows) == 1 else None) if request_intervals is not None else \
+            _pick_row(rows, concurrency, request_rate)
         if row is None and not diag.unstable:
             what = "\n".join(diag.errors) or output.strip()[-2000:]
             raise PerfAnalyzerError(
@@ -112,7 +127,8 @@ def run_point(
     for n in range(1, options.max_attempts + 1):
         row, last_diag, cmd, _ = attempt(opts, f"attempt {n} ({opts.window_label()})")
         if row is not None and not last_diag.unstable:
-            return _result(batch_size, concurrency, request_rate, row, True, n, "", opts, cmd, csv_path, log_path)
+            return _result(batch_size, concurrency, request_rate, row, True, n, "", opts, cmd, csv_path, log_path,
+                           export)
         if n < options.max_attempts:
             opts = opts.lengthened()
     note = f"unstable after {options.max_attempts} attempt(s) up to {opts.window_label()}"
@@ -121,7 +137,8 @@ def run_point(
         row, diag, cmd, _ = attempt(relaxed, "relaxed run (stability not checked)")
         if row is not None:
             return _result(batch_size, concurrency, request_rate, row, False, options.max_attempts + 1,
-                           note + "; numbers from a final run with the stability check off", opts, cmd, csv_path, log_path)
+                           note + "; numbers from a final run with the stability check off", opts, cmd, csv_path, log_path,
+                           export)
         last_diag = diag if diag.last_pass else last_diag
     values = {c: math.nan for c in MEASURE_COLUMNS}
     if last_diag.last_pass:
@@ -131,15 +148,20 @@ def run_point(
             values[key] = last_diag.last_pass["latency_ms"]
         note += "; numbers from the last measurement window only"
     return PointResult(batch_size, concurrency, values, False, options.max_attempts, False, request_rate, note,
-                       opts.window_label(), cmd, None, log_path)
+                       opts.window_label(), cmd, None, log_path, _written(export))
 
 
-def _result(batch, concurrency, rate, row, stable, attempts, note, opts, cmd, csv_path, log_path) -> PointResult:
+def _written(path: Path | None) -> Path | None:
+    return path if path is not None and path.exists() else None
+
+
+def _result(batch, concurrency, rate, row, stable, attempts, note, opts, cmd, csv_path, log_path,
+            export: Path | None = None) -> PointResult:
     values = {c: row.get(c, math.nan) for c in MEASURE_COLUMNS}
     if row.get("residual_clamped"):
         note = "; ".join(filter(None, [note, "Network+server Send/recv clamped to 0 (window too short?)"]))
     return PointResult(batch, concurrency, values, stable, attempts, bool(row.get("residual_clamped")), rate, note,
-                       opts.window_label(), cmd, csv_path, log_path)
+                       opts.window_label(), cmd, csv_path, log_path, _written(export))
 
 
 def _pick_row(rows: list[dict[str, Any]], concurrency: int | None, rate: float | None) -> dict[str, Any] | None:
