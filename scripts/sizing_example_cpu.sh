@@ -45,7 +45,8 @@ for n in 1 2; do
     "$PY" triton/run_online_performance_test_on_triton.py --server-url "127.0.0.1:$GRPC_PORT" --protocol grpc \
         --model-name "resnet18_i$n" --manifest "$WS/resnet18/onnx/manifest.json" --input-data random \
         --concurrency 1,2,4,8,16 --shared-memory system --measurement-interval 3000 --max-attempts 3 \
-        --no-progress --ready-timeout 300 --result-path "$OUT/resnet18_i$n" --update-committed
+        --no-progress --ready-timeout 300 --result-path "$OUT/resnet18_i$n" --update-committed \
+        --metrics-url "http://127.0.0.1:$METRICS_PORT/metrics"
 done
 
 # open-loop capacity of both (kept in each run's openloop.csv), the plan on it (headroom from the spread),

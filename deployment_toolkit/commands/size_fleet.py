@@ -8,8 +8,10 @@ keeps up with at p99 <= --p99-ms; replicas = ceil(peak x (1 + headroom) / that o
 derived from the spread of repeated searches unless given. The points are kept in each run's openloop.csv (a
 rerun resumes; without --capacity the stored points are used, else the closed-loop figure with a warning).
 --confirm checks the plan in open loop and derates it if it fails; --confirm-fleet N puts N replicas behind
-nginx. --peak-rps counts inferences/s (requests x client batch size). Writes sizing.md, sizing.csv and
-sizing.png into the first run's folder or --output.
+nginx. --peak-rps counts inferences/s (requests x client batch size). Each plan says the memory its replica used
+(the sweeps record the server's memory gauges); --gpu-memory-gb (--host-memory-gb for CPU-only runs) says how many
+instances fit the device and leaves out plans that do not fit. Writes sizing.md, sizing.csv and sizing.png into the
+first run's folder or --output.
 """
 import sys
 from pathlib import Path
@@ -19,7 +21,7 @@ from deployment_toolkit.errors import UserInputError  # noqa: E402
 
 EXAMPLE = """
     deployment-toolkit size results/resnet50-onnx-x1 results/resnet50-trt-x2 \\
-        --peak-rps 5000 --p99-ms 50 --headroom 0.2 --gpus-per-node 8 --prices prices.yaml \\
+        --peak-rps 5000 --p99-ms 50 --headroom 0.2 --gpus-per-node 8 --prices prices.yaml --gpu-memory-gb 80 \\
         --emit-k8s deploy/resnet50 --pvc model-repository
     # prices.yaml:  {"NVIDIA H100 80GB HBM3": 4.5, "A100": 2.2}   (a key may be part of the device name)
     # CPU-only runs: --host-hour-cost 0.40; geospatial models: --gsd-m 10 30 --area-km2 1.49e8
@@ -55,6 +57,13 @@ def _build_parser():
     g.add_argument("--gsd-m", type=float, nargs="+", default=None, metavar="M",
                    help="ground sample distance(s) in metres (default: 10)")
     g.add_argument("--area-km2", type=float, default=1.49e8, help="area to cover (default: Earth's land, %(default)g)")
+    m = p.add_argument_group("memory (the server's memory gauges, recorded by the sweeps beside every point)")
+    m.add_argument("--gpu-memory-gb", type=float, default=None, metavar="GB",
+                   help="memory of one GPU (10^9 bytes): each GPU plan says how many instances of its config fit "
+                        "(fixed part + per instance, from the runs' instance counts); plans that do not fit are "
+                        "left out, and none fitting is refused")
+    m.add_argument("--host-memory-gb", type=float, default=None, metavar="GB",
+                   help="the same for CPU-only runs: the memory of one host")
     o = p.add_argument_group("output")
     o.add_argument("--output", default=None, metavar="DIR", help="where sizing.md/csv/png go (default: the first RUN)")
     ol = p.add_argument_group("open-loop capacity (what the plan rests on)")
@@ -134,6 +143,8 @@ def _pick(plans, which, sizing, what):
     target = Path(which).resolve()
     for p in plans:
         if p.run.path.resolve() == target or p.run.name == which or str(p.run.path) == which:
+            if p.rejected:
+                raise UserInputError(f"nothing to {what}: {p.rejected}")
             return p
     raise UserInputError(f"{which!r} is not one of the given runs ({', '.join(p.run.name for p in plans)})")
 
@@ -189,9 +200,22 @@ def _main(argv=None) -> int:
     runs = [r for path in args.runs for r in load_runs(path)]
     probe = Demand(args.peak_rps, args.p99_ms, args.headroom if args.headroom is not None else 0.0,
                    args.gpus_per_node)  # validates the demand before anything is measured
+    from deployment_toolkit.sizing.memory import MemoryBudget
+
+    budget = MemoryBudget(args.gpu_memory_gb, args.host_memory_gb)
+    budget.check(runs)
+    # memory is read at the closed-loop point, so a config that does not fit is known before measuring anything
+    closed_loop = (size(runs, probe, memory_budget=budget, include_unreliable=args.include_unreliable) if budget
+                   else None)
+    if closed_loop is not None and closed_loop.recommendation is None and closed_loop.rejected:
+        raise UserInputError(closed_loop.reason)
+    too_big = {p.run.name for p in closed_loop.plans if p.rejected} if closed_loop else set()
 
     capacities = {}
     for run in runs:
+        if run.name in too_big:
+            print(f"open-loop capacity of {run.name}: not measured, its memory does not fit the device")
+            continue
         cfg = run.meta.get("config") or {}
         protocol = args.capacity_protocol or cfg.get("protocol") or "grpc"
         if args.capacity:
@@ -215,10 +239,13 @@ def _main(argv=None) -> int:
               "overstate what a replica sustains under real traffic", file=sys.stderr)
     demand = Demand(args.peak_rps, args.p99_ms, headroom, args.gpus_per_node)
     prices = Prices(load_prices(args.prices) if args.prices else {}, args.gpu_hour_cost, args.host_hour_cost)
-    sizing = size(runs, demand, prices, args.gsd_m or (), args.area_km2, args.include_unreliable, measured)
+    sizing = size(runs, demand, prices, args.gsd_m or (), args.area_km2, args.include_unreliable, measured,
+                  memory_budget=budget)
+    if sizing.recommendation is None and sizing.rejected:
+        raise UserInputError(sizing.reason)  # what meets the SLO does not fit the device
     out_dir = Path(args.output) if args.output else runs[0].path
     refuse_committed(out_dir, "--output" if args.output else "the first RUN, where sizing goes without --output")
-    steps = frontier(runs, demand, prices, args.include_unreliable)
+    steps = frontier(runs, demand, prices, args.include_unreliable, memory_budget=budget)
     code = 0 if sizing.recommendation else cli.EXIT_NOT_MET  # no plan meets the SLO
 
     print(sizing.reason)
@@ -229,6 +256,10 @@ def _main(argv=None) -> int:
         print(f"  #{plan.rank} {plan.run.name}: {plan.replica_capacity:.1f} inf/s per replica ({plan.basis}, "
               f"{s.point.level}{closed}) -> {plan.replicas} replicas, {plan.devices} {plan.run.unit}(s), "
               f"{plan.nodes} node(s){cost}")
+        if plan.memory is not None and (budget or plan.memory.reading is not None):
+            print(f"     memory: {plan.memory.brief()}")
+    for text in sizing.rejected:
+        print(f"  rejected: {text}")
     for text in sizing.unreachable:
         print(f"  {text}")
     for text in sizing.notes:

@@ -1,6 +1,6 @@
-"""Server-side figures of a sweep's points, stored beside its rows: `<kind>_server.csv` (one summary row per
-point, replaced when the point is measured again) and `telemetry/<kind>_series.csv` (every scrape). Written by
-perf.telemetry, read by the report; here because both use it."""
+"""Server-side figures of a sweep's (or a search's) points, stored beside its rows: `<kind>_server.csv` (one
+summary row per point, replaced when the point is measured again) and `telemetry/<kind>_series.csv` (every
+scrape). Written by perf.telemetry, read by the report, the search and the sizing; here because all use it."""
 from __future__ import annotations
 
 import csv
@@ -51,16 +51,27 @@ def read_summaries(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(fh))
 
 
+def _order(value: str | None) -> tuple[int, float | str]:
+    """Sort key of one key cell: numbers by value, before text (a config name)."""
+    try:
+        return (0, float(value or 0))
+    except ValueError:
+        return (1, str(value))
+
+
 def record_point(result_dir: Path, kind: str, key: Mapping[str, Any], summary: Mapping[str, Any],
-                 samples: Sequence[Any]) -> None:
+                 samples: Sequence[Any], identity: Sequence[str] = KEY_COLUMNS[:2]) -> None:
     """The point's summary into `<kind>_server.csv` (one row per point, replaced when the point is measured
-    again) and its samples into `telemetry/<kind>_series.csv`."""
+    again) and its samples into `telemetry/<kind>_series.csv`. `identity` names the key columns that make a point
+    (a sweep's batch and concurrency; the search's config, concurrency and sample); `key` also carries the
+    client's throughput (`client_infer_per_s`)."""
     path = server_csv(result_dir, kind)
-    columns = [*KEY_COLUMNS, *SUMMARY_COLUMNS]
-    rows = [r for r in read_summaries(path)
-            if (r.get(KEY_COLUMNS[0]), r.get(KEY_COLUMNS[1])) != (str(key[KEY_COLUMNS[0]]), str(key[KEY_COLUMNS[1]]))]
-    rows.append({**{k: key.get(k) for k in KEY_COLUMNS}, **summary})
-    rows.sort(key=lambda r: (int(r[KEY_COLUMNS[0]]), int(r[KEY_COLUMNS[1]] or 0)))
+    ids = list(identity)
+    columns = [*ids, KEY_COLUMNS[2], *SUMMARY_COLUMNS]
+    mine = tuple(str(key[k]) for k in ids)
+    rows = [r for r in read_summaries(path) if tuple(r.get(k) for k in ids) != mine]
+    rows.append({**{k: key.get(k) for k in columns[:len(ids) + 1]}, **summary})
+    rows.sort(key=lambda r: tuple(_order(None if r.get(k) is None else str(r.get(k))) for k in ids))
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
     w.writeheader()
@@ -68,4 +79,4 @@ def record_point(result_dir: Path, kind: str, key: Mapping[str, Any], summary: M
     atomic_write_text(path, buf.getvalue())
     series = Path(result_dir) / "telemetry" / f"{kind}_series.csv"
     series.parent.mkdir(parents=True, exist_ok=True)
-    append_series(series, samples, {k: key[k] for k in KEY_COLUMNS[:2]})
+    append_series(series, samples, {k: key[k] for k in ids})

@@ -41,6 +41,12 @@ class Point:
     stable: bool = True
     note: str = ""
     seconds: float = 0.0
+    # the server's own view (its metrics endpoint, scraped during the point; NaN where it was not reachable):
+    server_throughput: float = math.nan  # inferences/s from nv_inference_count
+    server_queue_ms: float = math.nan  # average queue time per request
+    server_compute_ms: float = math.nan  # average compute (infer) time per request
+    host_memory_bytes: float = math.nan  # peak nv_cpu_memory_used_bytes (the whole host's used memory)
+    gpu_memory_bytes: float = math.nan  # peak nv_gpu_memory_used_bytes (summed over GPUs), where there is a GPU
     measured_at: str = ""  # UTC, stamped by the store
     identity: str = ""  # the run identity's id, resolved by run.json
 

@@ -3,7 +3,7 @@ tables (N instances, measured against perfect linear)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 from .plan import Demand, Plan, Prices, size
 from .runs import Run, SizingError, points_of
@@ -16,9 +16,10 @@ class FrontierStep:
 
 
 def frontier(runs: Sequence[Run], demand: Demand, prices: Prices = Prices(), include_unreliable: bool = False,
-             slos: Sequence[float] | None = None) -> list[FrontierStep]:
+             slos: Sequence[float] | None = None, memory_budget: Any = None) -> list[FrontierStep]:
     """The cheapest plan for SLOs from tight to loose. The answer only changes at a measured p99, so those
-    (plus the requested SLO) are the SLOs evaluated unless `slos` is given."""
+    (plus the requested SLO) are the SLOs evaluated unless `slos` is given; with `memory_budget` only plans that
+    fit the device count."""
     if slos is None:
         values = {demand.slo_ms}
         for r in runs:
@@ -30,7 +31,7 @@ def frontier(runs: Sequence[Run], demand: Demand, prices: Prices = Prices(), inc
     for slo in slos:
         d = Demand(demand.peak_rps, slo, demand.headroom, demand.gpus_per_node)
         try:
-            result = size(runs, d, prices, include_unreliable=include_unreliable)
+            result = size(runs, d, prices, include_unreliable=include_unreliable, memory_budget=memory_budget)
         except SizingError:
             result = None
         steps.append(FrontierStep(slo, result.recommendation if result else None))

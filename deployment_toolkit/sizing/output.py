@@ -10,6 +10,7 @@ from typing import Any, Sequence
 from ..report.sections import markdown_to_html
 from ..spec import atomic_write_text
 from .frontier import FrontierStep, scaling_tables
+from .memory import csv_cells as memory_cells, markdown as memory_markdown
 from .plan import Plan, Sizing
 from .runs import LITTLE_TOLERANCE, Run, little_flags
 
@@ -20,7 +21,8 @@ CSV_COLUMNS = (
     "replicas", "devices", "nodes", "price_per_device_h", "cost_per_h", "cost_per_million_at_peak",
     "cost_per_million_at_capacity", "per_replica_rate", "utilisation", "excluded_unstable", "excluded_unreliable",
     "status", "basis", "replica_capacity", "open_loop_capacity", "open_loop_distribution", "open_loop_trials",
-    "open_loop_spread", "derated_from",
+    "open_loop_spread", "derated_from", "memory_device", "memory_gb", "memory_per_instance_gb", "memory_budget_gb",
+    "memory_fits", "memory_max_instances",
 )
 
 
@@ -75,12 +77,13 @@ def csv_rows(sizing: Sizing) -> list[dict[str, Any]]:
             "cost_per_million_at_capacity": _g(p.cost_per_million_capacity),
             "per_replica_rate": _g(p.per_replica_rate), "utilisation": _g(p.utilisation),
             "excluded_unstable": len(s.unstable), "excluded_unreliable": 0 if s.used_unreliable else len(s.unreliable),
-            "status": "ok" if p.reachable else "slo_unreachable",
+            "status": "memory_does_not_fit" if p.rejected else ("ok" if p.reachable else "slo_unreachable"),
             "basis": p.basis, "replica_capacity": _g(p.replica_capacity),
             "open_loop_capacity": _g(p.open_loop.capacity if p.open_loop else None),
             "open_loop_distribution": p.open_loop.distribution if p.open_loop else "",
             "open_loop_trials": ";".join(f"{c:.6g}" for c in p.open_loop.capacities) if p.open_loop else "",
             "open_loop_spread": _g(p.open_loop.spread if p.open_loop else None), "derated_from": _g(p.derated_from),
+            **memory_cells(p),
         })
     return out
 
@@ -118,9 +121,10 @@ def sizing_markdown(sizing: Sizing, runs: Sequence[Run], plot_name: str | None =
         md += [headroom_note, ""]
     if open_loop:
         md += ["Per-replica capacity = the open-loop capacity: the highest offered request rate (perf_analyzer "
-               "--request-rate-range, async, Poisson or constant arrivals) at which one replica answered >= 97% of "
-               "what was offered, its queue did not grow across windows and p99 met the SLO, found by bracketing and "
-               "bisection from the closed-loop figure; the median of the repeated searches. "
+               "--request-intervals from a seeded schedule, async, Poisson or constant arrivals; p99 from each "
+               "request's intended send time) at which one replica answered >= 97% of what was offered, its queue "
+               "did not grow across windows and p99 met the SLO, found by bracketing and bisection from the "
+               "closed-loop figure; the median of the repeated searches. "
                "replicas = ceil(peak x (1 + headroom) / open-loop capacity).", ""]
     else:
         md += ["**Closed loop only**: no open-loop capacity was measured (size_fleet.py --capacity URL), so this plan "
@@ -173,15 +177,18 @@ def sizing_markdown(sizing: Sizing, runs: Sequence[Run], plot_name: str | None =
         md += [f"- {p.open_loop.explain()}" for p in open_loop if p.open_loop.explain()] + [""]
         md += ["Spread = (max - min) / min of the repeated searches; headroom = max(spread, the search's resolution). "
                "Each point is in the run folder's openloop.csv (rate, distribution, perf options, trial, timestamp, "
-               "perf_analyzer command and log).", ""]
+               "perf_analyzer command and log, schedule seed). P99 is latency from each request's intended send "
+               "time (perf_analyzer's own, from the actual send, beside it: they part when its sender falls behind); "
+               "sent late: requests that went out more than 1 ms after their time.", ""]
         for p in open_loop:
             for i, t in enumerate(p.open_loop.trials, 1):
-                rows = [[f"{q.offered:,.1f}", _f(q.sent), _f(q.answered), _f(q.p99, 3),
-                         ", ".join(f"{x:.1f}" for x in q.row.get("window_latency_ms") or []) or "n/a",
+                rows = [[f"{q.offered:,.1f}", _f(q.sent), _f(q.answered), _f(q.p99, 3), _f(q.perf_p99, 3),
+                         _f(q.late_pct, 1), ", ".join(f"{x:.1f}" for x in q.row.get("window_latency_ms") or []) or "n/a",
                          q.verdict(t.slo_ms)] for q in t.points]
                 md += [f"{p.run.name}, search {i} (points in the order measured):", "",
-                       _table(["Offered (inf/s)", "Sent", "Answered", "P99 (ms)", "Window avg latency (ms)", "Note"],
-                              rows), ""]
+                       _table(["Offered (inf/s)", "Sent", "Answered", "P99 (ms)", "P99 from actual send (ms)",
+                               "Sent late (%)", "Window avg latency (ms)", "Note"], rows), ""]
+    md += memory_markdown(sizing.plans, sizing.budget)
     if sizing.unreachable:
         md += ["## SLO not reachable", ""] + [f"- {t}" for t in sizing.unreachable] + [""]
     excluded = [(p.run, p.sustainable) for p in sizing.plans if p.sustainable.unstable]

@@ -123,6 +123,8 @@ class Plan:
     open_loop: Any = None  # capacity.OpenLoopCapacity: what the plan rests on when measured
     derated_from: float | None = None  # the per-replica capacity before a failed confirmation derated it
     replica_override: float | None = None  # the confirmed per-replica capacity after a derate
+    memory: Any = None  # memory.PlanMemory: the replica's memory at its point and its fit in the device
+    rejected: str = ""  # why the plan is left out of the ranking (its memory does not fit the device)
 
     @property
     def run(self) -> Run:
@@ -224,10 +226,12 @@ class Sizing:
     reason: str
     unreachable: list[str]
     notes: list[str]
+    rejected: list[str] = field(default_factory=list)  # plans left out: their memory does not fit the device
+    budget: Any = None  # memory.MemoryBudget the plans were checked against
 
     @property
     def ranked(self) -> list[Plan]:
-        return sorted((p for p in self.plans if p.reachable), key=lambda p: p.rank or 0)
+        return sorted((p for p in self.plans if p.reachable and not p.rejected), key=lambda p: p.rank or 0)
 
 
 def _rank_key(by_cost: bool):
@@ -239,17 +243,21 @@ def _rank_key(by_cost: bool):
 
 def size(runs: Iterable[Run], demand: Demand, prices: Prices = Prices(), gsd_m: Sequence[float] = (),
          area_km2: float = EARTH_LAND_KM2, include_unreliable: bool = False,
-         open_loop: dict[str, Any] | None = None) -> Sizing:
+         open_loop: dict[str, Any] | None = None, memory_budget: Any = None) -> Sizing:
     """Plan every run, rank the reachable ones (by $/hour when every one has a price, else by device count)
     and recommend the first. `open_loop` maps a run's name to its measured OpenLoopCapacity: a run that has
-    one is planned on it (the closed-loop figure then only seeded the search)."""
+    one is planned on it (the closed-loop figure then only seeded the search). With `memory_budget`
+    (memory.MemoryBudget) a plan whose configuration does not fit the device is left out, with the reason."""
+    from .memory import attach
+
     runs = list(runs)
     if not runs:
         raise SizingError("no runs given")
     open_loop = open_loop or {}
     plans = [plan_for(sustainable(r, demand.slo_ms, include_unreliable), demand, prices, gsd_m, area_km2,
                       open_loop.get(r.name)) for r in runs]
-    reachable = [p for p in plans if p.reachable]
+    rejected = attach(plans, memory_budget)
+    reachable = [p for p in plans if p.reachable and not p.rejected]
     unreachable = [(p.open_loop.unreachable_text() if p.open_loop is not None and p.sustainable.reachable
                     else p.sustainable.unreachable_text()) for p in plans if not p.reachable]
     notes: list[str] = []
@@ -270,7 +278,15 @@ def size(runs: Iterable[Run], demand: Demand, prices: Prices = Prices(), gsd_m: 
     best = min(reachable, key=_rank_key(by_cost)) if reachable else None
     reason = _reason(best, sorted(reachable, key=_rank_key(by_cost)), by_cost, demand) if best else (
         f"No configuration meets p99 <= {demand.slo_ms:g} ms at any measured point; see below for the best p99 of each.")
-    return Sizing(demand, plans, ranked_by, best, reason, unreachable, notes)
+    if best is None and rejected:
+        flags = " / ".join(sorted({memory_budget.flag(p.run) for p in plans if p.rejected}))
+        reason = (f"No configuration that meets p99 <= {demand.slo_ms:g} ms fits the device: " + "; ".join(rejected)
+                  + f". Pass a larger {flags}, or measure fewer instances per replica.")
+    elif best is not None and best.memory is not None and (memory_budget or best.memory.reading is not None):
+        reason += f" Memory: {best.memory.text()}."
+        if rejected:
+            reason += f" Left out, their memory does not fit: {'; '.join(rejected)}."
+    return Sizing(demand, plans, ranked_by, best, reason, unreachable, notes, rejected, memory_budget)
 
 
 def _reason(best: Plan, ranked: list[Plan], by_cost: bool, demand: Demand) -> str:
