@@ -130,11 +130,11 @@ def run_demo(model: str, preset: str, result_dir: Path, workspace: Path, reposit
         from .spec import Manifest
 
         manifest = Manifest.load(onnx_dir)
-        steps.call("offline performance (static batching, client batch sweep)", lambda: shown_sweep("offline", run_offline(
-            model, server.grpc_url, manifest, batch_sizes, options, result_dir, **sweep)),
+        steps.call("offline performance (static batching, client batch sweep)", lambda: shown_sweep(
+            "offline", run_offline(model, server.grpc_url, manifest, batch_sizes, options, result_dir, **sweep)),
             script("run_offline_performance_test_on_triton.py", *perf, "--batch-sizes", batch_sizes))
-        steps.call("online performance (dynamic batching, concurrency sweep)", lambda: shown_sweep("online", run_online(
-            model, server.grpc_url, manifest, concurrency, options, result_dir, **sweep)),
+        steps.call("online performance (dynamic batching, concurrency sweep)", lambda: shown_sweep(
+            "online", run_online(model, server.grpc_url, manifest, concurrency, options, result_dir, **sweep)),
             script("run_online_performance_test_on_triton.py", *perf, "--concurrency", concurrency))
     finally:
         server.stop()

@@ -35,10 +35,10 @@ class Dump:
     source: str  # triton | the framework source's name
 
 
-def triton_dump(url: str, model_name: str, output_dir: str | Path, data: DataSpec, *, manifest: str | Path | None = None,
-                protocol: str | None = None, model_version: str = "", batch_size: int = 1, in_flight: int = 2,
-                shared_memory: str = "none", precision: str | None = None, dump_labels: bool = False,
-                dump_inputs: bool = False) -> Dump:
+def triton_dump(url: str, model_name: str, output_dir: str | Path, data: DataSpec, *,
+                manifest: str | Path | None = None, protocol: str | None = None, model_version: str = "",
+                batch_size: int = 1, in_flight: int = 2, shared_memory: str = "none", precision: str | None = None,
+                dump_labels: bool = False, dump_inputs: bool = False) -> Dump:
     """Send the samples through the served model (its signature from `manifest` or from the server)."""
     from .client import OutputRequest, TritonClient, infer_many
     from .data.batches import make_source

@@ -14,6 +14,7 @@ import os
 import shlex
 import signal
 import subprocess
+import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -42,8 +43,9 @@ class StepResult:
         return asdict(self)
 
 
-class StepFailed(ToolkitError, RuntimeError):
-    """A step of a composite job failed; `result` says which and why (its own output above says more)."""
+class StepFailed(UserError, RuntimeError):
+    """A step of a composite job failed; `result` says which and why (its own output above says more). A user
+    error: one line, exit 2, where the job does not say otherwise."""
 
     def __init__(self, result: StepResult):
         super().__init__(f"step '{result.name}' failed: {result.reason}"
@@ -75,7 +77,8 @@ class StepRunner:
         if self.folder is not None:
             from .spec import atomic_write_text
 
-            atomic_write_text(self.folder / STEPS_JSON, json.dumps([r.to_dict() for r in self.results], indent=2) + "\n")
+            text = json.dumps([r.to_dict() for r in self.results], indent=2) + "\n"
+            atomic_write_text(self.folder / STEPS_JSON, text)
         budget = f" / {result.budget_s:.0f} s" if result.budget_s else ""
         why = f": {result.reason}" if result.reason else ""
         self.log(f"[{result.status:>7}] {result.name} ({result.seconds:.1f} s{budget}){why}")
@@ -136,6 +139,21 @@ class StepRunner:
         else:
             status, why = "failed", f"exit {code}: {last_line(log)}"
         return self.record(StepResult(name, status, seconds, command, why, log_text, stage, budget_s))
+
+
+    def script(self, name: str, script: str, *args: str) -> StepResult:
+        """`python <script> args` from the checkout's root as a user types it (a bare name means triton/<name>),
+        its output on the console: the worked example's steps, which show the commands themselves."""
+        path = script if "/" in script else f"triton/{script}"
+        command = shown(["python", path, *args])
+        self.log(f"\n=== {name}\n$ {command}")
+        t0 = time.perf_counter()
+        code = subprocess.run([sys.executable, str(ROOT / path), *args], cwd=ROOT).returncode
+        result = self.record(StepResult(name, "ok" if code == 0 else "failed", time.perf_counter() - t0, command,
+                                        "" if code == 0 else f"exit {code}"))
+        if code != 0 and self.stop_on_failure:
+            raise StepFailed(result)
+        return result
 
 
 def last_line(log: Path) -> str:

@@ -4,7 +4,7 @@ and one retry of a piece of work after a failure."""
 from __future__ import annotations
 
 import time
-from typing import Callable, TypeVar
+from typing import TYPE_CHECKING, Callable, TypeVar
 
 from .clock import SearchClock
 from .progress import Progress
@@ -13,6 +13,8 @@ from .store import Point, SearchStore
 from .trials import CandidateFailed, Measurer, Trial
 
 T = TypeVar("T")
+if TYPE_CHECKING:
+    from ..sizing.ratepoint import RatePoint
 
 
 class Bench:
@@ -32,12 +34,7 @@ class Bench:
         stored = self.store.get(trial.key, concurrency, sample)
         if stored is not None:
             return stored
-        if trial.candidate not in self.loaded:
-            if not self.keep_loaded:
-                self.release()
-            self.progress.postfix(f"loading {trial.candidate.slug}")
-            self.measurer.load(trial.candidate)
-            self.loaded.append(trial.candidate)
+        self._ensure_loaded(trial)
         self.progress.postfix(f"{trial.candidate.slug} c={concurrency}" + (f" #{sample + 1}" if sample else ""))
         t0 = time.monotonic()
         point = self.measurer.measure(trial.candidate, concurrency, sample, trial.key)
@@ -45,6 +42,23 @@ class Bench:
         self.clock.record(point.seconds)
         self.measured_points += 1
         self.store.put(point)
+        return point
+
+    def _ensure_loaded(self, trial: Trial) -> None:
+        if trial.candidate not in self.loaded:
+            if not self.keep_loaded:
+                self.release()
+            self.progress.postfix(f"loading {trial.candidate.slug}")
+            self.measurer.load(trial.candidate)
+            self.loaded.append(trial.candidate)
+
+    def rate_point(self, trial: Trial, rate: float, n: int) -> "RatePoint":
+        """One open-loop rate of search `n` (the measurer stores and resumes these itself), the config loaded first."""
+        self._ensure_loaded(trial)
+        self.progress.postfix(f"{trial.candidate.slug} {rate:g}/s #{n}")
+        t0 = time.monotonic()
+        point = self.measurer.rate_point(trial.candidate, rate, n, trial.key)
+        self.clock.record_rate(time.monotonic() - t0)
         return point
 
     def samples(self, trial: Trial, concurrency: int, n: int) -> list[Point]:

@@ -45,8 +45,16 @@ def build_parser():
     g.add_argument("--preset", default="small", help="small (CI size) or full (benchmark size)")
     g.add_argument("--p99-ms", type=float, required=True,
                    help="p99 latency budget in ms: a point counts only within it")
-    g.add_argument("--objective", choices=("throughput", "latency"), default="throughput",
-                   help="throughput: most inferences/s within the budget; latency: lowest p99 (default: %(default)s)")
+    g.add_argument("--objective", choices=OBJECTIVES, default="capacity",
+                   help="capacity: the finalists ranked by open-loop capacity, the highest Poisson arrival rate one "
+                        "replica sustains within the budget (what a fleet plan uses); closed-loop (or throughput): "
+                        "most inferences/s at a concurrency within the budget; latency: lowest p99 "
+                        "(default: %(default)s)")
+    g.add_argument("--capacity-trials", type=int, default=3,
+                   help="open-loop capacity searches per finalist under --objective capacity; their spread is the "
+                        "capacity's (default: %(default)s)")
+    g.add_argument("--open-loop-window-ms", type=int, default=1000,
+                   help="perf_analyzer window of an open-loop rate (3 to 6 windows a rate; default: %(default)s)")
     g.add_argument("--formats", default="onnx",
                    help="comma-separated artifact formats to try, each converted and verified first "
                         "(e.g. onnx,ts-trace; default: %(default)s)")
@@ -112,11 +120,20 @@ def build_parser():
 FINISH_RESERVE_S = 10.0  # writing the winner, the CSVs, the plot and the report took 3-5 s on a 2-core host
 
 
+OBJECTIVES = ("capacity", "closed-loop", "throughput", "latency")
+
+
 def settings_from_args(args) -> SearchSettings:
     if args.p99_ms <= 0:
         raise UserInputError("--p99-ms must be > 0")
+    if args.capacity_trials < 1:
+        raise UserInputError("--capacity-trials must be >= 1")
+    objective = "latency" if args.objective == "latency" else "throughput"  # the closed-loop exploration's
+    rate_s = 3.5 * args.open_loop_window_ms / 1000.0 + 1.5  # 3 to 6 windows (3-4 near the boundary) and its start
     return SearchSettings(
-        budget_ms=args.p99_ms, objective=args.objective, cores=host_cores(),
+        rank_by="capacity" if args.objective == "capacity" else "closed-loop", capacity_trials=args.capacity_trials,
+        rate_point_s=rate_s,
+        budget_ms=args.p99_ms, objective=objective, cores=host_cores(),
         allow_oversubscribe=args.allow_oversubscribe, max_minutes=args.max_minutes, max_configs=args.max_configs,
         noise_repeats=args.noise_repeats, confirm_samples=max(1, args.confirm_samples),
         max_concurrency=args.max_concurrency, refine_steps=args.refine_steps,
@@ -202,7 +219,7 @@ def search_step(args) -> SearchRun:
     model_name = check_model_name(args.model_name or resolved.slug)
     cpu = cpu_info()
     host = f"{settings.cores} usable cores ({cpu['model']}; sched_getaffinity)"
-    print(f"host: {host}; p99 budget {settings.budget_ms:g} ms; objective {settings.objective}; "
+    print(f"host: {host}; p99 budget {settings.budget_ms:g} ms; objective {settings.objective_name}; "
           f"time limit {settings.max_minutes:g} min", flush=True)
 
     infos = prepare_formats(resolved, args.preset, formats, workspace, log=lambda m: print(m, flush=True))
@@ -217,9 +234,15 @@ def search_step(args) -> SearchRun:
     if stored:
         print(f"checkpoint: {stored} measured points in {store.path} (reused where the search needs them)", flush=True)
     by_format = {i.format: i for i in infos}
+    from ..sizing.ratestore import RateStore
+    from .triton import RATE_FILE
+
+    rates = RateStore(result_dir, RATE_FILE, identity=identity,
+                      policy="fresh" if args.fresh else "resume" if args.resume else "auto")
     with TritonMeasurer(by_format, model_name, result_dir, options, http_port=args.http_port,
                         grpc_port=args.grpc_port, metrics_port=args.metrics_port,
-                        log_verbose=args.log_verbose, metrics_period_s=metrics_period) as measurer:
+                        log_verbose=args.log_verbose, metrics_period_s=metrics_period, rate_store=rates,
+                        open_loop_window_ms=args.open_loop_window_ms) as measurer:
         search = Search(infos, measurer, store, settings, progress=not args.no_progress, started=started)
         try:
             outcome = search.run()
@@ -230,12 +253,14 @@ def search_step(args) -> SearchRun:
 
     written = write_winner(outcome, by_format, Path(args.model_repository), model_name, result_dir)
     csv_path, _ = write_csvs(outcome, store, result_dir)
-    title = f"Config search: {label} ({args.preset}), p99 <= {settings.budget_ms:g} ms, {settings.objective}"
+    title = f"Config search: {label} ({args.preset}), p99 <= {settings.budget_ms:g} ms, {settings.objective_name}"
     plot = plot_frontier(outcome, result_dir / "search_frontier.png",
                          f"{label} ({args.preset}) on {settings.cores} cores: throughput vs p99 per config")
     command = shlex.join([Path(sys.argv[0]).name if sys.argv else "search_config.py", *sys.argv[1:]])
     write_markdown(outcome, result_dir, title=title, host=host, command=command, written=written, plot=plot,
-                   reused_failures=store.reused_failures)
+                   reused_failures=store.reused_failures, store=store)
+    from .memory import record as memory_record
+
     record_run(result_dir, {
         "kind": "search", "model_name": model_name, "model": label, "preset": args.preset,
         "source": resolved.source.to_dict(),
@@ -243,10 +268,12 @@ def search_step(args) -> SearchRun:
         "input_data_digest": input_data_digest(options.input_data),
         "winner": outcome.decision.winner.candidate.to_dict() if outcome.decision.winner else None,
         "decision": outcome.decision.message, "wall_s": round(outcome.wall_s, 1), "notes": list(outcome.notes),
+        "memory_per_instance": memory_record(outcome, store),
     }, identity.server_version, identity)
     report = build_report(result_dir)["report.html"]  # the search as a section of the run's report
     code = 0 if outcome.decision.winner is not None else EXIT_NO_CONFIG
-    return SearchRun(outcome, result_dir, code, time.monotonic() - started, csv_path, written, report)
+    return SearchRun(outcome, result_dir, code, time.monotonic() - started, csv_path, written, report,
+                     model_name=model_name, formats=infos)
 
 
 def _print_answer(outcome: SearchOutcome, written: Path | None, csv_path: Path, report: Path) -> int:

@@ -17,6 +17,7 @@ class SearchClock:
     settings: SearchSettings
     started: float | None = None
     point_seconds: list[float] = field(default_factory=list)
+    rate_seconds: list[float] = field(default_factory=list)
 
     def start(self) -> float:
         self.started = time.monotonic() if self.started is None else self.started
@@ -27,6 +28,16 @@ class SearchClock:
 
     def record(self, seconds: float) -> None:
         self.point_seconds.append(seconds)
+
+    def record_rate(self, seconds: float) -> None:
+        """An open-loop rate's time (measured or read back: read back ones take ~0 s and are not counted)."""
+        if seconds > 0.5:
+            self.rate_seconds.append(seconds)
+
+    def rate_point_s(self) -> float:
+        """The time an open-loop rate takes: the median of those measured, else the settings' estimate."""
+        recent = self.rate_seconds[-10:]
+        return statistics.median(recent) if recent else self.settings.rate_point_s
 
     def point_s(self) -> float:
         """The time a point takes: the median of the last ten, so that one slow point (an unstable window

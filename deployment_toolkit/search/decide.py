@@ -72,7 +72,7 @@ def decide(st: Standings, default: Trial, judge: Judge) -> Decision:
         decision.message = _nothing_named(st, judge)
     else:
         _name_winner(decision, confirmed, default, judge)
-    _verdicts(decision, st, default, judge)
+    verdicts(decision, st, default, judge)
     return decision
 
 
@@ -128,7 +128,7 @@ def _name_winner(decision: Decision, confirmed: list[Trial], default: Trial, jud
                                 f"{gain.text()}, within the noise ({noise * 100:.1f}%)")
 
 
-def _verdicts(decision: Decision, st: Standings, default: Trial, judge: Judge) -> None:
+def verdicts(decision: Decision, st: Standings, default: Trial, judge: Judge) -> None:
     """Every trial's best level, verdict and the detail line that says why."""
     obj = judge.settings.objective
     top = decision.winner
@@ -151,9 +151,12 @@ def _verdicts(decision: Decision, st: Standings, default: Trial, judge: Judge) -
             t.verdict, t.detail = "worse", t.sweep.stop_reason
             continue
         if t not in st.feasible:
-            p = t.sweep.min_p99
+            p, budget = t.sweep.min_p99, judge.settings.budget_ms
             t.verdict = "over budget"
-            t.detail = f"p99 {p.p99_ms:.1f} ms > {judge.settings.budget_ms:g} ms already at concurrency {p.concurrency}"
+            t.detail = (f"p99 {p.p99_ms:.1f} ms > {budget:g} ms already at concurrency {p.concurrency}"
+                        if p.p99_ms > budget else
+                        f"p99 {p.p99_ms:.1f} ms at concurrency {p.concurrency} leaves no room within {budget:g} ms for "
+                        f"the p99 noise measured on this host ({judge.noise.p99 * 100:.0f}%)")
             continue
         if t in st.finalists and t.detail:
             t.verdict = "over budget" if "over budget" in t.detail else "failed"
@@ -178,4 +181,4 @@ def _verdicts(decision: Decision, st: Standings, default: Trial, judge: Judge) -
                         f"{ref.candidate.slug}" if ref is not None and gain is not None else "")
 
 
-__all__ = ["Standings", "decide", "dominated_by", "standings"]
+__all__ = ["Standings", "decide", "dominated_by", "standings", "verdicts"]

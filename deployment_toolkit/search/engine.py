@@ -9,18 +9,19 @@ baseline (`stats.holds_budget`). At the end the best two non-dominated configs a
 again with fresh samples, in turns; the time for that (and for one step down, while a finalist may need one)
 is reserved up front from the measured time of a point, so --max-minutes never squeezes it out. A finalist
 whose fresh samples do not hold the budget steps down before it can be named. The winner must beat the
-default by more than the noise with its whole spread, or the default is declared as good. Measurement goes
-through a `Measurer` (the real server in `triton.py`, a fake in the unit tests).
+default by more than the noise with its whole spread, or the default is declared as good. Under --objective
+capacity the finalists are ranked by open-loop capacity instead (capacity.py). Measurement goes through a
+`Measurer` (the real server in `triton.py`, a fake in the unit tests).
 
-This module orchestrates the exploration and the baseline's noise and knee; it delegates the reading of levels
-against the budget and the noise to judge.py, the measuring of points to bench.py, the time limit and its reserves
-to clock.py, the final re-measurement to confirm.py and the decision and verdicts to decide.py.
+This module runs the exploration, the noise and the knee; judge.py reads levels, bench.py measures, clock.py keeps
+the time limit, confirm.py (or capacity.py) re-measures the finals, decide.py decides.
 """
 from __future__ import annotations
 
 import time
 from typing import Callable
 
+from . import capacity
 from .bench import Bench
 from .clock import SearchClock
 from .confirm import FINAL_SAMPLE, confirm
@@ -73,6 +74,8 @@ class Search:
 
     # ---- public -----------------------------------------------------------------------------
     def run(self) -> SearchOutcome:
+        if self.s.rank_by == "capacity" and not hasattr(self.bench.measurer, "rate_point"):
+            raise SearchError("--objective capacity needs a measurer that measures open-loop rates")
         self.progress.started = self.clock.start()
         self._open_bar()
         try:
@@ -324,6 +327,8 @@ class Search:
         return self.judge.step_down_possible(self.trials.values())
 
     def _baseline_reserve_s(self) -> float:
+        if self.s.rank_by == "capacity":  # its noise samples, and the capacity stage for the default alone
+            return self.s.noise_repeats * self.clock.point_s() + capacity.reserve_s(self.clock, 1)
         return self.clock.baseline_reserve_s(self._step_down_possible())
 
     def _confirmation_reserve_s(self) -> float:
@@ -331,6 +336,8 @@ class Search:
         challengers = sum(1 for t in self.trials.values() if t.status == "measured" and t is not self.default
                           and self.judge.best(t) is not None)
         default = self.default is not None and self.judge.best(self.default) is not None
+        if self.s.rank_by == "capacity":  # the capacity stage for the finalists if one more config is measured
+            return capacity.reserve_s(self.clock, min(capacity.CAPACITY_FINALISTS, challengers + 1) + int(default))
         return self.clock.confirmation_reserve_s(challengers, default, self._step_down_possible())
 
     def _estimate_candidate_s(self, trial: Trial) -> float:
@@ -343,8 +350,15 @@ class Search:
 
     # ---- final decision ---------------------------------------------------------------------
     def _decide(self) -> Decision:
-        """The finalists re-measured in turns (confirm.py), then the winner and every verdict (decide.py)."""
+        """The finalists re-measured in turns (confirm.py; their open-loop capacity under --objective capacity:
+        capacity.py), then the winner and every verdict."""
         standing = standings(list(self.trials.values()), self.default, self.judge)
+        if self.s.rank_by == "capacity":
+            configs = capacity.finalists(standing, self.default, self.judge)
+            self.progress.say(f"open-loop capacity of {len(configs)} configs, {self.s.capacity_trials} searches each")
+            self.notes += capacity.measure(configs, self.bench, self.judge, self.clock, self.progress)
+            self.progress.step()
+            return capacity.decide(standing, configs, self.default, self.judge)
         self.progress.say(f"final re-measurement of {len(standing.finalists)} config(s), {self.s.confirm_samples} "
                           "samples each, taken in turns so that a change in the host's load hits all of them alike ...")
         self.notes += confirm(standing.finalists, self.bench, self.judge, self.clock, self.progress)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import statistics
 import warnings
 from pathlib import Path
 from typing import Any
@@ -23,9 +24,13 @@ CSV_COLUMNS = (
     "best_throughput", "best_p99_ms", "min_p99_ms", "concurrencies", "stop_reason", "confirm_concurrency",
     "confirm_throughput_median", "confirm_throughput_min", "confirm_throughput_max", "confirm_p99_median",
     "confirm_p99_max", "confirm_holds_budget", "points_measured_now", "seconds",
+    "best_server_throughput", "best_server_queue_ms", "best_server_compute_ms", "best_host_memory_gb",
+    "best_gpu_memory_gb", "capacity_median", "capacity_min", "capacity_max", "capacity_searches",
+    "capacity_p99_ms",
 )
 POINT_COLUMNS = ("config", "concurrency", "sample", "throughput", "p99_ms", "p50_ms", "avg_ms", "queue_ms",
-                 "compute_ms", "stable", "note", "seconds")
+                 "compute_ms", "stable", "note", "seconds", "server_throughput", "server_queue_ms",
+                 "server_compute_ms", "host_memory_bytes", "gpu_memory_bytes")
 HIGHLIGHT = {"winner": "#2ca02c", "runner-up": "#ff7f0e", "default": "#1f77b4"}
 LABEL_OFFSET = {"winner": (6, 4), "runner-up": (6, -11), "default": (-20, 5)}  # concurrency labels apart
 
@@ -61,7 +66,52 @@ def trial_row(t: Trial, outcome: SearchOutcome) -> dict[str, Any]:
         "confirm_p99_max": _num(conf.p99.high) if conf else "",
         "confirm_holds_budget": ("yes" if conf.holds else "no") if conf else "",
         "points_measured_now": t.measured_points, "seconds": round(t.seconds, 1),
+        **_capacity_fields(t),
+        # the server's own view at the best level (sample 0's scrape; empty where the endpoint did not answer)
+        "best_server_throughput": _num(best.server_throughput) if best else "",
+        "best_server_queue_ms": _num(best.server_queue_ms) if best else "",
+        "best_server_compute_ms": _num(best.server_compute_ms) if best else "",
+        "best_host_memory_gb": _num(best.host_memory_bytes / 1e9) if best else "",
+        "best_gpu_memory_gb": _num(best.gpu_memory_bytes / 1e9) if best else "",
     }
+
+
+def _capacity_fields(t: Trial) -> dict[str, Any]:
+    """The open-loop capacity of a finalist under --objective capacity (empty otherwise)."""
+    cap = t.capacity
+    if cap is None:
+        return {}
+    spread = cap.spread
+    best = [s.best for s in cap.result.trials if s.best is not None]
+    return {"capacity_median": _num(spread.median) if spread else "",
+            "capacity_min": _num(spread.low) if spread else "",
+            "capacity_max": _num(spread.high) if spread else "", "capacity_searches": len(cap.result.trials),
+            "capacity_p99_ms": _num(statistics.median([b.p99 for b in best])) if best else ""}
+
+
+def capacity_markdown(outcome: SearchOutcome) -> list[str]:
+    """The finalists' open-loop capacity: what the winner was chosen by under --objective capacity."""
+    s, d = outcome.settings, outcome.decision
+    measured = [t for t in outcome.trials if t.capacity is not None]
+    if not measured:
+        return []
+    role = {id(d.winner): "winner", id(d.runner_up): "runner-up", id(d.default): "default"}
+    rows = []
+    for t in sorted(measured, key=lambda t: -(t.capacity.spread.median if t.capacity.spread else -1)):
+        f = _capacity_fields(t)
+        closed = t.capacity.result.closed_loop
+        rows.append([role.get(id(t), t.verdict), f"`{t.candidate.slug}`",
+                     t.capacity.spread.text() if t.capacity.spread else "none within the budget",
+                     str(f["capacity_p99_ms"]), f"{closed:,.1f}" if closed else "-",
+                     f"{t.capacity.result.ratio:.0%}" if t.capacity.result.ratio else "-",
+                     str(f["capacity_searches"]), t.capacity.error or ""])
+    return ["### Open-loop capacity (the ranking)", "",
+            f"Each config's highest Poisson arrival rate that one replica sustains with p99 <= {s.budget_ms:g} ms "
+            "(p99 from each request's intended send time; answered >= 97% of what was offered; queue not growing), "
+            "from its searches taken in turns (median [min..max]; a search that found no rate counts as 0), next to "
+            "its closed-loop best within the budget:", "",
+            markdown_table(["role", "config", "capacity (inf/s)", "p99 at it (ms)", "closed loop (inf/s)",
+                            "open / closed", "searches", "note"], rows, "llrrrrrl"), ""]
 
 
 def _csv(columns, rows) -> str:
@@ -172,10 +222,11 @@ def plot_frontier(outcome: SearchOutcome, path: Path, title: str) -> Path | None
 # ---- markdown ------------------------------------------------------------------------------------
 
 def write_markdown(outcome: SearchOutcome, result_dir: Path, *, title: str, host: str, command: str,
-                   written: Path | None, plot: Path | None, reused_failures: int = 0) -> Path:
+                   written: Path | None, plot: Path | None, reused_failures: int = 0, store=None) -> Path:
+    """search.md (and search.html for the report); `store` (the checkpoint) adds the memory per instance count."""
     s, d = outcome.settings, outcome.decision
     md = [f"# {title}", "",
-          f"Host: {host}; budget p99 <= {s.budget_ms:g} ms; objective: {s.objective}; "
+          f"Host: {host}; budget p99 <= {s.budget_ms:g} ms; objective: {s.objective_name}; "
           f"threads x instances capped at {s.cores} cores"
           + (" (oversubscription allowed)" if s.allow_oversubscribe else ""),
           "", f"Command: `{command}`", "",
@@ -202,9 +253,10 @@ def write_markdown(outcome: SearchOutcome, result_dir: Path, *, title: str, host
                    f"({outcome.noise.p99 * 100:.1f}%):", "",
                    markdown_table(["role", "config", "concurrency", "throughput (inf/s)", "p99 (ms)", "samples",
                                    "holds the budget"], rows, ["l", "l", "r", "r", "r", "r", "l"]), ""]
-        if d.gain is not None:
+        if d.gain is not None and s.rank_by != "capacity":
             md += [f"Gain over the default: {d.gain.text()}; noise {outcome.noise.throughput * 100:.1f}%"
                    + (" -> **the default is as good**." if d.default_as_good else "."), ""]
+    md += capacity_markdown(outcome)
     if written:
         md += [f"Written to the model repository: `{written}`", ""]
     if plot:
@@ -220,6 +272,10 @@ def write_markdown(outcome: SearchOutcome, result_dir: Path, *, title: str, host
                      str(r["best_concurrency"]), str(r["best_p99_ms"]), r["concurrencies"], r["reason"]])
     md += [markdown_table(["config", "stage", "verdict", "best inf/s", "at c", "p99 ms", "concurrencies", "why"], rows,
                           ["l", "l", "l", "r", "r", "r", "l", "l"]), ""]
+    if store is not None:
+        from .memory import markdown as memory_markdown
+
+        md += memory_markdown(outcome, store)
     md += ["## How the search went", ""]
     md += [f"- {n}" for n in outcome.notes] or ["- every dimension was explored"]
     if outcome.stopped:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from ..errors import ToolkitError, UserError
 from ..repository.config import ConfigError, build_config
@@ -61,6 +61,16 @@ class SearchSettings:
     queue_delays_us: tuple[int, ...] = DEFAULT_QUEUE_DELAYS_US
     min_noise: float = MIN_NOISE
     finish_reserve_s: float = 0.0  # kept at the end of --max-minutes for what the command does after the search
+    rank_by: str = "closed-loop"  # closed-loop | capacity (the finalists' open-loop capacity: search/capacity.py)
+    capacity_trials: int = 3  # open-loop capacity searches per finalist
+    rate_point_s: float = 6.0  # the time of one open-loop rate (the time reserve's estimate until one is measured)
+
+    @property
+    def objective_name(self) -> str:
+        """What the search ranks by, as --objective names it."""
+        if self.rank_by == "capacity":
+            return "capacity"
+        return "closed-loop" if self.objective == "throughput" else self.objective
 
 
 @dataclass
@@ -89,6 +99,7 @@ class Trial:
     best: Point | None = None  # best point within budget (medians where a level was measured repeatedly)
     measured_points: int = 0
     seconds: float = 0.0
+    capacity: Any = None  # search.capacity.CapacityMeasurement under --objective capacity
 
 
 @dataclass
@@ -127,6 +138,8 @@ class SearchRun:
     written: Path | None = None  # the winner's config in the model repository
     report: Path | None = None
     error: str = ""
+    model_name: str = ""  # the winner's name in the model repository
+    formats: list[FormatInfo] = field(default_factory=list)  # the verified artifacts searched
 
     def winner(self) -> tuple[Candidate, int] | None:
         """The winner and the concurrency of its final re-measurement."""

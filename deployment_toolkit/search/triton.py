@@ -5,16 +5,24 @@ is written with `write_model` as its own model name (`<model>__<candidate slug>`
 real request, measured point by point with `run_point`, then unloaded and deleted (so the scratch repository
 never holds more than one copy of the artifact). A config the server refuses is reported with the server's
 own reason; if the server dies under a candidate it is restarted and the candidate recorded as failed.
+The server's metrics endpoint is scraped during every point, as the sweeps do (perf.telemetry): the summary
+goes to `search_server.csv` (one row per config x concurrency x sample, the scrapes to
+`telemetry/search_series.csv`) and its key figures onto the point (server throughput, queue and compute per
+request, peak host and GPU memory), so the memory each instance count used is known.
 """
 from __future__ import annotations
 
+import math
 import shutil
+import sys
 import time
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ..binaries import check_perf_analyzer
 from ..client import ServerNotReady, TritonClient
+from ..perf import telemetry
 from ..perf.analyzer import PerfAnalyzerError, PerfOptions, run_point
 from ..results.schema import MEASURE_COLUMNS
 from ..repository.config import ConfigError
@@ -26,9 +34,28 @@ from .trials import CandidateFailed, CandidateRefused, FormatInfo
 from .space import Candidate
 from .store import Point
 
+if TYPE_CHECKING:
+    from ..sizing.ratepoint import RatePoint
+
+
+RATE_FILE = "search_openloop.csv"  # the open-loop rates of --objective capacity, in the result folder
+TELEMETRY_KIND = "search"  # search_server.csv and telemetry/search_series.csv in the result folder
+POINT_KEYS = ("config", "concurrency", "sample")
+
 
 def candidate_model_name(base: str, candidate: Candidate) -> str:
     return f"{base}__{candidate.slug}"
+
+
+def point_figures(summary: dict[str, Any]) -> dict[str, float]:
+    """The Point's fields from a telemetry summary (NaN where the metric was absent)."""
+    def num(key: str, scale: float = 1.0) -> float:
+        v = summary.get(key)
+        return math.nan if v is None else float(v) * scale
+
+    return {"server_throughput": num("server_infer_per_s"), "server_queue_ms": num("queue_us_per_request", 1e-3),
+            "server_compute_ms": num("compute_infer_us_per_request", 1e-3),
+            "host_memory_bytes": num("cpu_memory_gib", 2.0 ** 30), "gpu_memory_bytes": num("gpu_memory_gib", 2.0 ** 30)}
 
 
 class TritonMeasurer:
@@ -36,7 +63,11 @@ class TritonMeasurer:
 
     def __init__(self, formats: dict[str, FormatInfo], base_name: str, work_dir: str | Path, options: PerfOptions,
                  *, http_port: int = 0, grpc_port: int = 0, metrics_port: int = 0, log_verbose: int = 0,
-                 load_timeout_s: float = 180.0):
+                 load_timeout_s: float = 180.0, metrics_period_s: float | None = telemetry.DEFAULT_PERIOD_S,
+                 rate_store: Any = None, open_loop_window_ms: int = 1000):
+        """`metrics_period_s`: how often the metrics endpoint is scraped during a point (None or 0: never).
+        `rate_store`: where open-loop rates are stored and resumed (a sizing RateStore; default: the work folder's
+        search_openloop.csv); `open_loop_window_ms`: the perf_analyzer window of an open-loop rate."""
         self.formats = formats
         self.base_name = check_model_name(base_name)
         self.work_dir = Path(work_dir)
@@ -49,6 +80,9 @@ class TritonMeasurer:
         self.server: LocalTritonServer | None = None
         self.binary: Path | None = None
         self.restarts = 0
+        self.metrics_period_s = metrics_period_s or None
+        self._rate_store = rate_store
+        self.open_loop_window_ms = open_loop_window_ms
 
     # ---- server lifecycle -------------------------------------------------------------------
     def __enter__(self) -> "TritonMeasurer":
@@ -102,20 +136,53 @@ class TritonMeasurer:
         info = self.formats[candidate.format]
         csv_path = self.raw_dir / f"{candidate.slug}_c{concurrency}_s{sample}.csv"
         t0 = time.monotonic()
+        metrics = self.server.metrics_url if self.metrics_period_s and self.server.metrics_port else None
         try:
-            result = run_point(name, self.url, 1, concurrency, info.manifest, self.options, csv_path,
-                               binary=self.binary)
+            with telemetry.scrape_during(metrics, name, self.metrics_period_s or telemetry.DEFAULT_PERIOD_S,
+                                         log=_warn) as scraper:
+                result = run_point(name, self.url, 1, concurrency, info.manifest, self.options, csv_path,
+                                   binary=self.binary)
         except PerfAnalyzerError as err:
             died = self._restart_if_dead()
             what = "the server died" if died else "perf_analyzer failed"
             raise CandidateFailed(f"{what} at concurrency {concurrency}: {_first_lines(str(err))}") from err
         v = result.values
+        figures = self._record(scraper, candidate, concurrency, sample, v["Inferences/second"])
         return Point(
             candidate=store_key, concurrency=concurrency, sample=sample,
             throughput=v["Inferences/second"], p99_ms=v["P99 Latency"], p50_ms=v["P50 Latency"],
             avg_ms=v["Avg Latency"], queue_ms=v["Server Queue"], compute_ms=v["Server Compute Infer"],
-            stable=result.stable, note=result.note, seconds=time.monotonic() - t0,
+            stable=result.stable, note=result.note, seconds=time.monotonic() - t0, **figures,
         )
+
+    def _record(self, scraper: telemetry.Scraper | None, candidate: Candidate, concurrency: int, sample: int,
+                client: float) -> dict[str, float]:
+        """The point's server summary into search_server.csv and its figures for the Point ({} without scrapes)."""
+        if scraper is None or len(scraper.samples) < 2:
+            return {}
+        summary = telemetry.summarise(scraper.samples, client)
+        key = {"config": candidate.slug, "concurrency": concurrency, "sample": sample, "client_infer_per_s": client}
+        telemetry.record_point(self.work_dir, TELEMETRY_KIND, key, summary, scraper.samples, identity=POINT_KEYS)
+        return point_figures(summary)
+
+    def rate_point(self, candidate: Candidate, rate: float, trial: int, store_key: str) -> "RatePoint":
+        """One open-loop rate (sizing.ratepoint: the toolkit's seeded Poisson schedule, p99 also from the intended
+        send time), stored under the candidate's key and resumed from the store."""
+        from ..sizing.ratepoint import Target, measure, open_loop_options
+        from ..sizing.ratestore import RateStore
+
+        if self._rate_store is None:
+            self._rate_store = RateStore(self.work_dir, RATE_FILE)
+        info = self.formats[candidate.format]
+        target = Target(config=store_key, model_name=candidate_model_name(self.base_name, candidate), url=self.url,
+                        batch=1, signature=info.manifest, binary=self.binary,
+                        options=open_loop_options(self.options, window_ms=self.open_loop_window_ms))
+        try:
+            return measure(target, rate, self._rate_store, self.raw_dir / "open_loop", trial, tag=candidate.slug)
+        except PerfAnalyzerError as err:
+            died = self._restart_if_dead()
+            what = "the server died" if died else "perf_analyzer failed"
+            raise CandidateFailed(f"{what} at {rate:g} requests/s in open loop: {_first_lines(str(err))}") from err
 
     def release(self, candidate: Candidate) -> None:
         name = candidate_model_name(self.base_name, candidate)
@@ -141,6 +208,10 @@ class TritonMeasurer:
         if why:
             print(f"warning: tritonserver died and was restarted; its log said:\n{why}")
         return True
+
+
+def _warn(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr, flush=True)
 
 
 def _first_lines(text: str, n: int = 4) -> str:

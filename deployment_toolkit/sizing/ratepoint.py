@@ -323,8 +323,12 @@ def measure(target: Target, rate: float, store: RateStore, out_dir: Path, trial:
     text = result.log_path.read_text() if result.log_path and result.log_path.exists() else ""
     latency = None
     if result.profile_export is not None:
-        latency = schedule_latency(schedule, read_profile_export(result.profile_export))
-        trim_profile_export(result.profile_export)  # the times stay, the tensors go
+        try:
+            latency = schedule_latency(schedule, read_profile_export(result.profile_export))
+            trim_profile_export(result.profile_export)  # the times stay, the tensors go
+        except (ValueError, KeyError, OSError):
+            # an empty or cut export (seen on a short burst run): the row keeps perf_analyzer's own p99
+            result.profile_export = None
     row = row_from_outputs(rate * target.batch, result.values, result.stable, text, latency)
     row.update({"timestamp": started.isoformat(timespec="seconds"), "url": target.url,
                 "command": " ".join(result.command), "log": str(result.log_path or ""), "schedule_seed": seed,

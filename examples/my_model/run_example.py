@@ -20,14 +20,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 import deployment_toolkit  # noqa: E402,F401  - first: hides the triton/ scripts folder from torch
 
-from deployment_toolkit.demo import (  # noqa: E402
-    _TIMINGS,
-    RunFolderTaken,
-    StepFailed,
-    check_new_run_dir,
-    run_step,
-    write_timings,
-)
+from deployment_toolkit.demo import RunFolderTaken, check_new_run_dir, write_timings  # noqa: E402
+from deployment_toolkit.steps import StepFailed, StepRunner, shown  # noqa: E402
 from deployment_toolkit.server.local import LocalTritonServer, ServerConfig  # noqa: E402
 
 EXAMPLE = "examples/my_model"
@@ -39,7 +33,8 @@ def run_example(out: Path, workspace: Path, fast: bool) -> Path:
     repo = workspace / "model_repository"
     weights = ws / "weights.safetensors"
     window = "1000" if fast else "3000"
-    _TIMINGS.clear()
+    steps = StepRunner()
+    run_step = steps.script
     t0 = time.perf_counter()
     run_step("train a checkpoint (your weights)", f"{EXAMPLE}/make_checkpoint.py", "--output", str(weights),
              "--steps", "60" if fast else "200")
@@ -54,11 +49,19 @@ def run_example(out: Path, workspace: Path, fast: bool) -> Path:
              "--model-path", str(onnx), "--model-format", "python", "--model-name", NAME,
              "--preferred-batch-sizes", "8", "--max-queue-delay-us", "500", "--number-of-model-instances", "1")
     out.mkdir(parents=True, exist_ok=True)
-    t_server = time.perf_counter()
-    with LocalTritonServer(ServerConfig(repo, log_dir=ws / "logs")) as server:
-        server.require_models([NAME])
-        _TIMINGS.append(("start the embedded tritonserver (health check)", time.perf_counter() - t_server,
-                         f"python -m deployment_toolkit serve --model-repository {repo}"))
+    server = LocalTritonServer(ServerConfig(repo, log_dir=ws / "logs"))
+
+    def start() -> None:
+        server.start()
+        try:
+            server.require_models([NAME])
+        except BaseException:
+            server.stop()
+            raise
+
+    steps.call("start the embedded tritonserver (health check)", start,
+               shown(["python", "-m", "deployment_toolkit", "serve", "--model-repository", str(repo)]))
+    with server:
         url = server.grpc_url
         run_step("inference through Triton, with labels", "run_inference_on_triton.py", "--server-url", url,
                  "--model-name", NAME, "--manifest", str(onnx), *loader, "--batch-size", "8",
@@ -81,16 +84,15 @@ def run_example(out: Path, workspace: Path, fast: bool) -> Path:
              "--p99-ms", "50", "--max-minutes", "1.5" if fast else "4", "--formats", "onnx",
              "--workspace", str(ws / "search"), "--model-repository", str(ws / "search_repository"),
              "--model-name", NAME, "--result-path", str(out / "search"), "--measurement-interval", window,
-             "--no-progress")
+             "--capacity-trials", "1" if fast else "3", "--no-progress")
     total = time.perf_counter() - t0
-    write_timings(out / "example_timings.md", total, what="The worked example (examples/my_model/run_example.py)")
+    write_timings(out / "example_timings.md", total, steps, what="The worked example (examples/my_model/run_example.py)")
     from deployment_toolkit.results.runinfo import run_metadata, write_run_json
 
     # the folder's own record (the timings and accuracy_metrics.csv; perf/ and search/ keep theirs)
     write_run_json(out, run_metadata({"kind": "worked-example", "workspace": str(ws), "fast": fast,
                                       "total_s": round(total, 1),
-                                      "steps": [{"step": s, "seconds": round(t, 1), "command": c}
-                                                for s, t, c in _TIMINGS]}))
+                                      "steps": [r.to_dict() for r in steps.results]}))
     print(f"\nworked example finished in {total / 60:.1f} min: {out}")
     return out
 

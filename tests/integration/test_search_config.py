@@ -16,7 +16,7 @@ pytestmark = pytest.mark.integration
 FAST = ["--measurement-mode", "time_windows", "--measurement-interval", "500", "--stability-percentage", "100",
         "--max-trials", "3", "--max-attempts", "1",
         "--noise-repeats", "1", "--confirm-samples", "2", "--refine-steps", "0", "--max-concurrency", "4",
-        "--no-progress"]
+        "--no-progress", "--objective", "closed-loop"]  # the capacity ranking: tests/integration/test_plan.py
 
 
 def _search(workspace: Path, result: Path, repo: Path, *extra: str) -> list[str]:
@@ -62,6 +62,30 @@ def test_interrupted_search_resumes_without_remeasuring(searched):
     assert (searched["result"] / "search_frontier.png").stat().st_size > 10_000
     report = (searched["result"] / "report.html").read_text()  # the search is a section of the run's report
     assert report.count("<!-- search:begin -->") == 1 and "data:image/png;base64," in report
+
+
+def test_every_point_has_the_servers_metrics_and_search_md_the_memory_per_instance_count(searched):
+    """Issue 29 (items 1 and 3): the search scrapes its server's metrics endpoint during every point like the sweeps
+    (search_server.csv, telemetry/search_series.csv), its points carry the key figures, and search.md shows the host
+    memory each instance count used at its best point."""
+    import json
+
+    result = searched["result"]
+    rows = list(csv.DictReader(open(result / "search_server.csv")))
+    assert {r["config"] for r in rows} == {"onnx_i1_tdef_b8_pnone_q0", "onnx_i2_t1_b8_pnone_q0"}, rows
+    for r in rows:
+        assert int(r["samples"]) >= 2 and float(r["server_infer_per_s"]) > 0, r
+        assert float(r["cpu_memory_gib"]) > 0 and float(r["compute_infer_us_per_request"]) > 0, r
+    assert (result / "telemetry" / "search_series.csv").stat().st_size > 0
+    points = json.loads((result / "search_points.json").read_text())["points"].values()
+    assert points and all(p["host_memory_bytes"] and p["server_throughput"] for p in points)
+    md = (result / "search.md").read_text()
+    section = md.split("## Memory per instance count")[1].split("## ")[0]
+    table = [line for line in section.splitlines() if line.startswith("|")]
+    assert [line.split("|")[1].strip() for line in table[2:]] == ["1", "2"], section
+    assert "GB" in table[2] and "per instance" in section and "Estimate: host memory" in section, section
+    memory = json.loads((result / "run.json").read_text())["config"]["memory_per_instance"]
+    assert [r["instances"] for r in memory["readings"]] == [1, 2] and memory["per_instance_bytes"] is not None
 
 
 def test_winning_config_loads_and_answers(searched):

@@ -161,3 +161,21 @@ def test_bad_schedules_are_refused():
         make_schedule(10.0, 1.0, "bursty")
     with pytest.raises(ValueError, match="positive"):
         make_schedule(0.0, 1.0)
+
+
+def test_an_empty_export_leaves_the_point_on_perf_analyzers_p99(tmp_path, monkeypatch):
+    """perf_analyzer left a 0-byte export on a short burst run: the point keeps perf_analyzer's own figures."""
+    from deployment_toolkit.perf.analyzer import PerfOptions, PointResult
+    from deployment_toolkit.sizing import ratepoint
+    from deployment_toolkit.sizing.ratestore import RateStore
+
+    def fake_run_point(*args, profile_export=None, **kw):
+        Path(profile_export).write_text("")
+        return PointResult(1, None, {"Inferences/second": 10.0, "P99 Latency": 12.0, "P50 Latency": 5.0,
+                                     "Avg Latency": 6.0}, True, 1, request_rate=10.0, profile_export=Path(profile_export))
+
+    monkeypatch.setattr(ratepoint, "run_point", fake_run_point)
+    target = ratepoint.Target("cfg", "m", "127.0.0.1:1", 1, None,
+                              ratepoint.open_loop_options(PerfOptions(shared_memory="system")))
+    point = ratepoint.measure(target, 10.0, RateStore(tmp_path), tmp_path)
+    assert point.p99 == 12.0 and point.row.get("sched_p99_ms") is None

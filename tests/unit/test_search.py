@@ -805,3 +805,68 @@ def test_a_search_whose_finalists_all_break_steps_down_past_the_limit_rather_tha
     assert len(finals) == 2 and d.winner.confirmation.concurrency == finals[1], finals
     assert clock["t"] > 54.0, "the step-down ran past the limit (the case under test)"
     assert any("stepped down 1 time(s) past the limit" in n for n in outcome.notes), outcome.notes
+
+
+# ---- --objective capacity: the finalists ranked by open-loop capacity --------------------------------------
+
+def open_loop_model(closed_loop_share: dict[str, float]):
+    """An open-loop replica: capacity = closed-loop capacity x a per-config share (bursts queue more in some
+    configs than others), p99 rising as the offered rate nears it (M/M/1-like)."""
+    from deployment_toolkit.sizing.ratepoint import RatePoint
+    from deployment_toolkit.sizing.ratestore import RateKey
+
+    def rate_point(cand, rate, trial, key):
+        thr, p99_1 = cpu_model(cand, 1)
+        cap = cpu_model(cand, 64)[0] * closed_loop_share.get(cand.key, 0.6)
+        rho = rate / cap
+        answered = min(rate, cap * 0.99)
+        p99 = p99_1 * (1.0 + 4.0 * rho / max(1e-3, 1.0 - rho)) if rho < 1 else 10_000.0
+        row = {"answered": answered, "p99_ms": p99, "queue_growing": rho >= 1, "client_limited": False,
+               "stable": True, "send_rate": rate}
+        return RatePoint(RateKey(key, "poisson", rate, 1, "{}", trial), row)
+
+    return rate_point
+
+
+class OpenLoopFake(FakeMeasurer):
+    def __init__(self, share, **kw):
+        super().__init__(**kw)
+        self._rate = open_loop_model(share)
+        self.rates: list[tuple[str, float, int]] = []
+
+    def rate_point(self, cand, rate, trial, key):
+        assert cand in self.loaded, "an open-loop rate on a config that is not loaded"
+        self.rates.append((cand.key, rate, trial))
+        return self._rate(cand, rate, trial, key)
+
+
+def test_capacity_ranks_the_finalists_by_open_loop_capacity(tmp_path):
+    """The closed-loop best loses once open-loop capacity is measured: the ranking follows the traffic the plan
+    gets, the searches are taken in turns, and every finalist gets its capacity with a spread."""
+    closed, _, _ = run(tmp_path / "closed")
+    closed_top = closed.decision.winner
+    share = {closed_top.candidate.key: 0.3}  # the closed-loop winner queues badly under Poisson arrivals
+    outcome, fake, _ = run(tmp_path / "open", measurer=OpenLoopFake(share), rank_by="capacity", capacity_trials=2)
+    winner = outcome.decision.winner
+    assert winner is not None and winner.candidate != closed_top.candidate
+    assert winner.capacity.spread.median > closed_top.capacity.spread.median if closed_top.capacity else True
+    measured = [t for t in outcome.trials if t.capacity is not None]
+    assert 2 <= len(measured) <= 4 and all(t.capacity.result.trials for t in measured)
+    order = [(k, n) for k, _, n in fake.rates]
+    first_of_trial_2 = next(i for i, (_, n) in enumerate(order) if n == 2)
+    assert {k for k, n in order[:first_of_trial_2]} == {t.candidate.key for t in measured}, "in turns"
+    assert "open-loop" in outcome.decision.message or "open loop" in outcome.decision.message
+
+
+def test_capacity_with_a_budget_no_rate_meets_names_the_closest(tmp_path):
+    outcome, _, _ = run(tmp_path, measurer=OpenLoopFake({}, perf=lambda c, n: (100.0, 30.0 + n)), budget=40.0,
+                        rank_by="capacity", capacity_trials=1)
+    assert outcome.decision.winner is None
+    assert "no configuration sustains an open-loop rate with p99 <= 40 ms: the closest" in outcome.decision.message
+
+
+def test_capacity_needs_a_measurer_of_rates(tmp_path):
+    from deployment_toolkit.search import SearchError
+
+    with pytest.raises(SearchError, match="open-loop rates"):
+        run(tmp_path, rank_by="capacity")

@@ -1,0 +1,212 @@
+"""From a model to a confirmed fleet plan in one run: each stage a function whose result goes to the next in memory,
+run by the one step runner (steps.py), every stage resumable under its run identity.
+
+1. search: convert and verify the formats asked for, then the config search ranked by open-loop capacity
+   (search.cli.search_step with --objective capacity): the winner is written to the model repository with its
+   capacity per replica and the spread of its searches;
+2. the winner served alone on the embedded server and swept in closed loop (perf.online.run_online): the run folder
+   the sizing reads (the curve, the device, the config the server loaded);
+3. the fleet plan (sizing.size) on the winner's open-loop capacity: replicas, devices, cost; a peak that needs more
+   than --max-replicas is refused;
+4. the confirmation under open-loop traffic at the planned per-replica rate, derating the plan if it fails, and the
+   burst check (sizing.confirm.confirm), on the same server;
+5. the sizing report and the Kubernetes manifests of the confirmed plan (sizing.output, sizing.k8s);
+6. plan.md / plan.html (report.py).
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import UserError, UserInputError
+from ..steps import StepRunner
+
+
+class PlanError(UserError, RuntimeError):
+    """The plan cannot be made: no config meets the SLO, or the peak needs more replicas than allowed."""
+
+
+@dataclass
+class Demand:
+    peak_rps: float  # inferences/s at the peak
+    p99_ms: float
+    headroom: float | None = None  # default: from the spread of the winner's capacity searches
+    max_replicas: int | None = None
+    gpus_per_node: int = 8
+    host_hour_cost: float | None = None
+    gpu_hour_cost: float | None = None
+
+
+@dataclass
+class Checks:
+    confirm: bool = True
+    rounds: int = 3
+    trials: int = 3
+    burst_factor: float = 1.5
+    burst_seconds: float = 6.0
+    window_ms: int = 3000
+
+
+@dataclass
+class Deploy:
+    k8s: bool = True
+    pvc: str = "triton-model-repository"
+    image: str | None = None
+    namespace: str | None = None
+    autoscale_on: str = "requests"
+
+
+@dataclass
+class PlanResult:
+    out_dir: Path
+    steps: StepRunner
+    search: Any = None  # search.trials.SearchRun
+    run: Any = None  # sizing.runs.Run of the winner's sweep
+    sizing: Any = None  # sizing.plan.Sizing
+    confirmation: Any = None  # sizing.confirm.Confirmation
+    manifests: dict[str, Path] = field(default_factory=dict)
+    sizing_files: dict[str, Path] = field(default_factory=dict)
+    data: str = ""  # where the measuring inputs came from
+    code: int = 0
+
+    @property
+    def plan(self):
+        return self.sizing.recommendation if self.sizing is not None else None
+
+
+def sweep_levels(best: int) -> list[int]:
+    """Concurrencies of the winner's closed-loop sweep: doubling up to its best level within the budget, and it."""
+    levels, c = [], 1
+    while c < best:
+        levels.append(c)
+        c *= 2
+    return sorted(set(levels + [max(1, best)]))
+
+
+def make_plan(args, demand: Demand, checks: Checks, deploy: Deploy, out_dir: Path, command: str = "") -> PlanResult:
+    """The whole plan; `args` are the search's parsed flags (any model reference the toolkit takes, the data)."""
+    from ..search.cli import search_step
+
+    out_dir = Path(out_dir)
+    if demand.peak_rps <= 0 or demand.p99_ms <= 0:
+        raise UserInputError("--peak-rps and --p99-ms must be > 0")
+    if demand.max_replicas is not None and demand.max_replicas < 1:
+        raise UserInputError("--max-replicas must be >= 1")
+    args.objective = "capacity"
+    args.p99_ms = demand.p99_ms
+    args.result_path = str(out_dir / "search")
+    args.model_repository = args.model_repository or str(out_dir / "model_repository")
+    result = PlanResult(out_dir, StepRunner(out_dir))
+    result.data = (f"{args.dataloader} over {args.data_dir}" if getattr(args, "dataloader", None) else
+                   args.data_dir if getattr(args, "data_dir", None) else "")
+    steps = result.steps
+    searched = steps.call("convert, verify and search the config under open-loop traffic", lambda: search_step(args),
+                          command="deployment-toolkit search ... --objective capacity (flags as given)")
+    result.search = searched
+    if searched.outcome is None:
+        raise PlanError(f"the search could not run: {searched.error}")
+    winner = searched.outcome.decision.winner
+    if winner is None:
+        raise PlanError(f"no config meets the SLO: {searched.outcome.decision.message}")
+    if winner.capacity is None or winner.capacity.spread is None:
+        raise PlanError(f"the winner {winner.candidate.slug} has no open-loop capacity within p99 <= "
+                        f"{demand.p99_ms:g} ms: {winner.detail}")
+    _serve_and_plan(result, args, demand, checks, winner, command)
+    if deploy.k8s and result.plan is not None:
+        steps.call("Kubernetes manifests of the confirmed plan", lambda: _manifests(result, deploy, args))
+    from .report import write_report
+
+    steps.call("plan.md and plan.html", lambda: write_report(result, demand, checks, deploy, command))
+    return result
+
+
+def _serve_and_plan(result: PlanResult, args, demand: Demand, checks: Checks, winner, command: str) -> None:
+    """Stages 2-5 on one embedded server that serves the winner alone."""
+    from ..perf.analyzer import PerfOptions
+    from ..perf.online import run_online
+    from ..server.local import LocalTritonServer, ServerConfig
+    from ..sizing import Demand as SizingDemand, Prices, frontier, load_runs, size
+    from ..sizing.openloop import derived_headroom
+    from ..sizing.output import write_outputs
+    from ..spec import Manifest
+
+    steps, out_dir = result.steps, result.out_dir
+    model = result.search.model_name
+    manifest_path = next(Path(f.artifact_dir) / "manifest.json" for f in result.search.formats
+                         if f.format == winner.candidate.format)
+    best_c = winner.best.concurrency if winner.best else 1
+    server = LocalTritonServer(ServerConfig(Path(args.model_repository), model_control_mode="explicit",
+                                            load_models=(model,), log_dir=out_dir / "logs"))
+    try:
+        steps.call("start the embedded tritonserver with the winner", server.start,
+                   f"deployment-toolkit serve --model-repository {args.model_repository}")
+        options = PerfOptions(protocol="grpc", shared_memory="system", measurement_interval_ms=2000, max_trials=6)
+        steps.call("closed-loop sweep of the winner (the curve the sizing reads)", lambda: run_online(
+            model, server.grpc_url, Manifest.load(manifest_path), sweep_levels(best_c), options, out_dir / "winner",
+            server=server, manifest_path=manifest_path, progress=False, metrics_url=server.metrics_url),
+            f"deployment-toolkit perf-online --model-name {model} --concurrency "
+            f"{','.join(map(str, sweep_levels(best_c)))} --result-path {out_dir / 'winner'}")
+        result.run = next(r for r in load_runs(out_dir / "winner") if r.kind == "online")
+        capacity = dataclasses.replace(winner.capacity.result, config=result.run.name)
+        measured = {result.run.name: capacity}
+        headroom, note = (demand.headroom, f"Headroom {demand.headroom:.1%} (given with --headroom).") \
+            if demand.headroom is not None else derived_headroom(measured)
+        sizing_demand = SizingDemand(demand.peak_rps, demand.p99_ms, headroom, demand.gpus_per_node)
+        prices = Prices({}, demand.gpu_hour_cost, demand.host_hour_cost)
+        result.sizing = steps.call("fleet plan on the winner's open-loop capacity", lambda: _size(
+            size([result.run], sizing_demand, prices, open_loop=measured), demand))
+        if checks.confirm:
+            result.confirmation = steps.call("confirmation under open-loop traffic (and the burst check)",
+                                             lambda: _confirm(result, server, model, checks))
+            if not result.confirmation.passed:
+                result.code = 1
+        confirmation = result.confirmation.text() if result.confirmation is not None else None
+        result.sizing_files = steps.call("sizing report", lambda: write_outputs(
+            result.sizing, [result.run], frontier([result.run], sizing_demand, prices), out_dir / "sizing",
+            confirmation, command=command, headroom_note=note))
+    finally:
+        server.stop()
+
+
+def _size(sizing, demand: Demand):
+    plan = sizing.recommendation
+    if plan is None:
+        raise PlanError(sizing.reason)
+    if demand.max_replicas is not None and plan.replicas > demand.max_replicas:
+        per = plan.replica_capacity or 0.0
+        raise PlanError(f"a peak of {demand.peak_rps:,.6g} inf/s needs {plan.replicas} replicas of "
+                        f"{per:,.1f} inf/s (with {sizing.demand.headroom:.0%} headroom), more than --max-replicas "
+                        f"{demand.max_replicas}: at most {math.floor(demand.max_replicas * per / (1 + sizing.demand.headroom)):,.0f}"
+                        " inf/s fit; raise --max-replicas or lower --peak-rps")
+    return sizing
+
+
+def _confirm(result: PlanResult, server, model: str, checks: Checks):
+    from ..perf.analyzer import PerfOptions
+    from ..sizing.confirm import confirm, target_for
+    from ..sizing.ratepoint import open_loop_options
+
+    plan = result.plan
+    options = open_loop_options(PerfOptions(protocol="grpc", shared_memory="system"), window_ms=checks.window_ms)
+    target = target_for(result.run, server.grpc_url, options, "poisson", plan.sustainable.point.batch,
+                        model_name=model)
+    return confirm(plan, target, result.out_dir / "confirm", checks.rounds, checks.burst_factor or None,
+                   checks.burst_seconds, checks.trials)
+
+
+def _manifests(result: PlanResult, deploy: Deploy, args) -> dict[str, Path]:
+    from ..sizing.k8s import FleetSpec, fleet_manifests, validate_all, write_manifests
+
+    plan = result.plan
+    spec = FleetSpec(name=f"triton-{plan.run.model}", pvc=deploy.pvc, namespace=deploy.namespace,
+                     autoscale=deploy.autoscale_on, **({"image": deploy.image} if deploy.image else {}))
+    manifests = fleet_manifests(plan, spec)
+    validate_all(manifests)
+    result.manifests = write_manifests(manifests, result.out_dir / "k8s")
+    return result.manifests
+
+
+__all__ = ["Checks", "Demand", "Deploy", "PlanError", "PlanResult", "make_plan", "sweep_levels"]

@@ -1,0 +1,206 @@
+"""`--objective capacity`: the finalists ranked by open-loop capacity, the traffic the plan will really get.
+
+The exploration stays closed-loop (cheap points that prune the space and seed the rates). Then the best
+CAPACITY_FINALISTS non-dominated configs within the budget and the default each get their open-loop capacity under
+the SLO measured with the sizing's machinery (sizing.capacity: the highest Poisson arrival rate one replica
+sustains, answered >= 97%, queue not growing, p99 from the intended send time within the budget), seeded at
+their closed-loop throughput. The searches are taken in turns (trial 1 of every finalist, then trial 2, ...), so
+a change in the host's load hits them alike; the capacity is the median of a config's searches and its spread
+is theirs. The winner must beat the default by more than the spread of both (and the search's resolution), or the
+default is declared as good. Measures through the measurer's `rate_point` (the real server in triton.py).
+"""
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import Protocol
+
+from ..sizing.capacity import OpenLoopCapacity, Search as RateSearch, search as rate_search
+from ..sizing.ratepoint import ClientLimited, RatePoint
+from .bench import Bench
+from .clock import SearchClock
+from .decide import Standings, verdicts
+from .judge import Judge
+from .progress import Progress
+from .space import Candidate
+from .stats import Gain, Spread
+from .sweep import score
+from .trials import CandidateFailed, Decision, Trial
+
+CAPACITY_FINALISTS = 3  # challengers measured in open loop besides the default
+RESOLUTION = 0.05  # a capacity search stops when its bracket is this narrow (relative)
+MAX_POINTS = 8  # rates per capacity search at most
+POINTS_PER_SEARCH = 6  # what the time reserve counts for one search (26 rates in 4 searches of resnet18 here)
+SEED_SHARE = 0.8  # the first search starts at this share of the closed-loop figure (open loop is lower: 50-90%)
+
+
+class RateMeasurer(Protocol):
+    def rate_point(self, candidate: Candidate, rate: float, trial: int, store_key: str) -> RatePoint: ...
+
+
+@dataclass
+class CapacityMeasurement:
+    """One config's open-loop capacity (sizing.capacity.OpenLoopCapacity) and why it has none."""
+
+    result: OpenLoopCapacity
+    error: str = ""  # e.g. the client could not generate the rate
+
+    @property
+    def spread(self) -> Spread | None:
+        """The searches' capacities (a search that found no rate counts as 0), as a Spread; None if unreachable."""
+        if self.result.capacity is None:
+            return None
+        found = self.result.capacities
+        return Spread.of([0.0] * (len(self.result.trials) - len(found)) + found)
+
+
+def finalists(st: Standings, default: Trial, judge: Judge) -> list[Trial]:
+    """The best CAPACITY_FINALISTS non-dominated feasible configs by closed-loop throughput, and the default when
+    it holds the budget: open-loop capacity can rank them otherwise, so more than two go into the final stage."""
+    ranked = sorted((t for t in st.feasible if t.candidate.key not in st.dominated and t is not default),
+                    key=lambda t: score(judge.best(t), "throughput"), reverse=True)
+    out = ranked[:CAPACITY_FINALISTS]
+    if default in st.feasible:
+        out.append(default)
+    return out
+
+
+def reserve_s(clock: SearchClock, configs: int) -> float:
+    """The time of the capacity stage for `configs` configs: every trial's search at its usual length, at the
+    measured time of a rate (the settings' estimate before one is measured)."""
+    return configs * clock.settings.capacity_trials * POINTS_PER_SEARCH * clock.rate_point_s()
+
+
+def measure(configs: list[Trial], bench: Bench, judge: Judge, clock: SearchClock, progress: Progress) -> list[str]:
+    """Every config's capacity searches, in turns; sets `trial.capacity`; returns notes (trials cut for time, a
+    client limit)."""
+    settings = judge.settings
+    bests = {t.key: judge.best(t) for t in configs}
+    searches: dict[str, list[RateSearch]] = {t.key: [] for t in configs}
+    errors: dict[str, str] = {}
+    notes: list[str] = []
+    bench.keep_loaded = True
+    try:
+        for n in range(1, settings.capacity_trials + 1):
+            if n > 1 and clock.time_left_s() < reserve_s(clock, len(configs)) / settings.capacity_trials:
+                notes.append(f"--max-minutes: open-loop capacity from {n - 1} search(es) per config instead of "
+                             f"{settings.capacity_trials}; the spread is from fewer searches")
+                break
+            for t in configs:
+                if t.key in errors:
+                    continue
+                seed = _seed(searches[t.key], bests[t.key].throughput if bests[t.key] else judge_seed(t))
+                progress.postfix(f"{t.candidate.slug} open loop #{n}")
+                try:
+                    searches[t.key].append(rate_search(lambda r, t=t, n=n: bench.rate_point(t, r, n), seed,
+                                                       settings.budget_ms, 1, RESOLUTION, MAX_POINTS))
+                except (ClientLimited, CandidateFailed) as err:
+                    errors[t.key] = str(err)
+                    notes.append(f"{t.candidate.slug}: {err}")
+                found = searches[t.key][-1].capacity if searches[t.key] and t.key not in errors else None
+                progress.say(f"  {t.candidate.slug}: open-loop search {n}: "
+                             + (f"{found:,.1f} inf/s within p99 {settings.budget_ms:g} ms" if found is not None
+                                else errors.get(t.key) or "no rate met the budget"))
+    finally:
+        bench.keep_loaded = False
+        bench.release()
+    for t in configs:
+        best = bests[t.key]
+        t.capacity = CapacityMeasurement(OpenLoopCapacity(
+            t.candidate.slug, "poisson", settings.budget_ms, searches[t.key],
+            closed_loop=best.throughput if best else None,
+            closed_loop_level=f"concurrency {best.concurrency}" if best else "",
+            closed_loop_p99=best.p99_ms if best else None), errors.get(t.key, ""))
+    return notes
+
+
+def _seed(done: list[RateSearch], closed_loop: float) -> float:
+    """Where a search starts: below the closed-loop figure the first time, then at the median capacity the
+    earlier searches found (each search still brackets and bisects on its own points, so a wrong seed costs
+    points, not accuracy)."""
+    found = [s.capacity for s in done if s.capacity is not None]
+    return statistics.median(found) if found else closed_loop * SEED_SHARE
+
+
+def judge_seed(t: Trial) -> float:
+    """A seed rate for a config without a best point (not expected: finalists hold the budget)."""
+    pts = t.sweep.points if t.sweep else []
+    return max((p.throughput for p in pts), default=1.0)
+
+
+def decide(st: Standings, configs: list[Trial], default: Trial, judge: Judge) -> Decision:
+    """The config with the highest median capacity, unless the default's is as high within the spreads."""
+    decision = Decision(winner=None, default=default, best_p99_seen=st.best_p99)
+    reached = [t for t in configs if t.capacity is not None and t.capacity.spread is not None]
+    for t in configs:
+        if t not in reached:
+            t.detail = (t.capacity.error if t.capacity and t.capacity.error else
+                        f"no open-loop rate met p99 <= {judge.settings.budget_ms:g} ms: "
+                        + (t.capacity.result.unreachable_text() if t.capacity else "not measured"))
+    reached.sort(key=lambda t: t.capacity.spread.median, reverse=True)
+    if not reached:
+        decision.message = _nothing(st, configs, judge)
+    else:
+        _name(decision, reached, default)
+    verdicts(decision, st, default, judge)
+    for t in configs:  # the verdict lines speak of capacity where it was measured
+        if t is decision.winner:
+            continue
+        if t not in reached:
+            t.verdict = "over budget"
+        elif t is not decision.runner_up:
+            t.detail = f"open-loop capacity {t.capacity.spread.text()} inf/s; " + (t.detail or "")
+    return decision
+
+
+def _name(decision: Decision, reached: list[Trial], default: Trial) -> None:
+    top = reached[0]
+    cap = lambda t: t.capacity.spread  # noqa: E731
+    margin = lambda t: max(t.capacity.result.spread or 0.0, RESOLUTION)  # noqa: E731
+    decision.runner_up = next((t for t in reached[1:] if t is not default), None)
+    d = default if default in reached else None
+    if top is d:
+        decision.winner = d
+        decision.message = (f"the default config has the highest open-loop capacity "
+                            f"({cap(d).text()} inf/s); no other config beat it")
+        return
+    if d is None:
+        decision.winner = top
+        decision.message = (f"{top.candidate.slug} sustains {cap(top).text()} inf/s in open loop; the default "
+                            f"config does not hold the budget in open loop ({default.detail or 'not measured'})")
+        return
+    gain = Gain.between(cap(top), cap(d), True)
+    noise = max(margin(top), margin(d))
+    decision.gain = gain
+    if gain.real(noise):
+        decision.winner = top
+        decision.message = (f"{top.candidate.slug} sustains {cap(top).text()} inf/s in open loop, {gain.text()} over "
+                            f"the default's {cap(d).text()} (spread and resolution {noise * 100:.0f}%)")
+    else:
+        decision.winner = d
+        decision.default_as_good = True
+        decision.runner_up = top
+        decision.message = (f"the default is as good in open loop: the best config ({top.candidate.slug}, "
+                            f"{cap(top).text()} inf/s) gains {gain.text()} over the default's {cap(d).text()}, "
+                            f"within the spread ({noise * 100:.0f}%)")
+
+
+def _nothing(st: Standings, configs: list[Trial], judge: Judge) -> str:
+    """No config sustains any open-loop rate within the budget: the closest one and its p99 at the lowest rate
+    tried."""
+    budget = judge.settings.budget_ms
+    if not configs:
+        return f"no configuration meets p99 <= {budget:g} ms even in closed loop" if st.measured else \
+            "nothing could be measured"
+    points = [(t, p) for t in configs if t.capacity for s in t.capacity.result.trials for p in s.points]
+    if not points:
+        return f"no configuration could be measured in open loop: {configs[0].detail}"
+    t, p = min(points, key=lambda tp: (tp[1].rate, tp[1].p99))
+    return (f"no configuration sustains an open-loop rate with p99 <= {budget:g} ms: the closest, "
+            f"{t.candidate.slug}, had p99 {p.p99:.1f} ms at {p.offered:,.1f} inf/s, the lowest rate tried "
+            f"({statistics.median([q.p99 for u, q in points if u is t]):.1f} ms median over its rates). "
+            "Raise --p99-ms, or use a smaller model/preset or a faster host")
+
+
+__all__ = ["CAPACITY_FINALISTS", "CapacityMeasurement", "RateMeasurer", "decide", "finalists", "measure",
+           "reserve_s"]

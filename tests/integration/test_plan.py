@@ -1,0 +1,63 @@
+"""`deployment-toolkit plan` end to end on the real embedded tritonserver and perf_analyzer, kept short: resnet18's
+small preset, short windows, one capacity search per finalist, one confirmation round without the burst. Checks
+the plumbing and the report (the search ranked by open-loop capacity, the winner swept, planned, confirmed and
+deployed), then that a peak beyond --max-replicas is refused in one line and that the rerun resumes."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[2]
+FAST = ["--model", "resnet18", "--preset", "small", "--formats", "onnx", "--p99-ms", "200", "--max-minutes", "2.5",
+        "--measurement-mode", "time_windows", "--measurement-interval", "500", "--stability-percentage", "100",
+        "--max-trials", "3", "--max-attempts", "1", "--noise-repeats", "1", "--refine-steps", "0",
+        "--max-concurrency", "4", "--max-configs", "2", "--capacity-trials", "1", "--open-loop-window-ms", "500",
+        "--confirm-rounds", "1", "--confirm-trials", "1", "--confirm-window-ms", "1000", "--burst-factor", "0",
+        "--host-hour-cost", "0.4", "--no-progress"]
+
+
+def _plan(out: Path, ws: Path, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "deployment_toolkit", "plan", *FAST, "--result-path", str(out),
+                           "--workspace", str(ws), *extra], capture_output=True, text=True, cwd=ROOT, timeout=900)
+
+
+@pytest.fixture(scope="module")
+def planned(tmp_path_factory):
+    base = tmp_path_factory.mktemp("plan")
+    out, ws = base / "plan", base / "ws"
+    return out, ws, _plan(out, ws, "--peak-rps", "300")
+
+
+def test_plan_from_a_model_to_confirmed_replicas_and_manifests(planned):
+    out, _, proc = planned
+    assert proc.returncode in (0, 1), proc.stdout[-4000:] + proc.stderr[-4000:]  # 1: the confirmation derated it
+    text = (out / "plan.md").read_text()
+    assert "## The plan" in text and "capacity per replica (open loop, Poisson)" in text
+    assert "random inputs" in text, "no user data: the report says the numbers come from random inputs"
+    assert "## What was tried" in text and "## Confirmation under open-loop traffic" in text
+    assert (out / "plan.html").read_text().startswith("<!doctype html>")
+    steps = json.loads((out / "steps.json").read_text())
+    assert [s["status"] for s in steps] == ["ok"] * len(steps) and len(steps) >= 7
+    search = (out / "search" / "search.md").read_text()
+    assert "objective: capacity" in search and "Open-loop capacity (the ranking)" in search
+    deployment = yaml.safe_load((out / "k8s" / "deployment.yaml").read_text())
+    replicas = deployment["spec"]["replicas"]
+    assert f"**{replicas} replica(s)**" in text
+    assert (out / "sizing" / "sizing.md").is_file() and (out / "winner" / "online.csv").is_file()
+    assert (out / "confirm" / "confirm.csv").is_file()
+
+
+def test_a_peak_beyond_max_replicas_is_refused_and_the_rerun_resumes(planned):
+    out, ws, _ = planned
+    proc = _plan(out, ws, "--peak-rps", "1000000", "--max-replicas", "2", "--no-confirm")
+    assert proc.returncode == 2, proc.stdout[-3000:] + proc.stderr[-3000:]
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]  # the search's log is there too
+    assert len(errors) == 1 and errors == proc.stderr.strip().splitlines()[-1:] and "Traceback" not in proc.stderr
+    assert "more than --max-replicas 2" in errors[0] and "inf/s fit" in errors[0]
+    assert "all points from the checkpoint" in proc.stdout + proc.stderr, "the search resumed instead of measuring"
