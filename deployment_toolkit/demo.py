@@ -178,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
                "  deployment-toolkit demo --output results/demo-resnet50-onnx-cpu   # the committed example")
     p.add_argument("--model", default="resnet50")
     p.add_argument("--preset", default="full")
-    p.add_argument("--output", default=None, metavar="DIR",
+    p.add_argument("--result-path", "--output", dest="output", default=None, metavar="DIR",
                    help="run folder to create (must not exist or be empty; default: "
                         "results/local/demo-<model>-onnx-<UTC time>, git-ignored)")
     p.add_argument("--fast", action="store_true",

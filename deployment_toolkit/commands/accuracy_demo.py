@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     """)
     p.add_argument("--workspace", type=Path, default=ROOT / "workspace" / RUN_NAME,
                    help="data, weights, ONNX, model repository, dumps and server log")
-    p.add_argument("--results-dir", type=Path, default=None,
+    p.add_argument("--result-path", "--results-dir", dest="results_dir", type=Path, default=None,
                    help=f"default: a new results/local/{RUN_NAME}-<UTC time> (git-ignored); the committed "
                         f"results/{RUN_NAME} is rewritten only with --results-dir results/{RUN_NAME} --update-committed")
     p.add_argument("--train-samples", type=int, default=3000)

@@ -27,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="conversions per side of the fallback-cost comparison (0: skip it; default %(default)s)")
     p.add_argument("--workdir", default=None,
                    help="keep the artifacts, repository, data and logs here (default: a temporary folder, removed)")
-    p.add_argument("--output", default=None,
+    p.add_argument("--result-path", "--output", dest="output", default=None,
                    help="results folder (default: a new results/local/corpus-<UTC time>, git-ignored); must not "
                         "hold a corpus run already")
     args = p.parse_args(argv)

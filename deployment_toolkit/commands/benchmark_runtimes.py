@@ -28,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--retries", type=int, default=0,
                    help="shared machines: re-time a point during which other processes used > 10%% of the CPU")
     p.add_argument("--onnx-dir", default=None, help="use this convert_model ONNX output instead of exporting (one model)")
-    p.add_argument("--result-dir", required=True, help="results/<run>: CSV, markdown and run.json go here")
+    p.add_argument("--result-path", "--result-dir", dest="result_dir", required=True, help="results/<run>: CSV, markdown and run.json go here")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
     refuse_committed(args.result_dir, "--result-dir")

@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--perf-analyzer", action="store_true",
                    help="also measure the triton target with perf_analyzer (concurrency 1, count windows of "
                         "max(trials, 5) requests): the server-side latency breakdown per steps value")
-    p.add_argument("--result-dir", default="results/diffusion-latency")
+    p.add_argument("--result-path", "--result-dir", dest="result_dir", default="results/diffusion-latency")
     args = p.parse_args(argv)
 
     targets = [t.strip() for t in args.targets.split(",") if t.strip()]

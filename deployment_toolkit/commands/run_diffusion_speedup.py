@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
                         "when the cores are oversubscribed")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--workspace", default="workspace", help="conversions: <workspace>/<model>_<preset>_<fmt>_<prec>")
-    p.add_argument("--result-dir", default="results/diffusion-speedup")
+    p.add_argument("--result-path", "--result-dir", dest="result_dir", default="results/diffusion-speedup")
     args = p.parse_args(argv)
     return run(args)
 

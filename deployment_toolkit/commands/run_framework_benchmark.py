@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-tf32", action="store_true", help="keep fp32 matmuls/convs in full fp32 on Ampere+ GPUs")
     p.add_argument("--gsd-m", type=float, nargs="+", default=[10.0],
                    help="ground sample distances (m) for the geospatial km^2/s columns (default 10)")
-    p.add_argument("--result-dir", default="results/framework-bench", help="default: %(default)s")
+    p.add_argument("--result-path", "--result-dir", dest="result_dir", default="results/framework-bench", help="default: %(default)s")
     p.add_argument("--isolate", choices=("compile", "all", "none"), default="compile",
                    help="run torch.compile groups (or all groups) in a child process with --config-timeout")
     p.add_argument("--config-timeout", type=float, default=900.0,

@@ -65,7 +65,7 @@ def _build_parser():
     m.add_argument("--host-memory-gb", type=float, default=None, metavar="GB",
                    help="the same for CPU-only runs: the memory of one host")
     o = p.add_argument_group("output")
-    o.add_argument("--output", default=None, metavar="DIR", help="where sizing.md/csv/png go (default: the first RUN)")
+    o.add_argument("--result-path", "--output", dest="output", default=None, metavar="DIR", help="where sizing.md/csv/png go (default: the first RUN)")
     ol = p.add_argument_group("open-loop capacity (what the plan rests on)")
     ol.add_argument("--capacity", default=None, metavar="URL",
                     help="server serving every RUN's model: search each one's open-loop capacity (resumes openloop.csv)")

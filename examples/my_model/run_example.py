@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="examples:\n  python examples/my_model/run_example.py\n"
                "  python examples/my_model/run_example.py --fast --workspace /tmp/ws --output /tmp/example-run")
-    p.add_argument("--output", default=None, metavar="DIR", help="run folder to create (must not exist or be "
+    p.add_argument("--result-path", "--output", dest="output", default=None, metavar="DIR", help="run folder to create (must not exist or be "
                    "empty; default: results/local/example-my_model-<UTC time>, git-ignored)")
     p.add_argument("--workspace", default=str(ROOT / "workspace" / NAME), metavar="DIR")
     p.add_argument("--fast", action="store_true", help="shorter training, fewer samples and points (CI)")
