@@ -192,7 +192,7 @@ def _confirm(result: PlanResult, server, model: str, checks: Checks):
     plan = result.plan
     options = open_loop_options(PerfOptions(protocol="grpc", shared_memory="system"), window_ms=checks.window_ms)
     target = target_for(result.run, server.grpc_url, options, "poisson", plan.sustainable.point.batch,
-                        model_name=model)
+                        model_name=model, metrics_url=server.metrics_url)
     return confirm(plan, target, result.out_dir / "confirm", checks.rounds, checks.burst_factor or None,
                    checks.burst_seconds, checks.trials)
 

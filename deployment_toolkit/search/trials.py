@@ -142,11 +142,14 @@ class SearchRun:
     formats: list[FormatInfo] = field(default_factory=list)  # the verified artifacts searched
 
     def winner(self) -> tuple[Candidate, int] | None:
-        """The winner and the concurrency of its final re-measurement."""
+        """The winner and the concurrency of its final re-measurement (of its best level within the budget when
+        it was ranked by open-loop capacity)."""
         d = self.outcome.decision if self.outcome else None
-        if d is None or d.winner is None or d.winner.confirmation is None:
+        if d is None or d.winner is None:
             return None
-        return d.winner.candidate, d.winner.confirmation.concurrency
+        if d.winner.confirmation is not None:
+            return d.winner.candidate, d.winner.confirmation.concurrency
+        return (d.winner.candidate, d.winner.best.concurrency) if d.winner.best is not None else None
 
 
 def config_problem(manifest: Manifest, candidate: Candidate) -> str | None:

@@ -176,7 +176,9 @@ class TritonMeasurer:
         info = self.formats[candidate.format]
         target = Target(config=store_key, model_name=candidate_model_name(self.base_name, candidate), url=self.url,
                         batch=1, signature=info.manifest, binary=self.binary,
-                        options=open_loop_options(self.options, window_ms=self.open_loop_window_ms))
+                        options=open_loop_options(self.options, window_ms=self.open_loop_window_ms),
+                        metrics_url=self.server.metrics_url if self.metrics_period_s and self.server.metrics_port
+                        else None)
         try:
             return measure(target, rate, self._rate_store, self.raw_dir / "open_loop", trial, tag=candidate.slug)
         except PerfAnalyzerError as err:

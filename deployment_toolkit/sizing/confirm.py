@@ -58,9 +58,15 @@ def run_model(run: Any, model_name: str | None = None) -> tuple[str, str]:
 
 
 def target_for(run: Any, url: str, options: PerfOptions, distribution: str, batch: int, config: str | None = None,
-               model_name: str | None = None, binary: str | Path | None = None) -> Target:
+               model_name: str | None = None, binary: str | Path | None = None,
+               metrics_url: str | None = None) -> Target:
+    """`metrics_url`: default Triton's metrics port on the server's host (perf.telemetry.metrics_url_for; a host
+    without one is said once and the points are measured without it)."""
+    from ..perf.telemetry import metrics_url_for
+
     name, version = run_model(run, model_name)
-    return Target(config or run.name, name, url, batch, signature_of(run), options, distribution, version, binary)
+    return Target(config or run.name, name, url, batch, signature_of(run), options, distribution, version, binary,
+                  metrics_url=metrics_url or (metrics_url_for(url) if url else None))
 
 
 # ---- confirmation with derating -----------------------------------------------------------------

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ..errors import UserError, UserInputError
+from ..perf import telemetry
 from ..perf.analyzer import (ARRIVALS, PerfOptions, ScheduleLatency, read_profile_export, run_point, schedule_latency,
                              trim_profile_export, write_schedule)
 from .ratestore import RateKey, RateStore, options_key
@@ -260,6 +261,7 @@ class Target:
     model_version: str = ""
     binary: str | Path | None = None
     cpu_probe: Callable[[], dict[str, float]] | None = None  # CPU seconds by part, read before and after a point
+    metrics_url: str | None = None  # the server's metrics endpoint, scraped during every point (perf.telemetry)
     schedule_seed: int = 0  # the base of every point's arrival schedule seed (point_seed)
 
 
@@ -315,9 +317,10 @@ def measure(target: Target, rate: float, store: RateStore, out_dir: Path, trial:
     export = out_dir / f"{safe}.profile.json" if export_wanted(target, rate) else None
     before = target.cpu_probe() if target.cpu_probe else None
     started = datetime.now(timezone.utc)
-    result = run_point(target.model_name, target.url, target.batch, None, target.signature, target.options,
-                       out_dir / f"{safe}.csv", request_rate=rate, model_version=target.model_version,
-                       binary=target.binary, request_intervals=schedule.path, profile_export=export)
+    with telemetry.scrape_during(target.metrics_url, target.model_name, log=_warn) as scraper:
+        result = run_point(target.model_name, target.url, target.batch, None, target.signature, target.options,
+                           out_dir / f"{safe}.csv", request_rate=rate, model_version=target.model_version,
+                           binary=target.binary, request_intervals=schedule.path, profile_export=export)
     wall = (datetime.now(timezone.utc) - started).total_seconds()
     after = target.cpu_probe() if target.cpu_probe else None
     text = result.log_path.read_text() if result.log_path and result.log_path.exists() else ""
@@ -330,6 +333,7 @@ def measure(target: Target, rate: float, store: RateStore, out_dir: Path, trial:
             # an empty or cut export (seen on a short burst run): the row keeps perf_analyzer's own p99
             result.profile_export = None
     row = row_from_outputs(rate * target.batch, result.values, result.stable, text, latency)
+    row.update(_server_view(scraper, out_dir, key, row.get("answered")))
     row.update({"timestamp": started.isoformat(timespec="seconds"), "url": target.url,
                 "command": " ".join(result.command), "log": str(result.log_path or ""), "schedule_seed": seed,
                 "profile_export": str(result.profile_export or "")})
@@ -342,3 +346,26 @@ def measure(target: Target, rate: float, store: RateStore, out_dir: Path, trial:
     return point
 
 
+def _warn(message: str) -> None:
+    import sys
+
+    print(f"warning: {message}", file=sys.stderr, flush=True)
+
+
+def _server_view(scraper, out_dir: Path, key: RateKey, answered: Any) -> dict[str, Any]:
+    """The point's server-side figures for its row, and its summary and time series beside the point's files
+    (openloop_server.csv, telemetry/openloop_series.csv); {} where the endpoint was not scraped."""
+    if scraper is None or len(scraper.samples) < 2:
+        return {}
+    client = _f(answered)
+    summary = telemetry.summarise(scraper.samples, None if math.isnan(client) else client)
+    point = {"config": key.config, "request_rate": key.request_rate, "trial": key.trial,
+             "client_infer_per_s": None if math.isnan(client) else client}
+    telemetry.record_point(out_dir, "openloop", point, summary, scraper.samples,
+                           identity=("config", "request_rate", "trial"))
+    return {"server_infer_per_s": summary.get("server_infer_per_s"), "server_avg_batch": summary.get("avg_batch"),
+            "server_queue_us": summary.get("queue_us_per_request"),
+            "server_compute_us": summary.get("compute_infer_us_per_request"),
+            "server_pending": summary.get("pending_requests"), "server_cpu_util_pct": summary.get("cpu_util_pct"),
+            "server_cpu_memory_gib": summary.get("cpu_memory_gib"), "server_gpu_util_pct": summary.get("gpu_util_pct"),
+            "server_gpu_memory_gib": summary.get("gpu_memory_gib")}

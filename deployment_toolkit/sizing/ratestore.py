@@ -31,14 +31,19 @@ KEY_COLUMNS = ("config", "distribution", "request_rate", "batch", "options", "tr
 # p50_ms / p99_ms are perf_analyzer's (latency from the actual send); sched_* from the intended send time, late_*
 # how late requests went out (ratepoint, perf/analyzer/schedule.py); empty in rows measured before them
 SCHEDULE_COLUMNS = ("sched_p50_ms", "sched_p90_ms", "sched_p99_ms", "late_pct", "late_p99_ms", "late_max_ms")
+# the server's own view of the point (perf.telemetry over its metrics endpoint; empty where it was not scraped)
+SERVER_COLUMNS = ("server_infer_per_s", "server_avg_batch", "server_queue_us", "server_compute_us",
+                  "server_pending", "server_cpu_util_pct", "server_cpu_memory_gib", "server_gpu_util_pct",
+                  "server_gpu_memory_gib")
 MEASURE_COLUMNS = (
     "offered", "answered", "send_rate", "delayed_pct", "p50_ms", "p99_ms", "avg_ms", "server_queue_ms",
     *SCHEDULE_COLUMNS, "window_throughput", "window_latency_ms", "queue_growing", "client_limited", "stable",
+    *SERVER_COLUMNS,
 )
 PROVENANCE_COLUMNS = ("timestamp", "url", "command", "log", "schedule_seed", "profile_export", "identity")
 STORE_COLUMNS = (*KEY_COLUMNS, *MEASURE_COLUMNS, *PROVENANCE_COLUMNS)
 _FLOATS = {"request_rate", "offered", "answered", "send_rate", "delayed_pct", "p50_ms", "p99_ms", "avg_ms",
-           "server_queue_ms", *SCHEDULE_COLUMNS}
+           "server_queue_ms", *SCHEDULE_COLUMNS, *SERVER_COLUMNS}
 _INTS = {"batch", "trial"}
 _OPTIONAL_INTS = {"schedule_seed"}
 _BOOLS = {"queue_growing", "client_limited", "stable"}
