@@ -36,6 +36,10 @@ def build_parser():
     d.add_argument("--host-hour-cost", type=float, default=None, help="$ per host-hour (CPU hosts)")
     d.add_argument("--gpu-hour-cost", type=float, default=None, help="$ per GPU-hour")
     d.add_argument("--gpus-per-node", type=int, default=8)
+    d.add_argument("--gpu-memory-gb", type=float, default=None, metavar="GB",
+                   help="memory of one GPU (10^9 bytes): the plan says how many instances fit and is refused if its "
+                        "config does not (the server's memory gauges, scraped during the winner's sweep)")
+    d.add_argument("--host-memory-gb", type=float, default=None, metavar="GB", help="the same for a CPU host")
     c = p.add_argument_group("confirmation")
     c.add_argument("--no-confirm", action="store_true", help="skip the open-loop confirmation and the burst check")
     c.add_argument("--confirm-rounds", type=int, default=3, help="confirm, derate on failure, confirm again (default 3)")
@@ -63,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
                    f"plan-{label}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}")
     refuse_committed(out_dir, "--result-path")
     demand = Demand(args.peak_rps, args.p99_ms, args.headroom, args.max_replicas, args.gpus_per_node,
-                    args.host_hour_cost, args.gpu_hour_cost)
+                    args.host_hour_cost, args.gpu_hour_cost, args.gpu_memory_gb, args.host_memory_gb)
     checks = Checks(not args.no_confirm, args.confirm_rounds, args.confirm_trials, args.burst_factor,
                     args.burst_seconds, args.confirm_window_ms)
     deploy = Deploy(not args.no_k8s, args.pvc, args.image, args.namespace, args.autoscale_on)

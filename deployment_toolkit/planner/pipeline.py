@@ -38,6 +38,8 @@ class Demand:
     gpus_per_node: int = 8
     host_hour_cost: float | None = None
     gpu_hour_cost: float | None = None
+    gpu_memory_gb: float | None = None  # the device's memory: how many instances fit, a plan that does not is refused
+    host_memory_gb: float | None = None
 
 
 @dataclass
@@ -95,6 +97,13 @@ def make_plan(args, demand: Demand, checks: Checks, deploy: Deploy, out_dir: Pat
         raise UserInputError("--peak-rps and --p99-ms must be > 0")
     if demand.max_replicas is not None and demand.max_replicas < 1:
         raise UserInputError("--max-replicas must be >= 1")
+    from ..repository.config import host_has_gpu
+    from ..sizing.memory import MemoryBudget
+
+    MemoryBudget(demand.gpu_memory_gb, demand.host_memory_gb)  # the values, before anything is measured
+    if demand.gpu_memory_gb is not None and demand.host_memory_gb is None and not host_has_gpu():
+        raise UserInputError("--gpu-memory-gb: this host has no GPU, so the plan is for CPU hosts: pass "
+                             "--host-memory-gb (the memory of one host) instead")
     args.objective = "capacity"
     args.p99_ms = demand.p99_ms
     args.result_path = str(out_dir / "search")
@@ -129,6 +138,7 @@ def _serve_and_plan(result: PlanResult, args, demand: Demand, checks: Checks, wi
     from ..perf.online import run_online
     from ..server.local import LocalTritonServer, ServerConfig
     from ..sizing import Demand as SizingDemand, Prices, frontier, load_runs, size
+    from ..sizing.memory import MemoryBudget
     from ..sizing.openloop import derived_headroom
     from ..sizing.output import write_outputs
     from ..spec import Manifest
@@ -156,8 +166,10 @@ def _serve_and_plan(result: PlanResult, args, demand: Demand, checks: Checks, wi
             if demand.headroom is not None else derived_headroom(measured)
         sizing_demand = SizingDemand(demand.peak_rps, demand.p99_ms, headroom, demand.gpus_per_node)
         prices = Prices({}, demand.gpu_hour_cost, demand.host_hour_cost)
+        budget = MemoryBudget(demand.gpu_memory_gb, demand.host_memory_gb)
+        budget.check([result.run])
         result.sizing = steps.call("fleet plan on the winner's open-loop capacity", lambda: _size(
-            size([result.run], sizing_demand, prices, open_loop=measured), demand))
+            size([result.run], sizing_demand, prices, open_loop=measured, memory_budget=budget or None), demand))
         if checks.confirm:
             result.confirmation = steps.call("confirmation under open-loop traffic (and the burst check)",
                                              lambda: _confirm(result, server, model, checks))

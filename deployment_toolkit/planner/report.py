@@ -38,6 +38,7 @@ def plan_markdown(result, demand, checks, deploy, command: str = "") -> str:
                ["closed loop, for comparison", f"{cap.result.closed_loop:,.1f} inf/s at {cap.result.closed_loop_level}"
                 if cap.result.closed_loop else "-"],
                ["device", plan.run.device_short],
+               ["memory per replica", plan.memory.text() if plan.memory is not None else "not recorded"],
                ["replicas x devices x nodes", f"{plan.replicas} x {plan.devices} x {plan.nodes}"],
                ["cost", f"${plan.cost_h:,.2f}/h" if plan.cost_h is not None else
                 "no price given (--host-hour-cost / --gpu-hour-cost)"],

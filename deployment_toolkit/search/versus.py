@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..spec import atomic_write_text
 from ..tables import markdown_table
-from .head_to_head import Contender, remeasure, remeasured, table
+from .head_to_head import Contender, capacity_ratio, remeasure, remeasured, table
 from .model_analyzer import MAResult, find_model_analyzer, run_model_analyzer
 from .space import Candidate, default_candidate
 from .trials import SearchRun
@@ -135,7 +135,8 @@ def compare(*, model: str, preset: str, budget_ms: float, max_minutes: float, fo
         print(f"== both winners re-measured by one harness, {rounds} rounds in turns", flush=True)
         options = PerfOptions(protocol="grpc", shared_memory=shared_memory,
                               measurement_interval_ms=measurement_interval_ms, max_trials=6, max_attempts=2)
-        remeasure(contenders, {i.format: i for i in usable}, result_dir / "head_to_head", options, rounds)
+        remeasure(contenders, {i.format: i for i in usable}, result_dir / "head_to_head", options, rounds,
+                  budget_ms=budget_ms)
     write_summary(result_dir, budget_ms, ours, ma, contenders)
     return ours, ma, contenders
 
@@ -233,6 +234,12 @@ def target_lines(budget_ms: float, ours: OurResult, ma: MAResult, contenders: li
         lines.append(f"- throughput within p99 {budget_ms:g} ms, both winners re-measured in turns: {a:.1f} vs "
                      f"{b:.1f} inf/s = {a / b:.3f}x, our winner's median p99 {p99:.1f} ms (target: at least 1x "
                      f"within the budget): {verdict}")
+        cap = capacity_ratio(mine, theirs)
+        if cap is not None:
+            lines.append(f"- open-loop capacity within p99 {budget_ms:g} ms (what a fleet plan uses), both picks "
+                         f"searched in turns: {statistics.median(mine.capacities):,.1f} vs "
+                         f"{statistics.median(theirs.capacities):,.1f} inf/s = {cap:.3f}x (target: at least 1x): "
+                         + ("met" if cap >= 1.0 else "not met"))
     elif len(contenders) == 1 and contenders[0].side == OURS and ma.best_within(budget_ms) is not None:
         lines.append("- throughput: both tools chose the same config at the same concurrency: met")
     else:

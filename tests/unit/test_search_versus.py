@@ -53,12 +53,22 @@ def test_winners_take_model_analyzers_best_within_budget_and_drop_a_duplicate(tm
 
 
 def test_table_shows_spread_and_rounds_within_budget(table_rows):
-    a = Contender("ours", Candidate("onnx", 1, 0, 32), 8, [31.0, 33.0, 32.0], [300.0, 520.0, 310.0])
+    a = Contender("ours", Candidate("onnx", 1, 0, 32), 8, [31.0, 33.0, 32.0], [300.0, 520.0, 310.0],
+                  capacities=[20.0, 24.0, 22.0])
     b = Contender("MA", Candidate("onnx", 1, 0, 8), 16, error="refused: no")
     lines = table([a, b], 500)
     rows = table_rows("\n".join(lines))
-    assert rows[1][3:] == ["32.0 [31.0..33.0]", "310.0 [300.0..520.0]", "2 of 3"]
-    assert rows[2][3:] == ["-", "-", "- (refused: no)"]
+    assert rows[1][3:] == ["32.0 [31.0..33.0]", "310.0 [300.0..520.0]", "2 of 3", "22.0 [20.0..24.0]"]
+    assert rows[2][3:] == ["-", "-", "- (refused: no)", "-"]
+
+
+def test_capacity_ratio_of_the_two_picks():
+    from deployment_toolkit.search.head_to_head import capacity_ratio
+
+    ours = Contender("ours", Candidate("onnx", 2, 1, 8), 8, capacities=[110.0, 120.0, 100.0])
+    theirs = Contender("MA", Candidate("onnx", 1, 0, 8), 16, capacities=[100.0, 90.0, 95.0])
+    assert capacity_ratio(ours, theirs) == 110.0 / 95.0
+    assert capacity_ratio(ours, Contender("MA", Candidate("onnx", 1, 0, 8), 16)) is None
 
 
 def test_summary_shows_each_sides_time_limit(table_rows):

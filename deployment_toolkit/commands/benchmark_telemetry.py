@@ -1,0 +1,66 @@
+"""What server telemetry costs the measured throughput: the same online sweep with the metrics endpoint scraped on
+its period and without, in alternating rounds on one embedded server, and scraped / not scraped per concurrency
+(the target: within noise, >= 0.99). Converts the model, serves it, writes telemetry_cost.md, .csv and run.json to
+--result-path. A benchmark: it prints the ratios; it does not pass or fail."""
+import time
+from pathlib import Path
+
+from deployment_toolkit import cli
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = cli.parser(__doc__, """
+        deployment-toolkit bench-telemetry --model resnet18 --preset small --concurrency 1,2,4 --rounds 3 \\
+            --result-path results/telemetry-cost-cpu
+    """)
+    p.add_argument("--model", default="resnet18", help="any model reference convert takes (default: resnet18)")
+    p.add_argument("--preset", default="small")
+    p.add_argument("--concurrency", type=cli.int_list, default=(1, 2, 4), help="sweep levels (default 1,2,4)")
+    p.add_argument("--rounds", type=int, default=3, help="rounds of (scraped, not scraped), alternating (default 3)")
+    p.add_argument("--period", type=float, default=0.5, help="scrape period in s (default 0.5, the sweeps' own)")
+    p.add_argument("--measurement-interval", type=int, default=3000, help="perf_analyzer window, ms (default 3000)")
+    p.add_argument("--workspace", default=None, help="artifact, repository, sweeps (default workspace/telemetry-cost)")
+    p.add_argument("--result-path", default=None, help="default: results/local/telemetry-cost-<model>-<UTC time>")
+    args = p.parse_args(argv)
+
+    from deployment_toolkit.api import convert
+    from deployment_toolkit.committed import refuse_committed
+    from deployment_toolkit.perf.analyzer import PerfOptions
+    from deployment_toolkit.perf.scrape_cost import MODES, measure
+    from deployment_toolkit.repository import ConfigOptions, write_model
+    from deployment_toolkit.results.runinfo import run_metadata, write_run_json
+    from deployment_toolkit.server import LocalTritonServer, ServerConfig
+    from deployment_toolkit.spec import atomic_write_text
+    from deployment_toolkit.tables import markdown_table
+
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    out = Path(args.result_path or f"results/local/telemetry-cost-{Path(args.model).stem}-{stamp}")
+    refuse_committed(out, "--result-path")
+    ws = Path(args.workspace or "workspace/telemetry-cost")
+    manifest = convert(args.model, "onnx", ws / "onnx", preset=args.preset)
+    name = "model"
+    write_model(ws / "repository", ws / "onnx", ConfigOptions(model_name=name, runtime="python"))
+    options = PerfOptions(shared_memory="system", measurement_interval_ms=args.measurement_interval, max_trials=6)
+    with LocalTritonServer(ServerConfig(ws / "repository", log_dir=ws / "logs")) as server:
+        server.require_models([name])
+        cost = measure(server, name, manifest, args.concurrency, options, ws / "sweeps", args.rounds, args.period)
+    headers = ["concurrency", *(f"{m} (inf/s, median [min..max])" for m in MODES), "scraped / not scraped"]
+    table = markdown_table(headers, cost.rows(), "lrrr")
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out / "telemetry_cost.csv", "\n".join(",".join(r) for r in [headers, *cost.rows()]) + "\n")
+    atomic_write_text(out / "telemetry_cost.md", f"# What scraping the metrics endpoint costs\n\n{args.model} "
+                      f"({args.preset}), ONNX in the embedded server's Python backend; the same online sweep scraped "
+                      f"every {args.period:g} s and not scraped, {args.rounds} rounds alternating the order, "
+                      f"{args.measurement_interval} ms windows.\n\n{table}\n")
+    write_run_json(out, run_metadata({"kind": "telemetry-cost", **{k: v for k, v in vars(args).items()},
+                                      "throughput": cost.throughput}, server_version=None))
+    print(table)
+    ratios = [r for c in args.concurrency if (r := cost.ratio(c)) is not None]
+    if ratios:
+        print(f"scraped / not scraped: {min(ratios):.3f} .. {max(ratios):.3f} (target: within noise, >= 0.99)")
+    print(f"wrote {out / 'telemetry_cost.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    cli.run(main)
