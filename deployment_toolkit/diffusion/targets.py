@@ -36,8 +36,7 @@ def load_cond(path: str | None, cond_shape: tuple[int, ...], seed: int = 0) -> n
 
 def _stats(client: Any, model: str) -> dict[str, int]:
     """Cumulative success / queue / compute-infer counters of one model (gRPC statistics extension)."""
-    data = client.inference_statistics(model)
-    stats = data["model_stats"][0]["inference_stats"]
+    stats = client.statistics(model).get("inference_stats", {})
     pick = lambda key: stats.get(key, {})  # noqa: E731
     return {"count": int(pick("success").get("count", 0)), "success_ns": int(pick("success").get("ns", 0)),
             "queue_ns": int(pick("queue").get("ns", 0)), "infer_ns": int(pick("compute_infer").get("ns", 0))}

@@ -124,11 +124,10 @@ def test_user_model_serves_the_checkpoint_weights(served):
 
 def test_artifacts_without_a_batch_axis_are_served_with_max_batch_size_0(served):
     client, art, _, _ = served
-    cfg = client.client.get_model_config("plain_fixed", as_json=True)["config"]
-    assert int(cfg.get("max_batch_size", 0)) == 0
-    assert [int(d) for d in cfg["input"][0]["dims"]] == [3, 6]
-    cfg = client.client.get_model_config("plain_batched", as_json=True)["config"]
-    assert int(cfg["max_batch_size"]) > 0 and [int(d) for d in cfg["input"][0]["dims"]] == [6]
+    cfg = client.config("plain_fixed")  # the typed ModelConfig the server loaded
+    assert cfg.max_batch_size == 0 and list(cfg.input[0].dims) == [3, 6]
+    cfg = client.config("plain_batched")
+    assert cfg.max_batch_size > 0 and list(cfg.input[0].dims) == [6]
 
 
 def test_timm_manifest_records_the_arch_and_overrides(served):
