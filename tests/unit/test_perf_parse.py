@@ -169,13 +169,28 @@ def test_dynamic_dims_get_shape_and_fixed_values_need_a_json_file(tmp_path):
         build_command("m", "u", 1, 1, sig, PerfOptions(), "o.csv", binary="pa")
     data = write_input_data_json(sig, tmp_path / "in.json")
     cmd = build_command("m", "u", 2, 1, sig, PerfOptions(), "o.csv", input_data=str(data), binary="pa")
-    assert cmd[cmd.index("--shape") + 1] == "x:3,32,48"
+    assert "--shape" not in cmd, "the JSON's entries carry their shapes; a --shape beside them conflicts"
     assert cmd[cmd.index("--input-data") + 1] == str(data)
+    plain = ModelSignature(inputs=(TensorSpec("x", (3, -1, -1), example_shape=(3, 32, 48)),), outputs=sig.outputs)
+    cmd = build_command("m", "u", 2, 1, plain, PerfOptions(), "o.csv", binary="pa")  # perf_analyzer's random data
+    assert cmd[cmd.index("--shape") + 1] == "x:3,32,48"
     entry = json.loads(data.read_text())["data"][0]
     wl = np.frombuffer(base64.b64decode(entry["wl"]["b64"]), dtype=np.float32)
     assert wl.tolist() == pytest.approx([0.4, 0.5, 0.6, 0.8])
     x = np.frombuffer(base64.b64decode(entry["x"]["b64"]), dtype=np.float32)
     assert x.size == 3 * 32 * 48 and entry["x"]["shape"] == [3, 32, 48] and x.std() > 0.5
+
+
+def test_real_samples_of_varying_length_get_no_example_shape(tmp_path):
+    """Token ids of 12 and 16 tokens (a dynamic axis): perf_analyzer refused `--shape input_ids:12` beside the
+    16-token sample ("The supplied shape of [16] ... is incompatible"); their own shapes are enough."""
+    ids = TensorSpec("input_ids", (-1,), dtype="int64", example_shape=(12,))
+    sig = ModelSignature(inputs=(ids,), outputs=(TensorSpec("logits", (2,)),))
+    path = tmp_path / "real.json"
+    path.write_text(json.dumps({"data": [{"input_ids": {"content": [1] * 12, "shape": [12]}},
+                                         {"input_ids": {"content": [1] * 16, "shape": [16]}}]}))
+    cmd = build_command("m", "u", 1, 1, sig, PerfOptions(), "o.csv", input_data=str(path), binary="pa")
+    assert "--shape" not in cmd
 
 
 def test_output_shared_memory_size_is_per_sample_with_headroom():

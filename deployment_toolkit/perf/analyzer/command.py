@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import math
 from dataclasses import asdict, dataclass, replace
@@ -152,13 +153,34 @@ def write_input_data_json(signature: HasSignature, path: str | Path, kind: str =
     return Path(path)
 
 
-def shape_args(signature: HasSignature) -> list[str]:
-    """`--shape NAME:d1,d2` for every input with a dynamic (-1) dim, from its example shape."""
+def shape_args(signature: HasSignature, shaped: Iterable[str] = ()) -> list[str]:
+    """`--shape NAME:d1,d2` for every input with a dynamic (-1) dim, from its example shape, except the `shaped`
+    ones, whose --input-data entries carry their own shape: a --shape beside them is refused by perf_analyzer when a
+    sample's length differs from the example's ("The supplied shape of [16] ... is incompatible")."""
+    skip = set(shaped)
     args: list[str] = []
     for spec in signature.inputs:
-        if spec.is_dynamic:
+        if spec.is_dynamic and spec.name not in skip:
             args += ["--shape", f"{spec.name}:" + ",".join(str(d) for d in spec.concrete_shape)]
     return args
+
+
+def shaped_inputs(input_data: str | Path) -> frozenset[str]:
+    """The inputs whose entries in an --input-data JSON file carry a "shape" (every file the toolkit writes does)."""
+    path = Path(str(input_data))
+    if str(input_data) in ("random", "zero") or not path.is_file():
+        return frozenset()
+    return _shaped(str(path), path.stat().st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=32)
+def _shaped(path: str, _mtime_ns: int) -> frozenset[str]:
+    try:
+        entries = json.loads(Path(path).read_text()).get("data") or [{}]
+    except (OSError, ValueError, AttributeError):
+        return frozenset()
+    first = entries[0] if isinstance(entries[0], dict) else {}
+    return frozenset(name for name, v in first.items() if isinstance(v, dict) and "shape" in v)
 
 
 def build_command(
@@ -230,6 +252,6 @@ def build_command(
         cmd += ["--percentile", str(options.percentile)]
     if options.async_mode:
         cmd.append("--async")
-    cmd += shape_args(signature)
+    cmd += shape_args(signature, shaped_inputs(data))
     cmd += list(options.extra_args)
     return cmd
