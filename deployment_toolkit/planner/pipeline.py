@@ -104,7 +104,9 @@ def make_plan(args, demand: Demand, checks: Checks, deploy: Deploy, out_dir: Pat
     if demand.gpu_memory_gb is not None and demand.host_memory_gb is None and not host_has_gpu():
         raise UserInputError("--gpu-memory-gb: this host has no GPU, so the plan is for CPU hosts: pass "
                              "--host-memory-gb (the memory of one host) instead")
-    args.objective = "capacity"
+    if getattr(args, "objective", "capacity") != "capacity":
+        raise UserInputError(f"--objective {args.objective}: a plan ranks configs by the open-loop capacity it rests "
+                             "on; leave --objective out (deployment-toolkit search takes the other objectives)")
     args.p99_ms = demand.p99_ms
     args.result_path = str(out_dir / "search")
     args.model_repository = args.model_repository or str(out_dir / "model_repository")
