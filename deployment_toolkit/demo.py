@@ -13,6 +13,7 @@ from pathlib import Path
 
 from .errors import UserError
 from .steps import StepFailed, StepRunner, shown
+from .steps import script_command as script
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = 32  # inference samples of the accuracy check
@@ -21,11 +22,6 @@ THRESHOLDS = ("max_abs_err<=1e-4", "top1_agreement>=1.0")
 
 class RunFolderTaken(UserError, ValueError):
     """A user error (exit 2): the demo was pointed at a folder that already holds a run."""
-
-
-def script(name: str, *args: str) -> str:
-    """The command a user types for a step: `python triton/<name> args` from the checkout's root."""
-    return shown(["python", f"triton/{name}", *args])
 
 
 def write_timings(path: Path, total_s: float, steps: StepRunner, what: str = "`make demo`") -> Path:

@@ -53,10 +53,25 @@ class StepFailed(UserError, RuntimeError):
         self.result = result
 
 
-def shown(argv: Sequence[str]) -> str:
+def relative(arg: str | Path) -> str:
+    """A path inside the checkout as the user types it (from its root); anything else as it is."""
+    prefix, text = f"{ROOT}/", str(arg)
+    return text[len(prefix):] if text.startswith(prefix) else text
+
+
+def shown(argv: Sequence[str | Path]) -> str:
     """A command line as the user types it: paths inside the checkout relative to its root."""
-    prefix = f"{ROOT}/"
-    return shlex.join(a[len(prefix):] if a.startswith(prefix) else a for a in map(str, argv))
+    return shlex.join(relative(a) for a in argv)
+
+
+def script_path(script: str) -> str:
+    """A script relative to the checkout's root; a bare name means the seed's triton/<name>."""
+    return script if "/" in script else f"triton/{script}"
+
+
+def script_command(script: str, *args: str) -> str:
+    """What a user types for a script step: `python triton/<name> args`."""
+    return shown(["python", script_path(script), *args])
 
 
 class StepRunner:
@@ -144,8 +159,8 @@ class StepRunner:
     def script(self, name: str, script: str, *args: str) -> StepResult:
         """`python <script> args` from the checkout's root as a user types it (a bare name means triton/<name>),
         its output on the console: the worked example's steps, which show the commands themselves."""
-        path = script if "/" in script else f"triton/{script}"
-        command = shown(["python", path, *args])
+        path = script_path(script)
+        command = script_command(script, *args)
         self.log(f"\n=== {name}\n$ {command}")
         t0 = time.perf_counter()
         code = subprocess.run([sys.executable, str(ROOT / path), *args], cwd=ROOT).returncode

@@ -10,7 +10,6 @@ Triton vs labels, framework vs labels, and Triton vs framework. Exit status 1 na
 (Dice below --min-dice, |dice_mean Triton - framework| above --max-dice-diff); 2: a step failed.
 """
 import os
-import shlex
 import shutil
 import sys
 import time
@@ -22,23 +21,17 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from deployment_toolkit import cli  # noqa: E402
 from deployment_toolkit.committed import refuse_committed  # noqa: E402
-from deployment_toolkit.steps import StepFailed, StepRunner  # noqa: E402
+from deployment_toolkit.steps import StepFailed, StepRunner, relative  # noqa: E402
+from deployment_toolkit.steps import shown as _shown  # noqa: E402
 from deployment_toolkit.tables import markdown_table  # noqa: E402
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "triton"
 RUN_NAME = "accuracy-shapes-unet"
 
 
-def _relative(arg: str) -> str:
-    """Paths under the repository shown relative to it: the printed commands are the ones to type."""
-    if arg == sys.executable:
-        return "python"
-    prefix = str(ROOT) + os.sep
-    return arg[len(prefix):] if arg.startswith(prefix) else arg
-
-
-def command(*argv: str) -> str:
-    return shlex.join(_relative(str(a)) for a in argv)
+def _command(*argv: str) -> str:
+    """The shell command that does the same as a step, paths from the checkout's root."""
+    return _shown(argv)
 
 
 def checks(triton: dict[str, float], fw: dict[str, float], min_dice: float, max_diff: float) -> list[dict]:
@@ -155,19 +148,19 @@ def run_chain(args) -> int:
     for split, folder, n, seed in (("train", train_dir, args.train_samples, args.seed),
                                    ("held-out", heldout_dir, args.heldout_samples, args.seed + 1)):
         steps.call(f"generate {split} data", lambda folder=folder, n=n, seed=seed: generate(folder, n, seed),
-                   command("python", "-m", "deployment_toolkit.data.shapes", "--output-dir", str(folder),
+                   _command("python", "-m", "deployment_toolkit.data.shapes", "--output-dir", str(folder),
                            "--num-samples", str(n), "--seed", str(seed)))
     cfg = TrainConfig(max_seconds=args.max_seconds, seed=args.seed, threads=args.threads,
                       progress=not args.no_progress)
     training = steps.call("train, score held-out, export ONNX", lambda: train_segmentation(
         train_dir, model_dir, cfg, heldout_dir, onnx_dir),
-        command("python", str(SCRIPTS / "train_segmentation.py"), "--train-dir", str(train_dir), "--heldout-dir",
+        _command("python", str(SCRIPTS / "train_segmentation.py"), "--train-dir", str(train_dir), "--heldout-dir",
                 str(heldout_dir), "--output-dir", str(model_dir), "--export-dir", str(onnx_dir), "--max-seconds",
                 f"{args.max_seconds:g}", "--seed", str(args.seed), "--threads", str(args.threads),
                 *(["--no-progress"] if args.no_progress else [])))
     steps.call("write the Triton model repository", lambda: write_model(repo, onnx_dir, ConfigOptions(
         model_name=args.model_name, runtime="python", instance_kind="cpu", intra_op_threads=args.threads)),
-        command("python", str(SCRIPTS / "config_model_on_triton.py"), "--model-repository", str(repo),
+        _command("python", str(SCRIPTS / "config_model_on_triton.py"), "--model-repository", str(repo),
                 "--model-path", str(onnx_dir), "--model-format", "python", "--model-name", args.model_name,
                 "--instance-kind", "cpu", "--intra-op-threads", str(args.threads)))
 
@@ -180,13 +173,13 @@ def run_chain(args) -> int:
 
     try:
         server_version = steps.call("start tritonserver", start,
-                                    command("python", "-m", "deployment_toolkit", "serve", "--model-repository",
+                                    _command("python", "-m", "deployment_toolkit", "serve", "--model-repository",
                                             str(repo)))
         print(f"tritonserver {server_version} ready: gRPC {server.grpc_url}, log {server.log_path}")
         steps.call("inference on Triton", lambda: triton_dump(
             server.grpc_url, args.model_name, triton_dir, DataSpec(str(heldout_dir)),
             manifest=onnx_dir / "manifest.json", batch_size=args.batch_size, dump_labels=True),
-            command("python", str(SCRIPTS / "run_inference_on_triton.py"), "--server-url", server.grpc_url,
+            _command("python", str(SCRIPTS / "run_inference_on_triton.py"), "--server-url", server.grpc_url,
                     "--model-name", args.model_name, "--manifest", str(onnx_dir / "manifest.json"), "--data-dir",
                     str(heldout_dir), "--batch-size", str(args.batch_size), "--output-dir", str(triton_dir),
                     "--dump-labels"))
@@ -195,7 +188,7 @@ def run_chain(args) -> int:
 
     steps.call("framework inference (PyTorch eager, same folder)", lambda: framework_dump(
         model_dir / WEIGHTS_NAME, heldout_dir, fw_dir, batch_size=args.batch_size, threads=args.threads),
-        f"deployment_toolkit.train.framework_dump({_relative(str(heldout_dir))})")
+        f"deployment_toolkit.train.framework_dump({relative(heldout_dir)})")
 
     out.mkdir(parents=True, exist_ok=True)
     calc = ("python", str(SCRIPTS / "calculate_metrics.py"))
@@ -204,11 +197,11 @@ def run_chain(args) -> int:
                                  ("framework", fw_dir, "metrics_framework.csv")):
         # a missed bound is named by the checks below, after everything is written
         scores[name] = steps.call(f"metrics: {name} vs labels", lambda dump=dump, csv_name=csv_name: metrics_step(
-            dump, out / csv_name), command(*calc, "--dump-dir", str(dump), "--csv", str(out / csv_name),
+            dump, out / csv_name), _command(*calc, "--dump-dir", str(dump), "--csv", str(out / csv_name),
                                            "--threshold", f"dice_mean>={args.min_dice:g}"))
     versus = steps.call("metrics: Triton vs framework", lambda: metrics_step(
         triton_dir, out / "metrics_triton_vs_framework.csv", fw_dir),
-        command(*calc, "--dump-dir", str(triton_dir), "--reference-dir", str(fw_dir), "--csv",
+        _command(*calc, "--dump-dir", str(triton_dir), "--reference-dir", str(fw_dir), "--csv",
                 str(out / "metrics_triton_vs_framework.csv")))
 
     triton, fw = scores["Triton"], scores["framework"]
@@ -230,7 +223,7 @@ def run_chain(args) -> int:
     write_run_json(out, run_metadata(config, server_version=server_version))
 
     print(f"\n{summary}")
-    print(f"results: {_relative(str(out))}/ (summary.md, metrics_*.csv, training.json, run.json)")
+    print(f"results: {relative(out)}/ (summary.md, metrics_*.csv, training.json, run.json)")
     if missed:
         for c in missed:
             print(f"FAILED: {c['check']} = {c['value']:.6f}, bound {c['bound']}", file=sys.stderr)
