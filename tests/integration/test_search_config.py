@@ -83,9 +83,16 @@ def test_every_point_has_the_servers_metrics_and_search_md_the_memory_per_instan
     section = md.split("## Memory per instance count")[1].split("## ")[0]
     table = [line for line in section.splitlines() if line.startswith("|")]
     assert [line.split("|")[1].strip() for line in table[2:]] == ["1", "2"], section
-    assert "GB" in table[2] and "per instance" in section and "Estimate: host memory" in section, section
     memory = json.loads((result / "run.json").read_text())["config"]["memory_per_instance"]
     assert [r["instances"] for r in memory["readings"]] == [1, 2] and memory["per_instance_bytes"] is not None
+    # A shared host's used-memory gauge can move more within one instance count than an extra instance costs; then
+    # the estimate says it is not resolved instead of printing a line. Which one depends on the host; both are right,
+    # but the sentence must agree with the recorded verdict.
+    assert "GB" in table[2] and "per extra instance" in section, section
+    if memory["resolved"]:
+        assert "Estimate: host memory" in section and "per instance (least squares" in section, section
+    else:
+        assert "Estimate: the cost of an extra instance is not resolved" in section, section
 
 
 def test_winning_config_loads_and_answers(searched):
