@@ -32,6 +32,7 @@ RESOLUTION = 0.05  # a capacity search stops when its bracket is this narrow (re
 MAX_POINTS = 8  # rates per capacity search at most
 POINTS_PER_SEARCH = 6  # what the time reserve counts for one search (26 rates in 4 searches of resnet18 here)
 SEED_SHARE = 0.8  # the first search starts at this share of the closed-loop figure (open loop is lower: 50-90%)
+CAPACITY_SHARE = 0.5  # of --max-minutes the capacity stage is planned for at most (the exploration keeps the rest)
 
 
 class RateMeasurer(Protocol):
@@ -65,10 +66,23 @@ def finalists(st: Standings, default: Trial, judge: Judge) -> list[Trial]:
     return out
 
 
+def planned_trials(clock: SearchClock, configs: int) -> int:
+    """Searches per config the stage is planned for: --capacity-trials when they fit in CAPACITY_SHARE of
+    --max-minutes, else as many as do (at least one: every finalist needs a capacity to be ranked). Reserving
+    every trial up front regardless left a short search little room to explore (4 of 15 configs in 8 minutes);
+    trials beyond the plan still run in measure() when the exploration leaves the time for them."""
+    wanted = clock.settings.capacity_trials
+    if clock.settings.max_minutes is None:
+        return wanted
+    share = CAPACITY_SHARE * clock.settings.max_minutes * 60.0
+    one = configs * POINTS_PER_SEARCH * clock.rate_point_s()
+    return max(1, min(wanted, int(share // one) if one > 0 else wanted))
+
+
 def reserve_s(clock: SearchClock, configs: int) -> float:
-    """The time of the capacity stage for `configs` configs: every trial's search at its usual length, at the
-    measured time of a rate (the settings' estimate before one is measured)."""
-    return configs * clock.settings.capacity_trials * POINTS_PER_SEARCH * clock.rate_point_s()
+    """The time of the capacity stage for `configs` configs: the planned searches (`planned_trials`) at their
+    usual length, at the measured time of a rate (the settings' estimate before one is measured)."""
+    return configs * planned_trials(clock, configs) * POINTS_PER_SEARCH * clock.rate_point_s()
 
 
 def measure(configs: list[Trial], bench: Bench, judge: Judge, clock: SearchClock, progress: Progress) -> list[str]:
@@ -79,10 +93,13 @@ def measure(configs: list[Trial], bench: Bench, judge: Judge, clock: SearchClock
     searches: dict[str, list[RateSearch]] = {t.key: [] for t in configs}
     errors: dict[str, str] = {}
     notes: list[str] = []
+    planned = planned_trials(clock, len(configs))
+    progress.say(f"open-loop capacity of {len(configs)} configs, {planned} search(es) each"
+                 + (f" (up to {settings.capacity_trials} as time allows)" if planned < settings.capacity_trials else ""))
     bench.keep_loaded = True
     try:
         for n in range(1, settings.capacity_trials + 1):
-            if n > 1 and clock.time_left_s() < reserve_s(clock, len(configs)) / settings.capacity_trials:
+            if n > 1 and clock.time_left_s() < len(configs) * POINTS_PER_SEARCH * clock.rate_point_s():
                 notes.append(f"--max-minutes: open-loop capacity from {n - 1} search(es) per config instead of "
                              f"{settings.capacity_trials}; the spread is from fewer searches")
                 break
@@ -202,5 +219,5 @@ def _nothing(st: Standings, configs: list[Trial], judge: Judge) -> str:
             "Raise --p99-ms, or use a smaller model/preset or a faster host")
 
 
-__all__ = ["CAPACITY_FINALISTS", "CapacityMeasurement", "RateMeasurer", "decide", "finalists", "measure",
+__all__ = ["CAPACITY_FINALISTS", "CAPACITY_SHARE", "planned_trials", "CapacityMeasurement", "RateMeasurer", "decide", "finalists", "measure",
            "reserve_s"]

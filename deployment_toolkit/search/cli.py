@@ -129,7 +129,7 @@ def settings_from_args(args) -> SearchSettings:
     if args.capacity_trials < 1:
         raise UserInputError("--capacity-trials must be >= 1")
     objective = "latency" if args.objective == "latency" else "throughput"  # the closed-loop exploration's
-    rate_s = 3.5 * args.open_loop_window_ms / 1000.0 + 1.5  # 3 to 6 windows (3-4 near the boundary) and its start
+    rate_s = 5.0 * args.open_loop_window_ms / 1000.0 + 2.0  # 3 to 6 windows and its start (8 s at 1 s windows here)
     return SearchSettings(
         rank_by="capacity" if args.objective == "capacity" else "closed-loop", capacity_trials=args.capacity_trials,
         rate_point_s=rate_s,

@@ -355,7 +355,6 @@ class Search:
         standing = standings(list(self.trials.values()), self.default, self.judge)
         if self.s.rank_by == "capacity":
             configs = capacity.finalists(standing, self.default, self.judge)
-            self.progress.say(f"open-loop capacity of {len(configs)} configs, {self.s.capacity_trials} searches each")
             self.notes += capacity.measure(configs, self.bench, self.judge, self.clock, self.progress)
             self.progress.step()
             return capacity.decide(standing, configs, self.default, self.judge)

@@ -870,3 +870,26 @@ def test_capacity_needs_a_measurer_of_rates(tmp_path):
 
     with pytest.raises(SearchError, match="open-loop rates"):
         run(tmp_path, rank_by="capacity")
+
+
+def test_capacity_stage_is_planned_within_half_the_limit_and_keeps_at_least_one_search():
+    """Issue 28: the capacity stage's reserve was every trial of every finalist up front (6 min of an 8-min plan,
+    4 of 15 configs explored); now it is planned within CAPACITY_SHARE of --max-minutes, trials dropped first, never
+    below one search per config, and all of them without a limit."""
+    from deployment_toolkit.search import capacity
+    from deployment_toolkit.search.clock import SearchClock
+    from deployment_toolkit.search.trials import SearchSettings
+
+    def clock(minutes, rate_s=8.0):
+        c = SearchClock(SearchSettings(budget_ms=50, max_minutes=minutes, capacity_trials=3, rate_point_s=rate_s))
+        c.start()
+        return c
+
+    assert capacity.planned_trials(clock(None), 4) == 3
+    assert capacity.planned_trials(clock(60), 4) == 3  # 4 x 3 x 6 x 8 s = 9.6 min, within 30
+    assert capacity.planned_trials(clock(8), 4) == 1  # 4 x 6 x 8 s = 3.2 min of 4: one search each
+    assert capacity.reserve_s(clock(8), 4) == 4 * capacity.POINTS_PER_SEARCH * 8.0
+    assert capacity.planned_trials(clock(2), 4) == 1  # even one does not fit in half: still one, never zero
+    measured = clock(8)
+    measured.record_rate(2.0)  # a measured rate replaces the estimate
+    assert capacity.planned_trials(measured, 4) == 3
