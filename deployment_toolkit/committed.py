@@ -17,6 +17,11 @@ def allow(update_committed: bool) -> None:
     _state["allowed"] = bool(update_committed)
 
 
+def is_allowed() -> bool:
+    """Whether this command got --update-committed (a composite step passes it on to the steps it parses)."""
+    return _state["allowed"]
+
+
 def tracked_files(path: str | Path) -> list[str]:
     """Files git tracks at or under `path` ([] outside a repository, or without git)."""
     path = Path(path).resolve()

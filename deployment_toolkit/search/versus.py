@@ -15,6 +15,7 @@ from .head_to_head import Contender, capacity_ratio, remeasure, remeasured, tabl
 from .model_analyzer import MAResult, find_model_analyzer, run_model_analyzer
 from .space import Candidate, default_candidate
 from .trials import SearchRun
+from ..committed import is_allowed
 from ..errors import UserInputError
 
 OURS, THEIRS = "this toolkit's search", "Model Analyzer"  # the two sides, as the tables name them
@@ -115,6 +116,8 @@ def compare(*, model: str, preset: str, budget_ms: float, max_minutes: float, fo
         argv = ["--model", model, "--preset", preset, "--p99-ms", f"{budget_ms:g}", "--max-minutes", f"{limit:g}",
                 "--formats", ",".join(formats), "--workspace", str(workspace), "--result-path", str(ours_dir),
                 "--model-repository", str(scratch / "ours_repository"), "--shared-memory", shared_memory, *our_extra]
+        if is_allowed():  # parsing our search's flags would otherwise take back the comparison's --update-committed
+            argv.append("--update-committed")
         print(f"== our search: {' '.join(argv)}", flush=True)
         result, searched["run"] = run_ours(argv)
         result.limit_minutes = limit
