@@ -8,6 +8,8 @@
     with dt.serve("model_repository") as server, dt.connect(server.grpc_url) as client:
         outputs = client.infer("my_model", {"input_ids": ids}, ["logits"])
         sweep = dt.measure_online(server, "my_model", "ws/onnx", [1, 2, 4], "results/my_model")
+    run = dt.search("my_model/model.py", p99_ms=50, result_dir="results/search", max_minutes=5)  # a SearchRun
+    fleet = dt.plan("my_model/model.py", peak_rps=500, p99_ms=50, result_dir="results/plan", host_hour_cost=0.4)
 
 A live nn.Module is converted and verified as it is (its inputs from `inputs`, example batches, or from the
 data); it records no file to rebuild it from, so later steps that need the framework model (framework inference,
@@ -22,6 +24,7 @@ from typing import Any, Iterator, Mapping, Sequence
 import numpy as np
 
 from .client import TritonClient
+from .data.samples import DataSpec
 from .data.infer import inputs_from_data
 from .export import ConvertOptions, convert as _convert
 from .perf.analyzer import PerfOptions
@@ -35,7 +38,8 @@ from .sources.base import DEFAULT_MAX_BATCH, SourceError
 from .sources.common import input_specs, materialise, probe, task_and_metric
 from .spec import Manifest, ModelSignature
 
-__all__ = ["convert", "deploy", "serve", "connect", "measure_online", "measure_offline", "Manifest"]
+__all__ = ["convert", "deploy", "serve", "connect", "measure_online", "measure_offline", "search", "plan", "DataSpec",
+           "Manifest"]
 
 
 def _from_arrays(inputs: Mapping[str, Any], dynamic_axes: Mapping[str, Sequence[int]] | None) -> dict[str, dict]:
@@ -138,3 +142,83 @@ def measure_offline(server: LocalTritonServer | str, model_name: str, artifact_d
     url, running = _url(server)
     return run_offline(model_name, url, Manifest.load(artifact_dir), batch_sizes, _options(window_ms, shared_memory),
                        result_dir, server=running, manifest_path=Path(artifact_dir) / "manifest.json", **kwargs)
+
+
+def _source(model: Any, preset: str, checkpoint: str | None, model_args: Mapping[str, Any] | None,
+            input_type: str | None) -> ModelSource:
+    if hasattr(model, "forward") and hasattr(model, "parameters"):
+        raise SourceError("a search or a plan rebuilds the model in each format it converts: give a reference it can "
+                          "rebuild from (a model.py with get_model, `timm:<arch>`, a zoo name, an ONNX file, or an "
+                          "artifact folder that dt.convert wrote from one), not a live nn.Module")
+    if isinstance(model, ModelSource):
+        return model
+    return parse_reference(str(model), input_type, preset=preset, checkpoint=checkpoint, kwargs=dict(model_args or {}))
+
+
+def _search_request(model: Any, p99_ms: float, result_dir: str | Path | None, *, data: DataSpec | None,
+                    formats: Sequence[str], preset: str, max_minutes: float | None, objective: str,
+                    checkpoint: str | None, model_args: Mapping[str, Any] | None, input_type: str | None,
+                    model_repository: str | Path | None, model_name: str | None, fresh: bool, progress: bool,
+                    settings: Mapping[str, Any], options: PerfOptions | None = None,
+                    workspace: str | Path | None = None, open_loop_window_ms: int = 1000):
+    from .search.request import DEFAULT_PERF_OPTIONS, SearchRequest
+    from .search.trials import SearchSettings
+
+    if objective not in ("capacity", "closed-loop", "latency"):
+        raise SourceError(f"objective={objective!r}: choose capacity, closed-loop or latency")
+    fields = {"budget_ms": p99_ms, "max_minutes": max_minutes, "rank_by": "capacity" if objective == "capacity"
+              else "closed-loop", "objective": "latency" if objective == "latency" else "throughput", **settings}
+    return SearchRequest(source=_source(model, preset, checkpoint, model_args, input_type),
+                         settings=SearchSettings(**fields), options=options or DEFAULT_PERF_OPTIONS, preset=preset,
+                         formats=tuple(formats), workspace=Path(workspace) if workspace else None,
+                         open_loop_window_ms=open_loop_window_ms,
+                         data=data or DataSpec(), result_dir=Path(result_dir) if result_dir else None,
+                         model_repository=Path(model_repository) if model_repository else None, model_name=model_name,
+                         fresh=fresh, progress=progress,
+                         command=f"deployment_toolkit.api.search({str(model)!r}, p99_ms={p99_ms:g}, ...)")
+
+
+def search(model: Any, p99_ms: float, result_dir: str | Path | None = None, *, data: DataSpec | None = None,
+           formats: Sequence[str] = ("onnx",), preset: str = "small", max_minutes: float | None = 20.0,
+           objective: str = "capacity", checkpoint: str | None = None, model_args: Mapping[str, Any] | None = None,
+           input_type: str | None = None, model_repository: str | Path | None = None, model_name: str | None = None,
+           options: PerfOptions | None = None, workspace: str | Path | None = None, open_loop_window_ms: int = 1000,
+           fresh: bool = False, progress: bool = False, **settings: Any):
+    """The config search of `deployment-toolkit search` under a p99 budget: `model` is any reference the commands
+    take (or a sources.ModelSource), `data` the user's samples (a DataSpec; random inputs without), `settings`
+    SearchSettings fields (capacity_trials, max_configs, queue_delays_us, ...), `options` perf_analyzer's
+    (PerfOptions; default: the command's), `workspace` where the artifacts go. Returns the search.trials.SearchRun:
+    `.outcome.decision.winner` (with its open-loop capacity under the default objective), `.written` (the winner's
+    model folder), `.code` (0: a winner; 2: none met the budget, or the search could not start: `.error`)."""
+    from .search.cli import search_step
+
+    return search_step(_search_request(
+        model, p99_ms, result_dir, data=data, formats=formats, preset=preset, max_minutes=max_minutes,
+        objective=objective, checkpoint=checkpoint, model_args=model_args, input_type=input_type,
+        model_repository=model_repository, model_name=model_name, fresh=fresh, progress=progress, settings=settings,
+        options=options, workspace=workspace, open_loop_window_ms=open_loop_window_ms))
+
+
+def plan(model: Any, peak_rps: float, p99_ms: float, result_dir: str | Path, *, data: DataSpec | None = None,
+         host_hour_cost: float | None = None, gpu_hour_cost: float | None = None, max_replicas: int | None = None,
+         headroom: float | None = None, formats: Sequence[str] = ("onnx",), preset: str = "small",
+         max_minutes: float | None = 8.0, checkpoint: str | None = None, model_args: Mapping[str, Any] | None = None,
+         input_type: str | None = None, confirm: bool = True, k8s: bool = True, options: PerfOptions | None = None,
+         workspace: str | Path | None = None, open_loop_window_ms: int = 1000, fresh: bool = False,
+         progress: bool = False, **settings: Any):
+    """`deployment-toolkit plan` from Python: convert and verify, the search ranked by open-loop capacity, the
+    winner's sweep, the fleet plan, its confirmation under open-loop traffic and the Kubernetes manifests, with
+    plan.md/plan.html in `result_dir`. Returns the planner.PlanResult: `.plan` (replicas, devices, cost),
+    `.confirmation`, `.manifests`, `.code` (0 confirmed, 1 no round of the confirmation held). A plan that cannot be
+    made (no config meets the SLO, the peak needs more than `max_replicas`) raises planner.PlanError."""
+    from .planner import Checks, Demand, Deploy, make_plan
+
+    demand = Demand(peak_rps, p99_ms, headroom, max_replicas, host_hour_cost=host_hour_cost,
+                    gpu_hour_cost=gpu_hour_cost)
+    request = _search_request(
+        model, p99_ms, None, data=data, formats=formats, preset=preset, max_minutes=max_minutes,
+        objective="capacity", checkpoint=checkpoint, model_args=model_args, input_type=input_type,
+        model_repository=None, model_name=None, fresh=fresh, progress=progress, settings=settings, options=options,
+        workspace=workspace, open_loop_window_ms=open_loop_window_ms)
+    command = f"deployment_toolkit.api.plan({str(model)!r}, peak_rps={peak_rps:g}, p99_ms={p99_ms:g}, ...)"
+    return make_plan(request, demand, Checks(confirm=confirm), Deploy(k8s=k8s), Path(result_dir), command)

@@ -4,26 +4,12 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .data.samples import DataSpec
 from .errors import UserInputError
-
-
-@dataclass
-class DataSpec:
-    """Where the samples come from: 'synthetic', a folder of .npy/.npz, or the user's dataloader.py over `data_dir`."""
-
-    data_dir: str = "synthetic"
-    dataloader: str | None = None
-    dataloader_args: dict[str, Any] = field(default_factory=dict)
-    num_samples: int | None = None  # of synthetic data (default 16), or at most this many of the user's
-    seed: int = 0
-
-    @property
-    def user_data(self) -> bool:
-        return self.dataloader is not None or self.data_dir != "synthetic"
 
 
 @dataclass

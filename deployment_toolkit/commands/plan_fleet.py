@@ -59,7 +59,8 @@ def build_parser():
 
 def main(argv: list[str] | None = None) -> int:
     from deployment_toolkit.committed import refuse_committed
-    from deployment_toolkit.planner import Checks, Demand, Deploy, make_plan
+    from deployment_toolkit.planner import Checks, Demand, Deploy, check_demand, make_plan
+    from deployment_toolkit.search.cli import request_from_args
 
     args = build_parser().parse_args(argv)
     label = args.model or Path(getattr(args, "input_path", None) or "model").stem
@@ -72,7 +73,8 @@ def main(argv: list[str] | None = None) -> int:
                     args.burst_seconds, args.confirm_window_ms)
     deploy = Deploy(not args.no_k8s, args.pvc, args.image, args.namespace, args.autoscale_on)
     command = shlex.join(["deployment-toolkit", "plan", *(argv if argv is not None else sys.argv[1:])])
-    result = make_plan(args, demand, checks, deploy, out_dir, command)
+    check_demand(demand)  # the demand's bad input first, then the search's flags
+    result = make_plan(request_from_args(args, command), demand, checks, deploy, out_dir, command)
     plan = result.plan
     print(f"\nplan: {plan.replicas} replica(s) of {result.search.outcome.decision.winner.candidate.slug} "
           f"({plan.replica_capacity:,.1f} inf/s each), {plan.devices} {plan.run.unit}(s)"

@@ -17,6 +17,7 @@ from typing import Any, Iterator, Mapping
 
 import numpy as np
 
+from .samples import DataSpec
 from .user import DATALOADER_FN_NAME, IDS_KEY, LABEL_PREFIX, DataError, call_with_accepted, import_user_file
 
 MAX_BATCHES = 8
@@ -123,28 +124,13 @@ def inputs_from_data(data_dir: str | None = None, dataloader: str | None = None,
     return out
 
 
-def parse_dynamic_axes(items: list[str]) -> dict[str, list[int]]:
-    """--dynamic-axis NAME:AXIS (repeatable; AXIS counts per-sample axes, 0 = the first after the batch)."""
-    out: dict[str, list[int]] = {}
-    for item in items:
-        name, sep, axis = item.rpartition(":")
-        if not sep or not name or not axis.strip().isdigit():
-            raise DataError(f"--dynamic-axis expects NAME:AXIS (e.g. input_ids:0), got {item!r}")
-        out.setdefault(name, []).append(int(axis))
-    return out
-
-
-def with_data_inputs(source, args, precision: str = "fp32"):
-    """`source` (a sources.ModelSource) with its inputs read from the data the flags name (--dataloader,
-    --data-dir, --dynamic-axis), for a model.py or module:function given no --input-shape; used only when the
-    model has no get_signature. Other sources, or no data: `source` as it is."""
-    data_dir = getattr(args, "data_dir", None)
-    dataloader = getattr(args, "dataloader", None)
-    if source.kind != "python" or source.input_shapes or (dataloader is None and data_dir in (None, "synthetic")):
+def with_data_inputs(source, data, precision: str = "fp32"):
+    """`source` (a sources.ModelSource) with its inputs read from the user's samples (`data`: a samples.DataSpec,
+    or a command's parsed flags: --dataloader, --data-dir, --dynamic-axis), for a model.py or module:function given
+    no --input-shape; used only when the model has no get_signature. Other sources, or no data: `source` as it is."""
+    spec = data if isinstance(data, DataSpec) else DataSpec.from_args(data)
+    if source.kind != "python" or source.input_shapes or not spec.user_data:
         return source
-    from .user import parse_key_values
-
-    source.data_inputs = inputs_from_data(data_dir, dataloader, parse_key_values(getattr(args, "dataloader_arg", [])
-                                                                                 or []),
-                                          parse_dynamic_axes(getattr(args, "dynamic_axis", []) or []), precision)
+    source.data_inputs = inputs_from_data(spec.data_dir, spec.dataloader, spec.dataloader_args, spec.dynamic_axes,
+                                          precision)
     return source

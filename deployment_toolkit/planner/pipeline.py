@@ -19,10 +19,13 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import UserError, UserInputError
 from ..steps import StepRunner
+
+if TYPE_CHECKING:
+    from ..search.request import SearchRequest
 
 
 class PlanError(UserError, RuntimeError):
@@ -72,6 +75,7 @@ class PlanResult:
     manifests: dict[str, Path] = field(default_factory=dict)
     sizing_files: dict[str, Path] = field(default_factory=dict)
     data: str = ""  # where the measuring inputs came from
+    repository: Path | None = None  # the model repository the winner is written to
     code: int = 0
 
     @property
@@ -88,11 +92,8 @@ def sweep_levels(best: int) -> list[int]:
     return sorted(set(levels + [max(1, best)]))
 
 
-def make_plan(args, demand: Demand, checks: Checks, deploy: Deploy, out_dir: Path, command: str = "") -> PlanResult:
-    """The whole plan; `args` are the search's parsed flags (any model reference the toolkit takes, the data)."""
-    from ..search.cli import search_step
-
-    out_dir = Path(out_dir)
+def check_demand(demand: Demand) -> None:
+    """Bad demand said in one line before anything is converted or measured."""
     if demand.peak_rps <= 0 or demand.p99_ms <= 0:
         raise UserInputError("--peak-rps and --p99-ms must be > 0")
     if demand.max_replicas is not None and demand.max_replicas < 1:
@@ -104,17 +105,29 @@ def make_plan(args, demand: Demand, checks: Checks, deploy: Deploy, out_dir: Pat
     if demand.gpu_memory_gb is not None and demand.host_memory_gb is None and not host_has_gpu():
         raise UserInputError("--gpu-memory-gb: this host has no GPU, so the plan is for CPU hosts: pass "
                              "--host-memory-gb (the memory of one host) instead")
-    if getattr(args, "objective", "capacity") != "capacity":
-        raise UserInputError(f"--objective {args.objective}: a plan ranks configs by the open-loop capacity it rests "
-                             "on; leave --objective out (deployment-toolkit search takes the other objectives)")
-    args.p99_ms = demand.p99_ms
-    args.result_path = str(out_dir / "search")
-    args.model_repository = args.model_repository or str(out_dir / "model_repository")
+
+
+def make_plan(request: SearchRequest, demand: Demand, checks: Checks, deploy: Deploy, out_dir: Path, command: str = "") -> PlanResult:
+    """The whole plan; `request` is the search's (search.request.SearchRequest: any model reference the toolkit
+    takes, the data); its budget, result folder and (unless given) model repository are the plan's."""
+    from ..search.cli import search_step
+
+    out_dir = Path(out_dir)
+    check_demand(demand)
+    if request.settings.rank_by != "capacity":
+        raise UserInputError(f"--objective {request.settings.objective_name}: a plan ranks configs by the open-loop "
+                             "capacity it rests on; leave --objective out (deployment-toolkit search takes the other "
+                             "objectives)")
+    request = dataclasses.replace(
+        request, settings=dataclasses.replace(request.settings, budget_ms=demand.p99_ms),
+        result_dir=out_dir / "search", model_repository=request.model_repository or out_dir / "model_repository",
+        command=request.command or command)
     result = PlanResult(out_dir, StepRunner(out_dir))
-    result.data = (f"{args.dataloader} over {args.data_dir}" if getattr(args, "dataloader", None) else
-                   args.data_dir if getattr(args, "data_dir", None) else "")
+    result.data = request.data.describe()
+    result.repository = Path(request.model_repository)
     steps = result.steps
-    searched = steps.call("convert, verify and search the config under open-loop traffic", lambda: search_step(args),
+    searched = steps.call("convert, verify and search the config under open-loop traffic",
+                          lambda: search_step(request),
                           command="deployment-toolkit search ... --objective capacity (flags as given)")
     result.search = searched
     if searched.outcome is None:
@@ -125,16 +138,16 @@ def make_plan(args, demand: Demand, checks: Checks, deploy: Deploy, out_dir: Pat
     if winner.capacity is None or winner.capacity.spread is None:
         raise PlanError(f"the winner {winner.candidate.slug} has no open-loop capacity within p99 <= "
                         f"{demand.p99_ms:g} ms: {winner.detail}")
-    _serve_and_plan(result, args, demand, checks, winner, command)
+    _serve_and_plan(result, demand, checks, winner, command)
     if deploy.k8s and result.plan is not None:
-        steps.call("Kubernetes manifests of the confirmed plan", lambda: _manifests(result, deploy, args))
+        steps.call("Kubernetes manifests of the confirmed plan", lambda: _manifests(result, deploy))
     from .report import write_report
 
     steps.call("plan.md and plan.html", lambda: write_report(result, demand, checks, deploy, command))
     return result
 
 
-def _serve_and_plan(result: PlanResult, args, demand: Demand, checks: Checks, winner, command: str) -> None:
+def _serve_and_plan(result: PlanResult, demand: Demand, checks: Checks, winner, command: str) -> None:
     """Stages 2-5 on one embedded server that serves the winner alone."""
     from ..perf.analyzer import PerfOptions
     from ..perf.online import run_online
@@ -150,11 +163,11 @@ def _serve_and_plan(result: PlanResult, args, demand: Demand, checks: Checks, wi
     manifest_path = next(Path(f.artifact_dir) / "manifest.json" for f in result.search.formats
                          if f.format == winner.candidate.format)
     best_c = winner.best.concurrency if winner.best else 1
-    server = LocalTritonServer(ServerConfig(Path(args.model_repository), model_control_mode="explicit",
+    server = LocalTritonServer(ServerConfig(result.repository, model_control_mode="explicit",
                                             load_models=(model,), log_dir=out_dir / "logs"))
     try:
         steps.call("start the embedded tritonserver with the winner", server.start,
-                   f"deployment-toolkit serve --model-repository {args.model_repository}")
+                   f"deployment-toolkit serve --model-repository {result.repository}")
         options = PerfOptions(protocol="grpc", shared_memory="system", measurement_interval_ms=2000, max_trials=6)
         steps.call("closed-loop sweep of the winner (the curve the sizing reads)", lambda: run_online(
             model, server.grpc_url, Manifest.load(manifest_path), sweep_levels(best_c), options, out_dir / "winner",
@@ -211,7 +224,7 @@ def _confirm(result: PlanResult, server, model: str, checks: Checks):
                    checks.burst_seconds, checks.trials)
 
 
-def _manifests(result: PlanResult, deploy: Deploy, args) -> dict[str, Path]:
+def _manifests(result: PlanResult, deploy: Deploy) -> dict[str, Path]:
     from ..sizing.k8s import FleetSpec, fleet_manifests, validate_all, write_manifests
 
     plan = result.plan
@@ -223,4 +236,4 @@ def _manifests(result: PlanResult, deploy: Deploy, args) -> dict[str, Path]:
     return result.manifests
 
 
-__all__ = ["Checks", "Demand", "Deploy", "PlanError", "PlanResult", "make_plan", "sweep_levels"]
+__all__ = ["Checks", "Demand", "Deploy", "PlanError", "PlanResult", "check_demand", "make_plan", "sweep_levels"]

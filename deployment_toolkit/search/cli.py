@@ -14,6 +14,7 @@ from .. import cli
 from ..repository.names import check_model_name
 from .engine import Search
 from .progress import format_seconds
+from .request import DEFAULT_PERF_OPTIONS, SearchRequest, SearchServer
 from .trials import SearchError, SearchOutcome, SearchRun, SearchSettings
 from .space import DEFAULT_QUEUE_DELAYS_US, host_cores
 from .stats import MIN_NOISE
@@ -112,8 +113,10 @@ def build_parser():
     # resnet50 full at ~30 inf/s gets 1.3-s windows, fewer requests than 2-s windows gave it, and its measured
     # p99 noise rose (42.9% against 30.8% in the Model Analyzer comparison), which makes the search step down
     # further from the knee. --measurement-request-count raises it for such a model.
-    p.set_defaults(measurement_mode="count_windows", measurement_request_count=40, measurement_interval=2000,
-                   stability_percentage=20.0, max_trials=5, max_attempts=1)
+    d = DEFAULT_PERF_OPTIONS  # the request's defaults, so that the API and the command measure alike
+    p.set_defaults(measurement_mode=d.measurement_mode, measurement_request_count=d.measurement_request_count,
+                   measurement_interval=d.measurement_interval_ms, stability_percentage=d.stability_percentage,
+                   max_trials=d.max_trials, max_attempts=d.max_attempts)
     return p
 
 
@@ -156,16 +159,18 @@ def search_identity(model: str, preset: str, options, infos) -> RunIdentity:
                        extra={"model": model, "preset": preset, "batch_size": 1})
 
 
-def _with_real_input_data(args, options, infos, result_dir: Path):
-    """--data-dir/--dataloader: perf_analyzer sends the user's samples (its digest is part of the checkpoint's
-    run identity, so points measured on other data are never reused)."""
-    from ..perf.analyzer import real_input_data
+def _with_real_input_data(request: SearchRequest, options, infos, result_dir: Path):
+    """The user's samples (--data-dir/--dataloader): perf_analyzer sends them (its digest is part of the
+    checkpoint's run identity, so points measured on other data are never reused)."""
+    from ..perf.analyzer.flags import sample_input_data
 
     manifest = next((i.manifest for i in infos if i.manifest is not None), None)
-    if manifest is None:
+    if manifest is None or not request.data.user_data:
         return options
-    path = real_input_data(args, manifest, result_dir / "raw", precision=manifest.precision,
-                           batched=manifest.max_batch_size > 0)
+    if options.input_data != "random":
+        raise UserInputError("give either --input-data or --data-dir/--dataloader, not both")
+    path = sample_input_data(request.data, manifest, result_dir / "raw", request.perf_samples,
+                             precision=manifest.precision, batched=manifest.max_batch_size > 0)
     return replace(options, input_data=path) if path else options
 
 
@@ -175,19 +180,43 @@ def _metrics_period(args) -> float | None:
     return args.metrics_period or None
 
 
+def request_from_args(args, command: str | None = None) -> SearchRequest:
+    """The search the flags ask for (bad input said here, before anything is converted or measured)."""
+    from ..data.samples import DataSpec
+    from ..perf.analyzer import perf_options_from_args
+    from ..sources.cli import source_from_args
+
+    settings = settings_from_args(args)
+    server = SearchServer(args.http_port, args.grpc_port, args.metrics_port, args.log_verbose, _metrics_period(args))
+    formats = tuple(f.strip() for f in args.formats.split(",") if f.strip())
+    if not formats:
+        raise UserInputError("--formats needs at least one format, e.g. onnx")
+    shm = "system" if args.shared_memory == "auto" else args.shared_memory
+    if command is None:
+        command = shlex.join([Path(sys.argv[0]).name if sys.argv else "search_config.py", *sys.argv[1:]])
+    return SearchRequest(
+        source=source_from_args(args, args.preset), settings=settings,
+        options=perf_options_from_args(args, shared_memory=shm), preset=args.preset, formats=formats,
+        data=DataSpec.from_args(args), perf_samples=getattr(args, "perf_samples", None),
+        result_dir=Path(args.result_path) if args.result_path else None,
+        workspace=Path(args.workspace) if args.workspace else None,
+        model_repository=Path(args.model_repository) if args.model_repository else None, model_name=args.model_name, server=server,
+        open_loop_window_ms=args.open_loop_window_ms, fresh=args.fresh, resume=args.resume,
+        progress=not args.no_progress, command=command)
+
+
 def run_search(args) -> int:
     """The command: the search step, then its answer on the console."""
-    run = search_step(args)
+    run = search_step(request_from_args(args))
     if run.outcome is None:
         print(f"error: {run.error}", file=sys.stderr)
         return run.code
     return _print_answer(run.outcome, run.written, run.csv_path, run.report)
 
 
-def search_step(args) -> SearchRun:
-    """One search from parsed flags (the command's or a composite step's), its result in memory: the outcome,
-    the files written and the exit code. A search that cannot start is a result with `error`, not an exit."""
-    from ..perf.analyzer import perf_options_from_args
+def search_step(request: SearchRequest) -> SearchRun:
+    """One search, its result in memory: the outcome, the files written and the exit code. A search that cannot
+    start is a result with `error`, not an exit."""
     from ..results.runinfo import cpu_info
     from ..results.ledger import record_run
     from .artifacts import prepare_formats
@@ -196,38 +225,39 @@ def search_step(args) -> SearchRun:
     from .triton import TritonMeasurer
 
     started = time.monotonic()  # --max-minutes counts the server's start and the artifacts too
-    settings = settings_from_args(args)
-    metrics_period = _metrics_period(args)  # bad input said before anything is converted or measured
-    formats = [f.strip() for f in args.formats.split(",") if f.strip()]
-    if not formats:
+    settings = request.settings
+    if settings.budget_ms <= 0 or settings.capacity_trials < 1:
+        raise UserInputError("the p99 budget must be > 0 ms and the capacity trials >= 1")
+    if not request.formats:
         raise UserInputError("--formats needs at least one format, e.g. onnx")
-    shm = "system" if args.shared_memory == "auto" else args.shared_memory
-    options = perf_options_from_args(args, shared_memory=shm)
+    options = request.options
     # with --max-attempts > 1 an unstable point is retried with a window twice as long (the runners add 2 s)
     options = replace(options, retry_interval_step_ms=options.measurement_interval_ms,
                       retry_request_count_step=options.measurement_request_count)
     from ..data.infer import with_data_inputs
     from ..sources import resolve
-    from ..sources.cli import source_from_args
 
     # a model.py without get_signature takes its inputs from --dataloader/--data-dir, as convert does
-    resolved = resolve(with_data_inputs(source_from_args(args, args.preset), args))
+    resolved = resolve(with_data_inputs(request.source, request.data))
     label = resolved.name
-    result_dir = Path(args.result_path or Path("results") / f"search-{resolved.slug}-{args.preset}")
+    preset = request.preset
+    result_dir = Path(request.result_dir or Path("results") / f"search-{resolved.slug}-{preset}")
     refuse_committed(result_dir, "--result-path")
-    workspace = Path(args.workspace or Path("workspace") / f"{resolved.slug}-{args.preset}")
-    model_name = check_model_name(args.model_name or resolved.slug)
+    workspace = Path(request.workspace or Path("workspace") / f"{resolved.slug}-{preset}")
+    model_name = check_model_name(request.model_name or resolved.slug)
     cpu = cpu_info()
     host = f"{settings.cores} usable cores ({cpu['model']}; sched_getaffinity)"
+    limit = f"{settings.max_minutes:g} min" if settings.max_minutes is not None else "none"
     print(f"host: {host}; p99 budget {settings.budget_ms:g} ms; objective {settings.objective_name}; "
-          f"time limit {settings.max_minutes:g} min", flush=True)
+          f"time limit {limit}", flush=True)
 
-    infos = prepare_formats(resolved, args.preset, formats, workspace, log=lambda m: print(m, flush=True))
-    options = _with_real_input_data(args, options, infos, result_dir)
-    identity = search_identity(label, args.preset, options, infos)
+    formats = list(request.formats)
+    infos = prepare_formats(resolved, preset, formats, workspace, log=lambda m: print(m, flush=True))
+    options = _with_real_input_data(request, options, infos, result_dir)
+    identity = search_identity(label, preset, options, infos)
     store = SearchStore(result_dir, identity)
     try:
-        store.open(fresh=args.fresh, policy="resume" if args.resume else "auto")
+        store.open(fresh=request.fresh, policy="resume" if request.resume else "auto")
     except StoreMismatch as err:
         return SearchRun(None, result_dir, 2, time.monotonic() - started, error=str(err))
     stored = len(store.points)
@@ -238,12 +268,13 @@ def search_step(args) -> SearchRun:
     from .triton import RATE_FILE
 
     rates = RateStore(result_dir, RATE_FILE, identity=identity,
-                      policy="fresh" if args.fresh else "resume" if args.resume else "auto")
-    with TritonMeasurer(by_format, model_name, result_dir, options, http_port=args.http_port,
-                        grpc_port=args.grpc_port, metrics_port=args.metrics_port,
-                        log_verbose=args.log_verbose, metrics_period_s=metrics_period, rate_store=rates,
-                        open_loop_window_ms=args.open_loop_window_ms) as measurer:
-        search = Search(infos, measurer, store, settings, progress=not args.no_progress, started=started)
+                      policy="fresh" if request.fresh else "resume" if request.resume else "auto")
+    srv = request.server
+    with TritonMeasurer(by_format, model_name, result_dir, options, http_port=srv.http_port,
+                        grpc_port=srv.grpc_port, metrics_port=srv.metrics_port,
+                        log_verbose=srv.log_verbose, metrics_period_s=srv.metrics_period_s or None, rate_store=rates,
+                        open_loop_window_ms=request.open_loop_window_ms) as measurer:
+        search = Search(infos, measurer, store, settings, progress=request.progress, started=started)
         try:
             outcome = search.run()
         except SearchError as err:  # nothing to search, or the default config cannot be measured
@@ -251,18 +282,18 @@ def search_step(args) -> SearchRun:
     print(f"reused {outcome.reused_points} measured points from the checkpoint; measured {outcome.measured_points} "
           f"new ones", flush=True)
 
-    written = write_winner(outcome, by_format, Path(args.model_repository), model_name, result_dir)
+    written = write_winner(outcome, by_format, Path(request.model_repository or "model_repository"), model_name,
+                           result_dir)
     csv_path, _ = write_csvs(outcome, store, result_dir)
-    title = f"Config search: {label} ({args.preset}), p99 <= {settings.budget_ms:g} ms, {settings.objective_name}"
+    title = f"Config search: {label} ({preset}), p99 <= {settings.budget_ms:g} ms, {settings.objective_name}"
     plot = plot_frontier(outcome, result_dir / "search_frontier.png",
-                         f"{label} ({args.preset}) on {settings.cores} cores: throughput vs p99 per config")
-    command = shlex.join([Path(sys.argv[0]).name if sys.argv else "search_config.py", *sys.argv[1:]])
-    write_markdown(outcome, result_dir, title=title, host=host, command=command, written=written, plot=plot,
+                         f"{label} ({preset}) on {settings.cores} cores: throughput vs p99 per config")
+    write_markdown(outcome, result_dir, title=title, host=host, command=request.command, written=written, plot=plot,
                    reused_failures=store.reused_failures, store=store)
     from .memory import record as memory_record
 
     record_run(result_dir, {
-        "kind": "search", "model_name": model_name, "model": label, "preset": args.preset,
+        "kind": "search", "model_name": model_name, "model": label, "preset": preset,
         "source": resolved.source.to_dict(),
         "formats": formats, "settings": asdict(settings), "perf_options": options.measurement_fields(),
         "input_data_digest": input_data_digest(options.input_data),
@@ -301,4 +332,4 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
 
 
-__all__ = ["main", "build_parser", "run_search", "search_step", "EXIT_NO_CONFIG"]
+__all__ = ["main", "build_parser", "request_from_args", "run_search", "search_step", "EXIT_NO_CONFIG"]

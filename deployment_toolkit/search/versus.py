@@ -31,7 +31,7 @@ class OurResult:
     best_concurrency: int | None
     best_p99_ms: float | None
     winner: str
-    winner_confirmed: str  # median [min..max] of the final re-measurement
+    winner_confirmed: str  # median [min..max] of the final re-measurement (the open-loop capacity under capacity)
     error: str = ""
     limit_minutes: float | None = None
     notes: tuple[str, ...] = ()  # the search's own account of how it went (run.json), e.g. why it ran over
@@ -40,10 +40,10 @@ class OurResult:
 def run_ours(argv: list[str]) -> tuple[OurResult, SearchRun]:
     """Run our search step in-process on a fresh checkpoint (the wall time must be honest); the result comes back
     in memory."""
-    from .cli import build_parser, search_step
+    from .cli import build_parser, request_from_args, search_step
 
     t0 = time.monotonic()
-    run = search_step(build_parser().parse_args([*argv, "--fresh"]))
+    run = search_step(request_from_args(build_parser().parse_args([*argv, "--fresh"])))
     return our_result(run, time.monotonic() - t0), run
 
 
@@ -56,8 +56,10 @@ def our_result(run: SearchRun, wall_s: float) -> OurResult:
     best = max((t for t in measured if t.best is not None), key=lambda t: t.best.throughput, default=None)
     win = run.outcome.decision.winner
     conf = win.confirmation if win else None
+    cap = win.capacity.spread if win and win.capacity else None  # --objective capacity: the open-loop figure
     confirmed = (f"{conf.throughput.median:.1f} [{conf.throughput.low:.1f}..{conf.throughput.high:.1f}] inf/s at "
-                 f"concurrency {conf.concurrency}") if conf else ""
+                 f"concurrency {conf.concurrency}") if conf else \
+        f"open-loop capacity {cap.text()} inf/s" if cap is not None else ""
     return OurResult(run.code, wall_s, len(measured), best.best.throughput if best else None,
                      best.candidate.slug if best else "", best.best.concurrency if best else None,
                      best.best.p99_ms if best else None, win.candidate.slug if win else "", confirmed,

@@ -61,3 +61,35 @@ def test_a_peak_beyond_max_replicas_is_refused_and_the_rerun_resumes(planned):
     assert len(errors) == 1 and errors == proc.stderr.strip().splitlines()[-1:] and "Traceback" not in proc.stderr
     assert "more than --max-replicas 2" in errors[0] and "inf/s fit" in errors[0]
     assert "all points from the checkpoint" in proc.stdout + proc.stderr, "the search resumed instead of measuring"
+
+
+def test_the_python_api_plans_from_the_commands_points(planned):
+    """Issue 27 item 6: dt.plan is the command's door from Python. With the command's settings it resumes the
+    points the command measured (same run identity: the same search, not a second implementation) and plans the
+    same winner; dt.search on the same request answers the same way."""
+    import deployment_toolkit as dt
+    from deployment_toolkit.perf.analyzer import PerfOptions
+
+    out, ws, proc = planned
+    assert proc.returncode in (0, 1), proc.stderr[-3000:]
+    options = PerfOptions(protocol="grpc", shared_memory="system", measurement_mode="time_windows",
+                          measurement_interval_ms=500, measurement_request_count=40, stability_percentage=100,
+                          max_trials=3, max_attempts=1)
+    settings = dict(max_minutes=2.5, noise_repeats=1, refine_steps=0, max_concurrency=4, max_configs=2,
+                    capacity_trials=1)
+    api_out = out.parent / "api-plan"
+    api_out.mkdir()
+    # the command's checkpoint, copied: the API's plan must find every point there rather than measure again
+    import shutil
+
+    shutil.copytree(out / "search", api_out / "search")
+    result = dt.plan("resnet18", peak_rps=300, p99_ms=200, result_dir=api_out, preset="small", workspace=ws,
+                     options=options, open_loop_window_ms=500, confirm=False, host_hour_cost=0.4, **settings)
+    command_plan = json.loads((out / "search" / "run.json").read_text())["config"]["winner"]
+    assert result.search.outcome.measured_points == 0, "the API measured again: its request differs from the command's"
+    assert result.search.outcome.decision.winner.candidate.to_dict() == command_plan
+    assert result.plan is not None and result.plan.replicas >= 1 and (api_out / "plan.md").is_file()
+    assert set(result.manifests) and (api_out / "k8s" / "deployment.yaml").is_file()
+    run = dt.search("resnet18", p99_ms=200, result_dir=api_out / "search", preset="small", workspace=ws,
+                    options=options, open_loop_window_ms=500, model_repository=api_out / "repo", **settings)
+    assert run.code == 0 and run.outcome.measured_points == 0 and (run.written / "config.pbtxt").is_file()

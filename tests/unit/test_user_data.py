@@ -225,15 +225,17 @@ def _manifest(signature: ModelSignature):
 
 def test_search_writes_the_real_samples_and_its_identity_follows_them(tmp_path):
     from deployment_toolkit.perf.analyzer import perf_options_from_args
-    from deployment_toolkit.search.cli import _with_real_input_data, build_parser, search_identity
+    from deployment_toolkit.search.cli import _with_real_input_data, build_parser, request_from_args, search_identity
     from deployment_toolkit.search.engine import FormatInfo
 
     np.savez(tmp_path / "d.npz", input__0=images(5))
     args = build_parser().parse_args(["--model", "m", "--p99-ms", "100", "--data-dir", str(tmp_path),
                                       "--perf-samples", "3"])
+    request = request_from_args(args)  # the typed request carries the samples and how many go to perf_analyzer
+    assert request.data.data_dir == str(tmp_path) and request.perf_samples == 3
     base = perf_options_from_args(args, shared_memory="none")
     info = FormatInfo("onnx", _manifest(SIG), tmp_path, "digest")
-    options = _with_real_input_data(args, base, [info], tmp_path / "run")
+    options = _with_real_input_data(request, base, [info], tmp_path / "run")
     assert options.input_data.startswith(str(tmp_path / "run" / "raw" / "input_data_"))
     assert len(json.loads(Path(options.input_data).read_text())["data"]) == 3
     real, random = search_identity("m", "small", options, [info]), search_identity("m", "small", base, [info])
@@ -241,7 +243,8 @@ def test_search_writes_the_real_samples_and_its_identity_follows_them(tmp_path):
     both = build_parser().parse_args(["--model", "m", "--p99-ms", "100", "--data-dir", str(tmp_path),
                                       "--input-data", "zero"])
     with pytest.raises(ValueError, match="either --input-data or --data-dir"):
-        _with_real_input_data(both, perf_options_from_args(both, shared_memory="none"), [info], tmp_path / "r2")
+        _with_real_input_data(request_from_args(both), perf_options_from_args(both, shared_memory="none"), [info],
+                              tmp_path / "r2")
 
 
 def test_sizing_confirms_with_the_runs_real_samples(tmp_path):

@@ -47,21 +47,30 @@ def real_input_data(args, signature: HasSignature, directory: str | Path, *, pre
     """With --data-dir/--dataloader: the user's samples, validated against `signature`, written as
     perf_analyzer JSON in `directory`; returns its path (None without those flags). --input-data must then
     be left at its default."""
+    from ...data.samples import DataSpec
+
+    data = DataSpec.from_args(args)
+    if data.user_data and getattr(args, "input_data", "random") != "random":
+        raise UserInputError("give either --input-data or --data-dir/--dataloader, not both")
+    return sample_input_data(data, signature, directory, args.perf_samples, precision=precision, batched=batched)
+
+
+def sample_input_data(data, signature: HasSignature, directory: str | Path, samples: int | None, *,
+                      precision: str = "fp32", batched: bool = True) -> str | None:
+    """The user's samples (`data`, a data.samples.DataSpec), validated against `signature`, written as
+    perf_analyzer --input-data JSON (at most `samples` of them) in `directory`; None for random inputs."""
     from ...data.perf_input import build_perf_input
-    from ...data.user import user_data_from_args
+    from ...data.user import UserData
     from ...spec import ModelSignature
 
-    if getattr(args, "data_dir", None) is None and getattr(args, "dataloader", None) is None:
+    if not data.user_data:
         return None
-    if getattr(args, "input_data", "random") != "random":
-        raise UserInputError("give either --input-data or --data-dir/--dataloader, not both")
     sig = getattr(signature, "signature", signature)  # a Manifest carries one
     if not isinstance(sig, ModelSignature):
         sig = ModelSignature(tuple(signature.inputs), tuple(signature.outputs))
-    data = user_data_from_args(args, sig, precision=precision, batched=batched)
-    if data is None:  # --data-dir synthetic
-        return None
-    return str(build_perf_input(data, directory, args.perf_samples))
+    user = UserData(sig, data_dir=data.data_dir, dataloader=data.dataloader, dataloader_args=data.dataloader_args,
+                    precision=precision, batched=batched)
+    return str(build_perf_input(user, directory, samples))
 
 
 def perf_options_from_args(args, shared_memory: str | None = None) -> PerfOptions:

@@ -1,0 +1,53 @@
+"""Where a step's samples come from, typed: the flags `--data-dir`, `--dataloader`, `--dataloader-arg`,
+`--dynamic-axis`, `--num-samples` and `--seed` parsed once, so that the steps (inference dumps, the search's and the
+runners' perf_analyzer input, a model.py's inputs read from the data) take this object rather than the parsed
+flags, from a command and from Python alike."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .user import DataError, parse_key_values
+
+
+@dataclass
+class DataSpec:
+    """'synthetic' (random inputs), a folder of .npy/.npz, or the user's dataloader.py over `data_dir`."""
+
+    data_dir: str | None = "synthetic"  # None: no folder (a dataloader that needs none)
+    dataloader: str | None = None
+    dataloader_args: dict[str, Any] = field(default_factory=dict)
+    num_samples: int | None = None  # of synthetic data (default 16), or at most this many of the user's
+    seed: int = 0
+    dynamic_axes: dict[str, list[int]] = field(default_factory=dict)  # per-sample axes forced dynamic (NAME: axes)
+
+    @property
+    def user_data(self) -> bool:
+        return self.dataloader is not None or self.data_dir not in (None, "synthetic")
+
+    def describe(self) -> str:
+        """Where the samples come from, in words ('' for random inputs)."""
+        if self.dataloader:
+            return f"{self.dataloader} over {self.data_dir}"
+        return self.data_dir if self.user_data else ""
+
+    @classmethod
+    def from_args(cls, args: Any) -> DataSpec:
+        """From a command's parsed flags (those it does not have keep their defaults)."""
+        return cls(getattr(args, "data_dir", None), getattr(args, "dataloader", None),
+                   parse_key_values(getattr(args, "dataloader_arg", None) or []), getattr(args, "num_samples", None),
+                   getattr(args, "seed", 0) or 0, parse_dynamic_axes(getattr(args, "dynamic_axis", None) or []))
+
+
+def parse_dynamic_axes(items: list[str]) -> dict[str, list[int]]:
+    """--dynamic-axis NAME:AXIS (repeatable; AXIS counts per-sample axes, 0 = the first after the batch)."""
+    out: dict[str, list[int]] = {}
+    for item in items:
+        name, sep, axis = item.rpartition(":")
+        if not sep or not name or not axis.strip().isdigit():
+            raise DataError(f"--dynamic-axis expects NAME:AXIS (e.g. input_ids:0), got {item!r}")
+        out.setdefault(name, []).append(int(axis))
+    return out
+
+
+__all__ = ["DataSpec", "parse_dynamic_axes"]
