@@ -30,7 +30,9 @@ from .trials import CandidateFailed, Decision, Trial
 CAPACITY_FINALISTS = 3  # challengers measured in open loop besides the default
 RESOLUTION = 0.05  # a capacity search stops when its bracket is this narrow (relative)
 MAX_POINTS = 8  # rates per capacity search at most
-POINTS_PER_SEARCH = 6  # what the time reserve counts for one search (26 rates in 4 searches of resnet18 here)
+POINTS_PER_SEARCH = 7  # what the time reserve counts for one search (6.5 rates a search for resnet18 here, 7.5 for
+# resnet50 full, which bisects further down from its seed); a search that would not fit gets fewer (points_that_fit)
+MIN_POINTS = 4  # the fewest rates a search is given when time is short: bracket, then bisect twice
 SEED_SHARE = 0.8  # the first search starts at this share of the closed-loop figure (open loop is lower: 50-90%)
 CAPACITY_SHARE = 0.5  # of --max-minutes the capacity stage is planned for at most (the exploration keeps the rest)
 
@@ -55,15 +57,26 @@ class CapacityMeasurement:
         return Spread.of([0.0] * (len(self.result.trials) - len(found)) + found)
 
 
-def finalists(st: Standings, default: Trial, judge: Judge) -> list[Trial]:
-    """The best CAPACITY_FINALISTS non-dominated feasible configs by closed-loop throughput, and the default when
-    it holds the budget: open-loop capacity can rank them otherwise, so more than two go into the final stage."""
+def finalists(st: Standings, default: Trial, judge: Judge, limit: int = CAPACITY_FINALISTS) -> list[Trial]:
+    """The best `limit` (CAPACITY_FINALISTS, fewer on a short --max-minutes: planned_finalists) non-dominated
+    feasible configs by closed-loop throughput, and the default when it holds the budget: open-loop capacity can
+    rank them otherwise, so more than two go into the final stage when there is time for them."""
     ranked = sorted((t for t in st.feasible if t.candidate.key not in st.dominated and t is not default),
                     key=lambda t: score(judge.best(t), "throughput"), reverse=True)
-    out = ranked[:CAPACITY_FINALISTS]
+    out = ranked[:limit]
     if default in st.feasible:
         out.append(default)
     return out
+
+
+def planned_finalists(clock: SearchClock) -> int:
+    """Challengers the capacity stage takes besides the default: CAPACITY_FINALISTS when one search of each fits in
+    CAPACITY_SHARE of --max-minutes, else as many as do (at least one), so that a short search still explores."""
+    if clock.settings.max_minutes is None:
+        return CAPACITY_FINALISTS
+    share = CAPACITY_SHARE * clock.settings.max_minutes * 60.0
+    one = POINTS_PER_SEARCH * clock.rate_point_s()
+    return max(1, min(CAPACITY_FINALISTS, int(share // one) - 1 if one > 0 else CAPACITY_FINALISTS))
 
 
 def planned_trials(clock: SearchClock, configs: int) -> int:
@@ -85,6 +98,15 @@ def reserve_s(clock: SearchClock, configs: int) -> float:
     return configs * planned_trials(clock, configs) * POINTS_PER_SEARCH * clock.rate_point_s()
 
 
+def points_that_fit(clock: SearchClock, searches: int) -> int:
+    """Rates each of the `searches` still to run in this round may take within --max-minutes (MIN_POINTS to
+    MAX_POINTS): the stage keeps to the limit even where a rate takes longer than its reserve assumed."""
+    if clock.settings.max_minutes is None or searches <= 0:
+        return MAX_POINTS
+    fit = int(clock.time_left_s() // (searches * clock.rate_point_s()))
+    return max(MIN_POINTS, min(MAX_POINTS, fit))
+
+
 def measure(configs: list[Trial], bench: Bench, judge: Judge, clock: SearchClock, progress: Progress) -> list[str]:
     """Every config's capacity searches, in turns; sets `trial.capacity`; returns notes (trials cut for time, a
     client limit)."""
@@ -97,6 +119,7 @@ def measure(configs: list[Trial], bench: Bench, judge: Judge, clock: SearchClock
     progress.say(f"open-loop capacity of {len(configs)} configs, {planned} search(es) each"
                  + (f" (up to {settings.capacity_trials} as time allows)" if planned < settings.capacity_trials else ""))
     bench.keep_loaded = True
+    shortened = False
     try:
         for n in range(1, settings.capacity_trials + 1):
             if n > 1 and clock.time_left_s() < len(configs) * POINTS_PER_SEARCH * clock.rate_point_s():
@@ -108,9 +131,15 @@ def measure(configs: list[Trial], bench: Bench, judge: Judge, clock: SearchClock
                     continue
                 seed = _seed(searches[t.key], bests[t.key].throughput if bests[t.key] else judge_seed(t))
                 progress.postfix(f"{t.candidate.slug} open loop #{n}")
+                left = [u for u in configs if u.key not in errors and len(searches[u.key]) < n]
+                points = points_that_fit(clock, len(left))
+                if points < MAX_POINTS and not shortened:
+                    shortened = True
+                    notes.append(f"--max-minutes: open-loop searches from here on got as few as {points} rates "
+                                 f"instead of {MAX_POINTS}, so their brackets may be wider than {RESOLUTION:.0%}")
                 try:
                     searches[t.key].append(rate_search(lambda r, t=t, n=n: bench.rate_point(t, r, n), seed,
-                                                       settings.budget_ms, 1, RESOLUTION, MAX_POINTS))
+                                                       settings.budget_ms, 1, RESOLUTION, points))
                 except (ClientLimited, CandidateFailed) as err:
                     errors[t.key] = str(err)
                     notes.append(f"{t.candidate.slug}: {err}")
@@ -219,5 +248,5 @@ def _nothing(st: Standings, configs: list[Trial], judge: Judge) -> str:
             "Raise --p99-ms, or use a smaller model/preset or a faster host")
 
 
-__all__ = ["CAPACITY_FINALISTS", "CAPACITY_SHARE", "planned_trials", "CapacityMeasurement", "RateMeasurer", "decide", "finalists", "measure",
+__all__ = ["CAPACITY_FINALISTS", "CAPACITY_SHARE", "planned_finalists", "planned_trials", "points_that_fit", "CapacityMeasurement", "RateMeasurer", "decide", "finalists", "measure",
            "reserve_s"]

@@ -35,9 +35,11 @@ class SearchClock:
             self.rate_seconds.append(seconds)
 
     def rate_point_s(self) -> float:
-        """The time an open-loop rate takes: the median of those measured, else the settings' estimate."""
+        """The time an open-loop rate takes: the median of those measured, else the settings' estimate or the
+        closed-loop points' measured time, whichever is longer (both are perf_analyzer runs of a few windows; on a
+        slow model the windows stretch, and the settings' estimate alone put a search 0.9 min past its limit)."""
         recent = self.rate_seconds[-10:]
-        return statistics.median(recent) if recent else self.settings.rate_point_s
+        return statistics.median(recent) if recent else max(self.settings.rate_point_s, self.point_s())
 
     def point_s(self) -> float:
         """The time a point takes: the median of the last ten, so that one slow point (an unstable window

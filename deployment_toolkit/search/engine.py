@@ -337,7 +337,8 @@ class Search:
                           and self.judge.best(t) is not None)
         default = self.default is not None and self.judge.best(self.default) is not None
         if self.s.rank_by == "capacity":  # the capacity stage for the finalists if one more config is measured
-            return capacity.reserve_s(self.clock, min(capacity.CAPACITY_FINALISTS, challengers + 1) + int(default))
+            return capacity.reserve_s(self.clock, min(capacity.planned_finalists(self.clock), challengers + 1)
+                                      + int(default))
         return self.clock.confirmation_reserve_s(challengers, default, self._step_down_possible())
 
     def _estimate_candidate_s(self, trial: Trial) -> float:
@@ -354,7 +355,7 @@ class Search:
         capacity.py), then the winner and every verdict."""
         standing = standings(list(self.trials.values()), self.default, self.judge)
         if self.s.rank_by == "capacity":
-            configs = capacity.finalists(standing, self.default, self.judge)
+            configs = capacity.finalists(standing, self.default, self.judge, capacity.planned_finalists(self.clock))
             self.notes += capacity.measure(configs, self.bench, self.judge, self.clock, self.progress)
             self.progress.step()
             return capacity.decide(standing, configs, self.default, self.judge)

@@ -893,3 +893,46 @@ def test_capacity_stage_is_planned_within_half_the_limit_and_keeps_at_least_one_
     measured = clock(8)
     measured.record_rate(2.0)  # a measured rate replaces the estimate
     assert capacity.planned_trials(measured, 4) == 3
+
+
+def test_a_rate_is_estimated_from_the_closed_loop_points_and_searches_shrink_to_fit_the_limit():
+    """Issue 28: on resnet50 full a rate took ~8 s where the estimate said 7 and the searches took 7-8 rates, so the
+    capacity stage ran 0.9 min past --max-minutes. Before any rate is measured, a rate costs at least what a
+    closed-loop point cost; a search that would not fit gets fewer rates (never fewer than MIN_POINTS)."""
+    from deployment_toolkit.search import capacity
+    from deployment_toolkit.search.clock import SearchClock
+    from deployment_toolkit.search.trials import SearchSettings
+
+    clock = SearchClock(SearchSettings(budget_ms=500, max_minutes=10, rate_point_s=7.0))
+    clock.start()
+    assert clock.rate_point_s() == 7.0
+    clock.record(12.0)  # a slow model's closed-loop point
+    assert clock.rate_point_s() == 12.0
+    clock.record_rate(9.0)  # measured rates win
+    assert clock.rate_point_s() == 9.0
+    assert capacity.points_that_fit(clock, 4) == capacity.MAX_POINTS  # 600 s left, 4 x 9 s a rate
+    clock.started -= 600 - 4 * 5 * 9.0 - 1  # 4 searches of 5 rates left in the limit
+    assert capacity.points_that_fit(clock, 4) == 5
+    clock.started -= 1000
+    assert capacity.points_that_fit(clock, 4) == capacity.MIN_POINTS
+    unlimited = SearchClock(SearchSettings(budget_ms=500))
+    unlimited.start()
+    assert capacity.points_that_fit(unlimited, 4) == capacity.MAX_POINTS
+
+
+def test_a_short_limit_takes_fewer_finalists_into_the_capacity_stage():
+    """Issue 28: three challengers and the default at one search each cost 4 x 7 rates; where that exceeds half of
+    --max-minutes, fewer challengers go to the capacity stage (at least one) and the exploration keeps its time."""
+    from deployment_toolkit.search import capacity
+    from deployment_toolkit.search.clock import SearchClock
+    from deployment_toolkit.search.trials import SearchSettings
+
+    def clock(minutes, rate_s):
+        c = SearchClock(SearchSettings(budget_ms=500, max_minutes=minutes, rate_point_s=rate_s))
+        c.start()
+        return c
+
+    assert capacity.planned_finalists(clock(None, 8.0)) == capacity.CAPACITY_FINALISTS
+    assert capacity.planned_finalists(clock(8, 8.0)) == 3  # 240 s of share, 56 s a search: 4 fit
+    assert capacity.planned_finalists(clock(6.5, 10.0)) == 1  # 195 s, 70 s a search: the best and the default
+    assert capacity.planned_finalists(clock(1, 10.0)) == 1
