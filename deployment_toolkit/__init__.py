@@ -1,7 +1,7 @@
 """Triton deployment toolkit: convert, configure, serve, check and measure models on Triton Inference Server.
 
 From Python: `import deployment_toolkit as dt`, then dt.convert, dt.deploy, dt.serve, dt.connect,
-dt.measure_online, dt.measure_offline, dt.search, dt.plan (deployment_toolkit/api.py, imported on first use so that importing the
+dt.measure_online, dt.measure_offline, dt.search_config, dt.plan (deployment_toolkit/api.py, imported on first use so that importing the
 package stays cheap)."""
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ def _hide_scripts_folder_named_triton() -> None:
 _hide_scripts_folder_named_triton()
 _install_import_shims()
 
-_API = ("convert", "deploy", "serve", "connect", "measure_online", "measure_offline", "search", "plan", "DataSpec")
+_API = ("convert", "deploy", "serve", "connect", "measure_online", "measure_offline", "search_config", "plan", "DataSpec")
 
 
 def __getattr__(name: str):

@@ -8,7 +8,7 @@
     with dt.serve("model_repository") as server, dt.connect(server.grpc_url) as client:
         outputs = client.infer("my_model", {"input_ids": ids}, ["logits"])
         sweep = dt.measure_online(server, "my_model", "ws/onnx", [1, 2, 4], "results/my_model")
-    run = dt.search("my_model/model.py", p99_ms=50, result_dir="results/search", max_minutes=5)  # a SearchRun
+    run = dt.search_config("my_model/model.py", p99_ms=50, result_dir="results/search", max_minutes=5)  # a SearchRun
     fleet = dt.plan("my_model/model.py", peak_rps=500, p99_ms=50, result_dir="results/plan", host_hour_cost=0.4)
 
 A live nn.Module is converted and verified as it is (its inputs from `inputs`, example batches, or from the
@@ -38,7 +38,7 @@ from .sources.base import DEFAULT_MAX_BATCH, SourceError
 from .sources.common import input_specs, materialise, probe, task_and_metric
 from .spec import Manifest, ModelSignature
 
-__all__ = ["convert", "deploy", "serve", "connect", "measure_online", "measure_offline", "search", "plan", "DataSpec",
+__all__ = ["convert", "deploy", "serve", "connect", "measure_online", "measure_offline", "search_config", "plan", "DataSpec",
            "Manifest"]
 
 
@@ -161,13 +161,14 @@ def _search_request(model: Any, p99_ms: float, result_dir: str | Path | None, *,
                     model_repository: str | Path | None, model_name: str | None, fresh: bool, progress: bool,
                     settings: Mapping[str, Any], options: PerfOptions | None = None,
                     workspace: str | Path | None = None, open_loop_window_ms: int = 1000):
-    from .search.request import DEFAULT_PERF_OPTIONS, SearchRequest
+    from .search.request import DEFAULT_PERF_OPTIONS, FINISH_RESERVE_S, SearchRequest, rate_point_estimate
     from .search.trials import SearchSettings
 
     if objective not in ("capacity", "closed-loop", "latency"):
         raise SourceError(f"objective={objective!r}: choose capacity, closed-loop or latency")
     fields = {"budget_ms": p99_ms, "max_minutes": max_minutes, "rank_by": "capacity" if objective == "capacity"
-              else "closed-loop", "objective": "latency" if objective == "latency" else "throughput", **settings}
+              else "closed-loop", "objective": "latency" if objective == "latency" else "throughput",
+              "finish_reserve_s": FINISH_RESERVE_S, "rate_point_s": rate_point_estimate(open_loop_window_ms), **settings}
     return SearchRequest(source=_source(model, preset, checkpoint, model_args, input_type),
                          settings=SearchSettings(**fields), options=options or DEFAULT_PERF_OPTIONS, preset=preset,
                          formats=tuple(formats), workspace=Path(workspace) if workspace else None,
@@ -175,10 +176,10 @@ def _search_request(model: Any, p99_ms: float, result_dir: str | Path | None, *,
                          data=data or DataSpec(), result_dir=Path(result_dir) if result_dir else None,
                          model_repository=Path(model_repository) if model_repository else None, model_name=model_name,
                          fresh=fresh, progress=progress,
-                         command=f"deployment_toolkit.api.search({str(model)!r}, p99_ms={p99_ms:g}, ...)")
+                         command=f"deployment_toolkit.api.search_config({str(model)!r}, p99_ms={p99_ms:g}, ...)")
 
 
-def search(model: Any, p99_ms: float, result_dir: str | Path | None = None, *, data: DataSpec | None = None,
+def search_config(model: Any, p99_ms: float, result_dir: str | Path | None = None, *, data: DataSpec | None = None,
            formats: Sequence[str] = ("onnx",), preset: str = "small", max_minutes: float | None = 20.0,
            objective: str = "capacity", checkpoint: str | None = None, model_args: Mapping[str, Any] | None = None,
            input_type: str | None = None, model_repository: str | Path | None = None, model_name: str | None = None,
@@ -192,6 +193,7 @@ def search(model: Any, p99_ms: float, result_dir: str | Path | None = None, *, d
     model folder), `.code` (0: a winner; 2: none met the budget, or the search could not start: `.error`)."""
     from .search.cli import search_step
 
+    # not `search`: that name is the deployment_toolkit.search package once it is imported
     return search_step(_search_request(
         model, p99_ms, result_dir, data=data, formats=formats, preset=preset, max_minutes=max_minutes,
         objective=objective, checkpoint=checkpoint, model_args=model_args, input_type=input_type,

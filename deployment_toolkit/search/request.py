@@ -18,6 +18,13 @@ DEFAULT_PERF_OPTIONS = PerfOptions(
     protocol="grpc", shared_memory="system", measurement_mode="count_windows", measurement_interval_ms=2000,
     measurement_request_count=40, stability_percentage=20.0, max_trials=5, max_attempts=1)
 
+FINISH_RESERVE_S = 10.0  # writing the winner, the CSVs, the plot and the report took 3-5 s on a 2-core host
+
+
+def rate_point_estimate(open_loop_window_ms: int) -> float:
+    """An open-loop rate's time before one is measured: 3 to 6 windows and its start (8 s at 1-s windows here)."""
+    return 5.0 * open_loop_window_ms / 1000.0 + 2.0
+
 
 @dataclass
 class SearchServer:
@@ -51,4 +58,4 @@ class SearchRequest:
     command: str = ""  # the equivalent command, shown in search.md
 
 
-__all__ = ["DEFAULT_PERF_OPTIONS", "SearchRequest", "SearchServer"]
+__all__ = ["DEFAULT_PERF_OPTIONS", "FINISH_RESERVE_S", "SearchRequest", "SearchServer", "rate_point_estimate"]

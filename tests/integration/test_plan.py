@@ -66,7 +66,7 @@ def test_a_peak_beyond_max_replicas_is_refused_and_the_rerun_resumes(planned):
 def test_the_python_api_plans_from_the_commands_points(planned):
     """Issue 27 item 6: dt.plan is the command's door from Python. With the command's settings it resumes the
     points the command measured (same run identity: the same search, not a second implementation) and plans the
-    same winner; dt.search on the same request answers the same way."""
+    same winner; dt.search_config on the same request answers the same way."""
     import deployment_toolkit as dt
     from deployment_toolkit.perf.analyzer import PerfOptions
 
@@ -90,6 +90,7 @@ def test_the_python_api_plans_from_the_commands_points(planned):
     assert result.search.outcome.decision.winner.candidate.to_dict() == command_plan
     assert result.plan is not None and result.plan.replicas >= 1 and (api_out / "plan.md").is_file()
     assert set(result.manifests) and (api_out / "k8s" / "deployment.yaml").is_file()
-    run = dt.search("resnet18", p99_ms=200, result_dir=api_out / "search", preset="small", workspace=ws,
+    run = dt.search_config("resnet18", p99_ms=200, result_dir=api_out / "search", preset="small", workspace=ws,
                     options=options, open_loop_window_ms=500, model_repository=api_out / "repo", **settings)
-    assert run.code == 0 and run.outcome.measured_points == 0 and (run.written / "config.pbtxt").is_file()
+    assert run.code == 0 and run.outcome.measured_points == 0 and run.written.name == "config.pbtxt"
+    assert run.written.is_file() and run.written.parent.parent == api_out / "repo"

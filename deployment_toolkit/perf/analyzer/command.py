@@ -65,6 +65,10 @@ class PerfOptions:
         if self.max_attempts < 1:
             raise UserInputError("max_attempts must be >= 1")
         object.__setattr__(self, "extra_args", tuple(self.extra_args))
+        # one value, one identity: stability 100 from Python and 100.0 from a flag must name the same measurement
+        for name, kind in (("stability_percentage", float), ("measurement_interval_ms", int),
+                           ("measurement_request_count", int), ("max_trials", int)):
+            object.__setattr__(self, name, kind(getattr(self, name)))
 
     def measurement_fields(self) -> dict[str, Any]:
         """The fields that define what is measured (for fingerprints and run.json)."""
