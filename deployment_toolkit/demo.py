@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from .errors import UserError
+from .results.run_folder import add_result_path_argument
 from .steps import StepFailed, StepRunner, shown
 from .steps import script_command as script
 
@@ -163,7 +164,7 @@ def check_new_run_dir(result_dir: Path) -> None:
     (such as an example committed from another machine)."""
     if result_dir.exists() and any(result_dir.iterdir()):
         raise RunFolderTaken(f"{result_dir} already holds a run: the demo writes a new folder each time. Leave out "
-                         "--output to get a fresh one under results/local/, or name a folder that does not exist")
+                         "--result-path to get a fresh one under results/local/, or name a folder that does not exist")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -171,12 +172,12 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="examples:\n  deployment-toolkit demo                 # resnet50 into results/local/demo-...\n"
                "  deployment-toolkit demo --fast          # resnet18 small, 2+2 points (CI)\n"
-               "  deployment-toolkit demo --output results/demo-resnet50-onnx-cpu   # the committed example")
+               "  deployment-toolkit demo --result-path results/demo-resnet50-onnx-cpu   # the committed example")
     p.add_argument("--model", default="resnet50")
     p.add_argument("--preset", default="full")
-    p.add_argument("--result-path", "--output", dest="output", default=None, metavar="DIR",
-                   help="run folder to create (must not exist or be empty; default: "
-                        "results/local/demo-<model>-onnx-<UTC time>, git-ignored)")
+    add_result_path_argument(p, "--output", dest="output",
+                             help="run folder to create (must not exist or be empty; default: "
+                                  "results/local/demo-<model>-onnx-<UTC time>, git-ignored)")
     p.add_argument("--fast", action="store_true",
                    help=f"CI mode: {FAST['model']} {FAST['preset']}, batch sizes {FAST['batch_sizes']}, "
                         f"concurrency {FAST['concurrency']}, {FAST['measurement_interval']} ms windows, one attempt")

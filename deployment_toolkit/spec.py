@@ -13,7 +13,7 @@ import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, Callable
 
 import numpy as np
 
@@ -285,19 +285,26 @@ def default_file_mode() -> int:
     return 0o666 & ~umask
 
 
-def atomic_write_text(path: str | Path, text: str) -> None:
-    """Write via a temporary file and rename, so a crash never leaves half a file behind. The file gets the
-    umask's usual mode, not mkstemp's 0600: a server running as another user (a container) must read it."""
+def atomic_write(path: str | Path, write: Callable[[IO[Any]], Any], mode: str = "wb") -> None:
+    """THE atomic writer: `write(fh)` fills a temporary file beside `path` (opened with `mode`), which is synced and
+    renamed over `path`, so a crash never leaves half a file behind (nor a truncated shard that loads as valid).
+    The file gets the umask's usual mode, not mkstemp's 0600: a server running as another user (a container) must
+    read it."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         os.fchmod(fd, default_file_mode())
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
+        with os.fdopen(fd, mode) as fh:
+            write(fh)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    """Write `text` through `atomic_write`: the whole file or, after a crash, the previous one."""
+    atomic_write(path, lambda fh: fh.write(text), mode="w")

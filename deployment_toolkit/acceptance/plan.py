@@ -91,7 +91,7 @@ def framework_steps(opts: PlanOptions) -> list[Step]:
         return ("triton/run_framework_benchmark.py", "--models", *opts.bench_models, "--preset", opts.preset,
                 "--precisions", *precisions, "--runtimes", "eager", "--batch-sizes", batches, "--device",
                 opts.device, "--warmup", "3", "--duration", "2", "--min-iterations", "3", "--no-progress",
-                "--result-dir", str(opts.result_dir / result), *extra)
+                "--result-path", str(opts.result_dir / result), *extra)
 
     compile_timeout = str(int(opts.budgets["framework-compile"] // 2))
     return [
@@ -189,7 +189,7 @@ def diffusion_steps(opts: PlanOptions) -> list[Step]:
     latency = Step("diffusion latency per request (8 and 18 steps)", "diffusion", (
         "triton/run_diffusion_latency.py", "--model-repository", str(repo), "--model-name", "sd_pipeline",
         "--targets", "triton,in-process", "--steps", ",".join(map(str, DIFFUSION_STEPS)), "--burn-in", "2",
-        "--trials", "5", "--runs", "3", "--result-dir", str(opts.result_dir / "diffusion")),
+        "--trials", "5", "--runs", "3", "--result-path", str(opts.result_dir / "diffusion")),
         opts.budgets["diffusion"] * 2 / 3, (deploy.name,))
     return [deploy, latency]
 

@@ -20,6 +20,7 @@ from pathlib import Path
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from deployment_toolkit import cli  # noqa: E402
+from deployment_toolkit.results.run_folder import add_result_path_argument  # noqa: E402
 from deployment_toolkit.committed import refuse_committed  # noqa: E402
 from deployment_toolkit.steps import StepFailed, StepRunner, relative  # noqa: E402
 from deployment_toolkit.steps import shown as _shown  # noqa: E402
@@ -90,13 +91,13 @@ def main(argv: list[str] | None = None) -> int:
     p = cli.parser(__doc__, f"""
         deployment-toolkit accuracy-demo                      # about 3 min on 2 CPU cores
         deployment-toolkit accuracy-demo --max-seconds 20 --min-dice 0.6 --train-samples 1000 \\
-            --heldout-samples 64 --workspace /tmp/acc --results-dir /tmp/acc/results   # quick check
+            --heldout-samples 64 --workspace /tmp/acc --result-path /tmp/acc/results   # quick check
     """)
     p.add_argument("--workspace", type=Path, default=ROOT / "workspace" / RUN_NAME,
                    help="data, weights, ONNX, model repository, dumps and server log")
-    p.add_argument("--result-path", "--results-dir", dest="results_dir", type=Path, default=None,
+    add_result_path_argument(p, "--results-dir", dest="results_dir", type=Path,
                    help=f"default: a new results/local/{RUN_NAME}-<UTC time> (git-ignored); the committed "
-                        f"results/{RUN_NAME} is rewritten only with --results-dir results/{RUN_NAME} --update-committed")
+                        f"results/{RUN_NAME} is rewritten only with --result-path results/{RUN_NAME} --update-committed")
     p.add_argument("--train-samples", type=int, default=3000)
     p.add_argument("--heldout-samples", type=int, default=256)
     p.add_argument("--seed", type=int, default=0, help="training data and weights; the held-out split uses seed+1")
@@ -111,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.results_dir is None:
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
         args.results_dir = ROOT / "results" / "local" / f"{RUN_NAME}-{stamp}"
-    refuse_committed(args.results_dir, "--results-dir")
+    refuse_committed(args.results_dir, "--result-path")
 
     try:
         return run_chain(args)

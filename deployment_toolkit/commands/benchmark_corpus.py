@@ -8,13 +8,14 @@ import tempfile
 from pathlib import Path
 
 from deployment_toolkit import cli  # noqa: E402
+from deployment_toolkit.results.run_folder import add_result_path_argument  # noqa: E402
 from deployment_toolkit.committed import refuse_committed  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
     p = cli.parser(__doc__, """
-        deployment-toolkit bench-corpus --output results/corpus-cpu
-        deployment-toolkit bench-corpus --models hf-bert-seqcls,tv-resnet18 --no-serve --output /tmp/corpus
+        deployment-toolkit bench-corpus --result-path results/corpus-cpu
+        deployment-toolkit bench-corpus --models hf-bert-seqcls,tv-resnet18 --no-serve --result-path /tmp/corpus
     """)
     p.add_argument("--models", default=None, help="comma-separated corpus names (default: all; --list shows them)")
     p.add_argument("--list", action="store_true", help="list the corpus and exit")
@@ -27,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="conversions per side of the fallback-cost comparison (0: skip it; default %(default)s)")
     p.add_argument("--workdir", default=None,
                    help="keep the artifacts, repository, data and logs here (default: a temporary folder, removed)")
-    p.add_argument("--result-path", "--output", dest="output", default=None,
+    add_result_path_argument(p, "--output", dest="output",
                    help="results folder (default: a new results/local/corpus-<UTC time>, git-ignored); must not "
                         "hold a corpus run already")
     args = p.parse_args(argv)
@@ -50,9 +51,9 @@ def main(argv: list[str] | None = None) -> int:
     if not formats or any(f not in FORMATS for f in formats):
         raise UserInputError(f"--formats takes some of {', '.join(FORMATS)}, got {args.formats!r}")
     out = Path(args.output) if args.output else Path("results") / "local" / f"corpus-{_utc()}"
-    refuse_committed(out, "--output")
+    refuse_committed(out, "--result-path")
     if (out / "corpus.csv").exists():
-        raise UserInputError(f"{out} holds a corpus run already: pass another --output")
+        raise UserInputError(f"{out} holds a corpus run already: pass another --result-path")
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="corpus-") as tmp:
         work = Path(args.workdir) if args.workdir else Path(tmp)

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from deployment_toolkit import cli  # noqa: E402
+from deployment_toolkit.results.run_folder import add_result_path_argument  # noqa: E402
 from deployment_toolkit.committed import refuse_committed  # noqa: E402
 
 
@@ -30,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-queue-delay-us", type=int, default=0, help="dynamic batcher delay (default 0)")
     p.add_argument("--bar", type=float, default=0.8, help="acceptance bar for served / in-process (default 0.8)")
     p.add_argument("--workspace", default=None, help="ONNX artifact, repository, server log (default: workspace/overhead-<model>)")
-    p.add_argument("--result-path", default=None, help="default: results/overhead-<model>-cpu")
+    add_result_path_argument(p, help="default: results/overhead-<model>-cpu")
     p.add_argument("--server-start-timeout", type=float, default=300.0)
     p.add_argument("--private-shm", choices=("auto", "yes", "no"), default="auto",
                    help="run in a private /dev/shm (needs root): perf_analyzer's shared-memory files are named after "

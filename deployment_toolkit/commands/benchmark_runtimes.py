@@ -5,13 +5,14 @@ import sys
 from pathlib import Path
 
 from deployment_toolkit import cli  # noqa: E402
+from deployment_toolkit.results.run_folder import add_result_path_argument  # noqa: E402
 from deployment_toolkit.committed import refuse_committed  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
     p = cli.parser(__doc__, """
         deployment-toolkit bench-runtimes --models resnet50 nnunet3d:1 --preset full --batch-sizes 1,8 \\
-            --warmup 1 --iterations 10 --min-iterations 3 --max-seconds 30 --result-dir results/runtime-speed-cpu
+            --warmup 1 --iterations 10 --min-iterations 3 --max-seconds 30 --result-path results/runtime-speed-cpu
     """)
     p.add_argument("--models", nargs="+", required=True, metavar="MODEL[:B1,B2]",
                    help="models (a zoo name, timm:<arch>, a model.py with get_signature, an ONNX file or an artifact "
@@ -28,10 +29,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--retries", type=int, default=0,
                    help="shared machines: re-time a point during which other processes used > 10%% of the CPU")
     p.add_argument("--onnx-dir", default=None, help="use this convert_model ONNX output instead of exporting (one model)")
-    p.add_argument("--result-path", "--result-dir", dest="result_dir", required=True, help="results/<run>: CSV, markdown and run.json go here")
+    add_result_path_argument(p, "--result-dir", dest="result_dir", required=True,
+                             help="results/<run>: CSV, markdown and run.json go here")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
-    refuse_committed(args.result_dir, "--result-dir")
+    refuse_committed(args.result_dir, "--result-path")
     if args.warmup < 0 or args.iterations < 1 or not 1 <= args.min_iterations:
         p.error("--warmup must be >= 0, --iterations and --min-iterations >= 1")
 

@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 
 from deployment_toolkit import cli
+from deployment_toolkit.results.run_folder import add_result_path_argument
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -20,7 +21,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--period", type=float, default=0.5, help="scrape period in s (default 0.5, the sweeps' own)")
     p.add_argument("--measurement-interval", type=int, default=3000, help="perf_analyzer window, ms (default 3000)")
     p.add_argument("--workspace", default=None, help="artifact, repository, sweeps (default workspace/telemetry-cost)")
-    p.add_argument("--result-path", default=None, help="default: results/local/telemetry-cost-<model>-<UTC time>")
+    add_result_path_argument(p, help="default: results/local/telemetry-cost-<model>-<UTC time>")
     args = p.parse_args(argv)
 
     from deployment_toolkit.api import convert

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from deployment_toolkit import cli  # noqa: E402
+from deployment_toolkit.results.run_folder import add_result_path_argument  # noqa: E402
 from deployment_toolkit.committed import refuse_committed  # noqa: E402
 
 
@@ -35,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
                         "Analyzer then runs first); default: --max-minutes")
     p.add_argument("--formats", default="onnx", help="our side's formats; Model Analyzer gets the first")
     p.add_argument("--workspace", default=None, help="artifacts (default workspace/<model>-<preset>)")
-    p.add_argument("--result-path", default=None, help="default results/search-vs-ma-<model>-<preset>")
+    add_result_path_argument(p, help="default results/search-vs-ma-<model>-<preset>")
     p.add_argument("--model-analyzer", default=None, metavar="PATH",
                    help="the model-analyzer CLI (default: /tmp/ma-venv/bin/model-analyzer, then PATH)")
     p.add_argument("--ma-search-mode", choices=("quick", "brute", "optuna"), default="quick")

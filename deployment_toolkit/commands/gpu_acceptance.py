@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from deployment_toolkit import cli  # noqa: E402
+from deployment_toolkit.results.run_folder import add_result_path_argument  # noqa: E402
 
 
 def _budget(text: str) -> tuple[str, float]:
@@ -37,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
         deployment-toolkit gpu-check --result-path results/gpu-nvidia-h100-80gb-hbm3 --max-minutes 10 \\
             --budget framework-compile=200
     """)
-    p.add_argument("--result-path", default=None, help="default: results/gpu-<device-slug>")
+    add_result_path_argument(p, help="default: results/gpu-<device-slug>")
     p.add_argument("--workspace", default="workspace/gpu-acceptance",
                    help="artifacts and the model repository (its model_repository/ is rewritten each run)")
     p.add_argument("--max-minutes", type=float, default=10.0, help="device time for the whole check (default 10)")

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from deployment_toolkit import cli  # noqa: E402
+from deployment_toolkit.results.run_folder import add_result_path_argument  # noqa: E402
 from deployment_toolkit.errors import UserInputError  # noqa: E402
 
 TARGETS = ("triton", "in-process", "http")
@@ -20,10 +21,10 @@ def main(argv: list[str] | None = None) -> int:
         # served vs in-process on this host, the seed's 8 and 18 steps (pipeline from deploy_diffusion.py):
         deployment-toolkit diffusion-latency --model-repository model_repository --model-name sd_pipeline \\
             --targets triton,in-process --steps 8,18 --burn-in 3 --trials 10 --runs 3 \\
-            --result-dir results/diffusion-latency-cpu
+            --result-path results/diffusion-latency-cpu
         # a deployed service of the NIM's kind:
         deployment-toolkit diffusion-latency --targets http --url http://localhost:8000/v1/infer \\
-            --input-array input.npy --device-label H100 --result-dir results/corrdiff-nim
+            --input-array input.npy --device-label H100 --result-path results/corrdiff-nim
     """)
     p.add_argument("--targets", default="triton", help=f"comma-separated: {', '.join(TARGETS)}")
     p.add_argument("--model-repository", help="repository with the pipeline (embedded server, in-process target)")
@@ -45,7 +46,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--perf-analyzer", action="store_true",
                    help="also measure the triton target with perf_analyzer (concurrency 1, count windows of "
                         "max(trials, 5) requests): the server-side latency breakdown per steps value")
-    p.add_argument("--result-path", "--result-dir", dest="result_dir", default="results/diffusion-latency")
+    add_result_path_argument(p, "--result-dir", dest="result_dir", default="results/diffusion-latency",
+                             help="default: %(default)s")
     args = p.parse_args(argv)
 
     targets = [t.strip() for t in args.targets.split(",") if t.strip()]
@@ -77,7 +79,7 @@ def run(args, targets: list[str]) -> int:
     from deployment_toolkit.results.runinfo import run_metadata, write_run_json
 
     out_dir = Path(args.result_dir)
-    refuse_committed(out_dir, "--result-dir")
+    refuse_committed(out_dir, "--result-path")
     out_dir.mkdir(parents=True, exist_ok=True)
     device = args.device_label or device_label("cuda" if _denoiser_on_gpu(args) else "cpu")
     notes: list[str] = []

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from deployment_toolkit import cli  # noqa: E402
+from deployment_toolkit.results.run_folder import add_result_path_argument  # noqa: E402
 from deployment_toolkit.errors import UserInputError  # noqa: E402
 from deployment_toolkit.committed import refuse_committed  # noqa: E402
 
@@ -22,7 +23,7 @@ FORMAT_LABELS = {(f, p): label for cands in CANDIDATES.values() for f, p, label 
 def main(argv: list[str] | None = None) -> int:
     p = cli.parser(__doc__, """
         deployment-toolkit diffusion-speedup --model sd_unet --preset small --sampler ddim --steps 50 \\
-            --batch-sizes 1,2,4 --trials 3 --result-dir results/diffusion-speedup-cpu
+            --batch-sizes 1,2,4 --trials 3 --result-path results/diffusion-speedup-cpu
     """)
     p.add_argument("--model", default="sd_unet")
     p.add_argument("--preset", default="small")
@@ -40,7 +41,8 @@ def main(argv: list[str] | None = None) -> int:
                         "when the cores are oversubscribed")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--workspace", default="workspace", help="conversions: <workspace>/<model>_<preset>_<fmt>_<prec>")
-    p.add_argument("--result-path", "--result-dir", dest="result_dir", default="results/diffusion-speedup")
+    add_result_path_argument(p, "--result-dir", dest="result_dir", default="results/diffusion-speedup",
+                             help="default: %(default)s")
     args = p.parse_args(argv)
     return run(args)
 
@@ -93,7 +95,7 @@ def run(args) -> int:
 
     load_after = os.getloadavg()
     out = Path(args.result_dir)
-    refuse_committed(out, "--result-dir")
+    refuse_committed(out, "--result-path")
     write_text(out / "diffusion_speedup.csv", csv_text([r.row() for r in rows], SPEEDUP_CSV_COLUMNS))
     host = "GPU" if device == "cuda" else "CPU"
     md = (f"# Diffusion sampling: {label} vs framework ({host})\n\nEnd-to-end latency of the sampling loop "

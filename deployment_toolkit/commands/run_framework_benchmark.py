@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from deployment_toolkit import cli  # noqa: E402
+from deployment_toolkit.results.run_folder import add_result_path_argument  # noqa: E402
 from deployment_toolkit.results.ledger import add_reuse_arguments  # noqa: E402
 from deployment_toolkit.committed import refuse_committed  # noqa: E402
 
@@ -38,7 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-tf32", action="store_true", help="keep fp32 matmuls/convs in full fp32 on Ampere+ GPUs")
     p.add_argument("--gsd-m", type=float, nargs="+", default=[10.0],
                    help="ground sample distances (m) for the geospatial km^2/s columns (default 10)")
-    p.add_argument("--result-path", "--result-dir", dest="result_dir", default="results/framework-bench", help="default: %(default)s")
+    add_result_path_argument(p, "--result-dir", dest="result_dir", default="results/framework-bench",
+                             help="default: %(default)s")
     p.add_argument("--isolate", choices=("compile", "all", "none"), default="compile",
                    help="run torch.compile groups (or all groups) in a child process with --config-timeout")
     p.add_argument("--config-timeout", type=float, default=900.0,
@@ -49,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
-    refuse_committed(args.result_dir, "--result-dir")
+    refuse_committed(args.result_dir, "--result-path")
     if args.warmup < 1 or args.duration <= 0 or args.min_iterations < 1:
         p.error("--warmup and --min-iterations must be >= 1, --duration > 0")
 

@@ -19,9 +19,7 @@ would put its rules (sections, shard numbering, ids, when dump.json is written) 
 from __future__ import annotations
 
 import json
-import os
 import re
-import tempfile
 import zipfile
 import zlib
 from collections import Counter
@@ -31,7 +29,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ..spec import atomic_write_text
+from ..spec import atomic_write, atomic_write_text
 from ..errors import UserError
 
 DUMP_META_NAME = "dump.json"
@@ -122,18 +120,8 @@ def _dtype_name(arr: np.ndarray) -> str:
 
 
 def _atomic_savez(path: Path, arrays: Mapping[str, np.ndarray]) -> None:
-    """Temp file + os.replace: a killed run never leaves a truncated shard that later loads as valid."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            np.savez(fh, **arrays)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Through spec.atomic_write: a killed run never leaves a truncated shard that later loads as valid."""
+    atomic_write(path, lambda fh: np.savez(fh, **arrays))
 
 
 class DumpWriter:

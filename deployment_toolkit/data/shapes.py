@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import re
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from ..errors import UserInputError
+from ..spec import atomic_write
 
 CLASSES = ("background", "circle")  # label values 0, 1; rectangles and triangles are background
 SHAPE_KINDS = ("circle", "rectangle", "triangle")
@@ -177,15 +176,8 @@ def write_npz_folder(folder: str | Path, images: np.ndarray, masks: np.ndarray, 
 
 
 def _atomic_savez(path: Path, arrays: dict[str, np.ndarray]) -> None:
-    """Temp file + rename: an interrupted run never leaves a truncated shard that reads as data."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            np.savez_compressed(fh, **arrays)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Through spec.atomic_write: an interrupted run never leaves a truncated shard that reads as data."""
+    atomic_write(path, lambda fh: np.savez_compressed(fh, **arrays))
 
 
 def generate(output_dir: str | Path, num_samples: int, seed: int, size: int = ShapesConfig.size,

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import csv
 import gc
-import io
 import math
 import shutil
 import sys
@@ -22,6 +21,7 @@ from typing import Callable, Iterable, Sequence
 
 from ..results.identity import RunIdentity, host_identity, library_versions, toolkit_version
 from ..results.ledger import PROVENANCE_COLUMNS, ensure_registered, now_utc, reconcile, record_run
+from ..results.rows import RowSchema, read_csv, to_csv
 from ..sources.base import slugify
 from ..spec import FORMATS, Manifest, atomic_write_text
 from ..tables import markdown_table
@@ -55,6 +55,8 @@ class MatrixRow:
 
 
 COLUMNS = [f.name for f in fields(MatrixRow)]
+# the CSV as results.rows stores it: every cell a string, rows in sweep order
+SCHEMA = RowSchema(columns=tuple(COLUMNS), key=("model", "preset", "format"), identity_column="identity")
 
 
 @dataclass
@@ -79,22 +81,17 @@ def read_rows(path: str | Path) -> list[MatrixRow]:
     if not path.exists() or not path.read_text().strip():
         return []
     with path.open(newline="") as fh:
-        reader = csv.DictReader(fh)
-        missing = [c for c in COLUMNS if c not in (reader.fieldnames or []) and c not in PROVENANCE_COLUMNS]
-        if missing:
-            raise UserInputError(f"{path} is not a conversion-matrix CSV (missing columns {missing}); "
+        header = next(csv.reader(fh), [])
+    missing = [c for c in COLUMNS if c not in header and c not in PROVENANCE_COLUMNS]
+    if missing:
+        raise UserInputError(f"{path} is not a conversion-matrix CSV (missing columns {missing}); "
                              "pass another --output or move that file away")
-        return [MatrixRow(**{c: row.get(c) or "" for c in COLUMNS}) for row in reader]
+    return [MatrixRow(**row) for row in read_csv(SCHEMA, path)]
 
 
 def write_rows(path: str | Path, rows: Sequence[MatrixRow]) -> None:
     """Rewrite the whole CSV atomically: a crash mid-write leaves the previous complete file."""
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")
-    writer.writeheader()
-    for row in rows:
-        writer.writerow(asdict(row))
-    atomic_write_text(path, buf.getvalue())
+    atomic_write_text(path, to_csv(SCHEMA, [asdict(row) for row in rows]))
 
 
 # --------------------------------------------------------------------------- one cell

@@ -9,6 +9,7 @@ from typing import Sequence
 from ..client import TritonClient
 from ..errors import UserInputError
 from ..results.ledger import add_reuse_arguments
+from ..results.run_folder import add_result_path_argument
 from .sweep import signature_from_metadata
 
 _LOOPBACK = ("localhost", "127.0.0.1", "::1", "[::1]")
@@ -30,8 +31,7 @@ def add_target_arguments(parser) -> None:
     g.add_argument("--number-of-model-instances", type=int, default=None,
                    help="recorded; the server's instance_group count is what the tables show")
     o = parser.add_argument_group("results")
-    o.add_argument("--result-path", default=None, metavar="DIR",
-                   help="run folder (default: results/<model-name>); rerunning into it resumes")
+    add_result_path_argument(o, help="run folder (default: results/<model-name>); rerunning into it resumes")
     add_reuse_arguments(o, "points")
     o.add_argument("--remeasure-unstable", action="store_true", help="on resume, measure unstable points again")
     o.add_argument("--no-report", action="store_true", help="skip report.md/report.html/plots")

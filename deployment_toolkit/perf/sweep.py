@@ -22,8 +22,7 @@ from ..binaries import check_perf_analyzer
 from ..client import ServerNotReady, TritonClient, instance_count
 from ..results.identity import (RunIdentity, artifact_digest, host_identity, input_data_digest, library_versions,
                                 served_config, toolkit_version)
-from ..results.ledger import record_run
-from ..results.runinfo import read_run_json
+from ..results.run_folder import RunFolder
 from ..results.schema import THROUGHPUT
 from ..results.store import ResultsStore
 from ..spec import ModelSignature, SpecError, TensorSpec, atomic_write_text, numpy_dtype
@@ -224,7 +223,7 @@ def run_sweep(
         "triton_instances": instances,
         "number_of_model_instances_flag": number_of_model_instances,
     }
-    _record_run(result_dir, kind, config, section, server_version, identity)
+    _record_run(store.folder, kind, config, section, server_version)
 
     outcome = SweepOutcome(kind, result_dir, store.csv_path, store.rows(), skipped=skipped)
     bar = _progress(len(points), len(skipped), kind, progress)
@@ -271,7 +270,7 @@ def run_sweep(
 
     section["completed"] = len(outcome.rows)
     section["unstable_points"] = [[r["Client Batch Size"], r["Concurrent client requests"]] for r in outcome.unstable]
-    _record_run(result_dir, kind, config, section, server_version, identity)
+    _record_run(store.folder, kind, config, section, server_version)
     if build_report:
         from ..report.build import build_report as _build
 
@@ -343,11 +342,10 @@ def _write_markdown(result_dir: Path, kind: str, rows: list[dict[str, Any]]) -> 
     atomic_write_text(result_dir / f"{kind}.md", "Full tabular data\n\n" + full_table(kind, rows) + "\n")
 
 
-def _record_run(result_dir: Path, kind: str, config: dict[str, Any], section: dict[str, Any],
-                server_version: str | None, identity: RunIdentity) -> None:
+def _record_run(folder: RunFolder, kind: str, config: dict[str, Any], section: dict[str, Any],
+                server_version: str | None) -> None:
     """run.json: this invocation's metadata, the other sweep kind's section when both share a folder, and every
     identity whose rows the folder holds (results.ledger)."""
-    previous = read_run_json(result_dir)
-    sweeps = dict(previous.get("config", {}).get("sweeps", {}))
+    sweeps = dict(folder.run_json().get("config", {}).get("sweeps", {}))
     sweeps[kind] = section
-    record_run(result_dir, {**config, "sweeps": sweeps}, server_version, identity)
+    folder.record({**config, "sweeps": sweeps}, server_version)

@@ -14,7 +14,7 @@ from .. import cli
 from ..repository.names import check_model_name
 from .engine import Search
 from .progress import format_seconds
-from .request import DEFAULT_PERF_OPTIONS, SearchRequest, SearchServer
+from .request import DEFAULT_PERF_OPTIONS, FINISH_RESERVE_S, SearchRequest, SearchServer, rate_point_estimate
 from .trials import SearchError, SearchOutcome, SearchRun, SearchSettings
 from .space import DEFAULT_QUEUE_DELAYS_US, host_cores
 from .stats import MIN_NOISE
@@ -22,6 +22,7 @@ from .store import SearchStore, StoreMismatch
 from ..errors import UserInputError
 from ..results.identity import RunIdentity, host_identity, input_data_digest, library_versions, toolkit_version
 from ..committed import refuse_committed
+from ..results.run_folder import add_result_path_argument
 
 EXAMPLE = """
     deployment-toolkit search --model resnet50 --preset full --p99-ms 500 --max-minutes 20 \\
@@ -90,9 +91,8 @@ def build_parser():
     o = p.add_argument_group("output")
     o.add_argument("--model-repository", default="model_repository", help="where the winner is written")
     o.add_argument("--model-name", default=None, help="name of the winner in the repository (default: --model)")
-    o.add_argument("--result-path", default=None, metavar="DIR",
-                   help="search.csv, search.md, search_frontier.png and the checkpoint "
-                        "(default: results/search-<model>-<preset>); rerunning into it resumes")
+    add_result_path_argument(o, help="search.csv, search.md, search_frontier.png and the checkpoint "
+                                      "(default: results/search-<model>-<preset>); rerunning into it resumes")
     v = p.add_argument_group("server (the embedded tritonserver, started in explicit model-control mode)")
     v.add_argument("--http-port", type=int, default=0, help="0 picks a free port (default)")
     v.add_argument("--grpc-port", type=int, default=0)
@@ -120,9 +120,6 @@ def build_parser():
     return p
 
 
-FINISH_RESERVE_S = 10.0  # writing the winner, the CSVs, the plot and the report took 3-5 s on a 2-core host
-
-
 OBJECTIVES = ("capacity", "closed-loop", "throughput", "latency")
 
 
@@ -132,7 +129,7 @@ def settings_from_args(args) -> SearchSettings:
     if args.capacity_trials < 1:
         raise UserInputError("--capacity-trials must be >= 1")
     objective = "latency" if args.objective == "latency" else "throughput"  # the closed-loop exploration's
-    rate_s = 5.0 * args.open_loop_window_ms / 1000.0 + 2.0  # 3 to 6 windows and its start (8 s at 1 s windows here)
+    rate_s = rate_point_estimate(args.open_loop_window_ms)
     return SearchSettings(
         rank_by="capacity" if args.objective == "capacity" else "closed-loop", capacity_trials=args.capacity_trials,
         rate_point_s=rate_s,

@@ -2,8 +2,6 @@
 search.md with the verdict and its spread, search_frontier.png, and the winning config in the repository."""
 from __future__ import annotations
 
-import csv
-import io
 import math
 import statistics
 import warnings
@@ -13,6 +11,7 @@ from typing import Any
 from ..report.sections import include_section, markdown_to_html
 from ..repository.config import build_config, to_text
 from ..repository.layout import write_model
+from ..results.rows import RowSchema, to_csv
 from ..spec import atomic_write_text
 from ..tables import markdown_table
 from .progress import format_seconds
@@ -114,19 +113,17 @@ def capacity_markdown(outcome: SearchOutcome) -> list[str]:
                             "open / closed", "searches", "note"], rows, "llrrrrrl"), ""]
 
 
-def _csv(columns, rows) -> str:
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=list(columns), lineterminator="\n", extrasaction="ignore")
-    w.writeheader()
-    w.writerows(rows)
-    return buf.getvalue()
+# the two CSVs as results.rows writes them: rows in the order given, floats as Python prints them (repr)
+TRIALS_SCHEMA = RowSchema(columns=CSV_COLUMNS, float_format=repr)
+POINTS_SCHEMA = RowSchema(columns=POINT_COLUMNS, key=("config", "concurrency", "sample"),
+                          types={"concurrency": int, "sample": int}, float_format=repr)
 
 
 def write_csvs(outcome: SearchOutcome, store, result_dir: Path) -> tuple[Path, Path]:
     order = {"winner": 0, "runner-up": 1, "default": 2}
     trials = sorted(outcome.trials, key=lambda t: order.get(t.verdict, 3))
     path = result_dir / "search.csv"
-    atomic_write_text(path, _csv(CSV_COLUMNS, [trial_row(t, outcome) for t in trials]))
+    atomic_write_text(path, to_csv(TRIALS_SCHEMA, [trial_row(t, outcome) for t in trials]))
     slug = {t.key: t.candidate.slug for t in outcome.trials}
     rows = []
     for p in sorted(store.points.values(), key=lambda p: (p.candidate, p.concurrency, p.sample)):
@@ -134,7 +131,7 @@ def write_csvs(outcome: SearchOutcome, store, result_dir: Path) -> tuple[Path, P
             values = {k: _num(v) if isinstance(v, float) else v for k, v in p.to_dict().items()}
             rows.append({**values, "config": slug[p.candidate]})
     points = result_dir / "search_points.csv"
-    atomic_write_text(points, _csv(POINT_COLUMNS, rows))
+    atomic_write_text(points, to_csv(POINTS_SCHEMA, rows))
     return path, points
 
 

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..results.identity import RunIdentity
-from ..results.ledger import IdentityMismatch, ensure_registered, now_utc, reconcile
+from ..results.ledger import IdentityMismatch, now_utc
+from ..results.run_folder import RunFolder
 from ..spec import atomic_write_text
 
 POINTS_FILE = "search_points.json"
@@ -76,12 +77,17 @@ def as_identity(identity: RunIdentity | Mapping[str, Any]) -> RunIdentity:
 
 
 class SearchStore:
-    """`<result_dir>/search_points.json`: {"identity", "points": {key: point}, "failures": {cand: {...}}}."""
+    """`<result_dir>/search_points.json`: {"identity", "points": {key: point}, "failures": {cand: {...}}}.
+
+    One JSON document, not a row CSV: a point and a refused candidate are different records, and the checkpoint's
+    identity is one for all of them. Its folder, identity and reconciling are the run folder's (results.run_folder).
+    """
 
     def __init__(self, result_dir: str | Path, identity: RunIdentity | Mapping[str, Any]):
-        self.result_dir = Path(result_dir)
-        self.path = self.result_dir / POINTS_FILE
-        self.identity = as_identity(identity)
+        self.folder = RunFolder(result_dir, as_identity(identity))
+        self.result_dir = self.folder.path
+        self.path = self.folder.file(POINTS_FILE)
+        self.identity = self.folder.identity
         self.points: dict[str, Point] = {}
         self.failures: dict[str, dict[str, str]] = {}
         self._loaded: set[str] = set()
@@ -96,15 +102,14 @@ class SearchStore:
             stored_id = data.get("identity_id") or ""
             rows = [{"identity": stored_id}]  # the checkpoint is one unit: all its points share one identity
             try:
-                kept = reconcile(self.result_dir, "search", rows, self.identity, policy, [self.path],
-                                 stored=data.get("identity"))
+                kept = self.folder.reconcile("search", rows, policy, [self.path], stored=data.get("identity"))
             except IdentityMismatch as err:
                 raise StoreMismatch(str(err)) from None
             if kept:
                 self.points = {k: Point.from_dict(v) for k, v in data.get("points", {}).items()}
                 self.failures = dict(data.get("failures", {}))
                 self._loaded = set(self.points) | {f"fail:{k}" for k in self.failures}
-        ensure_registered(self.result_dir, self.identity)
+        self.folder.register()
         self._write()
         return self
 

@@ -14,17 +14,14 @@ server (planning from stored points) reads the rows as they are; the report show
 """
 from __future__ import annotations
 
-import csv
-import io
 import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
 from ..results.identity import RunIdentity
-from ..results.ledger import ensure_registered, reconcile
-from ..spec import atomic_write_text
+from ..results.rows import RowSchema, read_csv, to_csv
+from ..results.run_folder import RunFolder
 
 FILE_NAME = "openloop.csv"
 KEY_COLUMNS = ("config", "distribution", "request_rate", "batch", "options", "trial")
@@ -48,6 +45,12 @@ _INTS = {"batch", "trial"}
 _OPTIONAL_INTS = {"schedule_seed"}
 _BOOLS = {"queue_growing", "client_limited", "stable"}
 _LISTS = {"window_throughput", "window_latency_ms"}
+# openloop.csv as results.rows stores it: keyed by RateKey's fields, sorted by (config, trial, request rate)
+SCHEMA = RowSchema(
+    columns=STORE_COLUMNS, key=KEY_COLUMNS, sort_by=("config", "trial", "request_rate"),
+    types={**{c: float for c in _FLOATS}, **{c: int for c in (*_INTS, *_OPTIONAL_INTS)},
+           **{c: bool for c in _BOOLS}, **{c: list for c in _LISTS}},
+    empty={c: 0 for c in _INTS}, identity_column="identity")
 
 
 @dataclass(frozen=True)
@@ -80,28 +83,19 @@ class RateStore:
 
     def __init__(self, run_dir: str | Path, file_name: str = FILE_NAME, identity: RunIdentity | None = None,
                  policy: str = "auto"):
-        self.path = Path(run_dir) / file_name
+        self.folder = RunFolder(run_dir, identity)
         self.identity = identity
-        self._rows: dict[RateKey, dict[str, Any]] = {}
-        rows = read_rows(self.path) if self.path.exists() else []
-        if identity is not None:
-            rows = reconcile(self.path.parent, file_name, rows, identity, policy, [self.path])
-        for row in rows:
-            self._rows[RateKey.from_row(row)] = row
+        self.table = self.folder.table(file_name, SCHEMA, label=file_name).open(policy)
+        self.path = self.table.path
 
     def get(self, key: RateKey) -> dict[str, Any] | None:
-        return self._rows.get(key)
+        return self.table.get(key.as_row())
 
     def put(self, key: RateKey, row: dict[str, Any]) -> None:
-        self._rows[key] = {**{c: row.get(c) for c in STORE_COLUMNS}, **key.as_row()}
-        if self.identity is not None:
-            ensure_registered(self.path.parent, self.identity)
-            self._rows[key]["identity"] = self.identity.id
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(self.path, rows_to_csv(self._rows.values()))
+        self.table.put({**row, **key.as_row()})
 
     def rows(self) -> list[dict[str, Any]]:
-        return list(self._rows.values())
+        return self.table.rows()
 
 
 class FreshStore:
@@ -122,45 +116,11 @@ class FreshStore:
         return self.store.path
 
 
-def _fmt(col: str, v: Any) -> Any:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return ""
-    if col in _LISTS:
-        return ";".join(f"{x:.6g}" for x in v)
-    if isinstance(v, float):
-        return f"{v:.6g}"
-    return v
-
-
 def rows_to_csv(rows: Iterable[dict[str, Any]]) -> str:
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=list(STORE_COLUMNS), extrasaction="ignore", lineterminator="\n")
-    w.writeheader()
-    for row in sorted(rows, key=lambda r: (str(r["config"]), int(r["trial"]), float(r["request_rate"]))):
-        w.writerow({c: _fmt(c, row.get(c)) for c in STORE_COLUMNS})
-    return buf.getvalue()
+    """openloop.csv's text (rows sorted by config, trial and request rate, as the store writes them)."""
+    return to_csv(SCHEMA, SCHEMA.ordered(rows))
 
 
 def read_rows(path: str | Path) -> list[dict[str, Any]]:
-    out = []
-    with open(path, newline="") as fh:
-        for raw in csv.DictReader(fh):
-            if not raw.get("config") or raw.get("config") == "config":
-                continue
-            row: dict[str, Any] = {}
-            for c in STORE_COLUMNS:
-                v = raw.get(c, "") or ""
-                if c in _FLOATS:
-                    row[c] = float(v) if v else math.nan
-                elif c in _INTS:
-                    row[c] = int(float(v)) if v else 0
-                elif c in _OPTIONAL_INTS:
-                    row[c] = int(v) if v else None
-                elif c in _BOOLS:
-                    row[c] = v.strip().lower() in ("true", "1", "yes")
-                elif c in _LISTS:
-                    row[c] = [float(x) for x in v.split(";") if x]
-                else:
-                    row[c] = v
-            out.append(row)
-    return out
+    """openloop.csv's rows, typed."""
+    return read_csv(SCHEMA, path)

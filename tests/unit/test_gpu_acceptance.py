@@ -53,9 +53,9 @@ def test_plan_covers_every_stage_the_issue_asks_for(plan):
         assert "32" in _flag(step, "--batch-sizes")  # big enough for the 3D nnU-Net to exercise OOM halving
     precisions = eager.argv[eager.argv.index("--precisions") + 1:eager.argv.index("--runtimes")]
     assert precisions == ("fp32", "fp16", "bf16", "amp") and "--no-tf32" not in eager.argv  # fp32 = TF32
-    assert "--no-tf32" in no_tf32.argv and _flag(no_tf32, "--result-dir") != _flag(eager, "--result-dir")
+    assert "--no-tf32" in no_tf32.argv and _flag(no_tf32, "--result-path") != _flag(eager, "--result-path")
     assert _flag(eager, "--compile-modes") == "none" and _flag(compiled, "--compile-modes") == "default"
-    assert _flag(compiled, "--result-dir") == _flag(eager, "--result-dir")  # one table, eager beside compiled
+    assert _flag(compiled, "--result-path") == _flag(eager, "--result-path")  # one table, eager beside compiled
     assert plan[-1] is compiled  # the greediest stage goes last and takes what is left
 
 

@@ -9,7 +9,6 @@ from typing import Any, Callable, Iterable, Sequence
 
 from ...results.bench_store import BenchCSV, row_key
 from ...results.identity import RunIdentity, host_identity, library_versions, toolkit_version
-from ...results.ledger import reconcile
 from ...spec import atomic_write_text
 from .configs import STATUS_OK, STATUS_SKIPPED, BenchConfig
 from .host import HostCaps, device_slug, probe_host, skip_reason
@@ -126,8 +125,7 @@ def run_bench(configs: Sequence[BenchConfig], opts: BenchOptions, result_dir: st
     store = BenchCSV(result_dir / f"{slug}.csv")
     identity = bench_identity(opts)
     hw_path = result_dir / f"{slug}_hardware.json"
-    reconcile(result_dir, store.path.name, store.read(), identity, reuse,
-              [store.path, store.path.with_suffix(".md"), hw_path], say=log)  # moves the CSV aside if it must
+    store.reconcile(identity, reuse, [store.path.with_suffix(".md"), hw_path], say=log)  # moves the CSV aside if it must
     measured = {row_key(r) for r in store.read() if r.get("status") == STATUS_OK}
     needs_compile = any(c.compile_mode != "none" and (remeasure or tuple(map(str, c.key)) not in measured)
                         for c in configs)
