@@ -14,9 +14,8 @@ statistics around each point) must alternate in one loop to keep the ratio fair 
 """
 from __future__ import annotations
 
-import csv
-import io
 import math
+import statistics
 import os
 import shutil
 import sys
@@ -24,13 +23,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from ..spec import atomic_write_text
 from ..errors import UserInputError
 from ..results.schema import BREAKDOWN_COLUMNS, THROUGHPUT
-from ..tables import markdown_table
 from .analyzer import PerfOptions
 
-DESIGN_BAR = 0.95  # DESIGN.md: measured 0.95-1.0x with a throw-away prototype on 2 cores
+from .overhead_report import DESIGN_BAR, to_csv, to_markdown, write_results  # noqa: F401  (re-exported)
 
 
 @dataclass(frozen=True)
@@ -134,6 +131,23 @@ def infer_inflation(infer_ms_per_exec: float, avg_exec_batch: float, inprocess_t
     if not inprocess_throughput or math.isnan(avg_exec_batch) or math.isnan(infer_ms_per_exec):
         return math.nan
     return infer_ms_per_exec / (avg_exec_batch / inprocess_throughput * 1e3)
+
+
+def single_client(point: dict[str, Any], batch: int, best: float, median: float) -> dict[str, Any]:
+    """The concurrency-1 point against in-process, where serving costs most (nothing overlaps the per-request
+    work): its throughput over the best and the median in-process timing, the time per request outside the
+    runtime's inference (client, network, queue, input and output staging) and the inference against the
+    in-process time per request (the median timing's)."""
+    c1 = _f(point.get(THROUGHPUT))
+    infer = _f(point.get("Server Compute Infer"))
+    outside = sum(_f(point.get(c)) for c in BREAKDOWN_COLUMNS if c != "Server Compute Infer")
+    inprocess_ms = batch * 1000.0 / median if median else math.nan
+    return {"inprocess_median": median, "c1_throughput": c1,
+            "c1_ratio": c1 / best if best and not math.isnan(c1) else math.nan,
+            "c1_ratio_median": c1 / median if median and not math.isnan(c1) else math.nan,
+            "c1_latency_ms": _f(point.get("Avg Latency")), "c1_outside_ms": outside, "c1_infer_ms": infer,
+            "inprocess_ms_per_request": inprocess_ms,
+            "c1_infer_inflation": infer / inprocess_ms if inprocess_ms and not math.isnan(infer) else math.nan}
 
 
 def _f(value: Any) -> float:
@@ -308,10 +322,12 @@ def _rows_for_batch(batch: int, timings: list[dict], served: dict, opts: Overhea
     """One row per variant; the in-process reference is the best of the timings taken before, between and
     after the sweeps."""
     ref = max(t["throughput"] for t in timings)
+    median = statistics.median(t["throughput"] for t in timings)
     out = []
     for variant, points in served.items():
         best = best_point(points) or {}
         tp = _f(best.get(THROUGHPUT))
+        one = next((p for p in points if int(p.get("Concurrent client requests") or 0) == 1), {})
         row = {
             "model": opts.model, "preset": opts.preset, "batch_size": batch,
             "variant": f"{variant.instances}x{variant.threads}", "instances": variant.instances,
@@ -333,6 +349,7 @@ def _rows_for_batch(batch: int, timings: list[dict], served: dict, opts: Overhea
                                                _f(best.get("avg_exec_batch")), ref),
             "loadavg_1m": best.get("loadavg_1m", math.nan),
             "server_restarts": max((int(p.get("server_restarts_before", 0) or 0) for p in points), default=0),
+            **single_client(one, batch, ref, median),
         }
         out.append(row)
     top = max(out, key=lambda r: _f(r["served_throughput"]) if not math.isnan(_f(r["served_throughput"])) else -1)
@@ -384,110 +401,6 @@ def private_shm_command(argv: Sequence[str]) -> list[str]:
     """
     script = 'mount -t tmpfs -o mode=1777 tmpfs /dev/shm && exec "$@"'
     return ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", script, "sh", *argv]
-
-
-# ---------------------------------------------------------------------------------------------- output
-
-def _cell(value: Any) -> Any:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return ""
-    return f"{value:.6g}" if isinstance(value, float) else value
-
-
-def to_csv(rows: Sequence[dict[str, Any]]) -> str:
-    columns = list(dict.fromkeys(c for r in rows for c in r))
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n", restval="")
-    writer.writeheader()
-    for r in rows:
-        writer.writerow({k: _cell(v) for k, v in r.items()})
-    return buf.getvalue()
-
-
-def _n(value: Any, digits: int = 2) -> str:
-    v = _f(value)
-    return "n/a" if math.isnan(v) else f"{v:.{digits}f}"
-
-
-def to_markdown(rows: Sequence[dict[str, Any]], opts: OverheadOptions, config: dict[str, Any]) -> str:
-    """Summary per batch (reported variant), every variant, the breakdown at each best point, and a verdict."""
-    unit = "images/s"
-    out = [f"# Serving overhead: {opts.model} ({opts.preset}), in-process ONNX Runtime vs Triton (Python backend)\n",
-           f"Load average before {config.get('load_average_before')}, after {config.get('load_average_after')} "
-           f"on {os.cpu_count()} logical cores: on a shared machine the ratio is noisy; rerun on a quiet one to "
-           "quote it.\n",
-           "## Summary (better variant per batch size)\n",
-           markdown_table(["batch", f"in-process ({unit})", f"served best ({unit})", "served / in-process", "variant",
-                           "concurrency"],
-                          [[r["batch_size"], _n(r["inprocess_throughput"]), _n(r["served_throughput"]),
-                            f"**{_n(r['ratio'], 3)}**", r["variant"], r["best_concurrency"]]
-                           for r in rows if r["reported"]], ["r", "r", "r", "r", "l", "r"])]
-    out += ["", "## Every variant\n",
-            "Variant = instances x intra-op threads (0: ONNX Runtime's default). In-process timings: before the first "
-            "sweep and after each one; the reference is the highest. Served by concurrency: images/s per level.\n",
-            markdown_table(["batch", "variant", "in-process timings", "served by concurrency", "best", "ratio", "stable"],
-                           [[r["batch_size"], r["variant"], r["inprocess_timings"], r["served_by_concurrency"],
-                             _n(r["served_throughput"]), _n(r["ratio"], 3), "yes" if r["best_stable"] else "no"]
-                            for r in rows], ["r", "l", "l", "l", "r", "r", "l"])]
-    for restart in config.get("server_restarts", []):
-        out.append(f"\nServer restarted during the {restart['model']} batch {restart['batch']} sweep (the sweep resumed "
-                   f"from its completed points): {restart['error']} (log: {restart['log']})")
-    out += ["", "## Where the time goes (at each variant's best point, ms per request)\n",
-            markdown_table(
-                ["batch", "variant", "avg latency", "client send", "network+server send/recv", "queue", "compute input",
-                 "compute infer", "compute output", "client recv", "executed batch (avg)", "infer per execution",
-                 "infer inflation vs in-process"],
-                [[r["batch_size"], r["variant"], _n(r["avg_latency_ms"]), _n(r["client_send_ms"], 3),
-                  _n(r["network_server_send_recv_ms"], 3), _n(r["server_queue_ms"]), _n(r["server_compute_input_ms"], 3),
-                  _n(r["server_compute_infer_ms"]), _n(r["server_compute_output_ms"], 3), _n(r["client_recv_ms"], 3),
-                  _n(r["avg_exec_batch"]), _n(r["infer_ms_per_exec"]), f"{_n(r['infer_inflation'])}x"] for r in rows],
-                ["r", "l"] + ["r"] * 11)]
-    out += ["", "Infer inflation = Server Compute Infer per execution / (executed batch / in-process throughput): "
-            "1.0 means the backend's ONNX Runtime runs as fast as in-process; above 1 it is slowed by the cores it "
-            "shares with the server, perf_analyzer and other instances. A variant with fewer intra-op threads than the "
-            "in-process session (e.g. 2x1 against ORT's default of one thread per core) is slower per execution by "
-            "design: expect about (in-process threads / variant threads) there.", "", "## Verdict\n"]
-    for r in rows:
-        if not r["reported"]:
-            continue
-        ratio = _f(r["ratio"])
-        if math.isnan(ratio):
-            verdict = "no served measurement"
-        elif ratio >= DESIGN_BAR:
-            verdict = f"meets DESIGN.md's {DESIGN_BAR} bar (and the issue's {opts.bar})"
-        elif ratio >= opts.bar:
-            verdict = f"meets the issue's {opts.bar} bar, below DESIGN.md's {DESIGN_BAR}"
-        else:
-            verdict = f"BELOW the issue's {opts.bar} bar: {diagnose(r)}"
-        out.append(f"- batch {r['batch_size']}: {_n(ratio, 3)}x - {verdict}")
-    return "\n".join(out) + "\n"
-
-
-def diagnose(row: dict[str, Any]) -> str:
-    """One line on where the served time goes, from the best point's breakdown."""
-    stages = {"queue": _f(row["server_queue_ms"]), "compute infer": _f(row["server_compute_infer_ms"]),
-              "compute input+output": _f(row["server_compute_input_ms"]) + _f(row["server_compute_output_ms"]),
-              "client/network": sum(_f(row[k]) for k in ("client_send_ms", "network_server_send_recv_ms",
-                                                         "client_recv_ms"))}
-    total = sum(v for v in stages.values() if not math.isnan(v)) or math.nan
-    parts = ", ".join(f"{k} {v / total:.0%}" for k, v in stages.items() if not math.isnan(v))
-    infl = _f(row["infer_inflation"])
-    why = (f"the backend's inference itself runs {infl:.2f}x slower than in-process (CPU contention)"
-           if not math.isnan(infl) and infl > 1.1 else "the time is outside the runtime's inference")
-    return f"latency split {parts}; {why}"
-
-
-def write_results(result_dir: Path, rows: list[dict[str, Any]], points: list[dict[str, Any]], opts: OverheadOptions,
-                  config: dict[str, Any], server_version: str | None) -> dict[str, Path]:
-    from ..results import runinfo
-
-    paths = {"csv": result_dir / "overhead.csv", "points_csv": result_dir / "served_points.csv",
-             "md": result_dir / "overhead.md"}
-    atomic_write_text(paths["csv"], to_csv(rows))
-    atomic_write_text(paths["points_csv"], to_csv(points))
-    atomic_write_text(paths["md"], to_markdown(rows, opts, config))
-    paths["run_json"] = runinfo.write_run_json(result_dir, runinfo.run_metadata(config, server_version))
-    return paths
 
 
 __all__ = ["private_shm_command", "private_shm_reason", "PRIVATE_SHM_ENV", "Variant", "OverheadOptions", "OverheadResult", "run_overhead", "best_point", "stats_delta",
