@@ -18,6 +18,7 @@ a search from the model) take a model.py or another reference instead and say so
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
@@ -25,6 +26,7 @@ import numpy as np
 
 from .client import TritonClient
 from .data.samples import DataSpec
+from .errors import UserInputError
 from .data.infer import inputs_from_data
 from .export import ConvertOptions, convert as _convert
 from .perf.analyzer import PerfOptions
@@ -165,7 +167,12 @@ def _search_request(model: Any, p99_ms: float, result_dir: str | Path | None, *,
     from .search.trials import SearchSettings
 
     if objective not in ("capacity", "closed-loop", "latency"):
-        raise SourceError(f"objective={objective!r}: choose capacity, closed-loop or latency")
+        raise UserInputError(f"objective={objective!r}: choose capacity, closed-loop or latency")
+    known = {f.name for f in dataclasses.fields(SearchSettings)} - {"budget_ms", "rank_by", "objective"}
+    unknown = sorted(set(settings) - known)
+    if unknown:
+        raise UserInputError(f"unknown search setting(s) {', '.join(unknown)}: the keywords a search takes besides its "
+                             f"own are SearchSettings fields ({', '.join(sorted(known))})")
     fields = {"budget_ms": p99_ms, "max_minutes": max_minutes, "rank_by": "capacity" if objective == "capacity"
               else "closed-loop", "objective": "latency" if objective == "latency" else "throughput",
               "finish_reserve_s": FINISH_RESERVE_S, "rate_point_s": rate_point_estimate(open_loop_window_ms), **settings}
@@ -180,17 +187,18 @@ def _search_request(model: Any, p99_ms: float, result_dir: str | Path | None, *,
 
 
 def search_config(model: Any, p99_ms: float, result_dir: str | Path | None = None, *, data: DataSpec | None = None,
-           formats: Sequence[str] = ("onnx",), preset: str = "small", max_minutes: float | None = 20.0,
-           objective: str = "capacity", checkpoint: str | None = None, model_args: Mapping[str, Any] | None = None,
-           input_type: str | None = None, model_repository: str | Path | None = None, model_name: str | None = None,
-           options: PerfOptions | None = None, workspace: str | Path | None = None, open_loop_window_ms: int = 1000,
-           fresh: bool = False, progress: bool = False, **settings: Any):
+                  formats: Sequence[str] = ("onnx",), preset: str = "small", max_minutes: float | None = 20.0,
+                  objective: str = "capacity", checkpoint: str | None = None,
+                  model_args: Mapping[str, Any] | None = None, input_type: str | None = None,
+                  model_repository: str | Path | None = None, model_name: str | None = None,
+                  options: PerfOptions | None = None, workspace: str | Path | None = None,
+                  open_loop_window_ms: int = 1000, fresh: bool = False, progress: bool = False, **settings: Any):
     """The config search of `deployment-toolkit search` under a p99 budget: `model` is any reference the commands
     take (or a sources.ModelSource), `data` the user's samples (a DataSpec; random inputs without), `settings`
     SearchSettings fields (capacity_trials, max_configs, queue_delays_us, ...), `options` perf_analyzer's
     (PerfOptions; default: the command's), `workspace` where the artifacts go. Returns the search.trials.SearchRun:
     `.outcome.decision.winner` (with its open-loop capacity under the default objective), `.written` (the winner's
-    model folder), `.code` (0: a winner; 2: none met the budget, or the search could not start: `.error`)."""
+    config.pbtxt in the model repository), `.code` (0: a winner; 2: none met the budget, or the search could not start: `.error`)."""
     from .search.cli import search_step
 
     # not `search`: that name is the deployment_toolkit.search package once it is imported
