@@ -99,9 +99,9 @@ def _verify_data(args):
         return None
 
     def load(signature):
-        from deployment_toolkit.data.user import user_data_from_args
+        from deployment_toolkit.data.samples import DataSpec
 
-        data = user_data_from_args(args, signature, precision=args.precision, limit=args.verify_samples)
+        data = DataSpec.from_args(args).dataset(signature, precision=args.precision, limit=args.verify_samples)
         if data is None:
             return None
         return [x for _, x, _ in data.batches(min(args.verify_batch_sizes or (1,)))]

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .user import DataError, parse_key_values
+from .user import DataError, UserData, parse_key_values
 
 
 @dataclass
@@ -30,6 +30,14 @@ class DataSpec:
         if self.dataloader:
             return f"{self.dataloader} over {self.data_dir}"
         return self.data_dir if self.user_data else ""
+
+    def dataset(self, signature, *, precision: str = "fp32", limit: int | None = None,
+                  batched: bool = True) -> UserData | None:
+        """The user's data set for `signature` (validated batches), or None for random inputs."""
+        if not self.user_data:
+            return None
+        return UserData(signature, data_dir=self.data_dir, dataloader=self.dataloader,
+                        dataloader_args=self.dataloader_args, precision=precision, limit=limit, batched=batched)
 
     @classmethod
     def from_args(cls, args: Any) -> DataSpec:

@@ -392,19 +392,6 @@ def add_data_arguments(parser, *, folder_help: str | None = None) -> None:
                         help="extra keyword argument for get_dataloader_fn (repeatable)")
 
 
-def user_data_from_args(args, signature: ModelSignature, *, precision: str = "fp32", limit: int | None = None,
-                        batched: bool = True) -> UserData | None:
-    """UserData from --dataloader/--dataloader-arg/--data-dir, or None when neither names user data
-    (no dataloader and --data-dir unset or 'synthetic')."""
-    data_dir = getattr(args, "data_dir", None)
-    dataloader = getattr(args, "dataloader", None)
-    if dataloader is None and (data_dir is None or data_dir == "synthetic"):
-        return None
-    return UserData(signature, data_dir=data_dir, dataloader=dataloader,
-                    dataloader_args=parse_key_values(getattr(args, "dataloader_arg", []) or []),
-                    precision=precision, limit=limit, batched=batched)
-
-
 __all__ = ["DataError", "UserData", "validate_batch", "check_tensor", "read_folder", "import_user_file",
-           "call_with_accepted", "parse_key_values", "add_data_arguments", "user_data_from_args",
+           "call_with_accepted", "parse_key_values", "add_data_arguments",
            "DATALOADER_FN_NAME"]

@@ -164,10 +164,9 @@ def _with_real_input_data(request: SearchRequest, options, infos, result_dir: Pa
     manifest = next((i.manifest for i in infos if i.manifest is not None), None)
     if manifest is None or not request.data.user_data:
         return options
-    if options.input_data != "random":
-        raise UserInputError("give either --input-data or --data-dir/--dataloader, not both")
     path = sample_input_data(request.data, manifest, result_dir / "raw", request.perf_samples,
-                             precision=manifest.precision, batched=manifest.max_batch_size > 0)
+                             precision=manifest.precision, batched=manifest.max_batch_size > 0,
+                             input_data=options.input_data)
     return replace(options, input_data=path) if path else options
 
 

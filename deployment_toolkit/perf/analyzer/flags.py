@@ -49,28 +49,26 @@ def real_input_data(args, signature: HasSignature, directory: str | Path, *, pre
     be left at its default."""
     from ...data.samples import DataSpec
 
-    data = DataSpec.from_args(args)
-    if data.user_data and getattr(args, "input_data", "random") != "random":
-        raise UserInputError("give either --input-data or --data-dir/--dataloader, not both")
-    return sample_input_data(data, signature, directory, args.perf_samples, precision=precision, batched=batched)
+    return sample_input_data(DataSpec.from_args(args), signature, directory, args.perf_samples, precision=precision,
+                             batched=batched, input_data=getattr(args, "input_data", "random"))
 
 
 def sample_input_data(data, signature: HasSignature, directory: str | Path, samples: int | None, *,
-                      precision: str = "fp32", batched: bool = True) -> str | None:
+                      precision: str = "fp32", batched: bool = True, input_data: str = "random") -> str | None:
     """The user's samples (`data`, a data.samples.DataSpec), validated against `signature`, written as
-    perf_analyzer --input-data JSON (at most `samples` of them) in `directory`; None for random inputs."""
+    perf_analyzer --input-data JSON (at most `samples` of them) in `directory`; None for random inputs. Refused
+    beside another --input-data than random (`input_data`): the two would name different inputs."""
     from ...data.perf_input import build_perf_input
-    from ...data.user import UserData
     from ...spec import ModelSignature
 
     if not data.user_data:
         return None
+    if input_data != "random":
+        raise UserInputError("give either --input-data or --data-dir/--dataloader, not both")
     sig = getattr(signature, "signature", signature)  # a Manifest carries one
     if not isinstance(sig, ModelSignature):
         sig = ModelSignature(tuple(signature.inputs), tuple(signature.outputs))
-    user = UserData(sig, data_dir=data.data_dir, dataloader=data.dataloader, dataloader_args=data.dataloader_args,
-                    precision=precision, batched=batched)
-    return str(build_perf_input(user, directory, samples))
+    return str(build_perf_input(data.dataset(sig, precision=precision, batched=batched), directory, samples))
 
 
 def perf_options_from_args(args, shared_memory: str | None = None) -> PerfOptions:
