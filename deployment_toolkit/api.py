@@ -162,7 +162,7 @@ def _search_request(model: Any, p99_ms: float, result_dir: str | Path | None, *,
                     checkpoint: str | None, model_args: Mapping[str, Any] | None, input_type: str | None,
                     model_repository: str | Path | None, model_name: str | None, fresh: bool, progress: bool,
                     settings: Mapping[str, Any], options: PerfOptions | None = None,
-                    workspace: str | Path | None = None, open_loop_window_ms: int = 1000):
+                    workspace: str | Path | None = None, open_loop_window_ms: int | None = None):
     from .search.request import DEFAULT_PERF_OPTIONS, FINISH_RESERVE_S, SearchRequest, rate_point_estimate
     from .search.trials import SearchSettings
 
@@ -192,7 +192,7 @@ def search_config(model: Any, p99_ms: float, result_dir: str | Path | None = Non
                   model_args: Mapping[str, Any] | None = None, input_type: str | None = None,
                   model_repository: str | Path | None = None, model_name: str | None = None,
                   options: PerfOptions | None = None, workspace: str | Path | None = None,
-                  open_loop_window_ms: int = 1000, fresh: bool = False, progress: bool = False, **settings: Any):
+                  open_loop_window_ms: int | None = None, fresh: bool = False, progress: bool = False, **settings: Any):
     """The config search of `deployment-toolkit search` under a p99 budget: `model` is any reference the commands
     take (or a sources.ModelSource), `data` the user's samples (a DataSpec; random inputs without), `settings`
     SearchSettings fields (capacity_trials, max_configs, queue_delays_us, ...), `options` perf_analyzer's
@@ -214,7 +214,7 @@ def plan(model: Any, peak_rps: float, p99_ms: float, result_dir: str | Path, *, 
          headroom: float | None = None, formats: Sequence[str] = ("onnx",), preset: str = "small",
          max_minutes: float | None = 8.0, checkpoint: str | None = None, model_args: Mapping[str, Any] | None = None,
          input_type: str | None = None, confirm: bool = True, k8s: bool = True, options: PerfOptions | None = None,
-         workspace: str | Path | None = None, open_loop_window_ms: int = 1000, fresh: bool = False,
+         workspace: str | Path | None = None, open_loop_window_ms: int | None = None, fresh: bool = False,
          progress: bool = False, **settings: Any):
     """`deployment-toolkit plan` from Python: convert and verify, the search ranked by open-loop capacity, the
     winner's sweep, the fleet plan, its confirmation under open-loop traffic and the Kubernetes manifests, with

@@ -55,8 +55,9 @@ def build_parser():
     g.add_argument("--capacity-trials", type=int, default=3,
                    help="open-loop capacity searches per finalist under --objective capacity; their spread is the "
                         "capacity's (default: %(default)s)")
-    g.add_argument("--open-loop-window-ms", type=int, default=1000,
-                   help="perf_analyzer window of an open-loop rate (3 to 6 windows a rate; default: %(default)s)")
+    g.add_argument("--open-loop-window-ms", type=int, default=None,
+                   help="perf_analyzer window of an open-loop rate (3 to 6 windows a rate; default: about 100 "
+                        "requests at the rate, 300 to 1000 ms)")
     g.add_argument("--formats", default="onnx",
                    help="comma-separated artifact formats to try, each converted and verified first "
                         "(e.g. onnx,ts-trace; default: %(default)s)")
@@ -128,6 +129,9 @@ def settings_from_args(args) -> SearchSettings:
         raise UserInputError("--p99-ms must be > 0")
     if args.capacity_trials < 1:
         raise UserInputError("--capacity-trials must be >= 1")
+    if args.open_loop_window_ms is not None and args.open_loop_window_ms < 100:
+        raise UserInputError(f"--open-loop-window-ms {args.open_loop_window_ms}: give at least 100 ms, or leave it out "
+                             "to size each window to about 100 requests at its rate")
     objective = "latency" if args.objective == "latency" else "throughput"  # the closed-loop exploration's
     rate_s = rate_point_estimate(args.open_loop_window_ms)
     return SearchSettings(

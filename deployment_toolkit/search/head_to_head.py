@@ -18,6 +18,8 @@ from ..tables import markdown_table
 from .trials import CandidateFailed, CandidateRefused, FormatInfo
 from .space import Candidate
 
+JUDGE_WINDOW_MS = 1000  # the open-loop window of the judge's capacity searches, the same for both picks
+
 
 @dataclass
 class Contender:
@@ -52,7 +54,9 @@ def remeasure(contenders: list[Contender], formats: dict[str, FormatInfo], work_
     from .triton import TritonMeasurer
 
     rates = FreshStore(RateStore(work_dir, "head_to_head_openloop.csv"))
-    with TritonMeasurer(formats, base_name, work_dir, options, rate_store=rates) as measurer:
+    # the judge's open-loop windows are the full second for both picks (the search sizes them to the rate)
+    with TritonMeasurer(formats, base_name, work_dir, options, rate_store=rates,
+                        open_loop_window_ms=JUDGE_WINDOW_MS) as measurer:
         live = []
         for c in contenders:
             try:

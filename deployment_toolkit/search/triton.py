@@ -64,10 +64,11 @@ class TritonMeasurer:
     def __init__(self, formats: dict[str, FormatInfo], base_name: str, work_dir: str | Path, options: PerfOptions,
                  *, http_port: int = 0, grpc_port: int = 0, metrics_port: int = 0, log_verbose: int = 0,
                  load_timeout_s: float = 180.0, metrics_period_s: float | None = telemetry.DEFAULT_PERIOD_S,
-                 rate_store: Any = None, open_loop_window_ms: int = 1000):
+                 rate_store: Any = None, open_loop_window_ms: int | None = None):
         """`metrics_period_s`: how often the metrics endpoint is scraped during a point (None or 0: never).
         `rate_store`: where open-loop rates are stored and resumed (a sizing RateStore; default: the work folder's
-        search_openloop.csv); `open_loop_window_ms`: the perf_analyzer window of an open-loop rate."""
+        search_openloop.csv); `open_loop_window_ms`: the perf_analyzer window of an open-loop rate (None: sized to
+        the rate, sizing.ratepoint.auto_window_ms)."""
         self.formats = formats
         self.base_name = check_model_name(base_name)
         self.work_dir = Path(work_dir)
@@ -168,7 +169,7 @@ class TritonMeasurer:
     def rate_point(self, candidate: Candidate, rate: float, trial: int, store_key: str) -> "RatePoint":
         """One open-loop rate (sizing.ratepoint: the toolkit's seeded Poisson schedule, p99 also from the intended
         send time), stored under the candidate's key and resumed from the store."""
-        from ..sizing.ratepoint import Target, measure, open_loop_options
+        from ..sizing.ratepoint import Target, auto_window_ms, measure, open_loop_options
         from ..sizing.ratestore import RateStore
 
         if self._rate_store is None:
@@ -176,7 +177,8 @@ class TritonMeasurer:
         info = self.formats[candidate.format]
         target = Target(config=store_key, model_name=candidate_model_name(self.base_name, candidate), url=self.url,
                         batch=1, signature=info.manifest, binary=self.binary,
-                        options=open_loop_options(self.options, window_ms=self.open_loop_window_ms),
+                        options=open_loop_options(self.options,
+                                                  window_ms=self.open_loop_window_ms or auto_window_ms(rate)),
                         metrics_url=self.server.metrics_url if self.metrics_period_s and self.server.metrics_port
                         else None)
         try:

@@ -53,6 +53,8 @@ DISTRIBUTIONS = ARRIVALS
 # what drives an open-loop point, part of its stored key: rows measured with perf_analyzer's own
 # --request-distribution (no such field in their key) are never mixed with these
 DRIVING = "toolkit-request-intervals/1"
+REQUESTS_PER_WINDOW = 100  # an automatic window holds about this many requests (closed-loop windows hold 40)
+AUTO_WINDOW_MS = (300, 1000)  # ... within these bounds: 1 s at 100 requests/s or less, 300 ms from 333/s up
 EXPORT_BUDGET_BYTES = 64 * 2**20  # a profile export estimated larger than this is not asked for (see export_wanted)
 
 _PASS = re.compile(r"Pass \[(\d+)\] throughput: ([\d.eE+-]+) infer/sec\. (?:Avg|p\d+) latency: (\d+) usec")
@@ -245,6 +247,18 @@ def open_loop_options(base: PerfOptions, distribution: str = "poisson", window_m
     return replace(base, async_mode=True, measurement_mode="time_windows", stability_percentage=stability,
                    max_trials=max_windows, max_attempts=1, relaxed_fallback=False, percentile=None,
                    measurement_interval_ms=window_ms or base.measurement_interval_ms)
+
+
+def auto_window_ms(rate: float) -> int:
+    """The perf_analyzer window of an open-loop rate when none is asked for: about REQUESTS_PER_WINDOW requests at
+    `rate` (requests/s), rounded up to 50 ms, within AUTO_WINDOW_MS. A fixed 1-s window made a fast model's
+    capacity search (7 rates of 3 to 6 windows) most of a short search's time while a window of a few hundred
+    requests says no more about its p99 than one of a hundred; a slow model keeps the full second."""
+    lo, hi = AUTO_WINDOW_MS
+    if not rate > 0:
+        return hi
+    ms = math.ceil(REQUESTS_PER_WINDOW * 1000.0 / rate / 50.0) * 50
+    return max(lo, min(hi, ms))
 
 
 @dataclass

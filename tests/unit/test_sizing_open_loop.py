@@ -258,6 +258,21 @@ def test_open_loop_points_are_driven_by_a_seeded_schedule_and_keyed_apart_from_t
     assert point_seed(0, 40.0, 1) != point_seed(0, 41.0, 1) and point_seed(0, 40.0, 1) != point_seed(1, 40.0, 1)
 
 
+def test_an_automatic_window_holds_about_a_hundred_requests_within_its_bounds():
+    from deployment_toolkit.search.request import rate_point_estimate
+    from deployment_toolkit.sizing.ratepoint import AUTO_WINDOW_MS, REQUESTS_PER_WINDOW, auto_window_ms
+
+    assert auto_window_ms(400.0) == AUTO_WINDOW_MS[0] == 300  # a fast model: 120 requests a window, not 400
+    assert auto_window_ms(250.0) == 400 and 250.0 * 0.4 == REQUESTS_PER_WINDOW
+    assert auto_window_ms(130.0) == 800  # 769 ms rounded up to 50: at least 100 requests
+    assert auto_window_ms(12.0) == AUTO_WINDOW_MS[1] == 1000  # a slow model keeps the full second
+    assert auto_window_ms(0.0) == auto_window_ms(float("nan")) == 1000
+    assert all(auto_window_ms(r) * r / 1000 >= REQUESTS_PER_WINDOW for r in (100.0, 150.0, 333.4))
+    # the search's estimate before a rate is measured counts sized windows at their shortest (its clock takes the
+    # closed-loop point's measured time when longer), an asked-for window at its length
+    assert rate_point_estimate(None) == 5 * 0.3 + 2 < rate_point_estimate(1000) == 7.0
+
+
 def test_profile_export_only_where_it_stays_small():
     from dataclasses import replace
 
