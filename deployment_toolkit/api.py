@@ -163,7 +163,8 @@ def _search_request(model: Any, p99_ms: float, result_dir: str | Path | None, *,
                     model_repository: str | Path | None, model_name: str | None, fresh: bool, progress: bool,
                     settings: Mapping[str, Any], options: PerfOptions | None = None,
                     workspace: str | Path | None = None, open_loop_window_ms: int | None = None):
-    from .search.request import DEFAULT_PERF_OPTIONS, FINISH_RESERVE_S, SearchRequest, rate_point_estimate
+    from .search.capacity import rate_point_estimate
+    from .search.request import DEFAULT_PERF_OPTIONS, FINISH_RESERVE_S, SearchRequest
     from .search.trials import SearchSettings
 
     if objective not in ("capacity", "closed-loop", "latency"):
@@ -175,11 +176,11 @@ def _search_request(model: Any, p99_ms: float, result_dir: str | Path | None, *,
                              f"own are SearchSettings fields ({', '.join(sorted(known))})")
     fields = {"budget_ms": p99_ms, "max_minutes": max_minutes, "rank_by": "capacity" if objective == "capacity"
               else "closed-loop", "objective": "latency" if objective == "latency" else "throughput",
-              "finish_reserve_s": FINISH_RESERVE_S, "rate_point_s": rate_point_estimate(open_loop_window_ms), **settings}
+              "finish_reserve_s": FINISH_RESERVE_S, "rate_point_s": rate_point_estimate(open_loop_window_ms),
+              "open_loop_window_ms": open_loop_window_ms, **settings}
     return SearchRequest(source=_source(model, preset, checkpoint, model_args, input_type),
                          settings=SearchSettings(**fields), options=options or DEFAULT_PERF_OPTIONS, preset=preset,
                          formats=tuple(formats), workspace=Path(workspace) if workspace else None,
-                         open_loop_window_ms=open_loop_window_ms,
                          data=data or DataSpec(), result_dir=Path(result_dir) if result_dir else None,
                          model_repository=Path(model_repository) if model_repository else None, model_name=model_name,
                          fresh=fresh, progress=progress,

@@ -28,6 +28,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="serving variants, instances x intra-op threads, 0 = ONNX Runtime's default (default: 1x0 2x1)")
     p.add_argument("--inprocess-warmup", type=int, default=3, help="untimed in-process calls (default 3)")
     p.add_argument("--inprocess-seconds", type=float, default=10.0, help="timed in-process seconds, twice (default 10)")
+    p.add_argument("--single-client-rounds", type=int, default=3,
+                   help="rounds of in-process timing then served at concurrency 1, in turns on one server, per batch "
+                        "(the single client's ratio; 0: none; default %(default)s)")
     p.add_argument("--max-queue-delay-us", type=int, default=0, help="dynamic batcher delay (default 0)")
     p.add_argument("--bar", type=float, default=0.8, help="acceptance bar for served / in-process (default 0.8)")
     p.add_argument("--workspace", default=None, help="ONNX artifact, repository, server log (default: workspace/overhead-<model>)")
@@ -71,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         model=args.model, preset=args.preset, batch_sizes=tuple(args.batch_sizes),
         concurrencies=tuple(parse_range(args.concurrency)), variants=tuple(Variant.parse(v) for v in args.variants),
         inprocess_warmup=args.inprocess_warmup, inprocess_seconds=args.inprocess_seconds,
-        max_queue_delay_us=args.max_queue_delay_us, bar=args.bar, perf=perf,
+        single_client_rounds=max(0, args.single_client_rounds), max_queue_delay_us=args.max_queue_delay_us, bar=args.bar, perf=perf,
         workspace=Path(args.workspace or f"workspace/overhead-{slug}"),
         server_start_timeout_s=args.server_start_timeout,
     )

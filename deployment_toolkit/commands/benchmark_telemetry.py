@@ -27,8 +27,9 @@ def main(argv: list[str] | None = None) -> int:
     from deployment_toolkit.api import convert
     from deployment_toolkit.committed import refuse_committed
     from deployment_toolkit.perf.analyzer import PerfOptions
-    from deployment_toolkit.perf.scrape_cost import MODES, measure
+    from deployment_toolkit.perf.scrape_cost import CSV_SCHEMA, MODES, measure
     from deployment_toolkit.repository import ConfigOptions, write_model
+    from deployment_toolkit.results.rows import to_csv
     from deployment_toolkit.results.runinfo import run_metadata, write_run_json
     from deployment_toolkit.server import LocalTritonServer, ServerConfig
     from deployment_toolkit.spec import atomic_write_text
@@ -45,20 +46,21 @@ def main(argv: list[str] | None = None) -> int:
     with LocalTritonServer(ServerConfig(ws / "repository", log_dir=ws / "logs")) as server:
         server.require_models([name])
         cost = measure(server, name, manifest, args.concurrency, options, ws / "sweeps", args.rounds, args.period)
-    headers = ["concurrency", *(f"{m} (inf/s, median [min..max])" for m in MODES), "scraped / not scraped"]
-    table = markdown_table(headers, cost.rows(), "lrrr")
+    headers = ["concurrency", *(f"{m} (inf/s, median [min..max])" for m in MODES), "scraped / not scraped",
+               "paired by round, median [min..max]"]
+    table = markdown_table(headers, cost.rows(), "lrrrr")
+    verdict = f"Verdict: {cost.verdict()}."
     out.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out / "telemetry_cost.csv", "\n".join(",".join(r) for r in [headers, *cost.rows()]) + "\n")
+    atomic_write_text(out / "telemetry_cost.csv", to_csv(CSV_SCHEMA, cost.records()))  # every round's throughput
     atomic_write_text(out / "telemetry_cost.md", f"# What scraping the metrics endpoint costs\n\n{args.model} "
                       f"({args.preset}), ONNX in the embedded server's Python backend; the same online sweep scraped "
                       f"every {args.period:g} s and not scraped, {args.rounds} rounds alternating the order, "
-                      f"{args.measurement_interval} ms windows.\n\n{table}\n")
+                      f"{args.measurement_interval} ms windows. Paired: scraped / not scraped within each round "
+                      f"(the two sweeps of a round ran back to back).\n\n{table}\n\n{verdict}\n")
     write_run_json(out, run_metadata({"kind": "telemetry-cost", **{k: v for k, v in vars(args).items()},
                                       "throughput": cost.throughput}, server_version=None))
     print(table)
-    ratios = [r for c in args.concurrency if (r := cost.ratio(c)) is not None]
-    if ratios:
-        print(f"scraped / not scraped: {min(ratios):.3f} .. {max(ratios):.3f} (target: within noise, >= 0.99)")
+    print(verdict)
     print(f"wrote {out / 'telemetry_cost.md'}")
     return 0
 

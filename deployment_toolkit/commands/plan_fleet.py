@@ -6,6 +6,7 @@ and the user's data (--data-dir / --dataloader). Rerunning the same command resu
 Exit status: 0 the plan is confirmed (derated first where the confirmation asked for it), 1 no round of the
 confirmation held (the last derated plan is written), 2 no plan (no config meets the SLO, the peak needs more than
 --max-replicas, bad input)."""
+import argparse
 import shlex
 import sys
 import time
@@ -54,6 +55,9 @@ def build_parser():
     k.add_argument("--namespace", default=None)
     k.add_argument("--autoscale-on", choices=("requests", "queue-ratio"), default="requests")
     p.set_defaults(max_minutes=8.0, model_repository=None)
+    for action in p._actions:  # a plan ranks by open-loop capacity; make_plan refuses the other objectives
+        if action.dest == "objective":
+            action.help = argparse.SUPPRESS
     return p
 
 

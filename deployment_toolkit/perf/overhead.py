@@ -7,7 +7,8 @@ serving variant (instances x intra-op threads) gets an online sweep (concurrency
 on a fresh server, each followed by another in-process timing. The reference is the best in-process timing and
 the served number the best online point of the better variant (max against max), so background load can
 only make serving look worse, never better. Triton's own statistics (executed batch sizes, time per
-execution) are read around every point to show where the time goes.
+execution) are read around every point to show where the time goes. The single client (concurrency 1) is
+measured once more in pairs next to in-process timings (perf/single_client.py).
 
 Over 400 lines on purpose: one benchmark whose two sides (in-process timing, served sweeps with Triton's
 statistics around each point) must alternate in one loop to keep the ratio fair on a shared host.
@@ -28,6 +29,7 @@ from ..results.schema import BREAKDOWN_COLUMNS, THROUGHPUT
 from .analyzer import PerfOptions
 
 from .overhead_report import DESIGN_BAR, to_csv, to_markdown, write_results  # noqa: F401  (re-exported)
+from .single_client import PairedRound, measure_pairs, paired_summary, served_point_fn
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,7 @@ class OverheadOptions:
     variants: tuple[Variant, ...] = (Variant(1, 0), Variant(2, 1))
     inprocess_warmup: int = 3
     inprocess_seconds: float = 10.0
+    single_client_rounds: int = 3  # paired in-process / served-at-concurrency-1 rounds per batch (0: none)
     max_queue_delay_us: int = 0
     bar: float = 0.8  # the issue's acceptance bar for served / in-process
     perf: PerfOptions = field(default_factory=lambda: PerfOptions(protocol="grpc", shared_memory="system"))
@@ -183,6 +186,7 @@ class OverheadResult:
     rows: list[dict[str, Any]]  # one per (batch size, variant)
     points: list[dict[str, Any]]  # every online point, with Triton's statistics
     paths: dict[str, Path]
+    pairs: list[dict[str, Any]] = field(default_factory=list)  # the single client's paired rounds
 
 
 def prepare_repository(opts: OverheadOptions, log: Callable[[str], None]) -> tuple[Path, Path, Any]:
@@ -231,6 +235,7 @@ def run_overhead(opts: OverheadOptions, result_dir: str | Path, log: Callable[[s
     ort_threads = session.session.get_session_options().intra_op_num_threads
     rows: list[dict[str, Any]] = []
     points: list[dict[str, Any]] = []
+    pair_rows: list[dict[str, Any]] = []  # the single client's paired rounds (single_client.csv)
     server_info: dict[str, Any] = {"version": None, "logs": [], "restarts": []}
     for batch in opts.batch_sizes:
         inputs = manifest.signature.examples(batch, seed=opts.seed)
@@ -242,7 +247,18 @@ def run_overhead(opts: OverheadOptions, result_dir: str | Path, log: Callable[[s
             points += served[variant]
             log(f"batch {batch}: in-process ONNX Runtime again ...")
             timings.append(time_inprocess(session, inputs, 1, opts.inprocess_seconds))
-        rows += _rows_for_batch(batch, timings, served, opts, ort_threads)
+        batch_rows = _rows_for_batch(batch, timings, served, opts, ort_threads)
+        if opts.single_client_rounds > 0:
+            twin = _inprocess_twin(opts.variants)
+            pairs = _single_client(repo, twin, batch, opts, manifest, result_dir, log,
+                                   lambda: time_inprocess(session, inputs, 1, opts.inprocess_seconds)["throughput"])
+            for row in batch_rows:
+                if row["variant"] == f"{twin.instances}x{twin.threads}":
+                    row.update(paired_summary(pairs))
+            pair_rows += [{"variant": f"{twin.instances}x{twin.threads}", "paired_round": p.round,
+                           "batch_size": batch, "inprocess_before": p.inprocess_before, "served_c1": p.served,
+                           "inprocess_after": p.inprocess_after, "ratio": p.ratio} for p in pairs]
+        rows += batch_rows
         best = max((r for r in rows if r["batch_size"] == batch), key=lambda r: _f(r["served_throughput"]))
         log(f"batch {batch}: in-process {best['inprocess_throughput']:.2f}/s, served best "
             f"{best['served_throughput']:.2f}/s ({best['variant']}, concurrency {best['best_concurrency']}) "
@@ -253,9 +269,33 @@ def run_overhead(opts: OverheadOptions, result_dir: str | Path, log: Callable[[s
               "server_logs": server_info["logs"], "server_restarts": server_info["restarts"],
               "statistic": "reference = max of the in-process timings before and after each sweep; served = best "
               "online point (stable points preferred) of each variant; a fresh server per sweep, only that variant "
-              "loaded"}
-    paths = write_results(result_dir, rows, points, opts, config, server_info["version"])
-    return OverheadResult(result_dir, rows, points, paths)
+              "loaded; single client = median over paired rounds of served at concurrency 1 / the mean of the "
+              "in-process timings just before and after it (perf/single_client.py)"}
+    paths = write_results(result_dir, rows, points, opts, config, server_info["version"], pair_rows)
+    return OverheadResult(result_dir, rows, points, paths, pair_rows)
+
+
+def _inprocess_twin(variants: Sequence[Variant]) -> Variant:
+    """The variant that runs the model as the in-process session does (one instance, ORT's default threads), else
+    the first one."""
+    return next((v for v in variants if v.instances == 1 and v.threads == 0), variants[0])
+
+
+def _single_client(repo: Path, variant: Variant, batch: int, opts: OverheadOptions, manifest, result_dir: Path,
+                   log: Callable[[str], None], inprocess: Callable[[], float]) -> list[PairedRound]:
+    """perf.single_client's paired rounds on a fresh server that loads only `variant`."""
+    from ..server.local import LocalTritonServer, ServerConfig
+
+    name = variant.model_name(opts.model)
+    log(f"batch {batch}: single client, {opts.single_client_rounds} rounds of in-process then served at "
+        f"concurrency 1 ({variant.label}) ...")
+    log_dir = Path(opts.workspace) / "logs" / f"{name}_b{batch}" / "single_client"
+    with LocalTritonServer(ServerConfig(repo, model_control_mode="explicit", load_models=(name,), log_dir=log_dir,
+                                        start_timeout_s=opts.server_start_timeout_s)) as server:
+        server.require_models([name])
+        url = server.grpc_url if opts.perf.protocol == "grpc" else server.http_url
+        point = served_point_fn(name, url, batch, manifest, opts.perf, result_dir / "single_client")
+        return measure_pairs(inprocess, point, opts.single_client_rounds, batch, log)
 
 
 MAX_SERVER_STARTS = 3  # per sweep: a server that dies mid-sweep is restarted and the sweep resumed

@@ -119,16 +119,33 @@ def _single_best(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def single_client_section(rows: Sequence[dict[str, Any]]) -> list[str]:
-    """Concurrency 1 on its own: served against the best and the median in-process timing, and where the time
-    per request goes (outside the runtime's inference vs the inference against in-process)."""
+    """Concurrency 1 on its own: the paired rounds (perf/single_client.py) where measured, then the sweep's
+    concurrency-1 point against the best and the median in-process timing, and where the time per request goes
+    (outside the runtime's inference vs the inference against in-process)."""
+    out: list[str] = []
+    paired = [r for r in rows if not math.isnan(_f(r.get("pair_ratio")))]
+    if paired or any(not math.isnan(_f(r.get("c1_throughput"))) for r in rows):
+        out.append("## Single client (concurrency 1)\n")
+    if paired:
+        out += ["In pairs: each round times in-process ONNX Runtime, then measures the served model at concurrency "
+                "1, and a last timing closes the rounds, all with one server up (idle while in-process runs); a "
+                "round's ratio is its served throughput over the mean of the in-process timings just before and "
+                "after it. The ratio is the rounds' median [min..max] (per round in single_client.csv).\n",
+                markdown_table(
+                    ["batch", "variant", "rounds", "served at c=1", "in-process around it", "served / in-process",
+                     "latency ms", "outside the runtime ms", "inference vs in-process"],
+                    [[r["batch_size"], r["variant"], r["pair_rounds"], _n(r.get("pair_served")),
+                      _n(r.get("pair_inprocess")),
+                      f"**{_n(r['pair_ratio'], 3)}** [{_n(r.get('pair_ratio_min'), 3)}..{_n(r.get('pair_ratio_max'), 3)}]",
+                      _n(r.get("pair_latency_ms")), _outside(r, "pair_"), f"{_n(r.get('pair_infer_vs_inprocess'))}x"]
+                     for r in paired], ["r", "l", "r", "r", "r", "l", "r", "r", "r"]), ""]
     if not any(not math.isnan(_f(r.get("c1_throughput"))) for r in rows):
-        return []
-    return ["## Single client (concurrency 1)\n",
-            "One request at a time, where serving costs most: nothing overlaps the per-request work. Outside the "
-            "runtime = client send + network/server send-receive + queue + compute input + compute output + client "
-            "receive, per request; the runtime's inference is Triton's compute infer against the in-process time "
-            "per request (from the median in-process timing, since the best one is a single lucky timing on a "
-            "shared host).\n",
+        return out
+    out += ["In the sweep: one request at a time, where serving costs most: nothing overlaps the per-request work. "
+            "Outside the runtime = client send + network/server send-receive + queue + compute input + compute output "
+            "+ client receive, per request; the runtime's inference is Triton's compute infer against the in-process "
+            "time per request (from the median in-process timing, since the best one is a single lucky timing on a "
+            "shared host). The in-process timings were taken minutes away from this point.\n",
             markdown_table(
                 ["batch", "variant", "served at c=1", "in-process best", "in-process median", "c=1 / best",
                  "c=1 / median", "latency ms", "outside the runtime ms", "inference ms", "in-process ms",
@@ -138,19 +155,33 @@ def single_client_section(rows: Sequence[dict[str, Any]]) -> list[str]:
                   _n(r.get("c1_latency_ms")), _outside(r), _n(r.get("c1_infer_ms")),
                   _n(r.get("inprocess_ms_per_request")), f"{_n(r.get('c1_infer_inflation'))}x"] for r in rows],
                 ["r", "l"] + ["r"] * 10)]
+    return out
 
 
-def _outside(r: dict[str, Any]) -> str:
-    outside, latency = _f(r.get("c1_outside_ms")), _f(r.get("c1_latency_ms"))
+def _outside(r: dict[str, Any], prefix: str = "c1_") -> str:
+    outside, latency = _f(r.get(f"{prefix}outside_ms")), _f(r.get(f"{prefix}latency_ms"))
     if math.isnan(outside):
         return "n/a"
     return f"{outside:.2f} ({outside / latency:.1%})" if latency and not math.isnan(latency) else f"{outside:.2f}"
 
 
 def single_client_verdicts(rows: Sequence[dict[str, Any]]) -> list[str]:
-    """One line per batch size: the best variant at concurrency 1 against SINGLE_CLIENT_TARGET, and why."""
+    """One line per batch size against SINGLE_CLIENT_TARGET: the paired rounds' median where measured (in-process
+    and served taken next to each other), else the sweep's concurrency-1 point of the best variant at it."""
     out = []
+    for r in rows:
+        ratio = _f(r.get("pair_ratio"))
+        if math.isnan(ratio):
+            continue
+        met = "met" if ratio >= SINGLE_CLIENT_TARGET else "not met"
+        out.append(f"- single client, batch {r['batch_size']} ({r['variant']}, {r['pair_rounds']} paired rounds): "
+                   f"{_n(ratio, 3)}x of in-process [{_n(r.get('pair_ratio_min'), 3)}..{_n(r.get('pair_ratio_max'), 3)}] "
+                   f"(target: at least {SINGLE_CLIENT_TARGET}): {met}; {_outside(r, 'pair_')} ms per request outside "
+                   f"the runtime, its inference {_n(r.get('pair_infer_vs_inprocess'))}x the in-process time per request")
+    paired_batches = {r["batch_size"] for r in rows if not math.isnan(_f(r.get("pair_ratio")))}
     for r in _single_best(rows):
+        if r["batch_size"] in paired_batches:
+            continue
         ratio, median = _f(r["c1_ratio"]), _f(r["c1_ratio_median"])
         met = "met" if ratio >= SINGLE_CLIENT_TARGET else (
             f"not met against the best in-process timing ({_n(median, 3)}x of the median one)")
@@ -175,13 +206,17 @@ def diagnose(row: dict[str, Any]) -> str:
 
 
 def write_results(result_dir: Path, rows: list[dict[str, Any]], points: list[dict[str, Any]], opts: "OverheadOptions",
-                  config: dict[str, Any], server_version: str | None) -> dict[str, Path]:
+                  config: dict[str, Any], server_version: str | None,
+                  pairs: Sequence[dict[str, Any]] = ()) -> dict[str, Path]:
     from ..results import runinfo
 
     paths = {"csv": result_dir / "overhead.csv", "points_csv": result_dir / "served_points.csv",
              "md": result_dir / "overhead.md"}
     atomic_write_text(paths["csv"], to_csv(rows))
     atomic_write_text(paths["points_csv"], to_csv(points))
+    if pairs:
+        paths["single_client_csv"] = result_dir / "single_client.csv"
+        atomic_write_text(paths["single_client_csv"], to_csv(pairs))
     atomic_write_text(paths["md"], to_markdown(rows, opts, config))
     paths["run_json"] = runinfo.write_run_json(result_dir, runinfo.run_metadata(config, server_version))
     return paths

@@ -8,11 +8,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
+from ..results.rows import RowSchema
 from ..results.schema import THROUGHPUT
 from .analyzer import PerfOptions
 from .online import run_online
 
 MODES = ("scraped", "not scraped")
+CSV_SCHEMA = RowSchema(("concurrency", "round", "mode", "throughput"), key=("concurrency", "round", "mode"),
+                       types={"concurrency": int, "round": int, "throughput": float})
+TARGET = 0.99  # issue 29: telemetry costs the measured throughput nothing measurable (<= 1%)
 
 
 @dataclass
@@ -30,13 +34,45 @@ class ScrapeCost:
             return None
         return statistics.median(a) / statistics.median(b)
 
+    def paired(self, concurrency: int | None = None) -> list[float]:
+        """scraped / not scraped within each round (the two sweeps of a round ran minutes apart at most, so the
+        host's drift between rounds cancels), at one concurrency or at all."""
+        levels = [concurrency] if concurrency is not None else sorted(self.throughput[MODES[0]])
+        out = []
+        for c in levels:
+            a, b = (self.throughput[m].get(c, []) for m in MODES)
+            out += [x / y for x, y in zip(a, b) if y > 0]
+        return out
+
+    def verdict(self, target: float = TARGET) -> str:
+        """One line against the target (scraped / not scraped >= `target`): met, within the noise but not resolved to
+        the target (the paired ratios straddle 1 with a spread wider than the allowance), or not met."""
+        ratios = self.paired()
+        if not ratios:
+            return "no paired rounds: nothing to compare"
+        med, lo, hi = statistics.median(ratios), min(ratios), max(ratios)
+        figures = f"median paired ratio {med:.3f} [{lo:.3f}..{hi:.3f}] over {len(ratios)} pairs"
+        if med >= target:
+            return f"met: {figures} (target: at least {target:g})"
+        if hi >= 1.0:
+            return (f"not resolved: {figures}; the pairs straddle 1 and spread wider than the {1 - target:.0%} "
+                    "allowance, so the host's noise hides the cost either way (rerun on a quiet host, more rounds)")
+        return f"not met: {figures}; every pair was slower with scraping (target: at least {target:g})"
+
+    def records(self) -> list[dict[str, object]]:
+        """Every measured throughput as a row (CSV_SCHEMA): concurrency, round, mode."""
+        return [{"concurrency": c, "round": r, "mode": m, "throughput": tp}
+                for m in MODES for c, values in sorted(self.throughput[m].items()) for r, tp in enumerate(values, 1)]
+
     def rows(self) -> list[list[str]]:
         out = []
         for c in sorted(self.throughput[MODES[0]]):
             vals = [self.throughput[m].get(c, []) for m in MODES]
             r = self.ratio(c)
+            pairs = self.paired(c)
             out.append([str(c), *(f"{statistics.median(v):,.1f} [{min(v):,.1f}..{max(v):,.1f}]" if v else "-"
-                                  for v in vals), f"{r:.3f}" if r else "-"])
+                                  for v in vals), f"{r:.3f}" if r else "-",
+                        f"{statistics.median(pairs):.3f} [{min(pairs):.3f}..{max(pairs):.3f}]" if pairs else "-"])
         return out
 
 
@@ -58,4 +94,4 @@ def measure(server, model: str, manifest, concurrencies: Sequence[int], options:
     return cost
 
 
-__all__ = ["MODES", "ScrapeCost", "measure"]
+__all__ = ["CSV_SCHEMA", "MODES", "TARGET", "ScrapeCost", "measure"]

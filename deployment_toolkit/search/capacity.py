@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..sizing.capacity import OpenLoopCapacity, Search as RateSearch, search as rate_search
-from ..sizing.ratepoint import ClientLimited, RatePoint
+from ..sizing.ratepoint import AUTO_WINDOW_MS, ClientLimited, RatePoint, auto_window_ms
 from .bench import Bench
 from .clock import SearchClock
 from .decide import Standings, verdicts
@@ -25,6 +25,7 @@ from .progress import Progress
 from .space import Candidate
 from .stats import Gain, Spread
 from .sweep import score
+from .store import Point
 from .trials import CandidateFailed, Decision, Trial
 
 CAPACITY_FINALISTS = 3  # challengers measured in open loop besides the default
@@ -35,6 +36,23 @@ POINTS_PER_SEARCH = 7  # what the time reserve counts for one search (6.5 rates 
 MIN_POINTS = 4  # the fewest rates a search is given when time is short: bracket, then bisect twice
 SEED_SHARE = 0.8  # the first search starts at this share of the closed-loop figure (open loop is lower: 50-90%)
 CAPACITY_SHARE = 0.5  # of --max-minutes the capacity stage is planned for at most (the exploration keeps the rest)
+
+
+def rate_point_estimate(open_loop_window_ms: int | None) -> float:
+    """An open-loop rate's time before one is measured: 3 to 6 windows and its start (7 s at 1-s windows here).
+    Windows sized to the rate (None) are counted at their shortest until the rate is known (`expect_rates`)."""
+    window_ms = open_loop_window_ms or AUTO_WINDOW_MS[0]
+    return 5.0 * window_ms / 1000.0 + 2.0
+
+
+def expect_rates(clock: SearchClock, best: Point | None) -> None:
+    """Tell the clock what a rate will take once the default's best closed-loop point is known (the slowest
+    finalist as a rule, so the longest windows): its searches start at SEED_SHARE of that throughput, where a
+    window sized to the rate (auto_window_ms) is known. The shortest-window estimate alone put a 60-inf/s model's
+    capacity stage 0.2 min past its limit (its rates took 1-s windows)."""
+    if best is not None:
+        window = clock.settings.open_loop_window_ms or auto_window_ms(SEED_SHARE * best.throughput)
+        clock.expected_rate_s = rate_point_estimate(window)
 
 
 class RateMeasurer(Protocol):

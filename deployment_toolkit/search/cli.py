@@ -14,7 +14,8 @@ from .. import cli
 from ..repository.names import check_model_name
 from .engine import Search
 from .progress import format_seconds
-from .request import DEFAULT_PERF_OPTIONS, FINISH_RESERVE_S, SearchRequest, SearchServer, rate_point_estimate
+from .capacity import rate_point_estimate
+from .request import DEFAULT_PERF_OPTIONS, FINISH_RESERVE_S, SearchRequest, SearchServer
 from .trials import SearchError, SearchOutcome, SearchRun, SearchSettings
 from .space import DEFAULT_QUEUE_DELAYS_US, host_cores
 from .stats import MIN_NOISE
@@ -136,7 +137,7 @@ def settings_from_args(args) -> SearchSettings:
     rate_s = rate_point_estimate(args.open_loop_window_ms)
     return SearchSettings(
         rank_by="capacity" if args.objective == "capacity" else "closed-loop", capacity_trials=args.capacity_trials,
-        rate_point_s=rate_s,
+        rate_point_s=rate_s, open_loop_window_ms=args.open_loop_window_ms,
         budget_ms=args.p99_ms, objective=objective, cores=host_cores(),
         allow_oversubscribe=args.allow_oversubscribe, max_minutes=args.max_minutes, max_configs=args.max_configs,
         noise_repeats=args.noise_repeats, confirm_samples=max(1, args.confirm_samples),
@@ -201,7 +202,7 @@ def request_from_args(args, command: str | None = None) -> SearchRequest:
         result_dir=Path(args.result_path) if args.result_path else None,
         workspace=Path(args.workspace) if args.workspace else None,
         model_repository=Path(args.model_repository) if args.model_repository else None, model_name=args.model_name, server=server,
-        open_loop_window_ms=args.open_loop_window_ms, fresh=args.fresh, resume=args.resume,
+        fresh=args.fresh, resume=args.resume,
         progress=not args.no_progress, command=command)
 
 
@@ -273,7 +274,7 @@ def search_step(request: SearchRequest) -> SearchRun:
     with TritonMeasurer(by_format, model_name, result_dir, options, http_port=srv.http_port,
                         grpc_port=srv.grpc_port, metrics_port=srv.metrics_port,
                         log_verbose=srv.log_verbose, metrics_period_s=srv.metrics_period_s or None, rate_store=rates,
-                        open_loop_window_ms=request.open_loop_window_ms) as measurer:
+                        open_loop_window_ms=request.settings.open_loop_window_ms) as measurer:
         search = Search(infos, measurer, store, settings, progress=request.progress, started=started)
         try:
             outcome = search.run()

@@ -18,6 +18,7 @@ class SearchClock:
     started: float | None = None
     point_seconds: list[float] = field(default_factory=list)
     rate_seconds: list[float] = field(default_factory=list)
+    expected_rate_s: float = 0.0  # what a rate will take by its window, once the rates are known (capacity.expect_rates)
 
     def start(self) -> float:
         self.started = time.monotonic() if self.started is None else self.started
@@ -35,11 +36,13 @@ class SearchClock:
             self.rate_seconds.append(seconds)
 
     def rate_point_s(self) -> float:
-        """The time an open-loop rate takes: the median of those measured, else the settings' estimate or the
-        closed-loop points' measured time, whichever is longer (both are perf_analyzer runs of a few windows; on a
-        slow model the windows stretch, and the settings' estimate alone put a search 0.9 min past its limit)."""
+        """The time an open-loop rate takes: the median of those measured, else the longest of the settings'
+        estimate, the expected one (its window once the rate is known) and the closed-loop points' measured time
+        (all perf_analyzer runs of a few windows; on a slow model the windows stretch, and the settings' estimate
+        alone put a search 0.9 min past its limit)."""
         recent = self.rate_seconds[-10:]
-        return statistics.median(recent) if recent else max(self.settings.rate_point_s, self.point_s())
+        return statistics.median(recent) if recent else max(self.settings.rate_point_s, self.expected_rate_s,
+                                                              self.point_s())
 
     def point_s(self) -> float:
         """The time a point takes: the median of the last ten, so that one slow point (an unstable window

@@ -10,12 +10,11 @@ again with fresh samples, in turns; the time for that (and for one step down, wh
 is reserved up front from the measured time of a point, so --max-minutes never squeezes it out. A finalist
 whose fresh samples do not hold the budget steps down before it can be named. The winner must beat the
 default by more than the noise with its whole spread, or the default is declared as good. Under --objective
-capacity the finalists are ranked by open-loop capacity instead (capacity.py). Measurement goes through a
-`Measurer` (the real server in `triton.py`, a fake in the unit tests).
+capacity the finalists are ranked by open-loop capacity instead (capacity.py; its rates' windows follow the
+default's throughput). Measurement goes through a `Measurer` (the real server in `triton.py`, a fake in tests).
 
-This module runs the exploration, the noise and the knee; judge.py reads levels, bench.py measures, clock.py keeps
-the time limit, confirm.py (or capacity.py) re-measures the finals, decide.py decides.
-"""
+Here: the exploration, the noise, the knee; judge.py reads levels, bench.py measures, clock.py keeps the time
+limit, confirm.py (or capacity.py) re-measures the finals, decide.py decides."""
 from __future__ import annotations
 
 import time
@@ -104,6 +103,7 @@ class Search:
             raise SearchError(f"the default config ({base.candidate.label()}) could not be measured: {base.reason}")
         self.default = self.incumbent = base
         self._estimate_noise(base)
+        capacity.expect_rates(self.clock, self.judge.best(base))
 
         for f in usable[1:]:
             self._challenge(self._evaluate(default_candidate(f, self._max_batch(f)), "format"))

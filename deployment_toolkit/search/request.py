@@ -9,7 +9,6 @@ from pathlib import Path
 
 from ..data.samples import DataSpec
 from ..perf.analyzer import PerfOptions
-from ..sizing.ratepoint import AUTO_WINDOW_MS
 from ..sources import ModelSource
 from .trials import SearchSettings
 
@@ -20,14 +19,6 @@ DEFAULT_PERF_OPTIONS = PerfOptions(
     measurement_request_count=40, stability_percentage=20.0, max_trials=5, max_attempts=1)
 
 FINISH_RESERVE_S = 10.0  # writing the winner, the CSVs, the plot and the report took 3-5 s on a 2-core host
-
-
-def rate_point_estimate(open_loop_window_ms: int | None) -> float:
-    """An open-loop rate's time before one is measured: 3 to 6 windows and its start (8 s at 1-s windows here).
-    Windows sized to the rate (None) are counted at their shortest: until a rate is measured the search's clock
-    takes the longer of this and a closed-loop point's measured time, which stretches with a slow model."""
-    window_ms = open_loop_window_ms or AUTO_WINDOW_MS[0]
-    return 5.0 * window_ms / 1000.0 + 2.0
 
 
 @dataclass
@@ -55,11 +46,10 @@ class SearchRequest:
     model_repository: Path | None = None  # where the winner is written (default model_repository; a plan's own)
     model_name: str | None = None  # default: the model's slug
     server: SearchServer = field(default_factory=SearchServer)
-    open_loop_window_ms: int | None = None  # None: sized to each rate (sizing.ratepoint.auto_window_ms)
     fresh: bool = False  # set the checkpointed points aside and start over
     resume: bool = False  # refuse (exit 2) a checkpoint measured under another identity instead of setting it aside
     progress: bool = True
     command: str = ""  # the equivalent command, shown in search.md
 
 
-__all__ = ["DEFAULT_PERF_OPTIONS", "FINISH_RESERVE_S", "SearchRequest", "SearchServer", "rate_point_estimate"]
+__all__ = ["DEFAULT_PERF_OPTIONS", "FINISH_RESERVE_S", "SearchRequest", "SearchServer"]

@@ -64,6 +64,7 @@ class SearchSettings:
     rank_by: str = "closed-loop"  # closed-loop | capacity (the finalists' open-loop capacity: search/capacity.py)
     capacity_trials: int = 3  # open-loop capacity searches per finalist
     rate_point_s: float = 6.0  # the time of one open-loop rate (the time reserve's estimate until one is measured)
+    open_loop_window_ms: int | None = None  # perf_analyzer's window at an open-loop rate (None: sized to the rate)
 
     @property
     def objective_name(self) -> str:

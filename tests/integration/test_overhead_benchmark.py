@@ -70,7 +70,7 @@ def test_tiny_overhead_run(tmp_path):
     proc = subprocess.run(
         [sys.executable, str(ROOT / "triton/benchmark_overhead.py"), "--model", "resnet18", "--preset", "small",
          "--batch-sizes", "1", "--concurrency", "1", "--variants", "1x0", "--inprocess-warmup", "1",
-         "--inprocess-seconds", "0.5", "--measurement-interval", "500", "--stability-percentage", "50",
+         "--inprocess-seconds", "0.5", "--single-client-rounds", "2", "--measurement-interval", "500", "--stability-percentage", "50",
          "--max-trials", "6", "--max-attempts", "1", "--workspace", str(tmp_path / "ws"),
          "--result-path", str(result)],
         capture_output=True, text=True, timeout=300, cwd=tmp_path,
@@ -92,4 +92,13 @@ def test_tiny_overhead_run(tmp_path):
     assert meta["config"]["private_shm"] == (os.geteuid() == 0 and shutil.which("unshare") is not None)
     assert meta["versions"]["tritonserver"]
     assert (result / "sweeps" / "resnet18_i1_t0_b1" / "online.csv").exists()
+    # the single client in pairs: two rounds of in-process then served at concurrency 1, on their own server
+    pairs = list(csv.DictReader(open(result / "single_client.csv")))
+    assert [p["paired_round"] for p in pairs] == ["1", "2"]
+    assert all(float(p["served_c1"]) > 0 and float(p["inprocess_before"]) > 0 for p in pairs)
+    assert pairs[0]["inprocess_after"] == pairs[1]["inprocess_before"]  # one timing closes a round, opens the next
+    assert rows[0]["pair_rounds"] == "2" and float(rows[0]["pair_ratio"]) > 0
+    md = (result / "overhead.md").read_text()
+    assert "In pairs:" in md and any(ln.startswith("- single client, batch 1 (1x0, 2 paired rounds)")
+                                     for ln in md.splitlines())
     print(f"tiny overhead run: ratio {ratio:.3f} in {elapsed:.0f} s")

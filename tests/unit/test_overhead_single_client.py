@@ -49,3 +49,61 @@ def test_concurrency_one_is_reported_with_where_its_time_goes():
     verdicts = [ln for ln in md.splitlines() if ln.startswith("- single client, batch 1")]
     assert len(verdicts) == 1 and "(1x0)" in verdicts[0] and f"target: at least {SINGLE_CLIENT_TARGET}" in verdicts[0]
     assert "not met against the best in-process timing (0.977x of the median one)" in verdicts[0]
+
+
+def test_paired_rounds_compare_each_served_point_with_the_timings_around_it():
+    """A host that slows down and recovers: each round's served point is judged against the in-process timings
+    just before and after it, so the drift does not land on one side; the best-of-all reference would call the
+    same points 0.86x."""
+    from deployment_toolkit.perf.single_client import measure_pairs, paired_summary
+
+    timings = iter([33.0, 29.0, 27.0, 31.0])
+    served = iter([(30.1, 34.0, 1.0, 33.0), (26.6, 37.0, 1.0, 36.0), (28.2, 35.5, 1.0, 34.5)])
+    logs: list[str] = []
+
+    def point(n: int) -> dict:
+        tp, latency, outside, infer = next(served)
+        return {"Inferences/second": tp, "Avg Latency": latency, "Client Send": 0.01, "Network+server Send/recv": 0.3,
+                "Server Queue": 0.05, "Server Compute Input": 0.1, "Server Compute Infer": infer,
+                "Server Compute Output": outside - 0.47, "Client Recv": 0.01, "stable": True}
+
+    rounds = measure_pairs(lambda: next(timings), point, 3, 1, logs.append)
+    assert [r.reference for r in rounds] == [31.0, 28.0, 29.0]
+    assert [r.ratio for r in rounds] == pytest.approx([30.1 / 31, 26.6 / 28, 28.2 / 29])
+    s = paired_summary(rounds)
+    assert s["pair_rounds"] == 3 and s["pair_ratio"] == pytest.approx(30.1 / 31)
+    assert s["pair_ratio_min"] == pytest.approx(26.6 / 28) and s["pair_ratio_max"] == pytest.approx(28.2 / 29)
+    assert s["pair_outside_ms"] == pytest.approx(1.0) and s["pair_inprocess"] == pytest.approx(29.0)
+    assert s["pair_infer_vs_inprocess"] == pytest.approx(34.5 / (1000 / 29.0))
+    assert 28.2 / 33.0 < 0.86 and len(logs) == 3 and "round 2/3" in logs[1]
+
+
+def test_a_failed_served_point_keeps_the_rounds_measured_and_the_report_says_pairs():
+    from deployment_toolkit.perf.analyzer import PerfAnalyzerError
+    from deployment_toolkit.perf.single_client import measure_pairs, paired_summary
+
+    calls = {"n": 0}
+
+    def point(n: int) -> dict:
+        if n == 2:
+            raise PerfAnalyzerError("perf_analyzer: the server went away\nmore")
+        return {"Inferences/second": 29.0, "Avg Latency": 34.0, "Server Compute Infer": 33.0}
+
+    def timing() -> float:
+        calls["n"] += 1
+        return 30.0
+
+    logs: list[str] = []
+    rounds = measure_pairs(timing, point, 3, 1, logs.append)
+    assert len(rounds) == 1 and calls["n"] == 2 and "keeping 1 round(s)" in logs[-1]
+    summary = {(r["batch_size"], r["variant"]): r for r in csv.DictReader(open(RUN / "overhead.csv"))}
+    points = [_typed(r) for r in csv.DictReader(open(RUN / "served_points.csv"))]
+    timings = [{"throughput": float(t), "p50_ms": 30.0, "background_cpu": 0.0}
+               for t in summary[("1", "1x0")]["inprocess_timings"].split(";")]
+    served = {Variant(1, 0): [p for p in points if p["variant"] == "1x0" and p["Client Batch Size"] == 1]}
+    (row,) = _rows_for_batch(1, timings, served, OverheadOptions(), 2)
+    row.update(paired_summary(rounds))
+    md = to_markdown([row], OverheadOptions(), {})
+    assert "In pairs:" in md and "**0.967** [0.967..0.967]" in md and "In the sweep:" in md
+    (verdict,) = [ln for ln in md.splitlines() if ln.startswith("- single client")]  # the pairs' verdict only
+    assert "1 paired rounds" in verdict and "0.967x" in verdict and "not met" in verdict

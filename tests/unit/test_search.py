@@ -936,3 +936,31 @@ def test_a_short_limit_takes_fewer_finalists_into_the_capacity_stage():
     assert capacity.planned_finalists(clock(8, 8.0)) == 3  # 240 s of share, 56 s a search: 4 fit
     assert capacity.planned_finalists(clock(6.5, 10.0)) == 1  # 195 s, 70 s a search: the best and the default
     assert capacity.planned_finalists(clock(1, 10.0)) == 1
+
+
+def test_the_rates_windows_are_counted_once_the_default_throughput_is_known():
+    """efficientnet_b0 here (about 60 inf/s, 2026-11-25): rates sized to the rate take 1-s windows (100 requests
+    need more than a second), so counting them at the shortest window (3.5 s a rate) put its capacity stage 0.2 min
+    past the limit. Once the default's closed-loop throughput is known the window follows from the seed rate."""
+    from deployment_toolkit.search import capacity
+    from deployment_toolkit.search.clock import SearchClock
+    from deployment_toolkit.search.trials import SearchSettings
+
+    def _point(throughput: float) -> Point:
+        return Point("default", 2, 0, throughput, 46.8)
+
+    auto = SearchSettings(budget_ms=150, max_minutes=2.31, rate_point_s=capacity.rate_point_estimate(None))
+    clock = SearchClock(auto)
+    clock.record(3.0)  # a closed-loop point
+    assert clock.rate_point_s() == 3.5
+    capacity.expect_rates(clock, None)  # the default not measured yet
+    assert clock.rate_point_s() == 3.5
+    capacity.expect_rates(clock, _point(63.8))  # seed 51 requests/s: a 1-s window
+    assert clock.rate_point_s() == capacity.rate_point_estimate(1000) == 7.0
+    capacity.expect_rates(clock, _point(600.0))  # a fast model: 300-ms windows
+    assert clock.rate_point_s() == 3.5
+    fixed = SearchClock(SearchSettings(budget_ms=150, rate_point_s=4.5, open_loop_window_ms=500))
+    capacity.expect_rates(fixed, _point(63.8))  # an asked-for window is the window
+    assert fixed.rate_point_s() == 4.5
+    fixed.record_rate(6.0)  # measured rates win
+    assert fixed.rate_point_s() == 6.0

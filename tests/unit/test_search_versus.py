@@ -158,3 +158,24 @@ def test_the_three_model_benchmark_script_is_shellcheck_clean():
     shellcheck = require_tool("shellcheck", "apt-get install shellcheck (or `make install` as root)")
     lint = subprocess.run([str(shellcheck), str(script)], capture_output=True, text=True)
     assert lint.returncode == 0, lint.stdout
+
+
+def test_the_same_config_picked_by_both_has_one_capacity():
+    """Both tools picked one config at different concurrencies (resnet18 here, 2026-11-25): open loop does not use
+    the concurrency, so the two sides' capacity searches are of one config and their ratio is the host's noise."""
+    from deployment_toolkit.search.versus import OURS, THEIRS, OurResult, target_lines
+
+    ours = OurResult(0, 60.0, 1, 182.5, "onnx_i1", 4, 30.0, "onnx_i1", "")
+    ma = _ma(("v0", 1, 8, 8, 40.3, 265.3))
+    ma.wall_s = 180.0
+    mine = Contender(OURS, Candidate("onnx", 1, 0, 8), 4, [196.2, 196.6, 176.5], [35.8, 25.4, 29.0],
+                     capacities=[214.6, 134.0, 185.2])
+    theirs = Contender(THEIRS, Candidate("onnx", 1, 0, 8), 8, [271.7, 194.3, 220.1], [39.8, 53.9, 46.9],
+                       capacities=[133.8, 209.0, 149.9])
+    line = target_lines(50, ours, ma, [mine, theirs])[3]
+    assert "both tools picked the same config (onnx, 1 inst x default threads, max batch 8" in line
+    assert "one capacity, 167.6 [133.8..214.6] inf/s from the 6 searches of both sides" in line
+    assert "1.000x by construction (target: at least 1x): met" in line and "185.2 vs 149.9" in line
+    other = Contender(THEIRS, Candidate("onnx", 1, 0, 4), 8, theirs.throughputs, theirs.p99s,
+                      capacities=theirs.capacities)
+    assert target_lines(50, ours, ma, [mine, other])[3].endswith("= 1.235x (target: at least 1x): met")

@@ -259,7 +259,7 @@ def test_open_loop_points_are_driven_by_a_seeded_schedule_and_keyed_apart_from_t
 
 
 def test_an_automatic_window_holds_about_a_hundred_requests_within_its_bounds():
-    from deployment_toolkit.search.request import rate_point_estimate
+    from deployment_toolkit.search.capacity import rate_point_estimate
     from deployment_toolkit.sizing.ratepoint import AUTO_WINDOW_MS, REQUESTS_PER_WINDOW, auto_window_ms
 
     assert auto_window_ms(400.0) == AUTO_WINDOW_MS[0] == 300  # a fast model: 120 requests a window, not 400
