@@ -49,7 +49,7 @@ demo: install
 	$(PY) -m deployment_toolkit.demo $(DEMO_ARGS)
 
 test: install
-	$(PY) -m pytest -q -ra tests
+	$(PY) -m pytest -q -ra --durations=15 tests
 
 test-unit: install
 	$(PY) -m pytest -q -ra tests/unit
