@@ -42,6 +42,8 @@ def main(argv: list[str] | None = None) -> int:
                         "auto = when possible and --shared-memory is system (default)")
     add_perf_arguments(p)
     args = p.parse_args(argv)
+    if args.single_client_rounds < 0:
+        p.error(f"--single-client-rounds {args.single_client_rounds}: give 0 (none) or more rounds")
     if args.data_dir is not None or args.dataloader is not None:
         p.error("--data-dir/--dataloader are not supported here: the in-process side of the comparison runs on "
                 "random inputs, so the served side must too")
@@ -74,7 +76,8 @@ def main(argv: list[str] | None = None) -> int:
         model=args.model, preset=args.preset, batch_sizes=tuple(args.batch_sizes),
         concurrencies=tuple(parse_range(args.concurrency)), variants=tuple(Variant.parse(v) for v in args.variants),
         inprocess_warmup=args.inprocess_warmup, inprocess_seconds=args.inprocess_seconds,
-        single_client_rounds=max(0, args.single_client_rounds), max_queue_delay_us=args.max_queue_delay_us, bar=args.bar, perf=perf,
+        single_client_rounds=args.single_client_rounds, max_queue_delay_us=args.max_queue_delay_us, bar=args.bar,
+        perf=perf,
         workspace=Path(args.workspace or f"workspace/overhead-{slug}"),
         server_start_timeout_s=args.server_start_timeout,
     )

@@ -257,7 +257,7 @@ def run_overhead(opts: OverheadOptions, result_dir: str | Path, log: Callable[[s
                     row.update(paired_summary(pairs))
             pair_rows += [{"variant": f"{twin.instances}x{twin.threads}", "paired_round": p.round,
                            "batch_size": batch, "inprocess_before": p.inprocess_before, "served_c1": p.served,
-                           "inprocess_after": p.inprocess_after, "ratio": p.ratio} for p in pairs]
+                           "inprocess_after": p.inprocess_after, "ratio": p.ratio, "stable": p.stable} for p in pairs]
         rows += batch_rows
         best = max((r for r in rows if r["batch_size"] == batch), key=lambda r: _f(r["served_throughput"]))
         log(f"batch {batch}: in-process {best['inprocess_throughput']:.2f}/s, served best "
