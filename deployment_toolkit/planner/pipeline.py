@@ -148,8 +148,8 @@ def make_plan(request: SearchRequest, demand: Demand, checks: Checks, deploy: De
 
 
 def _serve_and_plan(result: PlanResult, demand: Demand, checks: Checks, winner, command: str) -> None:
-    """Stages 2-5 on one embedded server that serves the winner alone."""
-    from ..perf.analyzer import PerfOptions
+    """Stages 2-5 on one embedded server that serves the winner alone, measured with the search's perf_analyzer
+    options (the user's flags and samples: the sweep and the confirmation send the data the search sent)."""
     from ..perf.online import run_online
     from ..server.local import LocalTritonServer, ServerConfig
     from ..sizing import Demand as SizingDemand, Prices, frontier, load_runs, size
@@ -168,9 +168,10 @@ def _serve_and_plan(result: PlanResult, demand: Demand, checks: Checks, winner, 
     try:
         steps.call("start the embedded tritonserver with the winner", server.start,
                    f"deployment-toolkit serve --model-repository {result.repository}")
-        options = PerfOptions(protocol="grpc", shared_memory="system", measurement_interval_ms=2000, max_trials=6)
+        options = result.search.options
+        url = server.grpc_url if options.protocol == "grpc" else server.http_url
         steps.call("closed-loop sweep of the winner (the curve the sizing reads)", lambda: run_online(
-            model, server.grpc_url, Manifest.load(manifest_path), sweep_levels(best_c), options, out_dir / "winner",
+            model, url, Manifest.load(manifest_path), sweep_levels(best_c), options, out_dir / "winner",
             server=server, manifest_path=manifest_path, progress=False, metrics_url=server.metrics_url),
             f"deployment-toolkit perf-online --model-name {model} --concurrency "
             f"{','.join(map(str, sweep_levels(best_c)))} --result-path {out_dir / 'winner'}")
@@ -187,7 +188,7 @@ def _serve_and_plan(result: PlanResult, demand: Demand, checks: Checks, winner, 
             size([result.run], sizing_demand, prices, open_loop=measured, memory_budget=budget or None), demand))
         if checks.confirm:
             result.confirmation = steps.call("confirmation under open-loop traffic (and the burst check)",
-                                             lambda: _confirm(result, server, model, checks))
+                                             lambda: _confirm(result, url, server.metrics_url, model, checks))
             if not result.confirmation.passed:
                 result.code = 1
         confirmation = result.confirmation.text() if result.confirmation is not None else None
@@ -211,15 +212,14 @@ def _size(sizing, demand: Demand):
     return sizing
 
 
-def _confirm(result: PlanResult, server, model: str, checks: Checks):
-    from ..perf.analyzer import PerfOptions
+def _confirm(result: PlanResult, url: str, metrics_url: str | None, model: str, checks: Checks):
     from ..sizing.confirm import confirm, target_for
     from ..sizing.ratepoint import open_loop_options
 
     plan = result.plan
-    options = open_loop_options(PerfOptions(protocol="grpc", shared_memory="system"), window_ms=checks.window_ms)
-    target = target_for(result.run, server.grpc_url, options, "poisson", plan.sustainable.point.batch,
-                        model_name=model, metrics_url=server.metrics_url)
+    options = open_loop_options(result.search.options, window_ms=checks.window_ms)
+    target = target_for(result.run, url, options, "poisson", plan.sustainable.point.batch,
+                        model_name=model, metrics_url=metrics_url)
     return confirm(plan, target, result.out_dir / "confirm", checks.rounds, checks.burst_factor or None,
                    checks.burst_seconds, checks.trials)
 

@@ -305,7 +305,7 @@ def search_step(request: SearchRequest) -> SearchRun:
     report = build_report(result_dir)["report.html"]  # the search as a section of the run's report
     code = 0 if outcome.decision.winner is not None else EXIT_NO_CONFIG
     return SearchRun(outcome, result_dir, code, time.monotonic() - started, csv_path, written, report,
-                     model_name=model_name, formats=infos)
+                     model_name=model_name, formats=infos, options=options)
 
 
 def _print_answer(outcome: SearchOutcome, written: Path | None, csv_path: Path, report: Path) -> int:

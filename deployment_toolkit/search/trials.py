@@ -141,6 +141,7 @@ class SearchRun:
     error: str = ""
     model_name: str = ""  # the winner's name in the model repository
     formats: list[FormatInfo] = field(default_factory=list)  # the verified artifacts searched
+    options: Any = None  # perf.analyzer.PerfOptions the points were measured with (the user's samples as its input)
 
     def winner(self) -> tuple[Candidate, int] | None:
         """The winner and the concurrency of its final re-measurement (of its best level within the budget when
