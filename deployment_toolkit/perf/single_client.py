@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from ..results.bench_store import as_float as _f
 from ..results.schema import BREAKDOWN_COLUMNS, THROUGHPUT
 from .analyzer import PerfAnalyzerError, PerfOptions
 
@@ -106,13 +107,6 @@ def served_point_fn(model_name: str, url: str, batch: int, signature: Any, optio
         return {**result.values, "stable": result.stable}
 
     return point
-
-
-def _f(value: Any) -> float:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return math.nan
 
 
 __all__ = ["PairedRound", "measure_pairs", "paired_summary", "served_point_fn"]
