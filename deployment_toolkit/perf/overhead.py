@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ..errors import UserInputError
+from ..results.bench_store import as_float as _f
 from ..results.schema import BREAKDOWN_COLUMNS, THROUGHPUT
 from .analyzer import PerfOptions
 
@@ -151,13 +152,6 @@ def single_client(point: dict[str, Any], batch: int, best: float, median: float)
             "c1_latency_ms": _f(point.get("Avg Latency")), "c1_outside_ms": outside, "c1_infer_ms": infer,
             "inprocess_ms_per_request": inprocess_ms,
             "c1_infer_inflation": infer / inprocess_ms if inprocess_ms and not math.isnan(infer) else math.nan}
-
-
-def _f(value: Any) -> float:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return math.nan
 
 
 # ---------------------------------------------------------------------------------------------- measuring

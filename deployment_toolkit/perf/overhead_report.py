@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from ..spec import atomic_write_text
+from ..results.bench_store import as_float as _f
 from ..tables import markdown_table
 
 if TYPE_CHECKING:
@@ -18,13 +19,6 @@ if TYPE_CHECKING:
 
 DESIGN_BAR = 0.95  # DESIGN.md: measured 0.95-1.0x with a throw-away prototype on 2 cores
 SINGLE_CLIENT_TARGET = 0.97  # issue 29: served / in-process at concurrency 1
-
-
-def _f(value: Any) -> float:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return math.nan
 
 
 def _cell(value: Any) -> Any:
