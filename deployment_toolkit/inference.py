@@ -3,7 +3,6 @@
 (`framework_dump`). The infer commands parse flags and call these; the demos call them directly."""
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,15 +48,15 @@ def triton_dump(url: str, model_name: str, output_dir: str | Path, data: DataSpe
                          precision=precision or (loaded.precision if loaded else "fp32"), limit=data.num_samples)
     if data.user_data:
         meta["extra"]["data"] = source.describe()
-    requested = [OutputRequest(t.name, t.nbytes()) for t in signature.outputs]
+    # an output with a dynamic axis (one row per token) has no size before the answer: it comes in the response
+    requested = [OutputRequest(t.name, 0 if t.is_dynamic else t.nbytes()) for t in signature.outputs]
     batches = list(source.batches(batch_size))
     labels = {i: (ids, inp, lab) for i, (ids, inp, lab) in enumerate(batches)}
     results = infer_many(url, model_name, ((i, b[1]) for i, b in enumerate(batches)), requested, protocol=protocol,
                          shared_memory=shared_memory, in_flight=in_flight, version=model_version)
     rows = ((labels[i][0], labels[i][1], labels[i][2], out) for i, out in results)
     samples = sum(len(b[0]) for b in batches)
-    path = write_dump(rows, output_dir, meta, dump_inputs=dump_inputs, dump_labels=dump_labels,
-                      total=math.ceil(samples / batch_size))
+    path = write_dump(rows, output_dir, meta, dump_inputs=dump_inputs, dump_labels=dump_labels, total=len(batches))
     return Dump(Path(path), samples, "triton")
 
 

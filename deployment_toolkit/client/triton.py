@@ -33,7 +33,7 @@ HEALTH_POLL_S = 0.1  # polling interval of the readiness waits (a health check, 
 @dataclass
 class OutputRequest:
     name: str
-    nbytes_per_sample: int  # needed with shared memory only (the region's size)
+    nbytes_per_sample: int  # the region's size with shared memory; 0: unknown (a dynamic axis), in the response
 
 
 class TritonClient:
@@ -242,9 +242,7 @@ class TritonClient:
         for out in outputs:
             req = m.InferRequestedOutput(out.name)
             handle = None
-            if shm:
-                if not out.nbytes_per_sample:
-                    raise UserInputError(f"output {out.name}: shared memory needs its size (from the manifest)")
+            if shm and out.nbytes_per_sample:  # a size only the answer knows comes back in the response
                 size = out.nbytes_per_sample * batch
                 region, handle = self._regions.region(f"out_{out.name}", size)
                 req.set_shared_memory(region, size)

@@ -3,6 +3,7 @@
 Thin CLI over deployment_toolkit.metrics; exit status 0 = all bounds met, 1 = a metric missed its
 bound, 2 = the dumps or thresholds cannot be used (mismatched samples/tensors, empty dump, typo).
 """
+import math
 import sys
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import argparse  # noqa: E402
 from deployment_toolkit import cli  # noqa: E402
 from deployment_toolkit.data.dump import DumpError, DumpMismatchError, load_dump  # noqa: E402
 from deployment_toolkit.metrics import (  # noqa: E402
+    DEFAULT_ATOL,
     METRIC_TASKS,
     MetricInputError,
     MetricsFileError,
@@ -35,13 +37,16 @@ metrics per task (vs labels | vs --reference-dir):
   embedding       -                               | error statistics only
   regression      mae, rmse, max_abs_err, r2      | error statistics only
   generic         label_<error statistic>         | error statistics only
-  every reference comparison adds max_abs_err, mean_abs_err, max_rel_err, rmse, cosine_mean, cosine_min
+  every reference comparison adds max_abs_err, mean_abs_err, max_rel_err, rmse, cosine_mean, cosine_min and
+  near_zero_samples (samples that agreed because both were within --atol of zero)
+  samples of different shapes (token ids of different lengths) are compared sample by sample
 
 your own metrics (the DLE form), beside the built-in ones and against the dump's labels:
   deployment-toolkit metrics --metrics examples/my_model/metrics.py \\
       --dump-dir ${SHARED_DIR}/accuracy_dump --csv ${SHARED_DIR}/accuracy_metrics.csv
   metrics.py defines class MetricsCalculator with calc(self, *, ids, y_pred, x, y_real) -> dict of floats
-  (or a function calc(...)); see deployment_toolkit/metrics/user.py
+  (or a function calc(...)) over the whole dump, or calc_sample(*, id, y_pred, x, y_real) called once per
+  sample (each metric reported as its mean over samples); see deployment_toolkit/metrics/user.py
 
 thresholds file (YAML; quote the bounds):
   top1_agreement: ">=0.99"
@@ -57,6 +62,16 @@ example:
       --csv ${SHARED_DIR}/accuracy_metrics.csv \\
       --threshold 'top1_agreement>=0.99' --threshold 'max_abs_err<=1e-3'
 """
+
+
+def _tolerance(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0 (same unit as the outputs), got {text}")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -79,6 +94,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--include-background", action="store_true", help="average Dice over class 0 too")
     p.add_argument("--num-classes", type=int, help="segmentation class count when outputs are masks")
     p.add_argument("--data-range", type=float, help="PSNR data range (default: reference max-min per sample)")
+    p.add_argument("--atol", type=_tolerance, default=DEFAULT_ATOL, metavar="VALUE",
+                   help="samples whose values are all within VALUE of zero in both dumps agree (cosine 1, counted "
+                        f"in near_zero_samples); default {DEFAULT_ATOL:.3g}, float32's smallest normal number, below "
+                        "which runtimes flush to zero")
     return p
 
 
@@ -95,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         metrics = compute_metrics(
             dump, reference, args.task, output=args.output, label=args.label,
             include_background=args.include_background, num_classes=args.num_classes, data_range=args.data_range,
-            user_fn=user_fn,
+            atol=args.atol, user_fn=user_fn,
         )
         write_metrics_csv(metrics, args.csv)
         print(format_table(metrics, thresholds))

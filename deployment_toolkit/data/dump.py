@@ -8,9 +8,12 @@ Layout of a dump directory::
     labels/shard_00000.npz       optional, same shard numbering
 
 Every shard holds one array per tensor (batch axis first) plus an `ids` array: one sample id per row
-(int64 or str). A shard index covers the same samples in every section. `dump.json` is written only
-when the run finished, so a crashed run is reported as incomplete instead of being scored on part of
-its samples. Ids, not positions, pair samples across dumps: `align` reorders one dump to the other's
+(int64 or str). A shard index covers the same samples in every section. The samples of one shard share a
+per-sample shape, so each sample's shape is its shard's; shards may differ in it (token ids of different
+lengths, grouped by length by the inference run): such a tensor is ragged, its varying axes are -1 in
+dump.json (with `"ragged": true`), and `load_dump` gives it as one array per sample (data/ragged.py).
+`dump.json` is written only when the run finished, so a crashed run is reported as incomplete instead of
+being scored on part of its samples. Ids, not positions, pair samples across dumps: `align` reorders one dump to the other's
 id order and refuses (with counts and examples) when the dumps do not hold the same samples.
 
 Over 400 lines on purpose: the writer, the reader and the id alignment are one file format; splitting them
@@ -31,6 +34,7 @@ import numpy as np
 
 from ..spec import atomic_write, atomic_write_text
 from ..errors import UserError
+from .ragged import from_chunks, sample_shapes
 
 DUMP_META_NAME = "dump.json"
 SECTIONS = ("outputs", "inputs", "labels")
@@ -170,7 +174,8 @@ class DumpWriter:
         inputs: Mapping[str, Any] | None = None,
         labels: Mapping[str, Any] | None = None,
     ) -> None:
-        """Append one shard. Every shard must carry the same tensors with the same per-sample shapes."""
+        """Append one shard (its samples share one shape per tensor). Every shard carries the same tensors with
+        the same dtypes and ranks; a per-sample shape that differs between shards makes the tensor ragged."""
         if self._closed:
             raise DumpError(f"dump {self.directory} is closed; open a new DumpWriter to write more")
         ids_arr = _normalize_ids(ids)
@@ -231,11 +236,16 @@ class DumpWriter:
                     f"earlier shards' {sorted(before)}"
                 )
             for name, info in tensors.items():
-                if info["shape"] != before[name]["shape"]:
+                known = before[name]
+                if len(info["shape"]) != len(known["shape"]) or info["dtype"] != known["dtype"]:
                     raise DumpError(
-                        f"{section}/{name}: per-sample shape {tuple(info['shape'])} in shard {self._num_shards} "
-                        f"differs from {tuple(before[name]['shape'])} in earlier shards"
+                        f"{section}/{name}: shard {self._num_shards} holds {info['dtype']} samples of shape "
+                        f"{tuple(info['shape'])}, earlier shards {known['dtype']} of rank {len(known['shape'])} "
+                        f"{tuple(known['shape'])}; one tensor keeps its dtype and rank"
                     )
+                if info["shape"] != known["shape"]:  # ragged: the axes that vary are -1
+                    known["shape"] = [a if a == b else -1 for a, b in zip(known["shape"], info["shape"])]
+                    known["ragged"] = True
 
     def close(self) -> Path:
         """Write dump.json; only now does the dump count as complete."""
@@ -339,7 +349,7 @@ def load_dump(directory: str | Path) -> Dump:
             ids = sec_ids
         elif not np.array_equal(ids, sec_ids):
             raise DumpError(f"{directory}: ids in {section}/ differ from outputs/; the dump is corrupt")
-        sections[section] = {name: np.concatenate(chunks) for name, chunks in parts.items()}
+        sections[section] = {name: from_chunks(chunks) for name, chunks in parts.items()}
     assert ids is not None
     if "num_samples" in meta and int(meta["num_samples"]) != ids.shape[0]:
         raise DumpError(f"{directory}: {ids.shape[0]} samples on disk, {DUMP_META_NAME} says {meta['num_samples']}")
@@ -398,10 +408,13 @@ def align(dump_a: Dump, dump_b: Dump, section: str = "outputs") -> Aligned:
             f"{section} tensor names differ: only in {names[0]}: {only_a}, only in {names[1]}: {only_b}; "
             "both runs must use the manifest's tensor names"
         )
+    b = {n: tb[n][index] for n in ta}
     for name in ta:
-        if ta[name].shape[1:] != tb[name].shape[1:]:
+        shapes_a, shapes_b = sample_shapes(ta[name]), sample_shapes(b[name])
+        bad = next((i for i, (x, y) in enumerate(zip(shapes_a, shapes_b)) if x != y), None)
+        if bad is not None:
             raise DumpMismatchError(
-                f"{section}/{name}: per-sample shape {ta[name].shape[1:]} in {names[0]} "
-                f"vs {tb[name].shape[1:]} in {names[1]}"
+                f"{section}/{name}: sample {dump_a.ids[bad]!r} has shape {shapes_a[bad]} in {names[0]} "
+                f"vs {shapes_b[bad]} in {names[1]}"
             )
-    return Aligned(ids=dump_a.ids, a=dict(ta), b={n: tb[n][index] for n in ta}, b_index=index)
+    return Aligned(ids=dump_a.ids, a=dict(ta), b=b, b_index=index)

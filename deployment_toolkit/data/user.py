@@ -36,9 +36,9 @@ from ..sources.userfile import first_line as _first_line, import_file
 from ..spec import ModelSignature, TensorSpec
 from ..errors import UserError
 from ..watchdog import user_stage
+from .rebatch import Batch, rebatch
 
 Arrays = dict[str, np.ndarray]
-Batch = tuple[np.ndarray, Arrays, Arrays]
 DATALOADER_FN_NAME = "get_dataloader_fn"
 LABEL_PREFIX = "label"
 IDS_KEY = "ids"
@@ -238,43 +238,15 @@ def read_folder(folder: str | Path, signature: ModelSignature, batched: bool = T
 
 # ---- the data set ------------------------------------------------------------------------------
 
-def _rebatch(batches: Iterable[Batch], batch_size: int, limit: int | None) -> Iterator[Batch]:
-    """Re-cut batches of any size into batches of exactly `batch_size` (the last may be smaller)."""
-    buf: list[Batch] = []
-    held = 0
-    given = 0
-
-    def cut(n: int) -> Batch:
-        nonlocal buf, held
-        ids = np.concatenate([b[0] for b in buf])
-        x = {k: np.concatenate([b[1][k] for b in buf]) for k in buf[0][1]}
-        label_keys = buf[0][2].keys()
-        y = {k: np.concatenate([b[2][k] for b in buf]) for k in label_keys}
-        out = (ids[:n], {k: v[:n] for k, v in x.items()}, {k: v[:n] for k, v in y.items()})
-        rest = (ids[n:], {k: v[n:] for k, v in x.items()}, {k: v[n:] for k, v in y.items()})
-        buf = [rest] if len(rest[0]) else []
-        held = len(rest[0])
-        return out
-
+def _same_labels(batches: Iterable[Batch]) -> Iterator[Batch]:
+    """The batches as they are, refusing one whose label names differ from the first's."""
+    names: set[str] | None = None
     for batch in batches:
-        if buf and set(batch[2]) != set(buf[0][2]):
-            raise DataError(f"labels {sorted(batch[2])} differ from earlier batches' {sorted(buf[0][2])}; "
+        if names is not None and set(batch[2]) != names:
+            raise DataError(f"labels {sorted(batch[2])} differ from earlier batches' {sorted(names)}; "
                             "every batch needs the same label tensors")
-        if limit is not None:
-            room = limit - given - held
-            if room <= 0:
-                break
-            if len(batch[0]) > room:
-                batch = (batch[0][:room], {k: v[:room] for k, v in batch[1].items()},
-                         {k: v[:room] for k, v in batch[2].items()})
-        buf.append(batch)
-        held += len(batch[0])
-        while held >= batch_size:
-            out = cut(batch_size)
-            given += len(out[0])
-            yield out
-    if held:
-        yield cut(held)
+        names = set(batch[2])
+        yield batch
 
 
 @dataclass
@@ -349,7 +321,7 @@ class UserData:
         seen: set[Any] = set()
         count = 0
         source = self._raw(batch_size)
-        stream = source if not self.batched else _rebatch(source, batch_size, self.limit)
+        stream = source if not self.batched else rebatch(_same_labels(source), batch_size, self.limit)
         for ids, x, y in stream:
             dup = [i for i in ids.tolist() if i in seen]
             if dup:

@@ -20,12 +20,13 @@ from .calculate import (
 )
 from .classification import top1_agreement, topk_accuracy, topk_overlap
 from .denoising import psnr_metrics, psnr_per_sample
-from .regression import MetricInputError, cosine_per_sample, error_stats
+from .regression import DEFAULT_ATOL, MetricInputError, cosine_per_sample, error_stats
 from .segmentation import DiceResult, dice_from_masks, dice_scores
 from .user import BaseMetricsCalculator, MetricsFileError, load_metrics_file, user_metrics
 
 __all__ = [
     "BaseMetricsCalculator",
+    "DEFAULT_ATOL",
     "METRIC_TASKS",
     "MetricsFileError",
     "load_metrics_file",

@@ -19,10 +19,15 @@ metrics.user.load_metrics_file) adds its own named values beside these, with the
 task may stay unknown, and then only its metrics (and the error statistics vs a reference) are computed.
 
 Every reference comparison also reports the error statistics max_abs_err, mean_abs_err, max_rel_err,
-rmse, cosine_mean, cosine_min of the primary output; further outputs get the same statistics with the
+rmse, cosine_mean, cosine_min (and near_zero_samples: how many samples agreed by the absolute tolerance `atol`
+because both were within it of zero, metrics/regression.py) of the primary output; further outputs get the same statistics with the
 tensor name appended, e.g. `max_abs_err[output__1]`. `num_samples` is always reported. The primary
 output is the first one in dump.json unless `output=` names another; likewise the label tensor.
 When the dump has no labels but the reference has, the reference's labels are used (paired by id).
+
+Samples of different shapes (token logits of different lengths): the error statistics go sample by sample;
+the per-task metrics get one stacked array when the samples share a shape, else one line naming two samples
+that differ.
 """
 from __future__ import annotations
 
@@ -39,11 +44,12 @@ from typing import Any, Callable, Iterable, Mapping, Sequence, Union
 import numpy as np
 
 from ..data.dump import Dump, DumpMismatchError, align, load_dump
+from ..data.ragged import stacked
 from ..models.registry import TASKS
 from ..spec import atomic_write_text
 from .classification import classification_label_metrics, classification_reference_metrics
 from .denoising import psnr_metrics
-from .regression import DEFAULT_REL_EPS, MetricInputError, as_float_pair, error_stats
+from .regression import DEFAULT_ATOL, DEFAULT_REL_EPS, MetricInputError, as_float_pair, error_stats
 from .segmentation import dice_scores
 from ..errors import ToolkitError, UserError
 
@@ -250,6 +256,7 @@ def compute_metrics(
     num_classes: int | None = None,
     data_range: float | None = None,
     rel_eps: float = DEFAULT_REL_EPS,
+    atol: float = DEFAULT_ATOL,
     user_fn: Callable[..., Any] | None = None,
 ) -> dict[str, float]:
     """The metrics of loaded dumps (see the module doc for names). Mismatched dumps raise DumpMismatchError."""
@@ -263,10 +270,16 @@ def compute_metrics(
     if not labels and reference is not None and reference.labels and aligned is not None:
         labels = {n: v[aligned.b_index] for n, v in reference.labels.items()}
 
+    def whole(arr: np.ndarray, what: str) -> np.ndarray:  # the per-task metrics score one stacked array
+        return stacked(arr, what, dump.ids.tolist(), hint=f"the {task} metrics need one shape per sample; the error "
+                       "statistics (--task generic) and a --metrics file's calc_sample go sample by sample")
+
     if labels and task != "embedding":
         lab_name = _pick(labels, label, "label", "the labels")
         y = labels[lab_name]
         ctx = f"{out_name} vs labels {lab_name}"
+        if task in ("classification", "segmentation", "denoising", "regression"):
+            pred, y = whole(dump.outputs[out_name], f"output {out_name}"), whole(y, f"label {lab_name}")
         if task == "classification":
             metrics.update(_scored(ctx, classification_label_metrics, pred, y))
         elif task == "segmentation":
@@ -277,12 +290,14 @@ def compute_metrics(
         elif task == "regression":
             metrics.update(_scored(ctx, regression_metrics, pred, y))
         elif task == "generic":
-            stats = _scored(ctx, lambda: error_stats(_like(pred, y), y, rel_eps))
+            stats = _scored(ctx, lambda: error_stats(_like(pred, y), y, rel_eps, atol))
             metrics.update({f"label_{k}": v for k, v in stats.items()})
 
     if aligned is not None:
-        ref = aligned.b[out_name]
+        pred, ref = dump.outputs[out_name], aligned.b[out_name]
         ctx = f"{out_name} vs reference {reference.directory}"  # type: ignore[union-attr]
+        if task in ("classification", "segmentation", "denoising"):
+            pred, ref = whole(pred, f"output {out_name}"), whole(ref, f"reference output {out_name}")
         if task == "classification":
             metrics.update(_scored(ctx, classification_reference_metrics, pred, ref))
         elif task == "segmentation":
@@ -291,10 +306,10 @@ def compute_metrics(
                 target_is_prediction=True).as_metrics("dice_agreement")))
         elif task == "denoising":
             metrics.update(_scored(ctx, psnr_metrics, pred, ref, data_range, prefix="psnr"))
-        metrics.update(_scored(ctx, error_stats, pred, ref, rel_eps))
+        metrics.update(_scored(ctx, error_stats, pred, ref, rel_eps, atol))
         for name in aligned.a:
             if name != out_name:
-                stats = _scored(f"{name} vs reference", error_stats, aligned.a[name], aligned.b[name], rel_eps)
+                stats = _scored(f"{name} vs reference", error_stats, aligned.a[name], aligned.b[name], rel_eps, atol)
                 metrics.update({f"{k}[{name}]": v for k, v in stats.items()})
 
     if user_fn is not None:
@@ -303,7 +318,7 @@ def compute_metrics(
         own = user_metrics(user_fn, dump, labels)
         clash = sorted(set(own) & set(metrics))
         if clash:
-            raise MetricsError(f"{getattr(user_fn, '__name__', 'calc')} returns {clash}, names the built-in metrics "
+            raise MetricsError(f"{getattr(user_fn, 'name', 'calc')} returns {clash}, names the built-in metrics "
                                "already use; rename them in your metrics file")
         metrics.update(own)
 

@@ -121,7 +121,8 @@ def test_writer_refuses_existing_dump_unless_overwrite(tmp_path):
 @pytest.mark.parametrize(
     "second, message",
     [
-        (([2, 3], {"y": np.zeros((2, 3))}), r"per-sample shape \(3,\) in shard 1 differs from \(2,\)"),
+        (([2, 3], {"y": np.zeros((2, 3, 1))}), r"earlier shards float64 of rank 1 \(2,\); one tensor keeps its dtype and rank"),
+        (([2, 3], {"y": np.zeros((2, 2), np.float32)}), r"holds float32 samples .* earlier shards float64"),
         (([2, 3], {"z": np.zeros((2, 2))}), "outputs tensors"),
         (([2, 3], {"y": np.zeros((3, 2))}), "first axis must be the batch"),
         (([1, 2], {"y": np.zeros((2, 2))}), "duplicate sample ids"),
@@ -185,7 +186,7 @@ def test_align_rejects_other_tensor_names_shapes_and_id_types(tmp_path):
     with pytest.raises(DumpMismatchError, match=r"only in .*a: \['y'\], only in .*b: \['logits'\]"):
         align(a, b)
     c = _write(tmp_path / "c", [1, 0], {"y": np.zeros((2, 3))})
-    with pytest.raises(DumpMismatchError, match=r"per-sample shape \(2,\) .* vs \(3,\)"):
+    with pytest.raises(DumpMismatchError, match=r"sample 0 has shape \(2,\) in .*a vs \(3,\) in .*c"):
         align(a, c)
     s = _write(tmp_path / "s", ["0", "1"], {"y": np.zeros((2, 2))})
     with pytest.raises(DumpMismatchError, match="different types"):
@@ -196,3 +197,28 @@ def test_dump_json_is_plain_json(tmp_path):
     _write(tmp_path, [0], {"y": np.zeros((1, 2))})
     meta = json.loads((tmp_path / "dump.json").read_text())
     assert meta["num_samples"] == 1 and meta["id_dtype"] == "int" and meta["format_version"] == 1
+
+
+def test_ragged_samples_round_trip_and_align_by_id(tmp_path):
+    """Token logits of different lengths: each shard one length; read back one array per sample, paired by id."""
+    rng = np.random.default_rng(0)
+    lengths = {10: 6, 11: 6, 12: 8, 13: 3}
+    logits = {i: rng.standard_normal((n, 5)).astype(np.float32) for i, n in lengths.items()}
+    with DumpWriter(tmp_path / "a", META) as w:
+        w.write([10, 11], {"logits": np.stack([logits[10], logits[11]])})
+        w.write([12], {"logits": logits[12][None]})
+        w.write([13], {"logits": logits[13][None]})
+    meta = json.loads((tmp_path / "a" / "dump.json").read_text())
+    assert meta["tensors"]["outputs"]["logits"] == {"shape": [-1, 5], "dtype": "float32", "ragged": True}
+    a = load_dump(tmp_path / "a")
+    assert [x.shape for x in a.outputs["logits"]] == [(6, 5), (6, 5), (8, 5), (3, 5)]
+    with DumpWriter(tmp_path / "b", META) as w:  # the other run grouped its batches otherwise
+        for i in (13, 12, 11, 10):
+            w.write([i], {"logits": logits[i][None] * 2})
+    al = align(a, load_dump(tmp_path / "b"))
+    for k, i in enumerate(al.ids.tolist()):
+        np.testing.assert_array_equal(al.b["logits"][k], logits[i] * 2)
+    with DumpWriter(tmp_path / "c", META) as w:
+        w.write([10, 11, 12, 13], {"logits": np.zeros((4, 6, 5), np.float32)})
+    with pytest.raises(DumpMismatchError, match=r"sample 12 has shape \(8, 5\) in .*a vs \(6, 5\)"):
+        align(a, load_dump(tmp_path / "c"))

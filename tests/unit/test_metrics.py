@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from deployment_toolkit.data.dump import DumpMismatchError, DumpWriter, load_dump
+from deployment_toolkit.data.ragged import RaggedError, from_samples
 from deployment_toolkit.metrics import (
     MetricInputError,
     MetricsError,
@@ -34,7 +35,7 @@ from deployment_toolkit.metrics import (
 )
 
 REPO = Path(__file__).resolve().parents[2]
-ERROR_STATS = ["max_abs_err", "mean_abs_err", "max_rel_err", "rmse", "cosine_mean", "cosine_min"]
+ERROR_STATS = ["max_abs_err", "mean_abs_err", "max_rel_err", "rmse", "cosine_mean", "cosine_min", "near_zero_samples"]
 
 # ---------------------------------------------------------------- classification
 
@@ -151,6 +152,46 @@ def test_error_stats_by_hand():
     # |a - r| / max(|r|, 1e-6): a zero reference is measured against eps, a tiny one against itself
     assert error_stats(np.array([[1e-7]]), np.array([[0.0]]))["max_rel_err"] == pytest.approx(0.1)
     assert error_stats(np.array([[2e-6]]), np.array([[1e-6]]))["max_rel_err"] == pytest.approx(1.0)
+
+
+def test_near_zero_outputs_agree_by_the_absolute_rule():
+    """Random-weight logits that underflow: ~1e-45 in one runtime, flushed to 0 in the other, are one answer."""
+    tiny = np.full((1, 4), 1.4e-45, dtype=np.float32)
+    s = error_stats(tiny, np.zeros((1, 4), np.float32))
+    assert (s["cosine_min"], s["near_zero_samples"]) == (1.0, 1.0)
+    assert check_thresholds(s, {"cosine_min": ">=0.999"}) == []
+    real = error_stats(np.array([[1e-3, 0.0]]), np.array([[0.0, 0.0]]))  # a real value against zero is no match
+    assert (real["cosine_min"], real["near_zero_samples"]) == (0.0, 0.0)
+    loose = error_stats(np.array([[1e-9, 0.0]]), np.array([[0.0, 2e-9]]), atol=1e-8)
+    assert (loose["cosine_min"], loose["near_zero_samples"]) == (1.0, 1.0)
+    assert error_stats(np.array([[1e-9, 0.0]]), np.array([[0.0, 2e-9]]))["cosine_min"] == 0.0
+
+
+def test_error_stats_go_sample_by_sample_over_ragged_samples():
+    a = from_samples([np.array([[1.0, 2.0]]), np.array([[3.0, 4.0], [5.0, 6.0]])])
+    b = from_samples([np.array([[1.0, 2.0]]), np.array([[3.0, 4.0], [5.0, 7.0]])])
+    s = error_stats(a, b)
+    flat = error_stats(np.array([1.0, 2, 3, 4, 5, 6])[None], np.array([1.0, 2, 3, 4, 5, 7])[None])
+    for key in ("max_abs_err", "mean_abs_err", "max_rel_err", "rmse"):
+        assert s[key] == pytest.approx(flat[key])
+    assert s["cosine_min"] < 1.0 and s["cosine_mean"] == pytest.approx((1.0 + s["cosine_min"]) / 2)
+    with pytest.raises(MetricInputError, match=r"sample 1 has shape \(2, 2\), \(1, 2\) in the reference"):
+        error_stats(a, from_samples([np.zeros((1, 2)), np.zeros((1, 2))]))
+
+
+def test_task_metrics_on_ragged_samples_say_which_differ(tmp_path):
+    with DumpWriter(tmp_path / "d2", {"model": "m", "task": "classification", "source": "triton"}) as w:
+        w.write([0], {"logits": np.zeros((1, 3, 5))})
+        w.write([1], {"logits": np.ones((1, 4, 5))})
+    with DumpWriter(tmp_path / "r2", {"model": "m", "task": "classification", "source": "torch"}) as w:
+        w.write([1], {"logits": np.ones((1, 4, 5))})
+        w.write([0], {"logits": np.zeros((1, 3, 5))})
+    with pytest.raises(RaggedError, match=r"output logits: samples differ in shape \(\(3, 5\) for sample 0, "
+                                          r"\(4, 5\) for sample 1\); the classification metrics need one shape"):
+        compute_metrics(load_dump(tmp_path / "d2"), load_dump(tmp_path / "r2"))
+    m = compute_metrics(load_dump(tmp_path / "d2"), load_dump(tmp_path / "r2"), task="generic")
+    assert (m["num_samples"], m["max_abs_err"], m["near_zero_samples"]) == (2.0, 0.0, 1.0)
+    assert m["cosine_min"] == pytest.approx(1.0)
 
 
 def test_cosine_zero_vectors_and_nan_propagation():
