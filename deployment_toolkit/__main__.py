@@ -51,6 +51,8 @@ COMMANDS: dict[str, Command] = {c.name: c for c in (
             "run_framework_benchmark"),
     Command("bench-overhead", "commands.benchmark_overhead", "Triton's overhead over the same runtime in-process",
             "benchmark_overhead"),
+    Command("bench-ragged", "commands.benchmark_ragged",
+            "what samples of different lengths cost the accuracy check, against one length"),
     Command("bench-runtimes", "commands.benchmark_runtimes",
             "compare the serving runtimes on one model", "benchmark_runtimes"),
     Command("bench-sources", "commands.benchmark_sources",

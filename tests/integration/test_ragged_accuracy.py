@@ -1,11 +1,12 @@
 """Accuracy on real data whose samples differ in length (issue 35): a Hugging Face token classifier (BERT from its
-config class, random weights) whose logits have one row per token, fed a folder of token-id samples of 6..29
-tokens. Served by the real tritonserver and run in the framework, both dumps hold one output per sample of that
+config class, random weights) whose logits have one row per token, fed a folder of token-id samples of 6..63
+tokens (examples/token_classifier). Served by the real tritonserver and run in the framework, both dumps hold one output per sample of that
 sample's own length, pair by id, and calculate_metrics scores them sample by sample; the user's calc_sample gets
 each sample alone, a whole-dump calc is refused in one line."""
 from __future__ import annotations
 
 import csv
+import importlib.util
 import json
 import subprocess
 import sys
@@ -19,7 +20,8 @@ from deployment_toolkit.server import LocalTritonServer, ServerConfig
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
-TOKENS = ROOT / "tests" / "fixtures" / "brought" / "tokens"
+TOKENS = ROOT / "examples" / "token_classifier"
+FIXTURES = ROOT / "tests" / "fixtures" / "brought" / "tokens"
 N = 24
 
 
@@ -31,17 +33,12 @@ def script(name, *args, check=True, timeout=300):
     return proc
 
 
-def write_samples(folder: Path, n: int = N, seed: int = 0) -> dict[str, int]:
-    """One .npz per sample (no batch axis): token ids and their attention mask, 6..29 tokens each."""
-    folder.mkdir(parents=True)
-    rng = np.random.default_rng(seed)
-    lengths = {}
-    for i in range(n):
-        length = int(rng.integers(6, 30))
-        np.savez(folder / f"s{i:03d}.npz", input_ids=rng.integers(1, 120, size=length).astype(np.int64),
-                 attention_mask=np.ones(length, np.int64))
-        lengths[f"s{i:03d}"] = length
-    return lengths
+def write_samples(folder: Path) -> dict[str, int]:
+    """The example's data maker: one .npz per sample (no batch axis), token ids and attention mask, 6..63 tokens."""
+    spec = importlib.util.spec_from_file_location("make_data", TOKENS / "make_data.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.write_samples(folder, N)
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +81,7 @@ def test_metrics_compare_sample_by_sample(dumps):
     assert float(row["num_samples"]) == N and float(row["near_zero_samples"]) == 0, out.stdout
     assert float(row["tokens"]) == pytest.approx(np.mean(list(lengths.values())))
     refused = script("calculate_metrics.py", "--dump-dir", base / "triton", "--reference-dir", base / "fw",
-                     "--csv", base / "w.csv", "--metrics", TOKENS / "whole_metrics.py", check=False)
+                     "--csv", base / "w.csv", "--metrics", FIXTURES / "whole_metrics.py", check=False)
     assert refused.returncode == 2 and "Traceback" not in refused.stderr
     line = refused.stderr.strip().splitlines()[-1]
     assert "output 'logits': samples differ in shape" in line and "calc_sample" in line, refused.stderr
