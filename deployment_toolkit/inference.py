@@ -27,6 +27,7 @@ def triton_dump(url: str, model_name: str, output_dir: str | Path, data: DataSpe
     """Send the samples through the served model (its signature from `manifest` or from the server)."""
     from .client import OutputRequest, TritonClient, infer_many
     from .data.batches import make_source
+    from .data.padding import Batching, padded_rows, padding_plan
     from .data.predict import write_dump
     from .spec import Manifest, ModelSignature
 
@@ -50,14 +51,24 @@ def triton_dump(url: str, model_name: str, output_dir: str | Path, data: DataSpe
         meta["extra"]["data"] = source.describe()
     # an output with a dynamic axis (one row per token) has no size before the answer: it comes in the response
     requested = [OutputRequest(t.name, 0 if t.is_dynamic else t.nbytes()) for t in signature.outputs]
-    batches = list(source.batches(batch_size))
-    labels = {i: (ids, inp, lab) for i, (ids, inp, lab) in enumerate(batches)}
-    results = infer_many(url, model_name, ((i, b[1]) for i, b in enumerate(batches)), requested, protocol=protocol,
-                         shared_memory=shared_memory, in_flight=in_flight, version=model_version)
-    rows = ((labels[i][0], labels[i][1], labels[i][2], out) for i, out in results)
-    samples = sum(len(b[0]) for b in batches)
-    path = write_dump(rows, output_dir, meta, dump_inputs=dump_inputs, dump_labels=dump_labels, total=len(batches))
-    return Dump(Path(path), samples, "triton")
+
+    def predict_many(requests: list[dict]) -> list[dict]:
+        answers = dict(infer_many(url, model_name, enumerate(requests), requested, protocol=protocol,
+                                  shared_memory=shared_memory, in_flight=in_flight, version=model_version))
+        return [answers[i] for i in range(len(requests))]
+
+    plan = padding_plan(signature) if data.user_data and max_batch else None
+    batching = Batching()
+    counter = _Counter(source.batches(1 if plan is not None else batch_size))
+    if plan is not None:
+        rows, total = padded_rows(counter, batch_size, plan, predict_many, batching), None
+    else:  # answers written as they arrive
+        batches = list(counter)
+        results = infer_many(url, model_name, ((i, b[1]) for i, b in enumerate(batches)), requested,
+                             protocol=protocol, shared_memory=shared_memory, in_flight=in_flight, version=model_version)
+        rows, total = ((*batches[i], out) for i, out in results), len(batches)
+    path = write_dump(rows, output_dir, meta, batching, dump_inputs=dump_inputs, dump_labels=dump_labels, total=total)
+    return Dump(Path(path), counter.samples, "triton")
 
 
 def framework_dump(model_path: str | Path, output_dir: str | Path, data: DataSpec, *, runtime: str = "framework",
@@ -66,6 +77,7 @@ def framework_dump(model_path: str | Path, output_dir: str | Path, data: DataSpe
     """Run the samples through the model the artifact in `model_path` came from (runtime `framework`: eager
     PyTorch rebuilt from the manifest's source record) or through the artifact itself (`artifact`)."""
     from .data.batches import make_source
+    from .data.padding import Batching, padded_rows, padding_plan
     from .data.predict import predict_batches, write_dump
     from .framework import framework_predictor
 
@@ -77,13 +89,24 @@ def framework_dump(model_path: str | Path, output_dir: str | Path, data: DataSpe
                             "extra": {"format": manifest.format, "preset": manifest.preset}}
     if data.user_data:
         meta["extra"]["data"] = source.describe()
-    counted = []
+    batching = Batching()
+    plan = padding_plan(manifest.signature) if data.user_data and manifest.max_batch_size > 0 else None
+    counter = _Counter(source.batches(1 if plan is not None else batch_size))
+    if plan is not None:
+        rows = padded_rows(counter, batch_size, plan, lambda requests: [predict(x) for x in requests], batching)
+    else:
+        rows = predict_batches(counter, predict)
+    path = write_dump(rows, output_dir, meta, batching, dump_inputs=dump_inputs, dump_labels=dump_labels)
+    return Dump(Path(path), counter.samples, source_name)
 
-    def counting():
-        for ids, inputs, labels in source.batches(batch_size):
-            counted.append(len(ids))
-            yield ids, inputs, labels
 
-    path = write_dump(predict_batches(counting(), predict), output_dir, meta, dump_inputs=dump_inputs,
-                      dump_labels=dump_labels)
-    return Dump(Path(path), sum(counted), source_name)
+class _Counter:
+    """The source's batches as they pass, counting their samples."""
+
+    def __init__(self, batches):
+        self._batches, self.samples = batches, 0
+
+    def __iter__(self):
+        for batch in self._batches:
+            self.samples += len(batch[0])
+            yield batch

@@ -59,6 +59,10 @@ def numpy_dtype(triton: str) -> str:
         raise SpecError(f"Triton datatype {triton!r} is not supported; use one of {sorted(_TRITON_TO_NP)}") from err
 
 
+# (atol, rtol) by precision: how far a converted, served or padded answer may be from the framework's
+TOLERANCES = {"fp32": (1e-4, 1e-4), "fp16": (1e-2, 1e-2), "bf16": (5e-2, 5e-2)}
+
+
 @dataclass(frozen=True)
 class TensorSpec:
     """One input or output. `shape` excludes the batch axis; -1 marks a dynamic axis whose size for

@@ -23,11 +23,10 @@ from ..data.infer import inputs_from_data
 from ..data.user import UserData
 from ..errors import UserError
 from ..export import ConvertOptions, convert
-from ..export.verify import TOLERANCES
 from ..framework import framework_predictor
 from ..repository import ConfigOptions, write_model
 from ..sources import parse_reference, resolve
-from ..spec import Manifest
+from ..spec import TOLERANCES, Manifest
 from .architectures import ARCHITECTURES, Architecture
 
 FORMATS = ("onnx", "ts-trace", "ts-script")

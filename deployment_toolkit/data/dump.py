@@ -8,13 +8,14 @@ Layout of a dump directory::
     labels/shard_00000.npz       optional, same shard numbering
 
 Every shard holds one array per tensor (batch axis first) plus an `ids` array: one sample id per row
-(int64 or str). A shard index covers the same samples in every section. The samples of one shard share a
-per-sample shape, so each sample's shape is its shard's; shards may differ in it (token ids of different
-lengths, grouped by length by the inference run): such a tensor is ragged, its varying axes are -1 in
-dump.json (with `"ragged": true`), and `load_dump` gives it as one array per sample (data/ragged.py).
-`dump.json` is written only when the run finished, so a crashed run is reported as incomplete instead of
-being scored on part of its samples. Ids, not positions, pair samples across dumps: `align` reorders one dump to the other's
-id order and refuses (with counts and examples) when the dumps do not hold the same samples.
+(int64 or str). A shard index covers the same samples in every section. A tensor whose samples differ in
+shape (token logits of different lengths) is ragged: a shard holds its samples' values end to end and, as
+`shapes:<name>`, each sample's own shape; samples of one shape in a shard are stored as one array as usual,
+and shards may differ in the per-sample shape. dump.json marks a ragged tensor (`"ragged": true`, -1 on the
+axes that vary), and `load_dump` gives it as one array per sample (data/ragged.py). `dump.json` is written only
+when the run finished, so a crashed run is reported as incomplete instead of being scored on part of its
+samples. Ids, not positions, pair samples across dumps: `align` reorders one dump to the other's id order and
+refuses (with counts and examples) when the dumps do not hold the same samples.
 
 Over 400 lines on purpose: the writer, the reader and the id alignment are one file format; splitting them
 would put its rules (sections, shard numbering, ids, when dump.json is written) in three places.
@@ -34,11 +35,12 @@ import numpy as np
 
 from ..spec import atomic_write, atomic_write_text
 from ..errors import UserError
-from .ragged import from_chunks, sample_shapes
+from .ragged import differing, from_chunks, from_samples, is_ragged, sample_shapes
 
 DUMP_META_NAME = "dump.json"
 SECTIONS = ("outputs", "inputs", "labels")
 IDS_KEY = "ids"
+SHAPES_PREFIX = "shapes:"  # a ragged tensor's per-sample shapes in a shard, beside its values end to end
 FORMAT_VERSION = 1
 _SHARD_RE = re.compile(r"^shard_(\d{5,})\.npz$")
 # keys DumpWriter computes itself; a caller's meta must not set them
@@ -128,6 +130,45 @@ def _atomic_savez(path: Path, arrays: Mapping[str, np.ndarray]) -> None:
     atomic_write(path, lambda fh: np.savez(fh, **arrays))
 
 
+def _per_sample(name: str, rows: list) -> np.ndarray:
+    """A list of per-sample arrays: stacked when they share a shape, else ragged (one array per sample)."""
+    arrays = [_storable(name, r) for r in rows]
+    if len({a.shape for a in arrays}) <= 1:
+        return np.stack(arrays) if arrays else np.empty(0)
+    return from_samples(arrays)
+
+
+def _layout(where: str, arr: np.ndarray) -> dict[str, Any]:
+    """dump.json's entry for one shard's tensor: per-sample shape (-1 where its samples differ), dtype, ragged."""
+    if not is_ragged(arr):
+        return {"shape": list(arr.shape[1:]), "dtype": _dtype_name(arr)}
+    if len({a.ndim for a in arr}) > 1 or len({_dtype_name(a) for a in arr}) > 1:
+        raise DumpError(f"{where}: samples of one tensor differ in rank or dtype ({differing(arr)}); "
+                        "one tensor keeps its dtype and rank")
+    shapes = sample_shapes(arr)
+    return {"shape": [sizes[0] if len(set(sizes)) == 1 else -1 for sizes in zip(*shapes)],
+            "dtype": _dtype_name(arr[0]), "ragged": True}
+
+
+def _stored(name: str, arr: np.ndarray) -> dict[str, np.ndarray]:
+    """The shard's arrays for one tensor: itself, or for ragged samples their values end to end and each
+    sample's shape (SHAPES_PREFIX + name), so a shard records every sample's own shape."""
+    if not is_ragged(arr):
+        return {name: arr}
+    return {name: np.concatenate([a.ravel() for a in arr]),
+            SHAPES_PREFIX + name: np.array(sample_shapes(arr), dtype=np.int64)}
+
+
+def _unstored(npz: Any, name: str) -> np.ndarray:
+    """One tensor of a shard as written by `_stored`."""
+    values = npz[name]
+    if SHAPES_PREFIX + name not in npz.files:
+        return values
+    shapes = npz[SHAPES_PREFIX + name]
+    ends = np.cumsum([int(np.prod(shape)) for shape in shapes])
+    return from_samples(chunk.reshape(shape) for chunk, shape in zip(np.split(values, ends[:-1]), shapes))
+
+
 class DumpWriter:
     """Appends batches as shards; `close()` writes dump.json. As a context manager it closes only when
     the block succeeds, so a failed run leaves no dump.json and reads as incomplete.
@@ -174,8 +215,9 @@ class DumpWriter:
         inputs: Mapping[str, Any] | None = None,
         labels: Mapping[str, Any] | None = None,
     ) -> None:
-        """Append one shard (its samples share one shape per tensor). Every shard carries the same tensors with
-        the same dtypes and ranks; a per-sample shape that differs between shards makes the tensor ragged."""
+        """Append one shard. A tensor is an array with the batch axis first, or a list of per-sample arrays (a
+        padded request cut back to each sample's length). Every shard carries the same tensors with the same dtypes
+        and ranks; samples whose shapes differ, in a shard or between shards, make the tensor ragged."""
         if self._closed:
             raise DumpError(f"dump {self.directory} is closed; open a new DumpWriter to write more")
         ids_arr = _normalize_ids(ids)
@@ -190,16 +232,17 @@ class DumpWriter:
                 continue
             arrays[section] = {}
             for name, value in tensors.items():
-                if not name or name == IDS_KEY:
+                if not name or name == IDS_KEY or name.startswith(SHAPES_PREFIX):
                     raise DumpError(f"{section}: tensor name {name!r} is reserved or empty")
-                arr = _storable(name, value)
+                arr = _per_sample(name, value) if isinstance(value, list) else _storable(name, value)
                 if arr.ndim == 0 or arr.shape[0] != n:
                     raise DumpError(f"{section}/{name}: first axis must be the batch ({n} ids), got shape {arr.shape}")
                 arrays[section][name] = arr
         self._check_ids(ids_arr)
         self._check_layout(arrays)
         for section, tensors in arrays.items():
-            _atomic_savez(self.directory / section / shard_name(self._num_shards), {IDS_KEY: ids_arr, **tensors})
+            stored = {k: v for name, arr in tensors.items() for k, v in _stored(name, arr).items()}
+            _atomic_savez(self.directory / section / shard_name(self._num_shards), {IDS_KEY: ids_arr, **stored})
         self._seen_ids.update(ids_arr.tolist())
         self._num_shards += 1
         self._num_samples += n
@@ -217,10 +260,7 @@ class DumpWriter:
             raise DumpError(f"duplicate sample ids {sorted(dup)[:5]} ({len(dup)} in all); ids must be unique")
 
     def _check_layout(self, arrays: dict[str, dict[str, np.ndarray]]) -> None:
-        layout = {
-            s: {n: {"shape": list(a.shape[1:]), "dtype": _dtype_name(a)} for n, a in t.items()}
-            for s, t in arrays.items()
-        }
+        layout = {s: {n: _layout(f"{s}/{n}", a) for n, a in t.items()} for s, t in arrays.items()}
         if self._tensors is None:
             self._tensors = layout
             return
@@ -243,7 +283,7 @@ class DumpWriter:
                         f"{tuple(info['shape'])}, earlier shards {known['dtype']} of rank {len(known['shape'])} "
                         f"{tuple(known['shape'])}; one tensor keeps its dtype and rank"
                     )
-                if info["shape"] != known["shape"]:  # ragged: the axes that vary are -1
+                if info["shape"] != known["shape"] or info.get("ragged"):  # ragged: the axes that vary are -1
                     known["shape"] = [a if a == b else -1 for a, b in zip(known["shape"], info["shape"])]
                     known["ragged"] = True
 
@@ -293,7 +333,7 @@ def _read_shard(path: Path, parts: dict[str, list[np.ndarray]], ids: list[np.nda
             missing = [k for k in (IDS_KEY, *parts) if k not in npz.files]
             if missing:
                 raise DumpError(f"{path} lacks arrays {missing}; the dump is corrupt, rerun the inference")
-            arrays = {IDS_KEY: npz[IDS_KEY], **{name: npz[name] for name in parts}}
+            arrays = {IDS_KEY: npz[IDS_KEY], **{name: _unstored(npz, name) for name in parts}}
     except DumpError:
         raise
     except _CORRUPT as err:

@@ -2,31 +2,37 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 from tqdm import tqdm
 
 from .dump import DumpWriter
-from .rebatch import shape_key
+from .padding import Batching
 
 Arrays = dict[str, np.ndarray]
+NOT_PADDED = "the model takes no attention_mask covering its dynamic inputs, so only samples of one shape share a batch"
 
 
-def write_dump(batches: Iterable[tuple[np.ndarray, Arrays, Arrays, Arrays]], output_dir: str | Path, meta: dict,
-               dump_inputs: bool = False, dump_labels: bool = False, total: int | None = None) -> Path:
-    """`batches` yields (ids, inputs, labels, outputs). Returns the dump directory (dump.json written last), whose
-    `batching` says how the samples were batched: grouped by shape, never padded (data/rebatch.py)."""
+def write_dump(rows: Iterable[tuple[np.ndarray, Any, Any, Any]], output_dir: str | Path, meta: dict,
+               batching: Batching, dump_inputs: bool = False, dump_labels: bool = False,
+               total: int | None = None) -> Path:
+    """`rows` yields (ids, inputs, labels, outputs), each tensor an array with the batch axis first or a list of
+    per-sample arrays (a padded request cut back to each sample's length). Returns the dump directory (dump.json
+    written last), whose `batching` says how the samples were batched (data/padding.py)."""
     shapes: set = set()
-    count = 0
     with DumpWriter(output_dir, meta, overwrite=True) as writer:
-        for ids, inputs, labels, outputs in tqdm(batches, total=total, unit="batch", desc="inference"):
+        for ids, inputs, labels, outputs in tqdm(rows, total=total, unit="batch", desc="inference"):
             writer.write(ids, outputs, inputs=inputs if dump_inputs else None,
                          labels=labels if (dump_labels and labels) else None)
-            shapes.add(shape_key((ids, inputs, labels)))
-            count += 1
-        writer.meta["batching"] = {"mode": "grouped by shape" if len(shapes) > 1 else "one shape", "padded": False,
-                                   "batches": count, "input_shapes": len(shapes)}
+            batching.batches += 1
+            if not batching.padded:
+                shapes.add(tuple((k, np.shape(v)[1:]) for k, v in inputs.items()))
+        if not batching.padded and len(shapes) <= 1:
+            batching.mode, batching.reason = "one shape", ""
+        elif not batching.padded and not batching.reason:
+            batching.reason = NOT_PADDED
+        writer.meta["batching"] = batching.meta()
     return Path(output_dir)
 
 

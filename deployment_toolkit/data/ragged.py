@@ -25,7 +25,7 @@ def is_ragged(arr: np.ndarray) -> bool:
 
 def from_chunks(chunks: Sequence[np.ndarray]) -> np.ndarray:
     """Batches (batch axis first) as one array: concatenated when their per-sample shapes agree, else ragged."""
-    if len({c.shape[1:] for c in chunks}) <= 1:
+    if not any(is_ragged(c) for c in chunks) and len({c.shape[1:] for c in chunks}) <= 1:
         return np.concatenate(chunks)
     return from_samples(row for chunk in chunks for row in chunk)
 

@@ -11,10 +11,9 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from ..spec import ModelSignature, TensorSpec
+from ..spec import TOLERANCES, ModelSignature, TensorSpec
 
 # pass when max_abs_err <= atol + rtol * max|reference|  (per output, over every batch tried)
-TOLERANCES = {"fp32": (1e-4, 1e-4), "fp16": (1e-2, 1e-2), "bf16": (5e-2, 5e-2)}
 
 
 @dataclass

@@ -222,3 +222,21 @@ def test_ragged_samples_round_trip_and_align_by_id(tmp_path):
         w.write([10, 11, 12, 13], {"logits": np.zeros((4, 6, 5), np.float32)})
     with pytest.raises(DumpMismatchError, match=r"sample 12 has shape \(8, 5\) in .*a vs \(6, 5\)"):
         align(a, load_dump(tmp_path / "c"))
+
+
+def test_samples_of_different_shapes_in_one_shard_keep_each_shape(tmp_path):
+    """A padded request cut back per sample: one shard records every sample's own shape beside its values."""
+    rows = [np.arange(6, dtype=np.float32).reshape(3, 2), np.ones((1, 2), np.float32), np.zeros((4, 2), np.float32)]
+    with DumpWriter(tmp_path, META) as w:
+        w.write(["a", "b", "c"], {"logits": rows}, inputs={"ids_in": [np.arange(3), np.arange(1), np.arange(4)]})
+        w.write(["d", "e"], {"logits": [np.ones((2, 2), np.float32)] * 2}, inputs={"ids_in": [np.arange(2)] * 2})
+    assert len(list((tmp_path / "outputs").iterdir())) == 2
+    with np.load(tmp_path / "outputs" / "shard_00000.npz") as npz:
+        assert npz["shapes:logits"].tolist() == [[3, 2], [1, 2], [4, 2]] and npz["logits"].shape == (16,)
+    d = load_dump(tmp_path)
+    assert d.meta["tensors"]["outputs"]["logits"] == {"shape": [-1, 2], "dtype": "float32", "ragged": True}
+    for got, want in zip(d.outputs["logits"], [*rows, np.ones((2, 2)), np.ones((2, 2))]):
+        np.testing.assert_array_equal(got, want)
+    assert [x.tolist() for x in d.inputs["ids_in"]] == [[0, 1, 2], [0], [0, 1, 2, 3], [0, 1], [0, 1]]
+    with pytest.raises(DumpError, match="differ in rank or dtype"):
+        DumpWriter(tmp_path / "bad", META).write([0, 1], {"y": [np.zeros(2), np.zeros((2, 2))]})
