@@ -113,6 +113,13 @@ class TensorSpec:
     def is_dynamic(self) -> bool:
         return -1 in self.shape
 
+    @property
+    def wire_shape(self) -> tuple[int, ...]:
+        """Per-sample dims as Triton takes them (config dims, request and perf_analyzer shapes): Triton needs at
+        least one, so a scalar per sample (shape [], a diffusion timestep) travels as [1] and the config's
+        `reshape: { shape: [ ] }` hands the model [batch]."""
+        return self.shape or (1,)
+
     def nbytes(self, batch: int = 1) -> int:
         return int(np.prod(self.concrete_shape, dtype=np.int64)) * np.dtype(self.dtype).itemsize * max(batch, 1)
 
@@ -208,12 +215,18 @@ class Manifest:
     # How the framework model's (possibly nested) output maps to the served tensors: {output name: path of
     # keys and indices} (deployment_toolkit.sources.outputs). Empty: the outputs in order (a tensor or a tuple).
     output_paths: dict[str, list] = field(default_factory=dict)
+    # Outputs whose rows depend on the other samples of a batch ({name: how}, deployment_toolkit.export.coupling;
+    # CLIP's [B, B] logits_per_image): the model is served with max_batch_size 0, each request one whole batch,
+    # and its shapes carry that batch as a dynamic leading axis. Empty: rows are independent (or not probed).
+    batch_coupled: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.format not in FORMATS:
             raise SpecError(f"unknown format {self.format!r}; choose one of {', '.join(FORMATS)}")
         if self.max_batch_size < 0:
             raise SpecError("max_batch_size must be >= 0")
+        if self.batch_coupled and self.max_batch_size:
+            raise SpecError(f"outputs {sorted(self.batch_coupled)} couple the batch: max_batch_size must be 0")
         self.artifact_files = [str(f) for f in self.artifact_files]
         if self.artifact_files and self.artifact_files[0] != self.artifact:
             raise SpecError(f"artifact_files must start with the artifact {self.artifact!r}, got {self.artifact_files}")

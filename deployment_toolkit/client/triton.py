@@ -52,6 +52,7 @@ class TritonClient:
         self.module = client_module(self.protocol)
         self.client = connect(self.url.address, self.protocol, timeout_s)
         self._regions = Regions(self.client)
+        self._scalars: dict[tuple[str, str], tuple[bool, frozenset[str]]] = {}  # see scalar_inputs
         if shared_memory == "system":
             sweep_dead_runs()  # dtk_<pid>_ regions of a client that was SIGKILLed before it could free them
 
@@ -157,16 +158,29 @@ class TritonClient:
     def signature(self, model: str, version: str = "") -> tuple[list[TensorSpec], list[TensorSpec], int]:
         """Inputs, outputs and max batch size as the server reports them (batch axis stripped)."""
         meta, max_batch = self.metadata(model, version), self.config(model, version).max_batch_size
+        scalars = self.scalar_inputs(model, version)[1]
 
         def specs(items):
             out = []
             for t in items:
                 shape = t["shape"][1:] if max_batch > 0 else t["shape"]
+                shape = [] if t["name"] in scalars and shape == [1] else shape  # the model's own shape
                 example = [d if d != -1 else 1 for d in shape] if -1 in shape else None
                 out.append(TensorSpec(t["name"], tuple(shape), numpy_dtype(t["datatype"]), example_shape=example))
             return out
 
         return specs(meta["inputs"]), specs(meta["outputs"]), max_batch
+
+    def scalar_inputs(self, model: str, version: str = "") -> tuple[bool, frozenset[str]]:
+        """(batched, the inputs that are one number per sample): the loaded config declares them dims [1] with
+        `reshape: { shape: [ ] }` (Triton needs a dim). Asked once per model: callers hold such an input as the
+        model does ([batch]), and `infer` puts it on the wire as [batch, 1]."""
+        key = (model, version)
+        if key not in self._scalars:
+            cfg = self.config(model, version)
+            self._scalars[key] = (cfg.max_batch_size > 0, frozenset(
+                t.name for t in cfg.input if t.HasField("reshape") and not t.reshape.shape and list(t.dims) == [1]))
+        return self._scalars[key]
 
     def statistics(self, model: str, version: str = "") -> dict[str, Any]:
         """The model's entry of the statistics extension (cumulative counters); {} if the server has none."""
@@ -230,8 +244,16 @@ class TritonClient:
         outputs = [o if isinstance(o, OutputRequest) else OutputRequest(o, 0) for o in outputs]
         shm = self.shared_memory == "system"
         req_inputs, req_outputs = [], []
+        batched, scalars = True, frozenset()
+        if any(np.ndim(a) <= 1 for a in inputs.values()):  # only a scalar per sample can lack its wire dim
+            try:
+                batched, scalars = self.scalar_inputs(model, version)
+            except Exception:  # noqa: BLE001 - no config: the request goes as given and its error says why
+                pass
         for name, array in inputs.items():
             array = np.ascontiguousarray(array)
+            if name in scalars and array.ndim == int(batched):
+                array = array.reshape(-1, 1) if batched else array.reshape(1)
             inp = m.InferInput(name, list(array.shape), triton_dtype(np.dtype(array.dtype).name))
             if shm:
                 inp.set_shared_memory(self._regions.write(f"in_{name}", array), array.nbytes)

@@ -118,7 +118,7 @@ def inputs_from_data(data_dir: str | None = None, dataloader: str | None = None,
                 raise DataError(f"--dynamic-axis {name}:{axis}: {name} has {len(example)} per-sample axes "
                                 f"(0..{len(example) - 1}, the batch axis not counted)")
         dynamic = {a for a, sizes in enumerate(info["sizes"]) if len(sizes) > 1} | set(forced.get(name, []))
-        out[name] = {"shape": [-1 if a in dynamic else d for a, d in enumerate(example)] or [1],
+        out[name] = {"shape": [-1 if a in dynamic else d for a, d in enumerate(example)],  # [] a scalar per sample
                      "dtype": info["dtype"].name, "example_shape": example if dynamic else None,
                      "value_range": [info["low"], info["high"]] if info["low"] is not None else None}
     return out

@@ -18,6 +18,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
+from ..errors import ToolkitError
 from ..spec import TOLERANCES, ModelSignature
 from .rebatch import HELD_BATCHES, MIN_HELD, Batch, rebatch
 
@@ -27,8 +28,9 @@ Row = tuple[np.ndarray, Any, Any, Any]  # ids, inputs, labels, outputs: arrays o
 MASK_NAME = "attention_mask"
 
 
-class PaddingUnsafe(Exception):
-    """The model's answer changes with padding, or an output's dynamic axes are not the tokens."""
+class PaddingUnsafe(ToolkitError):
+    """The model's answer changes with padding, or an output's dynamic axes are not the tokens (caught inside
+    padded_rows, which then batches by shape: never reaches the user)."""
 
 
 @dataclass(frozen=True)

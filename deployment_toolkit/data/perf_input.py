@@ -5,7 +5,8 @@ Format (perf_analyzer's "Real Input Data"): `{"data": [entry, ...]}`, one entry 
 `{input name: {"content": {"b64": <little-endian row-major bytes>}, "shape": [per-sample dims]}}`; BYTES
 inputs list their strings as content. perf_analyzer sends the entries round-robin (and fills a batch of
 `-b N` from consecutive entries), so a measured point sees the data set's mix of sizes and values. The
-shape is always written, so dynamic axes need no `--shape` flag.
+shape is always written, so dynamic axes need no `--shape` flag; a scalar per sample (a diffusion timestep) is
+written with shape [1], the dims its config declares (TensorSpec.wire_shape).
 """
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ def sample_entry(inputs: Mapping[str, np.ndarray], specs: Iterable[TensorSpec]) 
     entry: dict[str, Any] = {}
     for spec in specs:
         arr = np.asarray(inputs[spec.name])
-        shape = [int(d) for d in arr.shape]
+        shape = [int(d) for d in (arr.shape if spec.shape else spec.wire_shape)]
         if arr.dtype.kind in "OSU":
             entry[spec.name] = {"content": [v.decode() if isinstance(v, bytes) else str(v) for v in arr.ravel()],
                                 "shape": shape}

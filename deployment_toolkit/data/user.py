@@ -17,7 +17,9 @@ A data folder (`--data-dir DIR` without `--dataloader`) holds, in file-name orde
   seed's nnU-Net pairs `<id>_x.npy` (the input) and `<id>_y.npy` (its label, key `labels`).
 
 A sample is a file holding arrays of exactly the per-sample rank of the signature; one more leading axis
-makes it a batch. Ids are the `ids` array, else the file stem (`<stem>:<row>` for rows of a batch).
+makes it a batch. Ids are the `ids` array, else the file stem (`<stem>:<row>` for rows of a batch). A scalar per
+sample (signature shape [], a diffusion timestep) is a 0-d array in a sample's file, [N] in a batch's and in a
+dataloader's batches; it reaches the model as [batch] (Triton carries it as [batch, 1]: TensorSpec.wire_shape).
 
 Over 400 lines on purpose: both ways in (a dataloader and a folder) end in the same per-tensor checks and the
 same error messages, which are read together when a user's data is refused.
@@ -181,6 +183,13 @@ def _npy_groups(files: list[Path]) -> list[tuple[str, Path, Path | None]]:
     return [(p.stem, p, None) for p in files]
 
 
+def _one_sample(arrays: Mapping[str, np.ndarray], signature: ModelSignature) -> bool:
+    """A file holds one sample (arrays of the per-sample rank) or a batch (one axis more): most inputs decide, so
+    the one that disagrees is named by the checks (a scalar timestep saved as [1] beside one sample's latents)."""
+    votes = [arrays[t.name].ndim == len(t.shape) for t in signature.inputs]
+    return 2 * sum(votes) >= len(votes)
+
+
 def read_folder(folder: str | Path, signature: ModelSignature, batched: bool = True) -> Iterator[tuple[Batch, str]]:
     """Each file of a data folder as a validated (ids, x, y_real) batch, with the file name for messages.
     Not `batched` (a max_batch_size 0 model): each file is one whole request, taken as it is."""
@@ -222,11 +231,12 @@ def read_folder(folder: str | Path, signature: ModelSignature, batched: bool = T
             missing = [n for n in names if n not in keys]
             if missing:
                 raise DataError(f"{path} lacks input(s) {missing}; it has {keys}")
-            single = npz[names[0]].ndim == len(signature.inputs[0].shape) and batched  # one sample, no batch axis
-            x = {n: npz[n][None] if single else npz[n] for n in names}
+            arrays = {n: npz[n] for n in names}
+            single = batched and _one_sample(arrays, signature)
+            x = {n: a[None] if single else a for n, a in arrays.items()}
             labels = {k: (npz[k][None] if single else npz[k]) for k in keys
                       if k not in names and k != IDS_KEY}
-            n = len(next(iter(x.values())))
+            n = next((len(a) for a in x.values() if a.ndim), 1)
             if IDS_KEY in keys:
                 ids = npz[IDS_KEY].reshape(-1)
             else:

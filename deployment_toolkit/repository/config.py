@@ -117,7 +117,9 @@ def build_config(manifest: Manifest, opts: ConfigOptions) -> mc.ModelConfig:
         tensor = coll.add()
         tensor.name = spec.name
         tensor.data_type = mc.DataType.Value(f"TYPE_{spec.triton_dtype}")
-        tensor.dims.extend(_dims(spec.shape))
+        tensor.dims.extend(_dims(spec.wire_shape))
+        if not spec.shape:  # a scalar per sample: [1] on the wire (Triton needs dims), [] to the model
+            tensor.reshape.SetInParent()
     unsafe = _native_merges_unsafely(manifest, opts, max_batch)
     if unsafe:
         warnings.warn(
@@ -163,6 +165,10 @@ def build_config(manifest: Manifest, opts: ConfigOptions) -> mc.ModelConfig:
 def _check(manifest: Manifest, opts: ConfigOptions, max_batch: int, precision: str, gpu: bool) -> None:
     if max_batch < 0:
         raise ConfigError("--max-batch-size must be >= 0")
+    if max_batch and manifest.batch_coupled:  # export.coupling: merged requests would mix
+        raise ConfigError(f"{manifest.model}'s outputs {', '.join(manifest.batch_coupled)} depend on the other samples "
+                          f"of a batch, so requests must not be merged: drop --max-batch-size {max_batch} (served with "
+                          "max_batch_size 0, each request one whole batch)")
     if manifest.max_batch_size and max_batch > manifest.max_batch_size and manifest.format == "trt":
         raise ConfigError(f"--max-batch-size {max_batch} exceeds the TensorRT engine's profile max "
                           f"{manifest.max_batch_size}: rebuild the engine with a larger max batch")
@@ -260,7 +266,7 @@ def _warmup(cfg: mc.ModelConfig, manifest: Manifest, batch: int) -> None:
     for spec in manifest.inputs:
         data = w.inputs[spec.name]
         data.data_type = mc.DataType.Value(f"TYPE_{spec.triton_dtype}")
-        data.dims.extend(_dims(spec.concrete_shape))
+        data.dims.extend(_dims(spec.concrete_shape or spec.wire_shape))  # warmup data has the config's dims
         data.random_data = True
 
 

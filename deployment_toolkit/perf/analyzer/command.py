@@ -147,7 +147,7 @@ def write_input_data_json(signature: HasSignature, path: str | Path, kind: str =
     entry: dict[str, Any] = {}
     for spec in signature.inputs:
         sample = spec.example(0, rng, kind)
-        shape = list(spec.concrete_shape)
+        shape = list(spec.concrete_shape or spec.wire_shape)  # a scalar per sample: [1], its config dims
         if sample.dtype == object:
             entry[spec.name] = {"content": [str(v) for v in sample.ravel()], "shape": shape}
         else:

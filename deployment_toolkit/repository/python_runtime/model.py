@@ -11,6 +11,8 @@ The config generator copies this file, `runtimes.py` and the artifact's `manifes
                     manifest inputs marked batch_uniform, e.g. DOFA's wavelengths__1)
 The requests of a dynamic batch are concatenated and run as one batch, then split back; only requests
 with byte-identical batch-uniform inputs are merged (one batch per group), answers in request order.
+A scalar per sample (manifest shape [], a diffusion timestep) is [1] on the wire; the config's reshape hands it
+over as [batch], and a config without that reshape (written by hand) gets the trailing axis dropped here.
 """
 import json
 import os
@@ -40,6 +42,7 @@ class TritonPythonModel:
         self.batched = int(config.get("max_batch_size", 0)) > 0
         uniform = batch_uniform_inputs(params.get("batch_uniform_inputs"), manifest["signature"]["inputs"])
         self.uniform_inputs = [n for n in uniform if n in self.input_names]
+        self.scalars = {i["name"] for i in manifest["signature"]["inputs"] if not i.get("shape")}
         self.runtime = load_runtime(
             artifact,
             fmt,
@@ -60,6 +63,11 @@ class TritonPythonModel:
             missing = [n for n in self.input_names for r in requests if pb_utils.get_input_tensor_by_name(r, n) is None]
             err = pb_utils.TritonError("missing input tensor(s): %s" % ", ".join(sorted(set(missing))))
             return [pb_utils.InferenceResponse(error=err) for _ in requests]
+        for inputs in per_request:
+            for name in self.scalars.intersection(inputs):
+                arr = inputs[name]
+                if arr.ndim == (2 if self.batched else 1) and arr.shape[-1] == 1:
+                    inputs[name] = arr.reshape(arr.shape[:-1])
         results = run_requests(self.runtime, per_request, self.uniform_inputs, self.batched)
         responses = []
         for res in results:
