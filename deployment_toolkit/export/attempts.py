@@ -32,7 +32,7 @@ class Attempt:
 
     exporter: str
     seconds: float
-    outcome: str  # ok | failed
+    outcome: str  # ok | failed | failed to load | failed verification
     error: str = ""
 
     def to_dict(self) -> dict:

@@ -1,18 +1,22 @@
 """One entry point for every format: resolve the model source, export, verify, write the manifest with its provenance."""
 from __future__ import annotations
 
+import os
 import shutil
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from ..sources import ModelSource, ResolvedModel, parse_reference, resolve, sha256_file
+from ..sources.outputs import left_out_line
 from ..sources.trained import framework_model
 from ..spec import ARTIFACT_NAMES, FORMATS, Manifest, ModelSignature
 from .errors import ConversionError, FormatUnavailable, VerificationError
 from .files import copy_artifact_files, write_replacing
 from .attempts import LOG_NAME, Attempt, all_failed, run_attempt
+from .coupling import batch_coupling
 from .routes import ExportExample, export_routes
 from .tensorrt import build_engine, tensorrt_available
 from .verify import torch_callable, verify
@@ -38,6 +42,8 @@ class ConvertOptions:
     # the user's real inputs for verification: signature -> batches {input name: array}, read (and checked
     # against the signature) before anything is exported, so bad data writes nothing
     verify_data: Callable[[ModelSignature], list[dict]] | None = None
+    # where the one-line notes go (outputs left out, a batch-coupled model served whole): default stderr
+    log: Callable[[str], None] | None = None
 
 
 def _versions(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -141,72 +147,139 @@ def convert(model: "str | ModelSource | ResolvedModel", fmt: str, output_dir: st
     out.mkdir(parents=True, exist_ok=True)
     log = out / LOG_NAME  # kept only when an attempt failed: a clean export leaves no log behind
     log.unlink(missing_ok=True)
+    coupled: dict[str, str] = {}
     if resolved.is_artifact:
         tries = [("copy", lambda: _from_artifact(resolved, fmt, artifact, max_batch, opts))]
-        paths = dict(resolved.output_paths)
+        paths, left = dict(resolved.output_paths), {}
     else:
         example = ExportExample.of(model_module, signature, max_batch, opts.seed, resolved.output_paths)
-        paths = example.paths
+        coupling = batch_coupling(model_module, signature, example.args, example.outputs, example.paths) \
+            if max_batch >= 2 else None
+        if coupling is not None:  # merged requests would mix: one request, one whole batch
+            if opts.max_batch_size:  # asked for batching the model cannot do
+                raise ConversionError(f"{resolved.name}: {coupling.why()}, so it cannot batch requests: drop "
+                                      f"--max-batch-size {opts.max_batch_size} (it is then served with max_batch_size 0,"
+                                      " each request one whole batch)")
+            _note(opts, f"note: {coupling.why()}: served with max_batch_size 0, each request one whole batch")
+            # the user's samples stay as read: each batch of them is a valid whole request
+            signature, max_batch, coupled = coupling.signature, 0, coupling.outputs
+            example = ExportExample.of(model_module, signature, 0, opts.seed, example.paths)
+        paths, left = example.paths, example.left_out
+        if left:
+            _note(opts, f"note: {left_out_line(left, list(paths))}")
         tries = export_routes(fmt, example, artifact, opts, max_batch)
 
     attempts: list[Attempt] = []
     unverified: tuple[Manifest, str] | None = None  # the last export that ran but did not verify, and why
-    for k, (name, run) in enumerate(tries):
-        t0 = time.perf_counter()
-        if resolved.is_artifact:  # a copy or an engine build: its errors are the user's to read as they are
-            export_options, attempt = run(), Attempt(name, 0.0, "ok")
-            attempt.seconds = round(time.perf_counter() - t0, 3)
-        else:
-            export_options, attempt = run_attempt(name, f"{fmt} export", run, log, opts.export_timeout_s)
-        attempts.append(attempt)
-        if export_options is None:
-            continue
-        manifest = Manifest(
-            model=resolved.name, preset=resolved.source.preset, family=resolved.family, task=resolved.task,
-            metric=resolved.metric, format=fmt, artifact=artifact.name, signature=signature, max_batch_size=max_batch,
-            precision=opts.precision,
-            export_options={**export_options, "export_seconds": round(time.perf_counter() - t0, 3),
-                            "attempts": [a.to_dict() for a in attempts]},
-            versions=_versions(resolved.versions),
-            artifact_files=[artifact.name, *export_options.get("external_data", [])],
-            source=resolved.source.to_dict(), artifact_sha256=sha256_file(artifact), output_paths=paths,
-        )
-        if all(a.outcome == "ok" for a in attempts):
-            log.unlink(missing_ok=True)
-        if not (opts.verify and model_module is not None):
+    aside = out / ".unverified"  # its files, kept apart while later exporters write theirs
+    try:
+        for name, run in tries:
+            t0 = time.perf_counter()
+            if resolved.is_artifact:  # a copy or an engine build: its errors are the user's to read as they are
+                export_options, attempt = run(), Attempt(name, 0.0, "ok")
+                attempt.seconds = round(time.perf_counter() - t0, 3)
+            else:
+                export_options, attempt = run_attempt(name, f"{fmt} export", run, log, opts.export_timeout_s)
+            attempts.append(attempt)
+            if export_options is None:
+                continue
+            manifest = Manifest(
+                model=resolved.name, preset=resolved.source.preset, family=resolved.family, task=resolved.task,
+                metric=resolved.metric, format=fmt, artifact=artifact.name, signature=signature,
+                max_batch_size=max_batch, precision=opts.precision,
+                export_options={**export_options, "export_seconds": round(time.perf_counter() - t0, 3),
+                                "attempts": [a.to_dict() for a in attempts], **({"left_out": left} if left else {})},
+                versions=_versions(resolved.versions),
+                artifact_files=[artifact.name, *export_options.get("external_data", [])],
+                source=resolved.source.to_dict(), artifact_sha256=sha256_file(artifact), output_paths=paths,
+                batch_coupled=coupled,
+            )
+            if not (opts.verify and model_module is not None):
+                _clean(attempts, log)
+                manifest.save(out)
+                return manifest
+            device = "cuda:0" if fmt == "trt" and opts.verify_device == "cpu" else opts.verify_device
+            runtime, loading = run_attempt(name, f"loading the {fmt} artifact", lambda: load_artifact(manifest, out, device),
+                                           log, opts.export_timeout_s)
+            if runtime is None:  # written but unusable (ONNX Runtime refuses a node): the next exporter may do better
+                attempt.outcome, attempt.error = "failed to load", loading.error
+                _remove(out, manifest.files)
+                continue
+            result = verify_artifact(manifest, out, model=model_module, batch_sizes=opts.verify_batch_sizes,
+                                     seed=opts.seed, samples=samples, device=device, runtime=runtime)
+            manifest.verification = {**result.to_dict(), "device": device}
+            if result.passed:
+                _clean(attempts, log)
+                manifest.save(out)
+                return manifest
+            attempt.outcome, attempt.error = "failed verification", result.message[:300]
+            unverified = (manifest, result.message)
+            _move(out, aside, manifest.files, fresh=True)
+        if unverified is not None:  # an export ran but no exporter's output verified: its manifest says by how much
+            manifest, message = unverified
+            _move(aside, out, manifest.files)
+            manifest.export_options["attempts"] = [a.to_dict() for a in attempts]
             manifest.save(out)
-            return manifest
-        device = "cuda:0" if fmt == "trt" and opts.verify_device == "cpu" else opts.verify_device
-        result = verify_artifact(manifest, out, model=model_module, batch_sizes=opts.verify_batch_sizes,
-                                 seed=opts.seed, samples=samples, device=device)
-        manifest.verification = {**result.to_dict(), "device": device}
-        if result.passed:
-            manifest.save(out)
-            return manifest
-        attempt.outcome, attempt.error = "failed verification", result.message[:300]
-        unverified = (manifest, result.message)
-    if unverified is not None:  # an export ran but no exporter's output verified: its manifest says by how much
-        # every exporter writes its artifact only when it succeeds, so the file on disk is this manifest's
-        manifest, message = unverified
-        manifest.export_options["attempts"] = [a.to_dict() for a in attempts]
-        manifest.save(out)
-        raise VerificationError(f"{resolved.name} as {fmt}: verification failed: {message}"
-                                + (f" (tried: {'; '.join(a.line() for a in attempts)})" if len(attempts) > 1 else ""))
-    raise all_failed(f"{resolved.name} to {fmt}", attempts, log)
+            raise VerificationError(f"{resolved.name} as {fmt}: verification failed: {message}"
+                                    + (f" (tried: {'; '.join(a.line() for a in attempts)})" if len(attempts) > 1 else ""))
+        raise all_failed(f"{resolved.name} to {fmt}", attempts, log)
+    finally:
+        shutil.rmtree(aside, ignore_errors=True)
+
+
+def _note(opts: ConvertOptions, line: str) -> None:
+    (opts.log or (lambda msg: print(msg, file=sys.stderr, flush=True)))(line)
+
+
+def _clean(attempts: list[Attempt], log: Path) -> None:
+    """A clean export leaves no log behind."""
+    if all(a.outcome == "ok" for a in attempts):
+        log.unlink(missing_ok=True)
+
+
+def _remove(directory: Path, names: list[str]) -> None:
+    for name in names:
+        (directory / name).unlink(missing_ok=True)
+
+
+def _move(src: Path, dst: Path, names: list[str], fresh: bool = False) -> None:
+    """Move an artifact's files from `src` to `dst` (`fresh`: emptying `dst` first): the artifact of an export
+    that did not verify is set aside while the next exporter writes, and put back if none verifies."""
+    if fresh:
+        shutil.rmtree(dst, ignore_errors=True)
+    dst.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        if (src / name).exists():
+            os.replace(src / name, dst / name)
+
+
+def load_artifact(manifest: Manifest, directory: str | Path, device: str | None = None):
+    """The runtime of the artifact in `directory` (ONNX Runtime, TorchScript, TensorRT) on `device`, for the
+    verification. An ONNX Runtime session made here logs only fatal errors: a node that fails on a size the export
+    fixed raises, and the verification records that; ORT's own copy would be a second line on stderr."""
+    import onnxruntime
+
+    from ..runtimes.artifact import load_runtime
+
+    device = device or ("cuda:0" if manifest.format == "trt" else "cpu")
+    onnxruntime.set_default_logger_severity(4)  # a session keeps the severity it was made with
+    try:
+        return load_runtime(str(Path(directory) / manifest.artifact), manifest.format, [t.name for t in manifest.inputs],
+                            [t.name for t in manifest.outputs], device=device, precision=manifest.precision)
+    finally:
+        onnxruntime.set_default_logger_severity(2)  # ORT's default: warnings
 
 
 def verify_artifact(manifest: Manifest, directory: str | Path, model=None, batch_sizes=(1, 2), seed: int = 0,
-                    samples=None, device: str | None = None):
-    """Compare the artifact in `directory` with the framework model it came from, both on `device` (default:
-    cpu, or cuda:0 for a TensorRT plan); also on `samples`, batches of the user's real inputs, when given."""
-    from ..runtimes.artifact import load_runtime
-
+                    samples=None, device: str | None = None, runtime=None):
+    """Compare the artifact in `directory` (or its `runtime`, already loaded) with the framework model it came
+    from, both on `device` (default: cpu, or cuda:0 for a TensorRT plan); also on `samples`, batches of the
+    user's real inputs, when given."""
     model = model if model is not None else framework_model(manifest, directory, seed)
     in_names = [t.name for t in manifest.inputs]
     out_names = [t.name for t in manifest.outputs]
     device = device or ("cuda:0" if manifest.format == "trt" else "cpu")
-    runtime = load_runtime(str(Path(directory) / manifest.artifact), manifest.format, in_names, out_names,
-                           device=device, precision=manifest.precision)
+    runtime = runtime if runtime is not None else load_artifact(manifest, directory, device)
     # no batch axis (max_batch_size 0): the signature's shapes are whole requests, compared as they are
     sizes = (0,) if manifest.max_batch_size == 0 else \
         tuple(b for b in batch_sizes if b <= manifest.max_batch_size) or (1,)

@@ -26,11 +26,13 @@ def external_data_name(path: Path) -> str:
 
 
 def dynamic_axes_of(signature: ModelSignature, dynamic_batch: bool = True) -> dict[str, dict[int, str]]:
-    """torch.onnx's dynamic_axes: the batch axis, and every -1 of the signature as its own named dim."""
+    """torch.onnx's dynamic_axes: the batch axis, and every -1 of the signature as its own named dim. Without a
+    batch axis (max_batch_size 0) the signature's shapes are the tensors' whole shapes, so axis i is shape[i]."""
     dynamic_axes = {}
+    first = 1 if dynamic_batch else 0
     for spec in (*signature.inputs, *signature.outputs):
         axes = {0: "batch"} if dynamic_batch else {}
-        axes.update({i + 1: f"{spec.name}_d{i + 1}" for i, d in enumerate(spec.shape) if d == -1})
+        axes.update({i + first: f"{spec.name}_d{i + first}" for i, d in enumerate(spec.shape) if d == -1})
         if axes:
             dynamic_axes[spec.name] = axes
     return dynamic_axes

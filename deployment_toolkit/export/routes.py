@@ -8,12 +8,12 @@ keeps the scripted control flow); TensorRT: an ONNX file made by the same ONNX c
 from __future__ import annotations
 
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 from ..compat import missing_op_hint
-from ..sources.outputs import call, flat_module, paths_of
+from ..sources.outputs import call, flat_module, leaves, left_out, paths_of, pick
 from ..spec import ModelSignature
 from ..watchdog import user_stage
 from .errors import ConversionError
@@ -28,7 +28,8 @@ Route = tuple[str, Callable[[], dict]]
 @dataclass
 class ExportExample:
     """The model as every exporter gets it: the user's module, its flattened wrapper, example inputs in
-    signature order, and the path of each served output in the model's own output (for the manifest)."""
+    signature order, and the path of each served output in the model's own output (for the manifest); what the
+    dry run returned: the served tensors, and what was left out of the output because it is no tensor (a cache)."""
 
     model: Any
     flat: Any
@@ -36,6 +37,8 @@ class ExportExample:
     args: tuple
     paths: dict[str, list]
     max_batch: int
+    outputs: tuple = ()
+    left_out: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def of(cls, model, signature: ModelSignature, max_batch: int, seed: int,
@@ -57,7 +60,9 @@ class ExportExample:
                                   f"{type(err).__name__}: {(str(err).splitlines() or [''])[0][:200]}"
                                   + (f"; {missing_op_hint(err)}" if missing_op_hint(err) else "")) from err
         paths = paths_of(out, out_names, known_paths)
-        return cls(model, flat_module(model, in_names, out_names, paths), signature, args, paths, max_batch)
+        served = tuple(pick(out, tuple(paths[n])) for n in out_names)
+        return cls(model, flat_module(model, in_names, out_names, paths), signature, args, paths, max_batch, served,
+                   left_out(leaves(out, avoid=in_names), out_names))
 
     @property
     def needs_flattening(self) -> bool:

@@ -6,12 +6,14 @@ the example size and fails at any other one.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable, Iterable
 
 import numpy as np
 
 from ..spec import TOLERANCES, ModelSignature, TensorSpec
+from .errors import ConversionError
 
 # pass when max_abs_err <= atol + rtol * max|reference|  (per output, over every batch tried)
 
@@ -151,8 +153,23 @@ class _Tally:
 
 
 def _first_line(err: Exception) -> str:
-    """`Type: first line of the message` (runtime errors carry pages of context)."""
-    return f"{type(err).__name__}: {(str(err).strip().splitlines() or [''])[0]}"
+    """`Type: first line of the message` (runtime errors carry pages of context). TorchScript's interpreter
+    puts the cause on the last line, after the traced code; ONNX Runtime names the C++ file and function of
+    the failed check before saying what it was."""
+    lines = [ln.strip() for ln in str(err).strip().splitlines() if ln.strip()] or [""]
+    if "TorchScript interpreter" in lines[0] and len(lines) > 1:
+        return lines[-1]  # `RuntimeError: The size of tensor a (8) must match ...`
+    line = re.sub(r"Status Message: \S+:\d+ .*? was false\. ", "Status Message: ", lines[0])
+    return f"{type(err).__name__}: {line}"
+
+
+def baked_size_hint(signature: ModelSignature) -> str:
+    """Why an export that matches at the example size fails at another size of the dynamic axes, and the way out."""
+    dynamic = {t.name: list(t.concrete_shape) for t in signature.inputs if t.is_dynamic}
+    return (f"it matches at the example shapes {dynamic} only: the export fixed those sizes in its graph, as "
+            "tracing does with a Python loop over an axis (Mamba's sequential scan unrolls over the sequence) or a "
+            "size read as a Python number; serve it at a fixed size (--input-shape without --dynamic-axis; pad "
+            "shorter inputs) or make the loop a tensor operation")
 
 
 def _check_second_size(reference: Callable[[dict], dict], converted: Callable[[dict], dict],
@@ -182,7 +199,11 @@ def verify(reference: Callable[[dict], dict], converted: Callable[[dict], dict],
     tally = _Tally(atol=atol, rtol=rtol, task=task)
     for i, batch in enumerate(batch_sizes):
         inputs = signature.examples(batch, seed=seed + i)
-        ref = reference(inputs)
+        try:
+            ref = reference(inputs)
+        except Exception as err:  # no exporter can fix the model itself: one line, not a traceback
+            raise ConversionError(f"the framework model itself fails on its example inputs at "
+                                  f"{f'batch {batch}' if batch else 'the example shapes'}: {_first_line(err)}") from err
         got = tally.run_converted(converted, inputs, f"batch {batch}")
         if got is not None:
             tally.compare(signature, ref, got, f"batch {batch}")
@@ -200,6 +221,7 @@ def verify(reference: Callable[[dict], dict], converted: Callable[[dict], dict],
         samples_checked += len(next(iter(inputs.values())))
     checked, unchecked = [input_shapes(signature)], []
     second = alternate_signature(signature) if dynamic_sizes else None
+    before = len(tally.failures)
     if second is not None:
         why = _check_second_size(reference, converted, second, min(batch_sizes, default=1),
                                  seed + len(batch_sizes), tally)
@@ -208,6 +230,8 @@ def verify(reference: Callable[[dict], dict], converted: Callable[[dict], dict],
         else:
             unchecked.append({"input_shapes": input_shapes(second), "reason": why})
     message = "; ".join(tally.failures) if tally.failures else "outputs match the framework"
+    if before == 0 and tally.failures and second is not None:
+        message += f" ({baked_size_hint(signature)})"
     if unchecked and not tally.failures:
         message += f" (second size of the dynamic axes not checked: {unchecked[0]['reason']})"
     return VerificationResult(

@@ -7,6 +7,10 @@ from its keys (`logits`, `out`, `hidden_states__3`); `output__<i>` only where no
 a top-level tuple). `None` leaves are dropped. Each served output keeps its *path* (the keys and indices that
 reach it) in the manifest, so the framework reference, the ONNX/TorchScript exporters (through `FlatOutputs`)
 and every later rebuild pick exactly the same tensors.
+
+Leaves that are not tensors (a decoder's `past_key_values` Cache, Mamba's `cache_params`) are left out unless
+--outputs names them: a causal LM or a seq2seq model is served by its tensors without listing them, and
+`left_out` names what was dropped so the converter can say so in one line.
 """
 from __future__ import annotations
 
@@ -97,8 +101,9 @@ def describe(value: Any) -> str:
 
 
 def select(all_leaves: list[Leaf], keep: Sequence[str] | None = None) -> list[Leaf]:
-    """The leaves to serve: all of them, or those `keep` names (--outputs), in that order. A kept leaf that is
-    not a tensor, or a name that is not there, is a SourceError naming it and what to do."""
+    """The leaves to serve: every tensor (other leaves, such as a decoder's cache, are left out: see
+    `left_out`), or those `keep` names (--outputs), in that order. A kept leaf that is not a tensor, a name that
+    is not there, or a model with no tensor at all is a SourceError naming it and what to do."""
     by_name = {leaf.name: leaf for leaf in all_leaves}
     if keep:
         missing = [n for n in keep if n not in by_name]
@@ -107,18 +112,43 @@ def select(all_leaves: list[Leaf], keep: Sequence[str] | None = None) -> list[Le
                               f"{', '.join(by_name) or 'nothing'}")
         chosen = [by_name[n] for n in keep]
     else:
-        chosen = list(all_leaves)
+        chosen = [leaf for leaf in all_leaves if leaf.is_tensor]
+        if not chosen and all_leaves:
+            raise SourceError(f"the model returns only {_what(all_leaves)}, no tensor: nothing to serve" +
+                              (" (a cache alone: return the logits or hidden states too)" if _has_cache(all_leaves)
+                               else ""))
     if not chosen:
         raise SourceError("the model returned no tensor (only None values)")
     bad = [leaf for leaf in chosen if not leaf.is_tensor]
     if bad:
         tensors = [leaf.name for leaf in all_leaves if leaf.is_tensor]
-        what = ", ".join(f"{leaf.name} (a {describe(leaf.value)})" for leaf in bad[:3])
-        raise SourceError(f"the model returns {what}, which is not a tensor and cannot be served: keep the tensor "
-                          f"outputs with --outputs {','.join(tensors) or 'NAME'}" +
-                          (" (or build the model with use_cache=False)" if any("past_key" in leaf.name for leaf in bad)
-                           else ""))
+        raise SourceError(f"the model returns {_what(bad)}, which is not a tensor and cannot be served: keep the "
+                          f"tensor outputs with --outputs {','.join(tensors) or 'NAME'}" +
+                          (" (or build the model with use_cache=False)" if _has_cache(bad) else ""))
     return chosen
+
+
+def left_out(all_leaves: list[Leaf], served: Sequence[str]) -> dict[str, str]:
+    """{name: what it is} of the leaves that are not tensors and not served (a cache): what a conversion says
+    it dropped."""
+    return {leaf.name: describe(leaf.value) for leaf in all_leaves if not leaf.is_tensor and leaf.name not in served}
+
+
+def left_out_line(left: dict[str, str], served: Sequence[str]) -> str:
+    """The one line saying what `left_out` dropped and what is served instead."""
+    cache = any("cache" in what.lower() or "past_key" in name or "cache" in name for name, what in left.items())
+    return (f"left out {', '.join(f'{name} (a {what})' for name, what in left.items())}: not a tensor"
+            f"{' (a cache for generation)' if cache else ''}, so not served; serving {', '.join(served)}")
+
+
+def _what(some: list[Leaf]) -> str:
+    return ", ".join(f"{leaf.name} (a {describe(leaf.value)})" for leaf in some[:3]) + \
+        (f" and {len(some) - 3} more" if len(some) > 3 else "")
+
+
+def _has_cache(some: list[Leaf]) -> bool:
+    return any("cache" in describe(leaf.value).lower() or "past_key" in leaf.name or "cache" in leaf.name
+               for leaf in some)
 
 
 def pick(out: Any, path: OutputPath) -> Any:
@@ -141,6 +171,7 @@ def flatten(out: Any, names: Sequence[str], paths: dict[str, list] | None = None
     by_name = {leaf.name: leaf.value for leaf in found}
     if all(n in by_name for n in names):
         return [by_name[n] for n in names]
+    found = [leaf for leaf in found if leaf.is_tensor]  # by position: a cache is no output
     if len(found) < len(names):
         raise SourceError(f"the model returned {len(found)} output(s) ({', '.join(lf.name for lf in found)}), "
                           f"the signature names {len(names)}: {', '.join(names)}")
@@ -155,7 +186,7 @@ def paths_of(out: Any, names: Sequence[str], paths: dict[str, list] | None = Non
     by_name = {leaf.name: leaf.path for leaf in found}
     if all(n in by_name for n in names):
         return {n: list(by_name[n]) for n in names}
-    return {n: list(leaf.path) for n, leaf in zip(names, found)}
+    return {n: list(leaf.path) for n, leaf in zip(names, [leaf for leaf in found if leaf.is_tensor])}
 
 
 def call(model, args: Sequence[Any], input_names: Sequence[str]) -> Any:

@@ -323,3 +323,114 @@ def test_onnx_fp16_has_half_weights_float_io_and_is_verified_with_fp16_tolerance
     assert manifest.export_options["float16"]
     x = np.random.default_rng(0).standard_normal((3, 64)).astype(np.float32)
     assert _onnx_output(tmp_path / "model.onnx", x).dtype == np.float32
+
+
+# ------------------------------------------------------------------ every attempt that fails falls through
+
+
+class Positions(nn.Module):
+    """Token positions from a uint8 padding mask: the TorchScript-based exporter writes a CumSum on uint8, a
+    file ONNX Runtime refuses to load; the torch.export-based one casts first."""
+
+    def forward(self, mask):
+        return mask.cumsum(1) * mask
+
+
+class Int16Relu(nn.Module):
+    """ONNX Runtime has no int16 Relu kernel: whatever exporter writes it, the file does not load."""
+
+    def forward(self, x):
+        return torch.relu(x)
+
+
+MASK = ModelSignature(inputs=(TensorSpec("mask", (6,), "uint8", value_range=(0, 2)),),
+                      outputs=(TensorSpec("pos", (6,), "int64"),))
+
+
+def test_an_onnx_file_onnx_runtime_cannot_load_falls_through_to_the_next_exporter(register, tmp_path):
+    register(_entry(Positions, MASK))
+    manifest = convert("tiny", "onnx", tmp_path)
+    attempts = manifest.export_options["attempts"]
+    assert [(a["exporter"], a["outcome"]) for a in attempts] == [("torchscript", "failed to load"), ("dynamo", "ok")]
+    assert "INVALID_GRAPH" in attempts[0]["error"] and "CumSum" in attempts[0]["error"]
+    assert manifest.verification["passed"] and Manifest.load(tmp_path).artifact_sha256 == manifest.artifact_sha256
+    assert (tmp_path / "export.log").is_file()  # an attempt failed: its whole error is kept
+
+
+def test_every_exporter_writing_a_file_that_does_not_load_is_one_line_each_and_exit_2(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    (tmp_path / "model.py").write_text("import torch\n\n\nclass Relu(torch.nn.Module):\n    def forward(self, x):\n"
+                                       "        return torch.relu(x)\n\n\ndef get_model():\n    return Relu()\n")
+    proc = subprocess.run([sys.executable, str(root / "triton" / "convert_model.py"), "--input-path",
+                           str(tmp_path / "model.py"), "--input-shape", "x=6:int16", "--output-type", "onnx",
+                           "--output-path", str(tmp_path / "out")], capture_output=True, text=True, cwd=root, timeout=300)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert "failed with every exporter tried" in lines[0] and len(lines) == 3, proc.stderr
+    assert lines[1].startswith("  torchscript: failed to load") and lines[2].startswith("  dynamo: failed to load")
+    assert all("Could not find an implementation for Relu" in ln for ln in lines[1:])
+    assert not (tmp_path / "out" / "model.onnx").exists() and not (tmp_path / "out" / "manifest.json").exists()
+
+
+def test_an_unverified_artifact_is_kept_when_a_later_exporter_writes_one_that_does_not_load(register, tmp_path,
+                                                                                            monkeypatch):
+    """The manifest written for the failed verification must describe the file on disk, not the later one."""
+    register(_entry(TinyMLP, MLP_SIGNATURE))
+    routes = importlib.import_module("deployment_toolkit.export.routes")
+    artifact = tmp_path / "model.onnx"
+
+    def other_weights():  # runs and loads, but is not this model
+        torch.manual_seed(123)
+        return onnx_mod.export_onnx(TinyMLP().eval(), MLP_SIGNATURE, (torch.zeros(2, 64),), artifact)
+
+    def not_onnx():
+        artifact.write_bytes(b"not an onnx file")
+        return {"exporter": "garbage", "external_data": []}
+
+    monkeypatch.setattr(convert_mod, "export_routes", lambda *a: [("torchscript", other_weights), ("garbage", not_onnx)])
+    with pytest.raises(VerificationError, match=r"y at batch 1: max abs err .*garbage: failed to load"):
+        convert("tiny", "onnx", tmp_path)
+    m = Manifest.load(tmp_path)
+    assert [a["outcome"] for a in m.export_options["attempts"]] == ["failed verification", "failed to load"]
+    from deployment_toolkit.sources import sha256_file
+
+    assert sha256_file(artifact) == m.artifact_sha256 and not (tmp_path / ".unverified").exists()
+    assert routes.ExportExample  # the real routes module is untouched
+
+
+class FailsAlone(nn.Module):
+    """Runs at the export's batch of 2, fails at batch 1."""
+
+    def forward(self, x):
+        if x.shape[0] < 2:
+            raise ValueError("this model compares samples, give it at least two")
+        return x * 2
+
+
+def test_a_framework_model_failing_at_a_verification_batch_is_one_line(register, tmp_path):
+    from deployment_toolkit.export import ConversionError
+
+    register(_entry(FailsAlone, ModelSignature(inputs=(TensorSpec("x", (4,)),), outputs=(TensorSpec("y", (4,)),))))
+    with pytest.raises(ConversionError, match=r"^the framework model itself fails on its example inputs at batch 1: "
+                                              r"ValueError: this model compares samples"):
+        convert("tiny", "ts-trace", tmp_path)
+
+
+def test_verification_names_the_torchscript_cause_and_why_only_the_second_size_fails():
+    reference = torch_callable(SumsRows(), ["x"], ["y"])
+
+    def interpreter_error(inputs):
+        if inputs["x"].shape[-1] != 6:
+            raise RuntimeError("The following operation failed in the TorchScript interpreter.\nTraceback of "
+                               "TorchScript (most recent call last):\n  graph(...)\nRuntimeError: The size of tensor a "
+                               "(6) must match the size of tensor b (12) at non-singleton dimension 2\n")
+        return reference(inputs)
+
+    result = verify(reference, interpreter_error, DYNAMIC, "embedding")
+    assert "the converted model failed: RuntimeError: The size of tensor a (6) must match" in result.message
+    assert "it matches at the example shapes {'x': [4, 6]} only" in result.message
+    assert "--input-shape without --dynamic-axis" in result.message

@@ -8,7 +8,8 @@ import torch
 from torch import nn
 
 from deployment_toolkit.sources import SourceError
-from deployment_toolkit.sources.outputs import call, flat_module, flatten, leaves, path_name, paths_of, select
+from deployment_toolkit.sources.outputs import (call, flat_module, flatten, leaves, left_out, left_out_line, path_name,
+                                                paths_of, select)
 
 Pair = namedtuple("Pair", "mean logvar")
 
@@ -50,14 +51,38 @@ def test_outputs_selects_in_the_given_order_and_names_what_is_missing():
         select(found, ["scores"])
 
 
-def test_a_leaf_that_is_not_a_tensor_is_named_with_what_to_do():
+def test_a_cache_is_left_out_by_default_and_named_when_kept():
+    class DynamicCache:
+        pass
+
+    found = leaves({"logits": torch.zeros(1), "past_key_values": DynamicCache(), "hidden": torch.ones(1)})
+    assert [leaf.name for leaf in select(found)] == ["logits", "hidden"]  # no --outputs needed
+    assert left_out(found, ["logits", "hidden"]) == {"past_key_values": "test_structured_outputs.DynamicCache"}
+    with pytest.raises(SourceError, match=r"past_key_values \(a .*Cache\).*--outputs logits,hidden.*use_cache=False"):
+        select(found, ["logits", "past_key_values"])  # asked for by name: still refused, with what to do
+    assert [leaf.name for leaf in select(found, ["logits"])] == ["logits"]
+    assert left_out_line({"past_key_values": "transformers.DynamicCache"}, ["logits"]) == (
+        "left out past_key_values (a transformers.DynamicCache): not a tensor (a cache for generation), so not served; "
+        "serving logits")
+    assert left_out_line({"label": "str"}, ["probs"]) == "left out label (a str): not a tensor, so not served; serving probs"
+
+
+def test_a_model_returning_only_a_cache_is_refused_in_one_line():
+    class MambaCache:
+        pass
+
+    with pytest.raises(SourceError, match=r"^the model returns only cache_params \(a .*MambaCache\), no tensor: "
+                                          r"nothing to serve \(a cache alone"):
+        select(leaves({"cache_params": MambaCache(), "hidden_states": None}))
+
+
+def test_positional_outputs_skip_a_cache_between_tensors():
     class Cache:
         pass
 
-    found = leaves({"logits": torch.zeros(1), "past_key_values": Cache()})
-    with pytest.raises(SourceError, match=r"past_key_values \(a .*Cache\).*--outputs logits.*use_cache=False"):
-        select(found)
-    assert [leaf.name for leaf in select(found, ["logits"])] == ["logits"]  # not kept: no error
+    out = (torch.zeros(2), Cache(), torch.ones(2))
+    assert paths_of(out, ["a", "b"]) == {"a": [0], "b": [2]}
+    assert flatten(out, ["a", "b"])[1].tolist() == [1.0, 1.0]
 
 
 class KeywordModel(nn.Module):
