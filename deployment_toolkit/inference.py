@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from .data.samples import DataSpec
 from .errors import UserInputError
 
@@ -46,7 +48,8 @@ def triton_dump(url: str, model_name: str, output_dir: str | Path, data: DataSpe
         raise UserInputError(f"--batch-size {batch_size} exceeds the model's max_batch_size {max_batch}")
     source = make_source(data.data_dir, signature, data.num_samples or 16, data.seed, dataloader=data.dataloader,
                          dataloader_args=data.dataloader_args,
-                         precision=precision or (loaded.precision if loaded else "fp32"), limit=data.num_samples)
+                         precision=precision or (loaded.precision if loaded else "fp32"), limit=data.num_samples,
+                         batched=max_batch > 0)
     if data.user_data:
         meta["extra"]["data"] = source.describe()
     # an output with a dynamic axis (one row per token) has no size before the answer: it comes in the response
@@ -67,6 +70,8 @@ def triton_dump(url: str, model_name: str, output_dir: str | Path, data: DataSpe
         results = infer_many(url, model_name, ((i, b[1]) for i, b in enumerate(batches)), requested,
                              protocol=protocol, shared_memory=shared_memory, in_flight=in_flight, version=model_version)
         rows, total = ((*batches[i], out) for i, out in results), len(batches)
+    if not max_batch:
+        rows = _whole_requests(rows)
     path = write_dump(rows, output_dir, meta, batching, dump_inputs=dump_inputs, dump_labels=dump_labels, total=total)
     return Dump(Path(path), counter.samples, "triton")
 
@@ -84,7 +89,8 @@ def framework_dump(model_path: str | Path, output_dir: str | Path, data: DataSpe
     predict, manifest, source_name = framework_predictor(model_path, runtime, device)
     source = make_source(data.data_dir, manifest.signature, data.num_samples or 16, data.seed,
                          dataloader=data.dataloader, dataloader_args=data.dataloader_args,
-                         precision=precision or manifest.precision, limit=data.num_samples)
+                         precision=precision or manifest.precision, limit=data.num_samples,
+                         batched=manifest.max_batch_size > 0)
     meta: dict[str, Any] = {"model": manifest.model, "task": manifest.task, "source": source_name,
                             "extra": {"format": manifest.format, "preset": manifest.preset}}
     if data.user_data:
@@ -96,8 +102,17 @@ def framework_dump(model_path: str | Path, output_dir: str | Path, data: DataSpe
         rows = padded_rows(counter, batch_size, plan, lambda requests: [predict(x) for x in requests], batching)
     else:
         rows = predict_batches(counter, predict)
+    if not manifest.max_batch_size:
+        rows = _whole_requests(rows)
     path = write_dump(rows, output_dir, meta, batching, dump_inputs=dump_inputs, dump_labels=dump_labels)
     return Dump(Path(path), counter.samples, source_name)
+
+
+def _whole_requests(rows):
+    """A max_batch_size 0 model's requests as dump rows: each request one sample (its id), its tensors as they are
+    with a sample axis in front."""
+    for ids, inputs, labels, outputs in rows:
+        yield ids, *({k: np.asarray(v)[None] for k, v in t.items()} for t in (inputs, labels, outputs))
 
 
 class _Counter:

@@ -82,14 +82,17 @@ def _images(count: int, seed: int, *, shape: tuple[int, ...], name: str = "x", n
     return out
 
 
-def _waveforms(count: int, seed: int, *, length: int, name: str = "input_values") -> list[Sample]:
-    """16 kHz tones plus noise, zero-mean and unit-variance as Wav2Vec2FeatureExtractor(do_normalize=True) gives."""
-    t = np.arange(length, dtype=np.float32) / 16_000
+def _waveforms(count: int, seed: int, *, length: int | tuple[int, ...], name: str = "input_values") -> list[Sample]:
+    """16 kHz tones plus noise, zero-mean and unit-variance as Wav2Vec2FeatureExtractor(do_normalize=True) gives;
+    a tuple of lengths cycles, as recordings of different durations do."""
+    lengths = length if isinstance(length, tuple) else (length,)
     out = []
     for index in range(count):
+        size = lengths[index % len(lengths)]
+        t = np.arange(size, dtype=np.float32) / 16_000
         rng = np.random.default_rng(seed + index)
         wave = sum(rng.uniform(0.1, 0.5) * np.sin(2 * np.pi * rng.uniform(100, 2000) * t) for _ in range(3))
-        wave = wave + rng.normal(0, 0.01, length)
+        wave = wave + rng.normal(0, 0.01, size)
         out.append({name: ((wave - wave.mean()) / (wave.std() + 1e-7)).astype(np.float32)})
     return out
 
@@ -109,6 +112,37 @@ def _floats(count: int, seed: int, *, shapes: dict[str, tuple[int, ...]]) -> lis
     for index in range(count):
         rng = np.random.default_rng(seed + index)
         out.append({name: rng.standard_normal(shape, dtype=np.float32) for name, shape in shapes.items()})
+    return out
+
+
+def _seq2seq(count: int, seed: int) -> list[Sample]:
+    """Source token ids of different lengths with their mask, and a decoder prefix of 6 ids (teacher forcing)."""
+    out = _text(count, seed)
+    for index, sample in enumerate(out):
+        sample["decoder_input_ids"] = np.random.default_rng(seed + 1000 + index).integers(3, _VOCAB, 6, dtype=np.int64)
+    return out
+
+
+def _image_text_pairs(count: int, seed: int) -> list[Sample]:
+    """Whole requests of 2 images and 2 captions (ids mark a batch), for a model that scores every image against
+    every caption of its request."""
+    out = []
+    for index in range(count):
+        rng = np.random.default_rng(seed + index)
+        pixels = _images(2, seed + 10 * index, shape=(3, 32, 32), name="pixel_values")
+        out.append({"ids": np.array([f"r{index}a", f"r{index}b"]), "input_ids": rng.integers(3, _VOCAB, (2, 8)),
+                    "attention_mask": np.ones((2, 8), np.int64),
+                    "pixel_values": np.stack([p["pixel_values"] for p in pixels])})
+    return out
+
+
+def _masks(count: int, seed: int) -> list[Sample]:
+    """uint8 padding masks of different lengths: ones, then zeros."""
+    out = []
+    for index in range(count):
+        length = _LENGTHS[index % len(_LENGTHS)]
+        real = int(np.random.default_rng(seed + index).integers(length // 2, length + 1))
+        out.append({"mask": (np.arange(length) < real).astype(np.uint8)})
     return out
 
 
@@ -269,6 +303,28 @@ def hf_whisper_encoder() -> nn.Module:
     )).eval()
 
 
+def hf_wav2vec2_ctc() -> nn.Module:
+    return _hf("Wav2Vec2ForCTC", "Wav2Vec2Config", **_SPEECH)
+
+
+def hf_t5_seq2seq() -> nn.Module:
+    return _hf("T5ForConditionalGeneration", "T5Config", vocab_size=_VOCAB, d_model=32, d_kv=16, d_ff=64, num_layers=2,
+               num_heads=2, decoder_start_token_id=0)
+
+
+def hf_clip() -> nn.Module:
+    return _hf("CLIPModel", "CLIPConfig", projection_dim=16,
+               text_config=dict(vocab_size=_VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                num_attention_heads=2, max_position_embeddings=32, bos_token_id=1, eos_token_id=2),
+               vision_config=dict(image_size=32, patch_size=8, hidden_size=32, intermediate_size=64,
+                                  num_hidden_layers=1, num_attention_heads=2))
+
+
+def hf_mamba_lm() -> nn.Module:
+    return _hf("MambaForCausalLM", "MambaConfig", vocab_size=_VOCAB, hidden_size=32, state_size=8, num_hidden_layers=2,
+               expand=2, conv_kernel=4)
+
+
 def _torchvision(name: str, **kwargs: Any) -> nn.Module:
     """A torchvision model by its builder name, untrained."""
     return getattr(_import_torchvision().models, name)(weights=None, **kwargs).eval()
@@ -366,6 +422,10 @@ def timm_swin_tiny() -> nn.Module:
     )
 
 
+def timm_levit() -> nn.Module:
+    return _timm("levit_128s", img_size=64)
+
+
 def timm_regnetx_002() -> nn.Module:
     return _timm("regnetx_002")
 
@@ -395,6 +455,24 @@ def _torch_classes() -> SimpleNamespace:
                                   src_key_padding_mask=attention_mask == 0)
             weights = attention_mask.unsqueeze(-1).to(hidden.dtype)
             return self.head((hidden * weights).sum(1) / weights.sum(1).clamp(min=1.0))
+
+    class UnderflowSegmenter(nn.Module):
+        """A segmentation head whose logits underflow to ~1e-42 (what a random-weight model gave a user): float32
+        subnormals, which one runtime keeps and another flushes to zero."""
+
+        def __init__(self, classes: int = 3) -> None:
+            super().__init__()
+            self.body = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, classes, 1))
+
+        def forward(self, x: Tensor) -> Tensor:
+            return self.body(x) * 1e-42
+
+    class MaskPositions(nn.Module):
+        """Token positions from a uint8 padding mask: the TorchScript-based exporter writes a CumSum on uint8,
+        which ONNX Runtime cannot load."""
+
+        def forward(self, mask: Tensor) -> Tensor:
+            return mask.cumsum(1) * mask
 
     class LstmTagger(nn.Module):
         """A bidirectional LSTM tagging every token: the recurrent case."""
@@ -492,7 +570,8 @@ def _torch_classes() -> SimpleNamespace:
     return SimpleNamespace(
         TextTransformer=TextTransformer, LstmTagger=LstmTagger, SetAttention=SetAttention, LazyMlp=LazyMlp,
         EmbedAndClassify=EmbedAndClassify, ClassifyWithProbabilities=ClassifyWithProbabilities,
-        ImageWithMetadata=ImageWithMetadata, BatchedDetector=BatchedDetector,
+        ImageWithMetadata=ImageWithMetadata, BatchedDetector=BatchedDetector, UnderflowSegmenter=UnderflowSegmenter,
+        MaskPositions=MaskPositions,
     )
 
 
@@ -522,6 +601,14 @@ def torch_namedtuple_outputs() -> nn.Module:
 
 def torch_image_metadata() -> nn.Module:
     return _torch_classes().ImageWithMetadata().eval()
+
+
+def torch_underflow_segmenter() -> nn.Module:
+    return _torch_classes().UnderflowSegmenter().eval()
+
+
+def torch_mask_positions() -> nn.Module:
+    return _torch_classes().MaskPositions().eval()
 
 
 # Registry -----------------------------------------------------------------------------------------------------
@@ -621,6 +708,23 @@ _ENTRIES = [
                  note="NamedTuple (logits, probabilities): output__0, output__1"),
     Architecture("torch-image-metadata", "torch", "multi-input", _ref(torch_image_metadata),
                  _samples(_floats, shapes={"image": (3, 32, 32), "metadata": (8,)})),
+    # the real data of issue 35: ragged samples, a batch-coupled output, a cache, an export ORT cannot load,
+    # underflowing outputs, a model that loads slowly
+    Architecture("hf-wav2vec2-ctc", "transformers", "speech (CTC)", _ref(hf_wav2vec2_ctc),
+                 _samples(_waveforms, length=(2400, 3200, 4000)), _LOGITS,
+                 note="0.15-0.25 s recordings: frames per sample differ, no attention mask, so batched by length"),
+    Architecture("hf-t5-seq2seq", "transformers", "encoder-decoder", _ref(hf_t5_seq2seq), _samples(_seq2seq),
+                 note="returns past_key_values (an EncoderDecoderCache): left out, logits and encoder output served"),
+    Architecture("hf-clip", "transformers", "image-text", _ref(hf_clip), _samples(_image_text_pairs),
+                 note="logits_per_image is [B, B]: couples the batch, served one whole request per call"),
+    Architecture("hf-mamba-lm", "transformers", "text decoder", _ref(hf_mamba_lm), _samples(_text, mask=False),
+                 _LOGITS, note="selective scan as a Python loop without mamba_ssm: traced at one length"),
+    Architecture("timm-levit", "timm", "vision transformer", _ref(timm_levit), _IMAGE_64,
+                 note="levit_128s at 64x64: attention biases indexed by position"),
+    Architecture("torch-underflow-seg", "torch", "segmentation", _ref(torch_underflow_segmenter), _IMAGE_32,
+                 note="logits ~1e-42 (float32 subnormals): equal answers judged by the absolute tolerance"),
+    Architecture("torch-mask-positions", "torch", "export edge", _ref(torch_mask_positions), _samples(_masks),
+                 note="uint8 cumsum: the TorchScript-based ONNX file does not load in ONNX Runtime"),
 ]
 
 ARCHITECTURES: dict[str, Architecture] = {entry.name: entry for entry in _ENTRIES}

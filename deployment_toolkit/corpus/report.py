@@ -16,9 +16,10 @@ from ..tables import markdown_table
 from .run import COLUMNS, FORMATS, STAGES, CorpusRow, rows_as_dicts
 
 SHOWN = ("model", "library", "kind", "params_m", "onnx", "ts_trace", "ts_script", "served_as", "triton_vs_framework",
-         "infer_per_s", "p99_ms", "reached", "stopped_by")
+         "accuracy", "infer_per_s", "p99_ms", "reached", "stopped_by")
 HEADERS = ("model", "library", "kind", "params (M)", "onnx", "ts-trace", "ts-script", "served as",
-           "max abs err served vs framework", "inf/s (c=1)", "p99 ms", "reached", "why it stops there")
+           "max abs err served vs framework", "accuracy on the data folder", "inf/s (c=1)", "p99 ms", "reached",
+           "why it stops there")
 
 
 def summary_lines(rows: Sequence[CorpusRow]) -> list[str]:

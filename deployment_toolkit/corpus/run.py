@@ -5,7 +5,9 @@ written as a user's data folder, so its inputs come from the data exactly as a u
 convert to each format (verified against the framework on random and real samples), configure the first format
 that verified, serve it on the real tritonserver (explicit loading, so one model that fails to load is a row,
 not the end), compare the served answers on the real samples with the framework model rebuilt from the
-manifest's provenance, and measure one online point with perf_analyzer. A failure is a row with its stage and
+manifest's provenance, run the accuracy check on the whole data folder as a user would (Triton and framework
+dumps, samples of different lengths included, compared sample by sample), and measure one online point with
+perf_analyzer. A failure is a row with its stage and
 its first line; nothing stops the sweep but Ctrl-C.
 """
 from __future__ import annotations
@@ -30,7 +32,7 @@ from ..spec import TOLERANCES, Manifest
 from .architectures import ARCHITECTURES, Architecture
 
 FORMATS = ("onnx", "ts-trace", "ts-script")
-STAGES = ("resolve", "convert", "serve", "infer", "perf", "done")
+STAGES = ("resolve", "convert", "serve", "infer", "accuracy", "perf", "done")
 SAMPLES = 8
 CHECKED_SAMPLES = 4
 
@@ -49,6 +51,7 @@ class CorpusRow:
     ts_script_s: str = ""
     served_as: str = ""
     triton_vs_framework: str = ""  # max abs err over the real samples, served vs the rebuilt framework model
+    accuracy: str = ""  # the accuracy check on the whole data folder (dumps + metrics): how far it went
     infer_per_s: str = ""  # perf_analyzer, batch 1, concurrency 1
     p99_ms: str = ""
     reached: str = ""  # the last stage passed: see STAGES
@@ -150,6 +153,38 @@ def check_served(client, name: str, artifact: Path, data_dir: Path) -> float:
     return worst
 
 
+def check_accuracy(url: str, name: str, artifact: Path, data_dir: Path, work: Path) -> str:
+    """The user's accuracy check on the whole data folder, as the commands run it: the Triton dump and the framework
+    dump (batches of 4, samples of different lengths as the dumps batch them), compared sample by sample. Says how
+    the samples were batched and how close the answers are; raises UserError when they disagree."""
+    from ..data.dump import load_dump
+    from ..data.samples import DataSpec
+    from ..inference import framework_dump, triton_dump
+    from ..metrics import compute_metrics
+
+    manifest = Manifest.load(artifact)
+    batch = min(4, manifest.max_batch_size) or 1
+    data = DataSpec(str(data_dir))
+    served = triton_dump(url, name, work / "dump-triton", data, manifest=artifact / "manifest.json",
+                         batch_size=batch, shared_memory="system")
+    framework_dump(artifact, work / "dump-framework", data, batch_size=batch)
+    dump = load_dump(served.path)
+    metrics = compute_metrics(dump, load_dump(work / "dump-framework"), task="generic")
+    cosines = {k: v for k, v in metrics.items() if k.startswith("cosine_min")}
+    worst = min(cosines.values())
+    batching = dump.meta.get("batching", {})
+    how = "padded" if batching.get("padded") else batching.get("mode", "?")
+    shapes = len({tuple(np.shape(o)) for o in dump.outputs[next(iter(dump.outputs))]})
+    text = (f"{served.samples} samples ({shapes} output shape{'s' if shapes > 1 else ''}), {how}: cosine_min "
+            f"{worst:.4f}, max abs err {metrics['max_abs_err']:.2g}")
+    near_zero = int(metrics.get("near_zero_samples", 0))
+    if near_zero:
+        text += f", {near_zero} near-zero sample(s) agreeing by the absolute tolerance"
+    if not worst >= 0.999:
+        raise UserError(f"accuracy: served and framework disagree ({text})")
+    return text
+
+
 def serve_and_measure(rows: dict[str, CorpusRow], served: dict[str, Path], work: Path, repo: Path,
                       perf_window_ms: int, log: Callable[[str], None]) -> None:
     """One embedded server, each model loaded, checked, measured and unloaded in turn."""
@@ -174,6 +209,8 @@ def serve_and_measure(rows: dict[str, CorpusRow], served: dict[str, Path], work:
             try:
                 row.triton_vs_framework = f"{check_served(client, name, artifact, work / name / 'data'):.2g}"
                 row.reached = "infer"
+                row.accuracy = check_accuracy(server.grpc_url, name, artifact, work / name / "data", work / name)
+                row.reached = "accuracy"
                 manifest = Manifest.load(artifact)
                 point = run_point(name, server.grpc_url, 1, 1, manifest, perf, work / name / "perf" / "online.csv")
                 thr, p99 = point.values.get(THROUGHPUT, math.nan), point.values.get("P99 Latency", math.nan)
@@ -182,7 +219,10 @@ def serve_and_measure(rows: dict[str, CorpusRow], served: dict[str, Path], work:
                 if not point.stable:
                     stop(row, f"perf: {point.note}")
             except UserError as err:
-                stop(row, f"{'infer' if row.reached == 'serve' else 'perf'}: {one_line(err)}")
+                stage = {"serve": "infer", "infer": "accuracy"}.get(row.reached, "perf")
+                if stage == "accuracy":
+                    row.accuracy = f"failed: {one_line(err, 160)}"
+                stop(row, f"{stage}: {one_line(err)}")
             finally:
                 try:
                     server.unload_model(name)

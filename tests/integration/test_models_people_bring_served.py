@@ -10,8 +10,11 @@ from deployment_toolkit.corpus.run import run_corpus
 pytestmark = pytest.mark.integration
 
 # a ModelOutput with three int64 inputs (dynamic sequence axis), an OrderedDict from torchvision, fused attention,
-# lazy modules (a decoder's cache and namedtuples: tests/unit/test_structured_outputs.py; all 44: bench-corpus)
-MODELS = ["hf-bert-qa", "tv-deeplabv3", "torch-set-attention", "torch-lazy-mlp"]
+# lazy modules, a seq2seq model returning its cache with samples of different lengths, outputs that underflow
+# (namedtuples: tests/unit/test_structured_outputs.py; CLIP and an ONNX file ORT refuses:
+# test_caches_and_coupled_batches.py, test_export_fixes.py; all of them: bench-corpus)
+MODELS = ["hf-bert-qa", "tv-deeplabv3", "torch-set-attention", "torch-lazy-mlp", "hf-t5-seq2seq",
+          "torch-underflow-seg"]
 
 
 @pytest.fixture(scope="module")
@@ -28,6 +31,14 @@ def test_each_model_is_served_answers_as_the_framework_and_is_measured(corpus, n
     assert row.reached in ("done", "perf"), f"{name} stopped at {row.reached}: {row.stopped_by}"
     assert row.onnx.startswith("ok"), (row.onnx, row.stopped_by)  # TorchScript: tests/unit/test_models_people_bring.py
     assert float(row.triton_vs_framework) <= 1e-3 and float(row.infer_per_s) > 0
+    assert row.accuracy.startswith("8 samples") and "cosine_min 1.0000" in row.accuracy, row.accuracy
+
+
+def test_the_accuracy_check_covers_the_data_as_it_is(corpus):
+    rows, _ = corpus
+    assert "padded" in rows["hf-bert-qa"].accuracy  # token ids of 4 lengths share requests, masked
+    assert "padded" in rows["hf-t5-seq2seq"].accuracy  # past_key_values left out, the rest served
+    assert "8 near-zero sample(s) agreeing by the absolute tolerance" in rows["torch-underflow-seg"].accuracy
 
 
 def test_the_manifests_say_how_the_structure_maps_to_names(corpus):
