@@ -1,8 +1,8 @@
 """Triton deployment toolkit: convert, configure, serve, check and measure models on Triton Inference Server.
 
 From Python: `import deployment_toolkit as dt`, then dt.convert, dt.deploy, dt.serve, dt.connect,
-dt.measure_online, dt.measure_offline, dt.search_config, dt.plan (deployment_toolkit/api.py, imported on first use so that importing the
-package stays cheap)."""
+dt.measure_online, dt.measure_offline, dt.search_config, dt.plan and the types they take and return
+(deployment_toolkit/api.py, imported on first use so that importing the package stays cheap)."""
 from __future__ import annotations
 
 import importlib.util
@@ -41,12 +41,19 @@ def _hide_scripts_folder_named_triton() -> None:
 _hide_scripts_folder_named_triton()
 _install_import_shims()
 
-_API = ("convert", "deploy", "serve", "connect", "measure_online", "measure_offline", "search_config", "plan", "DataSpec")
+# api.__all__, written here too so that `import deployment_toolkit` does not import the API (a test keeps them equal)
+__all__ = ["convert", "deploy", "serve", "connect", "measure_online", "measure_offline", "search_config", "plan",
+           "DataSpec", "Manifest", "ModelSignature", "TensorSpec", "ConvertOptions", "ConfigOptions", "PerfOptions",
+           "OutputRequest", "SweepOutcome", "SearchRun", "PlanResult", "LocalTritonServer", "TritonClient"]
 
 
 def __getattr__(name: str):
-    if name in _API:
+    if name in __all__:
         from . import api
 
         return getattr(api, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

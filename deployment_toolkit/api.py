@@ -24,7 +24,7 @@ from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from .client import TritonClient
+from .client import OutputRequest, TritonClient
 from .data.samples import DataSpec
 from .errors import UserInputError
 from .data.infer import inputs_from_data
@@ -33,15 +33,20 @@ from .perf.analyzer import PerfOptions
 from .perf.offline import run_offline
 from .perf.online import run_online
 from .perf.sweep import SweepOutcome
+from .planner.pipeline import PlanResult
 from .repository import ConfigOptions, write_model
 from .server import LocalTritonServer, ServerConfig
 from .sources import ModelSource, ResolvedModel, parse_reference, resolve
 from .sources.base import DEFAULT_MAX_BATCH, SourceError
 from .sources.common import input_specs, materialise, probe, task_and_metric
-from .spec import Manifest, ModelSignature
+from .search.trials import SearchRun
+from .spec import Manifest, ModelSignature, TensorSpec
 
-__all__ = ["convert", "deploy", "serve", "connect", "measure_online", "measure_offline", "search_config", "plan", "DataSpec",
-           "Manifest"]
+# the functions, then the types their arguments and results are made of; deployment_toolkit/__init__.py lists the
+# same names (tests/unit/test_public_api.py) so that `import deployment_toolkit` stays cheap
+__all__ = ["convert", "deploy", "serve", "connect", "measure_online", "measure_offline", "search_config", "plan",
+           "DataSpec", "Manifest", "ModelSignature", "TensorSpec", "ConvertOptions", "ConfigOptions", "PerfOptions",
+           "OutputRequest", "SweepOutcome", "SearchRun", "PlanResult", "LocalTritonServer", "TritonClient"]
 
 
 def _from_arrays(inputs: Mapping[str, Any], dynamic_axes: Mapping[str, Sequence[int]] | None) -> dict[str, dict]:
@@ -193,7 +198,8 @@ def search_config(model: Any, p99_ms: float, result_dir: str | Path | None = Non
                   model_args: Mapping[str, Any] | None = None, input_type: str | None = None,
                   model_repository: str | Path | None = None, model_name: str | None = None,
                   options: PerfOptions | None = None, workspace: str | Path | None = None,
-                  open_loop_window_ms: int | None = None, fresh: bool = False, progress: bool = False, **settings: Any):
+                  open_loop_window_ms: int | None = None, fresh: bool = False, progress: bool = False,
+                  **settings: Any) -> SearchRun:
     """The config search of `deployment-toolkit search` under a p99 budget: `model` is any reference the commands
     take (or a sources.ModelSource), `data` the user's samples (a DataSpec; random inputs without), `settings`
     SearchSettings fields (capacity_trials, max_configs, queue_delays_us, ...), `options` perf_analyzer's
@@ -216,7 +222,7 @@ def plan(model: Any, peak_rps: float, p99_ms: float, result_dir: str | Path, *, 
          max_minutes: float | None = 8.0, checkpoint: str | None = None, model_args: Mapping[str, Any] | None = None,
          input_type: str | None = None, confirm: bool = True, k8s: bool = True, options: PerfOptions | None = None,
          workspace: str | Path | None = None, open_loop_window_ms: int | None = None, fresh: bool = False,
-         progress: bool = False, **settings: Any):
+         progress: bool = False, **settings: Any) -> PlanResult:
     """`deployment-toolkit plan` from Python: convert and verify, the search ranked by open-loop capacity, the
     winner's sweep, the fleet plan, its confirmation under open-loop traffic and the Kubernetes manifests, with
     plan.md/plan.html in `result_dir`. Returns the planner.PlanResult: `.plan` (replicas, devices, cost),
