@@ -44,7 +44,8 @@ def add_source_arguments(p: argparse.ArgumentParser, *, required: bool = True, m
                         "differs between samples of --dataloader/--data-dir are dynamic without it; repeatable")
     g.add_argument("--outputs", default=None, metavar="NAME,...",
                    help="serve only these outputs, in this order (a model that also returns hidden states or "
-                        "attentions); names as the model's keys give them (logits, last_hidden_state, out)")
+                        "attentions); names as the model's keys give them (logits, last_hidden_state, out). Without "
+                        "it every tensor is served; a decoder's cache, not a tensor, is left out with one line")
     g.add_argument("--task", choices=TASKS, default=None,
                    help="how converted outputs are compared (default: the zoo's, else classification for one "
                         "vector output, embedding otherwise)")
