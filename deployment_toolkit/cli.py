@@ -13,6 +13,7 @@ from types import FrameType
 from typing import Any, Callable
 
 from . import committed, watchdog
+from .config.fields import int_list  # noqa: F401  (cli.int_list: the commands' flag type)
 from .errors import UserError
 
 # Errors whose message is the whole story: print it, no traceback. Anything else (a bare ValueError or KeyError
@@ -50,13 +51,6 @@ def parser(description: str, example: str) -> argparse.ArgumentParser:
         epilog="example:\n" + textwrap.indent(textwrap.dedent(example).strip(), "  "),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-
-
-def int_list(text: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(x) for x in text.replace(" ", ",").split(",") if x)
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(f"expected a comma-separated list of integers, got {text!r}") from err
 
 
 EXIT_NOT_MET = 1  # a bound the command was asked to meet is not met (a threshold, a budget, an SLO)

@@ -4,6 +4,8 @@ import sys
 from pathlib import Path
 
 from deployment_toolkit import cli  # noqa: E402
+from deployment_toolkit.config import add_arguments, from_args  # noqa: E402
+from deployment_toolkit.export.convert import ConvertOptions  # noqa: E402
 from deployment_toolkit.data.user import add_data_arguments  # noqa: E402
 from deployment_toolkit.sources.cli import add_source_arguments  # noqa: E402
 from deployment_toolkit.spec import FORMATS  # noqa: E402
@@ -17,47 +19,23 @@ def main(argv: list[str] | None = None) -> int:
             --model-arg width=32 --checkpoint my_model.safetensors --output-type onnx --output-path workspace/my/onnx
     """)
     add_source_arguments(p)  # --manifest DIR: convert what an earlier artifact was made from into another format
-    p.add_argument("--preset", default="small", help="small (CI size) or full (benchmark size)")
     p.add_argument("--output-type", required=True, choices=FORMATS, help="artifact format")
     p.add_argument("--output-path", required=True, help="directory for the artifact and manifest.json")
-    p.add_argument("--onnx-opset", type=int, default=17)
-    p.add_argument("--onnx-exporter", choices=("auto", "torchscript", "dynamo"), default="auto",
-                   help="auto: the TorchScript-based exporter, then the torch.export-based one if it fails or does "
-                        "not verify (default); each attempt is recorded in the manifest, their output in export.log")
-    p.add_argument("--export-timeout", type=float, default=900.0, metavar="SECONDS",
-                   help="time limit per exporter attempt; past it the command stops with exit 2 (default %(default)s)")
-    p.add_argument("--onnx-optimized", type=int, choices=(0, 1), default=0, help="1: simplify the ONNX graph (onnxslim)")
-    p.add_argument("--max-batch-size", type=int, default=None, help="default: the preset's")
-    p.add_argument("--precision", choices=("fp32", "fp16"), default="fp32")
-    p.add_argument("--max-workspace-size", type=int, default=1 << 30, help="TensorRT workspace bytes")
-    p.add_argument("--trt-min-batch", type=int, default=1)
-    p.add_argument("--trt-opt-batch", type=int, default=None, help="default: max batch size")
-    p.add_argument("--verify-batch-sizes", type=cli.int_list, default=(1, 2))
-    p.add_argument("--no-verify", action="store_true", help="skip the framework comparison")
-    p.add_argument("--verify-device", default="cpu",
-                   help="cpu or cuda:N: where the framework and the artifact run for the comparison (default cpu)")
+    add_arguments(p, ConvertOptions)  # --preset, --onnx-opset, --precision, ... (export/convert.py)
     d = p.add_argument_group("real samples for the verification (besides random inputs)")
     d.add_argument("--data-dir", default=None, metavar="DIR",
                    help="a folder of .npy/.npz samples (layout: deployment_toolkit/data/user.py), or the data_dir "
                         "given to --dataloader")
     add_data_arguments(d)
     d.add_argument("--verify-samples", type=int, default=8, help="real samples compared at most (default %(default)s)")
-    p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
 
     from deployment_toolkit.data.infer import with_data_inputs
-    from deployment_toolkit.export import ConvertOptions, FormatUnavailable, VerificationError, convert
+    from deployment_toolkit.export import FormatUnavailable, VerificationError, convert
     from deployment_toolkit.sources import resolve
     from deployment_toolkit.sources.cli import source_from_args
 
-    opts = ConvertOptions(
-        preset=args.preset, opset=args.onnx_opset, simplify=bool(args.onnx_optimized), precision=args.precision,
-        max_batch_size=args.max_batch_size, trt_min_batch=args.trt_min_batch, trt_opt_batch=args.trt_opt_batch,
-        trt_workspace_bytes=args.max_workspace_size, verify=not args.no_verify,
-        verify_batch_sizes=args.verify_batch_sizes, verify_device=args.verify_device, seed=args.seed,
-        verify_data=_verify_data(args), onnx_exporter=args.onnx_exporter,
-        export_timeout_s=args.export_timeout if args.export_timeout > 0 else None,
-    )
+    opts = from_args(ConvertOptions, args, verify_data=_verify_data(args))
     source = with_data_inputs(source_from_args(args, args.preset, args.max_batch_size), args, args.precision)
     resolved = resolve(source)
     print(f"converting {resolved.name} ({resolved.source.kind}, {args.preset}) to {args.output_type} ...", flush=True)

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from ..config import OnnxExporter, Precision, check_numbers, setting
+from ..config.fields import int_list
 from ..sources import ModelSource, ResolvedModel, parse_reference, resolve, sha256_file
 from ..sources.outputs import left_out_line
 from ..sources.trained import framework_model
@@ -22,28 +24,54 @@ from .tensorrt import build_engine, tensorrt_available
 from .verify import torch_callable, verify
 
 
+def _timeout(seconds: float) -> float | None:
+    return seconds if seconds > 0 else None
+
+
 @dataclass
 class ConvertOptions:
-    preset: str = "small"
-    opset: int = 17
-    simplify: bool = False
-    precision: str = "fp32"  # fp32 | fp16 (TensorRT, TorchScript, ONNX)
-    max_batch_size: int | None = None  # default: the preset's
-    trt_min_batch: int = 1
-    trt_opt_batch: int | None = None  # default: max batch
-    trt_workspace_bytes: int = 1 << 30
-    verify: bool = True
-    verify_batch_sizes: tuple[int, ...] = (1, 2)
-    verify_device: str = "cpu"  # where framework and artifact run for verification (cuda:0 on GPU hosts)
-    seed: int = 0
+    """How to convert and verify; each field's default, flag and range written once (the convert command's flags
+    are built from these fields, and the Python API's convert takes the same fields)."""
+
+    preset: str = setting("small", flag="--preset", help="small (CI size) or full (benchmark size)")
+    opset: int = setting(17, flag="--onnx-opset", help="ONNX opset", low=7, high=30)
+    simplify: bool = setting(False, flag="--onnx-optimized", type=int, choices=(0, 1), to_value=bool,
+                             help="1: simplify the ONNX graph (onnxslim)")
+    precision: Precision = setting(Precision.FP32, flag="--precision",
+                                   help="fp16 for TensorRT, TorchScript and ONNX")
+    max_batch_size: int | None = setting(None, flag="--max-batch-size", help="default: the preset's", low=0,
+                                         high=1 << 20)
+    trt_min_batch: int = setting(1, flag="--trt-min-batch", low=1, high=1 << 20)
+    trt_opt_batch: int | None = setting(None, flag="--trt-opt-batch", help="default: max batch size", low=1,
+                                        high=1 << 20)
+    trt_workspace_bytes: int = setting(1 << 30, flag="--max-workspace-size", help="TensorRT workspace", unit="bytes",
+                                       low=1, low_open=False)
+    verify: bool = setting(True, flag="--no-verify", action="store_false", help="skip the framework comparison")
+    verify_batch_sizes: tuple[int, ...] = setting((1, 2), flag="--verify-batch-sizes", type=int_list, low=1,
+                                                  high=1 << 16, help="batch sizes the artifact is compared at")
+    # where framework and artifact run for verification (cuda:0 on GPU hosts)
+    verify_device: str = setting("cpu", flag="--verify-device",
+                                 help="cpu or cuda:N: where the framework and the artifact run for the comparison")
+    seed: int = setting(0, flag="--seed", help="seed of the random example inputs", low=0, high=2**32 - 1)
     onnx_external_data_threshold: int | None = None  # default: onnx.EXTERNAL_DATA_THRESHOLD_BYTES (2 GB)
-    onnx_exporter: str = "auto"  # auto (torchscript, then dynamo) | torchscript | dynamo
-    export_timeout_s: float | None = 900.0  # per exporter attempt; past it the process ends with exit 2
+    onnx_exporter: OnnxExporter = setting(
+        OnnxExporter.AUTO, flag="--onnx-exporter",
+        help="auto: the TorchScript-based exporter, then the torch.export-based one if it fails or does not verify; "
+             "each attempt is recorded in the manifest, their output in export.log")
+    export_timeout_s: float | None = setting(
+        900.0, flag="--export-timeout", to_value=_timeout, low=0, unit="s", metavar="SECONDS",
+        help="time limit per exporter attempt; past it the command stops with exit 2 (0: none)")
     # the user's real inputs for verification: signature -> batches {input name: array}, read (and checked
     # against the signature) before anything is exported, so bad data writes nothing
     verify_data: Callable[[ModelSignature], list[dict]] | None = None
     # where the one-line notes go (outputs left out, a batch-coupled model served whole): default stderr
     log: Callable[[str], None] | None = None
+
+    def __post_init__(self) -> None:
+        self.precision = Precision(self.precision)
+        self.onnx_exporter = OnnxExporter(self.onnx_exporter)
+        self.verify_batch_sizes = tuple(self.verify_batch_sizes)
+        check_numbers(self)
 
 
 def _versions(extra: dict[str, str] | None = None) -> dict[str, str]:

@@ -1,0 +1,57 @@
+"""The toolkit's fixed choices, one enum each (issue 37), instead of strings checked by hand in several places.
+
+Each enum is a `str` enum: a member equals its value (`Precision.FP16 == "fp16"`), so manifests, run.json and
+CSV cells keep their strings, and code that still compares with a literal keeps working while it moves over.
+"""
+from __future__ import annotations
+
+import enum
+
+
+class Choice(str, enum.Enum):
+    """A fixed choice whose value is what files and flags spell."""
+
+    def __str__(self) -> str:  # argparse's usage and f-strings show the value, not Choice.X
+        return self.value
+
+    @classmethod
+    def values(cls) -> tuple[str, ...]:
+        return tuple(m.value for m in cls)
+
+
+class Format(Choice):
+    TS_TRACE = "ts-trace"
+    TS_SCRIPT = "ts-script"
+    ONNX = "onnx"
+    TRT = "trt"
+
+
+class Precision(Choice):
+    FP32 = "fp32"
+    FP16 = "fp16"
+
+
+class OnnxExporter(Choice):
+    AUTO = "auto"  # the TorchScript-based exporter, then the torch.export-based one
+    TORCHSCRIPT = "torchscript"
+    DYNAMO = "dynamo"
+
+
+class Protocol(Choice):
+    GRPC = "grpc"
+    HTTP = "http"
+
+
+class SharedMemory(Choice):
+    NONE = "none"
+    SYSTEM = "system"
+    CUDA = "cuda"
+
+
+class Objective(Choice):
+    CAPACITY = "capacity"
+    CLOSED_LOOP = "closed-loop"
+    LATENCY = "latency"
+
+
+__all__ = ["Choice", "Format", "Precision", "OnnxExporter", "Protocol", "SharedMemory", "Objective"]
