@@ -13,19 +13,26 @@ Imports nothing of the package (server, perf and client all use it).
   never match these names and are never touched.
 - perf_analyzer names its regions after the tensors (no prefix option); a run records what it may create
   (`PerfShmRecord`) and removes what appeared during its run, and a later run clears the record of a dead one.
+- Stop signals wait for a safe point: `signals_deferred` holds SIGINT/SIGTERM while a child is spawned (its handle
+  must not be lost), while a server is stopped, and while a C-extension library is imported (a KeyboardInterrupt
+  or SystemExit raised inside geventhttpclient's import once crashed `serve` with SIGSEGV).
 """
 from __future__ import annotations
 
+import contextlib
 import errno
 import itertools
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
-from typing import Iterable, Sequence
+from types import FrameType
+from typing import Any, Iterable, Iterator, Sequence
 
 SHM_DIR = Path("/dev/shm")
 _server_ids = itertools.count(1)
@@ -33,10 +40,55 @@ _server_ids = itertools.count(1)
 OWNED_REGION = re.compile(r"^dtk(?:py)?_(\d+)_")
 
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+@contextlib.contextmanager
+def signals_deferred(signals: Sequence[int] = STOP_SIGNALS) -> Iterator[None]:
+    """Run the body with SIGINT/SIGTERM only recorded, then deliver the first one recorded to the handler that
+    was in place (KeyboardInterrupt, the SIGTERM handler's SystemExit) once the body is done.
+
+    Swaps the Python handlers rather than masking the signals: a process-directed signal may be taken by any
+    thread (gRPC's, a watchdog's) and Python still runs its handler in the main thread at the next bytecode,
+    so a mask on the main thread alone lets the exception land in the middle of the body. Main thread only (the
+    only one that may set handlers, and the only one the handlers interrupt); nests; an ignored signal stays
+    ignored."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+
+    def record(signum: int, frame: FrameType | None) -> None:
+        caught.append(signum)
+
+    previous: dict[int, Any] = {}
+    try:
+        for sig in signals:
+            handler = signal.getsignal(sig)
+            if handler is not None and handler != signal.SIG_IGN:  # None: set outside Python, not ours to swap
+                previous[sig] = handler
+                signal.signal(sig, record)
+        yield
+    finally:
+        _restore_handlers(list(previous.items()))
+        if caught:
+            signal.raise_signal(caught[0])  # runs the restored handler here, at a safe point
+
+
+def _restore_handlers(handlers: list[tuple[int, Any]]) -> None:
+    """Put every handler back even when one of them raises as soon as it is back (a signal arriving just then)."""
+    if not handlers:
+        return
+    try:
+        signal.signal(*handlers[0])
+    finally:
+        _restore_handlers(handlers[1:])
+
+
 _LAUNCHER = (
     "import ctypes, os, signal, sys\n"
     "ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)\n"  # PR_SET_PDEATHSIG
-    "signal.pthread_sigmask(signal.SIG_SETMASK, ())\n"  # the parent may hold SIGINT/SIGTERM while it spawns
+    "signal.pthread_sigmask(signal.SIG_SETMASK, ())\n"  # start with no signal blocked, whatever the parent held
     "if os.getppid() != int(sys.argv[1]):\n"  # it died before the prctl: do not run parentless
     "    os._exit(1)\n"
     "os.execv(sys.argv[2], sys.argv[2:])\n"

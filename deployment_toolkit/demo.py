@@ -60,7 +60,7 @@ def shown_sweep(kind: str, outcome):
 
 def run_demo(model: str, preset: str, result_dir: Path, workspace: Path, repository: Path,
              max_batch: int, concurrency: str, batch_sizes: str, measurement_interval_ms: int,
-             max_attempts: int = 2) -> Path:
+             max_attempts: int = 2, server_timeout_s: float | None = None) -> Path:
     from .api import convert
     from .inference import DataSpec, framework_dump, triton_dump
     from .perf.analyzer import PerfOptions
@@ -68,6 +68,7 @@ def run_demo(model: str, preset: str, result_dir: Path, workspace: Path, reposit
     from .perf.online import run_online
     from .repository import ConfigOptions, write_model
     from .server.local import LocalTritonServer, ServerConfig
+    from .server.startup import DEFAULT_START_TIMEOUT_S
 
     art = workspace / model
     onnx_dir, manifest_json = art / "onnx", art / "onnx" / "manifest.json"
@@ -87,7 +88,8 @@ def run_demo(model: str, preset: str, result_dir: Path, workspace: Path, reposit
                "--model-format", "python", "--model-name", model, "--max-batch-size", str(max_batch),
                "--preferred-batch-sizes", str(max_batch), "--max-queue-delay-us", "1000",
                "--number-of-model-instances", "1"))
-    server = LocalTritonServer(ServerConfig(repository, log_dir=workspace / "logs"))
+    server = LocalTritonServer(ServerConfig(repository, log_dir=workspace / "logs",
+                                            start_timeout_s=server_timeout_s or DEFAULT_START_TIMEOUT_S))
 
     def start() -> None:
         server.start()
@@ -190,6 +192,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--measurement-interval", type=int, default=3000, help="perf_analyzer window, ms")
     p.add_argument("--max-attempts", type=int, default=2,
                    help="tries per point before it is kept as unstable (each retry lengthens the window)")
+    from .server.startup import add_server_timeout
+
+    add_server_timeout(p)
     args = p.parse_args(argv)
     from .repository.names import ModelNameError, check_model_name
 
@@ -205,7 +210,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         check_new_run_dir(result_dir)
         run_demo(args.model, args.preset, result_dir, Path(args.workspace), Path(args.model_repository),
-                 args.max_batch_size, args.concurrency, args.batch_sizes, args.measurement_interval, args.max_attempts)
+                 args.max_batch_size, args.concurrency, args.batch_sizes, args.measurement_interval, args.max_attempts,
+                 args.server_timeout)
     except RunFolderTaken as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -5,6 +5,7 @@ the typed ModelConfig, repository index and load/unload, statistics, preflight, 
 connection: tritonclient with a deadline on every call; shm: system shared-memory regions; metrics: the Prometheus
 endpoint's text. Transport only: data sources and the npz dump format live in `data`.
 """
+from . import connection  # noqa: F401  (first: it imports the C-extension client libraries with signals held)
 from .errors import InferenceError, ServerNotReady
 from .triton import OutputRequest, TritonClient, config_from_json, infer_many, instance_count
 from .url import ServerUrl

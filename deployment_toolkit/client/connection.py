@@ -2,12 +2,24 @@
 
 tritonclient's gRPC calls have no deadline unless given one, so a server that accepted the connection and never
 answers (a wedged backend) blocks its caller, and a test suite, forever; the HTTP client has its network_timeout.
+
+The client libraries are C extensions (numpy, protobuf, grpc; gevent and geventhttpclient under tritonclient.http)
+and are imported here with stop signals held (cleanup.signals_deferred): a Ctrl-C or SIGTERM raised inside one of
+their imports crashed `serve` with SIGSEGV. The package imports this module first, so the gRPC side is loaded
+here; the HTTP side when a client first needs it (`client_module`).
 """
 from __future__ import annotations
 
 import functools
 import inspect
 import warnings
+
+from ..cleanup import signals_deferred
+
+with signals_deferred(), warnings.catch_warnings():
+    warnings.simplefilter("ignore")  # tritonclient imports the deprecated pkg_resources
+    import numpy  # noqa: F401
+    import tritonclient.grpc  # noqa: F401
 
 RPC_TIMEOUT_S = 60.0  # the deadline of a call that names none (a model load gets LOAD_TIMEOUT_S)
 LOAD_TIMEOUT_S = 600.0  # building a TensorRT engine or loading a large model takes minutes
@@ -37,7 +49,7 @@ def _parameters(method) -> frozenset[str]:
 
 def client_module(protocol: str):
     """tritonclient.grpc or tritonclient.http (their InferInput/InferRequestedOutput classes differ)."""
-    with warnings.catch_warnings():
+    with signals_deferred(), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # tritonclient imports the deprecated pkg_resources
         if protocol == "grpc":
             import tritonclient.grpc as module

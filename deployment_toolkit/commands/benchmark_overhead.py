@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--bar", type=float, default=0.8, help="acceptance bar for served / in-process (default 0.8)")
     p.add_argument("--workspace", default=None, help="ONNX artifact, repository, server log (default: workspace/overhead-<model>)")
     add_result_path_argument(p, help="default: results/overhead-<model>-cpu")
-    p.add_argument("--server-start-timeout", type=float, default=300.0)
+    p.add_argument("--server-start-timeout", "--server-timeout", type=float, default=300.0)
     p.add_argument("--private-shm", choices=("auto", "yes", "no"), default="auto",
                    help="run in a private /dev/shm (needs root): perf_analyzer's shared-memory files are named after "
                         "the tensors, so another perf_analyzer on the host can truncate them under this server; "

@@ -1,16 +1,24 @@
 """Run the embedded tritonserver on a model repository until Ctrl-C or SIGTERM (loopback by default)."""
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .. import cli
 
+if TYPE_CHECKING:
+    from ..server.local import LocalTritonServer
+
 
 def build_parser():
+    from ..server.startup import add_server_timeout
+
     s = cli.parser(__doc__, """
         deployment-toolkit serve --model-repository model_repository --http-port 8000 --grpc-port 8001
+        deployment-toolkit serve --model-repository model_repository --server-timeout 600   # a model that loads slowly
     """)
     s.add_argument("--model-repository", default="model_repository")
     s.add_argument("--http-port", type=int, default=8000)
@@ -20,26 +28,22 @@ def build_parser():
     s.add_argument("--model-control-mode", choices=("none", "poll", "explicit"), default="none")
     s.add_argument("--log-dir", default=None)
     s.add_argument("--log-verbose", type=int, default=0)
+    add_server_timeout(s)
     return s
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the server until Ctrl-C / SIGTERM. The handlers are in place before the server process exists, so a
-    signal at any moment (while it starts, while models load, while it serves) stops it and its stubs; if this
-    process is SIGKILLed, the kernel kills the server (PR_SET_PDEATHSIG, see cleanup.dying_with_parent)."""
-    from ..server.local import LocalTritonServer, ServerConfig
-
-    args = build_parser().parse_args(argv)
+    """Run the server until Ctrl-C / SIGTERM. The handlers are in place before this command imports or starts
+    anything, so a signal at any moment (while the client libraries import, while the server starts, while models
+    load, while it serves) stops it and its stubs and exits 0; the imports and the spawn hold the signal until they
+    are done (cleanup.signals_deferred). If this process is SIGKILLed, the kernel kills the server
+    (PR_SET_PDEATHSIG, see cleanup.dying_with_parent)."""
     restore = cli.install_sigterm_handler()  # SIGTERM unwinds like Ctrl-C from here on
     stopped_by_signal = False
     server = None
     try:
-        cfg = ServerConfig(
-            model_repository=Path(args.model_repository), http_port=args.http_port, grpc_port=args.grpc_port,
-            metrics_port=args.metrics_port, address=args.address, model_control_mode=args.model_control_mode,
-            log_dir=Path(args.log_dir) if args.log_dir else None, log_verbose=args.log_verbose,
-        )
-        server = LocalTritonServer(cfg)
+        args = build_parser().parse_args(argv)
+        server = _server(args)
         server.start()
         print(f"tritonserver ready: HTTP {server.http_url}  gRPC {server.grpc_url}  metrics {server.metrics_url}\n"
               f"log: {server.log_path}   (Ctrl-C stops it)", flush=True)
@@ -63,6 +67,18 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print(f"tritonserver exited unexpectedly:\n{server.log_tail(20)}", file=sys.stderr)
     return 1
+
+
+def _server(args: argparse.Namespace) -> "LocalTritonServer":
+    """The server the flags describe (not started)."""
+    from ..server.local import LocalTritonServer, ServerConfig
+
+    return LocalTritonServer(ServerConfig(
+        model_repository=Path(args.model_repository), http_port=args.http_port, grpc_port=args.grpc_port,
+        metrics_port=args.metrics_port, address=args.address, model_control_mode=args.model_control_mode,
+        log_dir=Path(args.log_dir) if args.log_dir else None, log_verbose=args.log_verbose,
+        start_timeout_s=args.server_timeout,
+    ))
 
 
 if __name__ == "__main__":

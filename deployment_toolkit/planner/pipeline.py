@@ -138,7 +138,7 @@ def make_plan(request: SearchRequest, demand: Demand, checks: Checks, deploy: De
     if winner.capacity is None or winner.capacity.spread is None:
         raise PlanError(f"the winner {winner.candidate.slug} has no open-loop capacity within p99 <= "
                         f"{demand.p99_ms:g} ms: {winner.detail}")
-    _serve_and_plan(result, demand, checks, winner, command)
+    _serve_and_plan(result, demand, checks, winner, command, request.server.start_timeout_s)
     if deploy.k8s and result.plan is not None:
         steps.call("Kubernetes manifests of the confirmed plan", lambda: _manifests(result, deploy))
     from .report import write_report
@@ -147,7 +147,8 @@ def make_plan(request: SearchRequest, demand: Demand, checks: Checks, deploy: De
     return result
 
 
-def _serve_and_plan(result: PlanResult, demand: Demand, checks: Checks, winner, command: str) -> None:
+def _serve_and_plan(result: PlanResult, demand: Demand, checks: Checks, winner, command: str,
+                    start_timeout_s: float) -> None:
     """Stages 2-5 on one embedded server that serves the winner alone, measured with the search's perf_analyzer
     options (the user's flags and samples: the sweep and the confirmation send the data the search sent)."""
     from ..perf.online import run_online
@@ -164,7 +165,8 @@ def _serve_and_plan(result: PlanResult, demand: Demand, checks: Checks, winner, 
                          if f.format == winner.candidate.format)
     best_c = winner.best.concurrency if winner.best else 1
     server = LocalTritonServer(ServerConfig(result.repository, model_control_mode="explicit",
-                                            load_models=(model,), log_dir=out_dir / "logs"))
+                                            load_models=(model,), log_dir=out_dir / "logs",
+                                            start_timeout_s=start_timeout_s))
     try:
         steps.call("start the embedded tritonserver with the winner", server.start,
                    f"deployment-toolkit serve --model-repository {result.repository}")

@@ -36,6 +36,7 @@ EXIT_NO_CONFIG = cli.EXIT_NOT_MET  # no configuration meets the budget: a bound 
 
 def build_parser():
     from ..perf.analyzer import add_perf_arguments
+    from ..server.startup import add_server_timeout
 
     p = cli.parser(__doc__ or "", EXAMPLE)
     p.description = ("Search instances x max batch x preferred batch sizes x queue delay x runtime threads x formats "
@@ -100,6 +101,7 @@ def build_parser():
     v.add_argument("--grpc-port", type=int, default=0)
     v.add_argument("--metrics-port", type=int, default=0)
     v.add_argument("--log-verbose", type=int, default=0, help="tritonserver --log-verbose")
+    add_server_timeout(v)
     v.add_argument("--metrics-period", type=float, default=0.5, metavar="SECONDS",
                    help="scrape the server's metrics endpoint this often during every point (0: never); "
                         "search_server.csv and telemetry/ hold the result, search.md the memory per instance count "
@@ -188,7 +190,8 @@ def request_from_args(args, command: str | None = None) -> SearchRequest:
     from ..sources.cli import source_from_args
 
     settings = settings_from_args(args)
-    server = SearchServer(args.http_port, args.grpc_port, args.metrics_port, args.log_verbose, _metrics_period(args))
+    server = SearchServer(args.http_port, args.grpc_port, args.metrics_port, args.log_verbose, _metrics_period(args),
+                          args.server_timeout)
     formats = tuple(f.strip() for f in args.formats.split(",") if f.strip())
     if not formats:
         raise UserInputError("--formats needs at least one format, e.g. onnx")
@@ -274,6 +277,7 @@ def search_step(request: SearchRequest) -> SearchRun:
     with TritonMeasurer(by_format, model_name, result_dir, options, http_port=srv.http_port,
                         grpc_port=srv.grpc_port, metrics_port=srv.metrics_port,
                         log_verbose=srv.log_verbose, metrics_period_s=srv.metrics_period_s or None, rate_store=rates,
+                        start_timeout_s=srv.start_timeout_s,
                         open_loop_window_ms=request.settings.open_loop_window_ms) as measurer:
         search = Search(infos, measurer, store, settings, progress=request.progress, started=started)
         try:

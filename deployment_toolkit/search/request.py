@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ..data.samples import DataSpec
 from ..perf.analyzer import PerfOptions
+from ..server.startup import DEFAULT_START_TIMEOUT_S
 from ..sources import ModelSource
 from .trials import SearchSettings
 
@@ -30,6 +31,7 @@ class SearchServer:
     metrics_port: int = 0
     log_verbose: int = 0
     metrics_period_s: float | None = 0.5  # scrape the metrics endpoint this often during a point (None: never)
+    start_timeout_s: float = DEFAULT_START_TIMEOUT_S  # --server-timeout
 
 
 @dataclass

@@ -30,6 +30,7 @@ from ..repository.layout import write_model
 from ..repository.names import check_model_name
 from ..server.errors import ModelLoadError, ServerError
 from ..server.local import LocalTritonServer, ServerConfig, explain_lines
+from ..server.startup import DEFAULT_START_TIMEOUT_S
 from .trials import CandidateFailed, CandidateRefused, FormatInfo
 from .space import Candidate
 from .store import Point
@@ -64,7 +65,8 @@ class TritonMeasurer:
     def __init__(self, formats: dict[str, FormatInfo], base_name: str, work_dir: str | Path, options: PerfOptions,
                  *, http_port: int = 0, grpc_port: int = 0, metrics_port: int = 0, log_verbose: int = 0,
                  load_timeout_s: float = 180.0, metrics_period_s: float | None = telemetry.DEFAULT_PERIOD_S,
-                 rate_store: Any = None, open_loop_window_ms: int | None = None):
+                 rate_store: Any = None, open_loop_window_ms: int | None = None,
+                 start_timeout_s: float = DEFAULT_START_TIMEOUT_S):
         """`metrics_period_s`: how often the metrics endpoint is scraped during a point (None or 0: never).
         `rate_store`: where open-loop rates are stored and resumed (a sizing RateStore; default: the work folder's
         search_openloop.csv); `open_loop_window_ms`: the perf_analyzer window of an open-loop rate (None: sized to
@@ -84,6 +86,7 @@ class TritonMeasurer:
         self.metrics_period_s = metrics_period_s or None
         self._rate_store = rate_store
         self.open_loop_window_ms = open_loop_window_ms
+        self.start_timeout_s = start_timeout_s  # --server-timeout
 
     # ---- server lifecycle -------------------------------------------------------------------
     def __enter__(self) -> "TritonMeasurer":
@@ -102,7 +105,7 @@ class TritonMeasurer:
 
     def _start(self) -> None:
         cfg = ServerConfig(self.repository, model_control_mode="explicit", log_dir=self.work_dir / "logs",
-                           log_verbose=self.log_verbose, **self.ports)
+                           log_verbose=self.log_verbose, start_timeout_s=self.start_timeout_s, **self.ports)
         self.server = LocalTritonServer(cfg).start()
 
     @property

@@ -10,7 +10,6 @@ stop) whose cleanup paths must be read together; its calls to the server go thro
 """
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import importlib.util
 import os
@@ -21,13 +20,13 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Iterable
 
-from ..cleanup import GroupWatchdog, dying_with_parent, python_backend_shm_prefix, regions_with_prefix, remove_regions, sweep_dead_runs
+from ..cleanup import (GroupWatchdog, dying_with_parent, python_backend_shm_prefix, regions_with_prefix, remove_regions,
+                       signals_deferred, sweep_dead_runs)
 from ..client import TritonClient
 from .args import ServerArgs
 from .errors import (
@@ -37,9 +36,9 @@ from .errors import (
     ServerNotFoundError,
     ServerStartTimeout,
 )
+from .startup import DEFAULT_START_TIMEOUT_S, StartWatch, check_start_timeout, stderr_line
 from ..errors import UserFileNotFoundError
 
-DEFAULT_START_TIMEOUT_S = 120.0
 GROUP_GRACE_S = 2.0  # time the rest of the server's process group gets to exit on its own once the server is gone
 # Lines of the server log that explain a failure.
 # Lines every CPU-only start prints; they never explain a failure.
@@ -152,7 +151,8 @@ class ServerConfig:
     log_verbose: int = 0
     exit_on_error: bool = True
     strict_readiness: bool = True
-    start_timeout_s: float = DEFAULT_START_TIMEOUT_S
+    start_timeout_s: float = DEFAULT_START_TIMEOUT_S  # --server-timeout (server/startup.py)
+    progress: bool = True  # a start that takes more than a few seconds says on stderr which models are loading
     extra_args: tuple[str, ...] = ()
     backend_config: dict[str, str] = field(default_factory=dict)
 
@@ -170,6 +170,7 @@ class LocalTritonServer:
         self.grpc_port = config.grpc_port
         self.metrics_port = config.metrics_port
         self.log_path: Path | None = None
+        self._log_start = 0  # the log's size before this start: a reused --log-dir holds earlier runs
         # the Python backend's /dev/shm regions carry this prefix, so they can be removed when the server is gone
         self.shm_prefix = config.backend_config.get("shm-region-prefix-name") or python_backend_shm_prefix()
 
@@ -210,15 +211,17 @@ class LocalTritonServer:
         repo = Path(cfg.model_repository)
         if not repo.is_dir():
             raise UserFileNotFoundError(f"model repository {repo} does not exist: run triton/config_model_on_triton.py first")
+        check_start_timeout(cfg.start_timeout_s, "start_timeout_s")
         sweep_dead_runs()  # regions of this toolkit's runs that were killed before they could clean up
         self._claim_ports()
         log_dir = Path(cfg.log_dir) if cfg.log_dir else Path(tempfile.mkdtemp(prefix="tritonserver-"))
         log_dir.mkdir(parents=True, exist_ok=True)
         self.log_path = log_dir / "tritonserver.log"
         self._log_fh = open(self.log_path, "ab")
+        self._log_start = self._log_fh.tell()
         try:
             # A Ctrl-C or SIGTERM inside Popen (after the fork, before it returns) would lose the handle that
-            # stop() needs: hold them until self.process is set; the child unblocks them before exec.
+            # stop() needs: held until self.process and the watchdog are set, then delivered.
             with signals_deferred():
                 self.process = subprocess.Popen(
                     dying_with_parent(self.command()),  # if we are SIGKILLed, the kernel kills the server
@@ -227,7 +230,7 @@ class LocalTritonServer:
                     env=server_environment(self.installation),
                     start_new_session=True,  # Ctrl-C in the terminal goes to us; we stop the server cleanly
                 )
-            self._watchdog = GroupWatchdog(self.process.pid)  # ... and the watchdog its stubs
+                self._watchdog = GroupWatchdog(self.process.pid)  # ... and the watchdog its stubs
             self.wait_ready(cfg.start_timeout_s)
         except BaseException:
             self.stop()
@@ -252,8 +255,11 @@ class LocalTritonServer:
             taken.add(port)
 
     def wait_ready(self, timeout_s: float = DEFAULT_START_TIMEOUT_S) -> None:
-        """Poll /v2/health/ready; fail fast with the log's reasons if the process exits."""
-        deadline = time.monotonic() + timeout_s
+        """Poll /v2/health/ready, saying every few seconds which models are loading and for how long (a slow load
+        must not look like a hang); fail fast with the log's reasons if the process exits; past `timeout_s`, say
+        whether a model was still loading or failed, and how to give the start longer."""
+        watch = StartWatch(self.log_path, timeout_s, stderr_line if self.config.progress else None,
+                           offset=self._log_start)
         with self.client() as client:
             while True:
                 code = self.process.poll() if self.process else None
@@ -261,11 +267,11 @@ class LocalTritonServer:
                     self._raise_exited(code)
                 if client.ready():
                     return
-                if time.monotonic() > deadline:
-                    raise ServerStartTimeout(
-                        f"tritonserver did not become ready within {timeout_s:.0f} s (log: {self.log_path}). "
-                        f"Last log lines:\n{self.log_tail(20)}"
-                    )
+                watch.poll(lambda: _index_if_answering(client))
+                if watch.expired():
+                    watch.refresh_index(lambda: _index_if_answering(client))
+                    raise ServerStartTimeout(watch.timeout_message(
+                        self.log_path, explain_lines(self.log_text(), watch.models.failed), self.log_tail(20)))
                 time.sleep(0.1)  # polling interval of the health check, not a fixed wait
 
     def _raise_exited(self, code: int) -> None:
@@ -387,19 +393,12 @@ class LocalTritonServer:
         return "\n".join(self.log_text().splitlines()[-lines:])
 
 
-@contextlib.contextmanager
-def signals_deferred() -> Iterator[None]:
-    """Hold SIGINT/SIGTERM until the body is done (main thread only), so cleanup is never cut short;
-    a signal that arrived meanwhile is delivered (and its handler runs) right after."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    held = {signal.SIGINT, signal.SIGTERM}
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+def _index_if_answering(client: TritonClient) -> list[dict] | None:
+    """The repository index, or None while the server does not answer (it loads its models before it listens)."""
     try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        return client.repository_index() if client.live() else None
+    except Exception:  # noqa: BLE001 - a server that stops answering mid-start is reported by the health check
+        return None
 
 
 def signal_group(pgid: int, sig: int) -> bool:

@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -143,13 +144,13 @@ def _as_in_a_terminal(cmd: list[str]) -> list[str]:
 # ---- `python -m deployment_toolkit serve` -------------------------------------------------------
 
 class Serve:
-    def __init__(self, repo: Path, logs: Path, ports: tuple[int, int, int] | None = None):
+    def __init__(self, repo: Path, logs: Path, ports: tuple[int, int, int] | None = None, extra: tuple[str, ...] = ()):
         self.ports = ports or (free_port(), free_port(), free_port())
         http, grpc, metrics = self.ports
         self.proc = subprocess.Popen(
             _as_in_a_terminal([sys.executable, "-m", "deployment_toolkit", "serve", "--model-repository", str(repo),
                                "--http-port", str(http), "--grpc-port", str(grpc), "--metrics-port", str(metrics),
-                               "--log-dir", str(logs)]), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               "--log-dir", str(logs), *extra]), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             text=True, env={**os.environ, "PYTHONFAULTHANDLER": "1"})  # a hang below dumps its stacks on SIGABRT
         self.server_pid: int | None = None
 
@@ -160,7 +161,7 @@ class Serve:
         except subprocess.TimeoutExpired:
             self.proc.send_signal(signal.SIGABRT)
             _, err = self.proc.communicate(timeout=30)
-            pytest.fail(f"serve did not exit within {timeout_s:.0f} s; its stacks:\n{err[-6000:]}")
+            pytest.fail(f"serve did not exit within {timeout_s:.0f} s; its stacks:\n{err[-3000:]}")
 
     def wait_server_process(self) -> int:
         found = wait_until(lambda: children_named(self.proc.pid, "tritonserver") or self.proc.poll() is not None,
@@ -217,6 +218,24 @@ def test_signal_while_a_model_loads(slow_repo, tmp_path, sig):
             wait_until(lambda: all(port_is_free(p) for p in serve.ports), 30, "a port is still held")
         else:
             serve.assert_nothing_left()
+    finally:
+        serve.kill_everything()
+
+
+def test_a_model_loading_past_the_server_timeout_is_said_to_be_loading(slow_repo, tmp_path):
+    """Issue: a slow model looked like a hang. While it loads, `serve` says so every few seconds; past
+    --server-timeout it says the model was still loading, for how long, and which flag gives it longer (exit 2)."""
+    serve = Serve(slow_repo, tmp_path / "logs", extra=("--server-timeout", "7"))
+    try:
+        serve.wait_server_process()
+        err = serve.finish()
+        assert serve.proc.returncode == 2, err[-2000:]
+        assert "tritonserver starting: 5 s of 7 s (--server-timeout); loading fi_slow for" in err
+        last = err.strip().splitlines()[-1]
+        assert last.startswith("error: tritonserver did not become ready within 7 s: still loading fi_slow (for ")
+        assert "nothing failed: give it longer with --server-timeout SECONDS" in last
+        assert "Traceback" not in err
+        serve.assert_nothing_left()
     finally:
         serve.kill_everything()
 
@@ -314,3 +333,85 @@ def test_signal_mid_sweep_leaves_no_perf_analyzer_and_no_shared_memory(sweep_ser
                                capture_output=True, text=True, timeout=240)
         assert rerun.returncode == 0, rerun.stderr[-2000:]
         assert fi_perf_regions() == []
+
+
+# ---- a signal at any moment of start-up (the SIGSEGV race) ---------------------------------------
+
+def maps_library(pid: int, fragment: str) -> bool:
+    """Whether process `pid` has a shared library whose path holds `fragment` loaded (a C extension imported)."""
+    try:
+        return fragment in Path(f"/proc/{pid}/maps").read_text()
+    except OSError:
+        return False
+
+
+def processes_naming(text: str) -> list[int]:
+    """Live processes whose command line holds `text` (a repository path: the server and its stubs name it)."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and entry.name != str(os.getpid()):
+            try:
+                argv = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if text.encode() in argv and (st := _stat(int(entry.name))) and st[1] != "Z":
+                out.append(int(entry.name))
+    return out
+
+
+# (moment, seconds after it, signal). "importing": serve has begun importing the client libraries (numpy's C
+# extension is mapped; no server yet); "spawned": the tritonserver process exists, serve imports tritonclient.http
+# (gevent, geventhttpclient: where the SIGSEGV was) and polls readiness; "loading": the slow model's initialize() runs.
+# Before "importing" serve's own code is not running: while Python starts, SIGTERM still kills it (-15); between
+# cli.run's handler and serve's main (importing the small command module) cli.run answers 143 / 130.
+RACE = ([("importing", 0.025 * i, (signal.SIGTERM, signal.SIGINT)[i % 2]) for i in range(8)]
+        + [("spawned", 0.03 * i, (signal.SIGTERM, signal.SIGINT)[i % 2]) for i in range(8)]
+        + [("loading", 0.2 * i, (signal.SIGTERM, signal.SIGINT)[i % 2]) for i in range(4)])
+
+
+def _reached(serve: Serve, moment: str, repo: Path) -> bool:
+    pid = serve.proc.pid
+    if moment == "importing":
+        return maps_library(pid, "_multiarray_umath")
+    if moment == "spawned":
+        return bool(children_named(pid, "tritonserver"))
+    return (repo / "loading").exists()
+
+
+def _signal_at(moment: str, delay: float, sig: int, repo: Path, logs: Path) -> str | None:
+    """One try: start `serve`, signal it `delay` s after `moment`; what went wrong, or None. Nothing may be left
+    either way: not the server, a stub (both name the repository), a port or a region."""
+    (repo / "loading").unlink(missing_ok=True)
+    serve = Serve(repo, logs)
+    try:
+        wait_until(lambda: _reached(serve, moment, repo) or serve.proc.poll() is not None, 60, moment)
+        assert serve.proc.poll() is None, serve.proc.communicate()[1][-2000:]
+        time.sleep(delay)  # the moment under test, not a wait for something
+        seen = children_named(serve.proc.pid, "tritonserver")
+        serve.proc.send_signal(sig)
+        err = serve.finish()
+        what = f"{signal.Signals(sig).name} {delay:.3f} s after {moment}"
+        if serve.proc.returncode != 0 or "Traceback" in err or "Fatal Python error" in err:
+            return f"{what}: exit {serve.proc.returncode}\n{err[-3000:]}"
+        wait_until(lambda: not processes_naming(str(repo.resolve())), 30, f"{what}: a server or stub is left")
+        if seen:
+            serve.server_pid = seen[0]
+            serve.assert_nothing_left()
+        else:  # signalled before the server was seen: whatever it started is gone all the same
+            wait_until(lambda: all(port_is_free(p) for p in serve.ports), 30, f"{what}: a port is still held")
+            assert regions_with_prefix(f"dtkpy_{serve.proc.pid}_") == [], what
+        return None
+    finally:
+        serve.kill_everything()
+
+
+def test_signals_at_every_moment_of_start_up(repo, slow_repo, tmp_path):
+    """SIGTERM and SIGINT at 20 moments from the first import of the client libraries to a model loading: each
+    stops `serve` with its usual code 0 (never SIGSEGV: a KeyboardInterrupt or SystemExit raised inside
+    geventhttpclient's import crashed it), no traceback, and nothing of the run left."""
+    failures = []
+    for n, (moment, delay, sig) in enumerate(RACE):
+        failure = _signal_at(moment, delay, sig, slow_repo if moment == "loading" else repo, tmp_path / f"logs{n}")
+        if failure:
+            failures.append(f"try {n}: {failure}")
+    assert not failures, f"{len(failures)} of {len(RACE)} tries failed:\n" + "\n\n".join(failures)

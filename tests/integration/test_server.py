@@ -10,7 +10,8 @@ import pytest
 from deployment_toolkit.client import ServerNotReady, TritonClient
 from deployment_toolkit.repository import ConfigOptions, write_model
 from deployment_toolkit.server.loading import load_on_server, unload_from_server
-from deployment_toolkit.server import LocalTritonServer, ModelLoadError, PortInUseError, ServerConfig
+from deployment_toolkit.server import (LocalTritonServer, ModelLoadError, PortInUseError, ServerConfig,
+                                       ServerStartTimeout)
 
 pytestmark = pytest.mark.integration
 
@@ -66,6 +67,23 @@ def test_model_that_fails_to_load_quotes_the_log(tmp_path):
         LocalTritonServer(ServerConfig(tmp_path)).start()
     assert info.value.models == ["broken"]
     assert "boom-7731" in str(info.value)  # the reason, from the server log
+
+
+def test_a_start_past_its_time_limit_says_which_model_failed_and_why(tmp_path):
+    """A server that stays up with a model that failed (exit_on_error off, as the corpus runs it) is not ready;
+    past the time limit the message says the model failed, why, and that waiting longer will not help."""
+    (tmp_path / "repo" / "broken" / "1").mkdir(parents=True)
+    (tmp_path / "repo" / "broken" / "config.pbtxt").write_text(BROKEN_CONFIG)
+    (tmp_path / "repo" / "broken" / "1" / "model.py").write_text(BROKEN_MODEL)
+    server = LocalTritonServer(ServerConfig(tmp_path / "repo", exit_on_error=False, start_timeout_s=4,
+                                            log_dir=tmp_path / "logs"))
+    with pytest.raises(ServerStartTimeout) as info:
+        server.start()
+    text = str(info.value)
+    assert text.startswith("tritonserver did not become ready within 4 s: model(s) broken failed to load, so waiting "
+                           "longer will not help (give it longer with --server-timeout SECONDS once the cause is fixed)")
+    assert "boom-7731" in text  # the reason, from the server log
+    assert not server.is_alive()
 
 
 def test_explicit_load_unload_and_unknown_model(tmp_path, converted):

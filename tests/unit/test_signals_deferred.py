@@ -1,0 +1,110 @@
+"""cleanup.signals_deferred: SIGINT/SIGTERM that arrive in the body (a C-extension import, a spawn, a server's stop)
+reach their handler only once the body is done, including a signal another thread took; handlers come back as they
+were, an ignored signal stays ignored, and outside the main thread it stands aside."""
+from __future__ import annotations
+
+import os
+import signal
+import threading
+
+import pytest
+
+from deployment_toolkit.cleanup import signals_deferred
+
+
+class Stopped(Exception):
+    pass
+
+
+@pytest.fixture()
+def sigterm_raises():
+    """SIGTERM raises Stopped (as cli's handler raises SystemExit), restored after the test."""
+    def handler(signum, frame):
+        raise Stopped(signum)
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    yield handler
+    signal.signal(signal.SIGTERM, previous)
+
+
+def _bytecodes() -> int:
+    """Some Python work, during which a pending handler would run."""
+    return sum(range(10_000))
+
+
+def test_a_signal_in_the_body_is_delivered_when_the_body_is_done(sigterm_raises):
+    done = []
+    with pytest.raises(Stopped):
+        with signals_deferred():
+            os.kill(os.getpid(), signal.SIGTERM)
+            _bytecodes()
+            done.append("body")
+    assert done == ["body"]
+    assert signal.getsignal(signal.SIGTERM) is sigterm_raises
+
+
+def test_ctrl_c_in_the_body_is_a_keyboard_interrupt_after_it():
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    with pytest.raises(KeyboardInterrupt):
+        with signals_deferred():
+            signal.raise_signal(signal.SIGINT)
+            _bytecodes()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_signal_another_thread_takes_is_held_as_well(sigterm_raises):
+    """A mask on the main thread is not enough: the thread that takes the signal trips Python's flag and the main
+    thread runs the handler at its next bytecode; the swapped handler only records it."""
+    with pytest.raises(Stopped):
+        with signals_deferred():
+            old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})  # only the other thread can take it
+            try:
+                sender = threading.Thread(target=os.kill, args=(os.getpid(), signal.SIGTERM))
+                sender.start()
+                sender.join()
+                _bytecodes()
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, old)
+            _bytecodes()  # still inside: nothing raised yet
+
+
+def test_nested_bodies_deliver_at_the_outer_end(sigterm_raises):
+    order = []
+    with pytest.raises(Stopped):
+        with signals_deferred():
+            with signals_deferred():
+                signal.raise_signal(signal.SIGTERM)
+            order.append("after inner")
+    assert order == ["after inner"]
+
+
+def test_an_ignored_signal_stays_ignored():
+    previous = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        with signals_deferred():
+            assert signal.getsignal(signal.SIGTERM) == signal.SIG_IGN
+            signal.raise_signal(signal.SIGTERM)
+        assert signal.getsignal(signal.SIGTERM) == signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def test_an_exception_in_the_body_restores_the_handlers(sigterm_raises):
+    with pytest.raises(ValueError):
+        with signals_deferred():
+            raise ValueError("boom")
+    assert signal.getsignal(signal.SIGTERM) is sigterm_raises
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_outside_the_main_thread_it_stands_aside():
+    seen = []
+
+    def body():
+        with signals_deferred():
+            seen.append(signal.getsignal(signal.SIGINT))
+
+    worker = threading.Thread(target=body)
+    worker.start()
+    worker.join()
+    assert seen == [signal.default_int_handler]
