@@ -86,8 +86,12 @@ def convert(model: Any, fmt: str, output_dir: str | Path, *, inputs: Mapping[str
     """Convert and verify `model` (an nn.Module, or any reference the commands take: a zoo name, `timm:<arch>`, a
     model.py, `package.module:function`, an ONNX/TorchScript file) to `fmt` in `output_dir`; returns its manifest.
     Inputs come from `inputs` (example batches, batch axis first), else the data (`data_dir`, `dataloader`), else the
-    model's own description. `options` are ConvertOptions fields (onnx_exporter, precision, verify, ...)."""
+    model's own description; given data, the artifact is also compared on up to 8 of its samples, as the command
+    does. `options` are ConvertOptions fields (onnx_exporter, precision, verify, ...)."""
     opts = ConvertOptions(**{"max_batch_size": max_batch_size, **options})
+    if opts.verify_data is None and (data_dir is not None or dataloader is not None):  # as the command: also
+        opts.verify_data = DataSpec(data_dir, dataloader).verification_batches(  # compared on the user's samples
+            opts.precision, batch_size=min(opts.verify_batch_sizes or (1,)))
     if hasattr(model, "forward") and hasattr(model, "parameters"):
         if inputs is None and data_dir is None and dataloader is None:
             raise SourceError("a live nn.Module needs its inputs: pass inputs={name: example batch} or data_dir=")

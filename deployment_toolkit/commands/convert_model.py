@@ -6,6 +6,7 @@ from pathlib import Path
 from deployment_toolkit import cli  # noqa: E402
 from deployment_toolkit.config import add_arguments, from_args  # noqa: E402
 from deployment_toolkit.export.convert import ConvertOptions  # noqa: E402
+from deployment_toolkit.data.samples import VERIFY_SAMPLES  # noqa: E402
 from deployment_toolkit.data.user import add_data_arguments  # noqa: E402
 from deployment_toolkit.sources.cli import add_source_arguments  # noqa: E402
 from deployment_toolkit.spec import FORMATS  # noqa: E402
@@ -27,7 +28,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="a folder of .npy/.npz samples (layout: deployment_toolkit/data/user.py), or the data_dir "
                         "given to --dataloader")
     add_data_arguments(d)
-    d.add_argument("--verify-samples", type=int, default=8, help="real samples compared at most (default %(default)s)")
+    d.add_argument("--verify-samples", type=int, default=VERIFY_SAMPLES,
+                   help="real samples compared at most (default %(default)s)")
     args = p.parse_args(argv)
 
     from deployment_toolkit.data.infer import with_data_inputs
@@ -35,7 +37,11 @@ def main(argv: list[str] | None = None) -> int:
     from deployment_toolkit.sources import resolve
     from deployment_toolkit.sources.cli import source_from_args
 
-    opts = from_args(ConvertOptions, args, verify_data=_verify_data(args))
+    from deployment_toolkit.data.samples import DataSpec
+
+    verify_data = DataSpec.from_args(args).verification_batches(args.precision, args.verify_samples,
+                                                                min(args.verify_batch_sizes or (1,)))
+    opts = from_args(ConvertOptions, args, verify_data=verify_data)
     source = with_data_inputs(source_from_args(args, args.preset, args.max_batch_size), args, args.precision)
     resolved = resolve(source)
     print(f"converting {resolved.name} ({resolved.source.kind}, {args.preset}) to {args.output_type} ...", flush=True)
@@ -69,22 +75,6 @@ def main(argv: list[str] | None = None) -> int:
         for item in v.get("unchecked_shapes") or []:
             print(f"not compared at {item['input_shapes']}: {item['reason']}")
     return 0
-
-
-def _verify_data(args):
-    """signature -> batches of the user's inputs for the verification, or None without --data-dir/--dataloader."""
-    if args.data_dir is None and args.dataloader is None:
-        return None
-
-    def load(signature):
-        from deployment_toolkit.data.samples import DataSpec
-
-        data = DataSpec.from_args(args).dataset(signature, precision=args.precision, limit=args.verify_samples)
-        if data is None:
-            return None
-        return [x for _, x, _ in data.batches(min(args.verify_batch_sizes or (1,)))]
-
-    return load
 
 
 if __name__ == "__main__":

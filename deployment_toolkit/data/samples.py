@@ -5,9 +5,11 @@ flags, from a command and from Python alike."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from .user import DataError, UserData, parse_key_values
+
+VERIFY_SAMPLES = 8  # real samples a conversion is also compared on, at most
 
 
 @dataclass
@@ -39,6 +41,19 @@ class DataSpec:
         return UserData(signature, data_dir=self.data_dir, dataloader=self.dataloader,
                         dataloader_args=self.dataloader_args, precision=precision, limit=limit, batched=batched)
 
+    def verification_batches(self, precision: str = "fp32", limit: int = VERIFY_SAMPLES,
+                             batch_size: int = 1) -> Callable[[Any], list[dict]] | None:
+        """signature -> at most `limit` of the user's samples in batches (ConvertOptions.verify_data), read and
+        checked against the signature before anything is exported; None for random inputs."""
+        if not self.user_data:
+            return None
+
+        def load(signature: Any) -> list[dict]:
+            data = self.dataset(signature, precision=precision, limit=limit)
+            return [x for _, x, _ in data.batches(batch_size)] if data is not None else []
+
+        return load
+
     @classmethod
     def from_args(cls, args: Any) -> DataSpec:
         """From a command's parsed flags (those it does not have keep their defaults)."""
@@ -58,4 +73,4 @@ def parse_dynamic_axes(items: list[str]) -> dict[str, list[int]]:
     return out
 
 
-__all__ = ["DataSpec", "parse_dynamic_axes"]
+__all__ = ["DataSpec", "VERIFY_SAMPLES", "parse_dynamic_axes"]
