@@ -39,6 +39,7 @@ from .server import LocalTritonServer, ServerConfig
 from .sources import ModelSource, ResolvedModel, parse_reference, resolve
 from .sources.base import DEFAULT_MAX_BATCH, SourceError
 from .sources.common import input_specs, materialise, probe, task_and_metric
+from .search.request import PLAN_MAX_MINUTES, SEARCH_MAX_MINUTES
 from .search.trials import SearchRun
 from .spec import Manifest, ModelSignature, TensorSpec
 
@@ -174,17 +175,14 @@ def _search_request(model: Any, p99_ms: float, result_dir: str | Path | None, *,
                     workspace: str | Path | None = None, open_loop_window_ms: int | None = None):
     from .search.capacity import rate_point_estimate
     from .search.request import DEFAULT_PERF_OPTIONS, FINISH_RESERVE_S, SearchRequest
-    from .search.trials import SearchSettings
+    from .search.trials import SearchSettings, objective_fields
 
-    if objective not in ("capacity", "closed-loop", "latency"):
-        raise UserInputError(f"objective={objective!r}: choose capacity, closed-loop or latency")
     known = {f.name for f in dataclasses.fields(SearchSettings)} - {"budget_ms", "rank_by", "objective"}
     unknown = sorted(set(settings) - known)
     if unknown:
         raise UserInputError(f"unknown search setting(s) {', '.join(unknown)}: the keywords a search takes besides its "
                              f"own are SearchSettings fields ({', '.join(sorted(known))})")
-    fields = {"budget_ms": p99_ms, "max_minutes": max_minutes, "rank_by": "capacity" if objective == "capacity"
-              else "closed-loop", "objective": "latency" if objective == "latency" else "throughput",
+    fields = {"budget_ms": p99_ms, "max_minutes": max_minutes, **objective_fields(objective),
               "finish_reserve_s": FINISH_RESERVE_S, "rate_point_s": rate_point_estimate(open_loop_window_ms),
               "open_loop_window_ms": open_loop_window_ms, **settings}
     return SearchRequest(source=_source(model, preset, checkpoint, model_args, input_type),
@@ -197,7 +195,8 @@ def _search_request(model: Any, p99_ms: float, result_dir: str | Path | None, *,
 
 
 def search_config(model: Any, p99_ms: float, result_dir: str | Path | None = None, *, data: DataSpec | None = None,
-                  formats: Sequence[str] = ("onnx",), preset: str = "small", max_minutes: float | None = 20.0,
+                  formats: Sequence[str] = ("onnx",), preset: str = "small",
+                  max_minutes: float | None = SEARCH_MAX_MINUTES,
                   objective: str = "capacity", checkpoint: str | None = None,
                   model_args: Mapping[str, Any] | None = None, input_type: str | None = None,
                   model_repository: str | Path | None = None, model_name: str | None = None,
@@ -223,7 +222,7 @@ def search_config(model: Any, p99_ms: float, result_dir: str | Path | None = Non
 def plan(model: Any, peak_rps: float, p99_ms: float, result_dir: str | Path, *, data: DataSpec | None = None,
          host_hour_cost: float | None = None, gpu_hour_cost: float | None = None, max_replicas: int | None = None,
          headroom: float | None = None, formats: Sequence[str] = ("onnx",), preset: str = "small",
-         max_minutes: float | None = 8.0, checkpoint: str | None = None, model_args: Mapping[str, Any] | None = None,
+         max_minutes: float | None = PLAN_MAX_MINUTES, checkpoint: str | None = None, model_args: Mapping[str, Any] | None = None,
          input_type: str | None = None, confirm: bool = True, k8s: bool = True, options: PerfOptions | None = None,
          workspace: str | Path | None = None, open_loop_window_ms: int | None = None, fresh: bool = False,
          progress: bool = False, **settings: Any) -> PlanResult:

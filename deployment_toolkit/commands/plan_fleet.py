@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from deployment_toolkit import cli
+from deployment_toolkit.search.request import PLAN_MAX_MINUTES
 
 EXAMPLE = """
     deployment-toolkit plan --input-path examples/my_model/model.py --input-type pyt \\
@@ -54,7 +55,7 @@ def build_parser():
     k.add_argument("--image", default=None)
     k.add_argument("--namespace", default=None)
     k.add_argument("--autoscale-on", choices=("requests", "queue-ratio"), default="requests")
-    p.set_defaults(max_minutes=8.0, model_repository=None)
+    p.set_defaults(max_minutes=PLAN_MAX_MINUTES, model_repository=None)
     for action in p._actions:  # a plan ranks by open-loop capacity; make_plan refuses the other objectives
         if action.dest == "objective":
             action.help = argparse.SUPPRESS
@@ -71,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     out_dir = Path(args.result_path or Path("results") / "local" /
                    f"plan-{label}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}")
     refuse_committed(out_dir, "--result-path")
-    demand = Demand(args.peak_rps, args.p99_ms, args.headroom, args.max_replicas, args.gpus_per_node,
+    demand = Demand(args.peak_rps, args.budget_ms, args.headroom, args.max_replicas, args.gpus_per_node,
                     args.host_hour_cost, args.gpu_hour_cost, args.gpu_memory_gb, args.host_memory_gb)
     checks = Checks(not args.no_confirm, args.confirm_rounds, args.confirm_trials, args.burst_factor,
                     args.burst_seconds, args.confirm_window_ms)

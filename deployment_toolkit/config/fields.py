@@ -48,6 +48,15 @@ def int_list(text: str) -> tuple[int, ...]:
         raise argparse.ArgumentTypeError(f"expected a comma-separated list of integers, got {text!r}") from err
 
 
+# The bounds of the quantities several settings share: a value past them is a typo or an overflow waiting to
+# happen (a peak of 1e308 inferences/s once planned a 308-digit replica count), never a deployment.
+MAX_RATE = 1e9  # inferences/s
+MAX_LATENCY_MS = 3_600_000.0  # an hour
+MAX_HEADROOM = 10.0  # 1000 % spare capacity
+MAX_MEMORY_GB = 100_000.0
+MAX_HOUR_COST = 1_000_000.0  # $ per hour
+
+
 def setting(default: Any = dataclasses.MISSING, *, flag: str | None = None, help: str = "", unit: str = "",
             low: float | None = None, high: float | None = None, low_open: bool = False,
             default_factory: Any = dataclasses.MISSING, **flag_options: Any) -> Any:
@@ -66,7 +75,7 @@ def flag_of(field: dataclasses.Field) -> Flag | None:
 def _range_text(f: Flag) -> str:
     unit = f" {f.unit}" if f.unit else ""
     if f.low is not None and f.high is not None:
-        return f"between {f.low:g} and {f.high:g}{unit}"
+        return f"{'>' if f.low_open else '>='} {f.low:g} and <= {f.high:g}{unit}"
     if f.low is not None:
         return f"{'>' if f.low_open else '>='} {f.low:g}{unit}"
     if f.high is not None:
@@ -105,7 +114,12 @@ def _default(field: dataclasses.Field) -> Any:
     return None
 
 
-def _reader(f: Flag, default: Any) -> Callable[[str], Any] | None:
+_NUMBERS = {"int": int, "float": float}
+
+
+def _reader(f: Flag, default: Any, annotation: Any) -> Callable[[str], Any] | None:
+    """How the flag's text is read: the flag's own type, else the default's, else the field's annotation
+    (`float`, `int | None`; annotations are strings under `from __future__ import annotations`)."""
     if f.type is not None:
         return f.type
     if isinstance(default, enum.Enum):
@@ -114,17 +128,22 @@ def _reader(f: Flag, default: Any) -> Callable[[str], Any] | None:
         return None
     if isinstance(default, (int, float)):
         return type(default)
-    return None
+    text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", "")
+    return _NUMBERS.get(text.replace(" ", "").replace("|None", "").replace("None|", ""))
 
 
-def add_arguments(parser: Any, settings: type, *, skip: Iterable[str] = (), **defaults: Any) -> None:
-    """The flags of a settings dataclass's fields (those with a flag, less `skip`), with their defaults written
-    once in the dataclass; `defaults` overrides a default for this command only (its own documented default)."""
-    skipped = set(skip)
+def add_arguments(parser: Any, settings: type, *, only: Iterable[str] | None = None, skip: Iterable[str] = (),
+                  **defaults: Any) -> None:
+    """The flags of a settings dataclass's fields (those with a flag: `only` these, less `skip`), with their
+    defaults written once in the dataclass; `defaults` overrides a default for this command only (its own
+    documented default). A field without a default is a required flag."""
+    skipped, wanted = set(skip), set(only) if only is not None else None
     for field in dataclasses.fields(settings):
         f = flag_of(field)
-        if f is None or not f.name or field.name in skipped:
+        if f is None or not f.name or field.name in skipped or (wanted is not None and field.name not in wanted):
             continue
+        required = field.name not in defaults and field.default is dataclasses.MISSING and \
+            field.default_factory is dataclasses.MISSING  # type: ignore[misc]
         default = defaults.get(field.name, _default(field))
         help_text = f.help + (f" ({f.unit})" if f.unit and f.unit not in f.help else "")
         if f.action in ("store_true", "store_false"):
@@ -138,8 +157,12 @@ def add_arguments(parser: Any, settings: type, *, skip: Iterable[str] = (), **de
         choices = f.choices
         if choices is None and isinstance(default, enum.Enum):
             choices = tuple(type(default))
-        kwargs: dict[str, Any] = {"dest": field.name, "default": default, "help": help_text}
-        reader = _reader(f, default)
+        kwargs: dict[str, Any] = {"dest": field.name, "help": help_text}
+        if required:
+            kwargs["required"] = True
+        else:
+            kwargs["default"] = default
+        reader = _reader(f, default, field.type)
         if reader is not None:
             kwargs["type"] = reader
         if choices is not None:
@@ -166,4 +189,5 @@ def from_args(settings: type, args: argparse.Namespace, **extra: Any) -> Any:
     return settings(**values)
 
 
-__all__ = ["Flag", "int_list", "setting", "flag_of", "check_number", "check_numbers", "add_arguments", "from_args"]
+__all__ = ["MAX_RATE", "MAX_LATENCY_MS", "MAX_HEADROOM", "MAX_MEMORY_GB", "MAX_HOUR_COST", "Flag", "int_list",
+           "setting", "flag_of", "check_number", "check_numbers", "add_arguments", "from_args"]

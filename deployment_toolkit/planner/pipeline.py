@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..config import check_numbers, setting
+from ..config.fields import MAX_HEADROOM, MAX_HOUR_COST, MAX_LATENCY_MS, MAX_MEMORY_GB, MAX_RATE
 from ..errors import UserError, UserInputError
 from ..steps import StepRunner
 
@@ -34,15 +36,24 @@ class PlanError(UserError, RuntimeError):
 
 @dataclass
 class Demand:
-    peak_rps: float  # inferences/s at the peak
-    p99_ms: float
-    headroom: float | None = None  # default: from the spread of the winner's capacity searches
-    max_replicas: int | None = None
-    gpus_per_node: int = 8
-    host_hour_cost: float | None = None
-    gpu_hour_cost: float | None = None
-    gpu_memory_gb: float | None = None  # the device's memory: how many instances fit, a plan that does not is refused
-    host_memory_gb: float | None = None
+    """The load a plan serves and its limits; every number checked where it is given (config.check_numbers)."""
+
+    peak_rps: float = setting(flag="--peak-rps", unit="inferences/s", low=0, low_open=True, high=MAX_RATE)
+    p99_ms: float = setting(flag="--p99-ms", unit="ms", low=0, low_open=True, high=MAX_LATENCY_MS)
+    # default: from the spread of the winner's capacity searches
+    headroom: float | None = setting(None, flag="--headroom", low=0, high=MAX_HEADROOM)
+    max_replicas: int | None = setting(None, flag="--max-replicas", low=1, high=100_000)
+    gpus_per_node: int = setting(8, flag="--gpus-per-node", low=1, high=64)
+    host_hour_cost: float | None = setting(None, flag="--host-hour-cost", unit="$/h", low=0, high=MAX_HOUR_COST)
+    gpu_hour_cost: float | None = setting(None, flag="--gpu-hour-cost", unit="$/h", low=0, high=MAX_HOUR_COST)
+    # the device's memory: how many instances fit, a plan that does not is refused
+    gpu_memory_gb: float | None = setting(None, flag="--gpu-memory-gb", unit="GB", low=0, low_open=True,
+                                          high=MAX_MEMORY_GB)
+    host_memory_gb: float | None = setting(None, flag="--host-memory-gb", unit="GB", low=0, low_open=True,
+                                           high=MAX_MEMORY_GB)
+
+    def __post_init__(self) -> None:
+        check_numbers(self)
 
 
 @dataclass
@@ -93,11 +104,7 @@ def sweep_levels(best: int) -> list[int]:
 
 
 def check_demand(demand: Demand) -> None:
-    """Bad demand said in one line before anything is converted or measured."""
-    if demand.peak_rps <= 0 or demand.p99_ms <= 0:
-        raise UserInputError("--peak-rps and --p99-ms must be > 0")
-    if demand.max_replicas is not None and demand.max_replicas < 1:
-        raise UserInputError("--max-replicas must be >= 1")
+    """Bad demand said in one line before anything is converted or measured (its numbers: Demand itself)."""
     from ..repository.config import host_has_gpu
     from ..sizing.memory import MemoryBudget
 

@@ -11,14 +11,14 @@ from pathlib import Path
 from typing import Sequence
 
 from .. import cli
+from ..config import add_arguments, from_args
 from ..repository.names import check_model_name
 from .engine import Search
 from .progress import format_seconds
 from .capacity import rate_point_estimate
-from .request import DEFAULT_PERF_OPTIONS, FINISH_RESERVE_S, SearchRequest, SearchServer
-from .trials import SearchError, SearchOutcome, SearchRun, SearchSettings
-from .space import DEFAULT_QUEUE_DELAYS_US, host_cores
-from .stats import MIN_NOISE
+from .request import DEFAULT_PERF_OPTIONS, FINISH_RESERVE_S, SEARCH_MAX_MINUTES, SearchRequest, SearchServer
+from .trials import OBJECTIVES, SearchError, SearchOutcome, SearchRun, SearchSettings, objective_fields
+from .space import host_cores
 from .store import SearchStore, StoreMismatch
 from ..errors import UserInputError
 from ..results.identity import RunIdentity, host_identity, input_data_digest, library_versions, toolkit_version
@@ -47,44 +47,22 @@ def build_parser():
     add_source_arguments(p)  # --model / --input-path / --manifest and the source's flags
     g = p.add_argument_group("model and budget")
     g.add_argument("--preset", default="small", help="small (CI size) or full (benchmark size)")
-    g.add_argument("--p99-ms", type=float, required=True,
-                   help="p99 latency budget in ms: a point counts only within it")
+    add_arguments(g, SearchSettings, only=("budget_ms",))
     g.add_argument("--objective", choices=OBJECTIVES, default="capacity",
                    help="capacity: the finalists ranked by open-loop capacity, the highest Poisson arrival rate one "
                         "replica sustains within the budget (what a fleet plan uses); closed-loop (or throughput): "
                         "most inferences/s at a concurrency within the budget; latency: lowest p99 "
                         "(default: %(default)s)")
-    g.add_argument("--capacity-trials", type=int, default=3,
-                   help="open-loop capacity searches per finalist under --objective capacity; their spread is the "
-                        "capacity's (default: %(default)s)")
-    g.add_argument("--open-loop-window-ms", type=int, default=None,
-                   help="perf_analyzer window of an open-loop rate (3 to 6 windows a rate; default: about 100 "
-                        "requests at the rate, 300 to 1000 ms)")
+    add_arguments(g, SearchSettings, only=("capacity_trials", "open_loop_window_ms"))
     g.add_argument("--formats", default="onnx",
                    help="comma-separated artifact formats to try, each converted and verified first "
                         "(e.g. onnx,ts-trace; default: %(default)s)")
     g.add_argument("--workspace", default=None, metavar="DIR",
                    help="where artifacts live (<DIR>/<format>); default workspace/<model>-<preset>")
     s = p.add_argument_group("search")
-    s.add_argument("--max-minutes", type=float, default=20.0,
-                   help="time limit from the command's start: the server's start-up and the final re-measurement "
-                        "included (default: %(default)s)")
-    s.add_argument("--max-configs", type=int, default=None, help="stop exploring after this many measured configs")
-    s.add_argument("--allow-oversubscribe", action="store_true",
-                   help="also measure configs with instances x threads > the usable cores")
-    s.add_argument("--max-concurrency", type=int, default=256,
-                   help="cap of each concurrency sweep (default: %(default)s)")
-    s.add_argument("--refine-steps", type=int, default=8,
-                   help="at most this many probes between the last concurrency within budget and the first over "
-                        "it; they stop when the two are one client apart (default: %(default)s)")
-    s.add_argument("--noise-repeats", type=int, default=2,
-                   help="extra measurements of the baseline to estimate the noise (default: %(default)s)")
-    s.add_argument("--confirm-samples", type=int, default=3,
-                   help="samples per finalist in the final re-measurement (default: %(default)s)")
-    s.add_argument("--min-noise", type=float, default=MIN_NOISE,
-                   help="floor of the relative noise: smaller gains never count (default: %(default)s)")
-    s.add_argument("--queue-delays-us", type=cli.int_list, default=DEFAULT_QUEUE_DELAYS_US,
-                   help="max queue delays to try, in us (default: %s)" % ",".join(map(str, DEFAULT_QUEUE_DELAYS_US)))
+    add_arguments(s, SearchSettings, only=("max_minutes", "max_configs", "allow_oversubscribe", "max_concurrency",
+                                           "refine_steps", "noise_repeats", "confirm_samples", "min_noise",
+                                           "queue_delays_us"), max_minutes=SEARCH_MAX_MINUTES)
     s.add_argument("--fresh", action="store_true",
                    help="set the checkpointed points in --result-path aside (kept under superseded/) and start over")
     s.add_argument("--resume", action="store_true",
@@ -124,29 +102,10 @@ def build_parser():
     return p
 
 
-OBJECTIVES = ("capacity", "closed-loop", "throughput", "latency")
-
-
 def settings_from_args(args) -> SearchSettings:
-    if args.p99_ms <= 0:
-        raise UserInputError("--p99-ms must be > 0")
-    if args.capacity_trials < 1:
-        raise UserInputError("--capacity-trials must be >= 1")
-    if args.open_loop_window_ms is not None and args.open_loop_window_ms < 100:
-        raise UserInputError(f"--open-loop-window-ms {args.open_loop_window_ms}: give at least 100 ms, or leave it out "
-                             "to size each window to about 100 requests at its rate")
-    objective = "latency" if args.objective == "latency" else "throughput"  # the closed-loop exploration's
-    rate_s = rate_point_estimate(args.open_loop_window_ms)
-    return SearchSettings(
-        rank_by="capacity" if args.objective == "capacity" else "closed-loop", capacity_trials=args.capacity_trials,
-        rate_point_s=rate_s, open_loop_window_ms=args.open_loop_window_ms,
-        budget_ms=args.p99_ms, objective=objective, cores=host_cores(),
-        allow_oversubscribe=args.allow_oversubscribe, max_minutes=args.max_minutes, max_configs=args.max_configs,
-        noise_repeats=args.noise_repeats, confirm_samples=max(1, args.confirm_samples),
-        max_concurrency=args.max_concurrency, refine_steps=args.refine_steps,
-        queue_delays_us=tuple(args.queue_delays_us), min_noise=args.min_noise,
-        finish_reserve_s=FINISH_RESERVE_S,
-    )
+    """The flags' SearchSettings (each checked by its own range: config.check_numbers)."""
+    return from_args(SearchSettings, args, **objective_fields(args.objective), cores=host_cores(),
+                     rate_point_s=rate_point_estimate(args.open_loop_window_ms), finish_reserve_s=FINISH_RESERVE_S)
 
 
 def search_identity(model: str, preset: str, options, infos) -> RunIdentity:
@@ -230,8 +189,6 @@ def search_step(request: SearchRequest) -> SearchRun:
 
     started = time.monotonic()  # --max-minutes counts the server's start and the artifacts too
     settings = request.settings
-    if settings.budget_ms <= 0 or settings.capacity_trials < 1:
-        raise UserInputError("the p99 budget must be > 0 ms and the capacity trials >= 1")
     if not request.formats:
         raise UserInputError("--formats needs at least one format, e.g. onnx")
     options = request.options

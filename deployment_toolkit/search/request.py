@@ -19,6 +19,8 @@ DEFAULT_PERF_OPTIONS = PerfOptions(
     protocol="grpc", shared_memory="system", measurement_mode="count_windows", measurement_interval_ms=2000,
     measurement_request_count=40, stability_percentage=20.0, max_trials=5, max_attempts=1)
 
+SEARCH_MAX_MINUTES = 20.0  # `search` and dt.search_config: the time limit unless given one
+PLAN_MAX_MINUTES = 8.0  # `plan` and dt.plan: the search's share of a plan
 FINISH_RESERVE_S = 10.0  # writing the winner, the CSVs, the plot and the report took 3-5 s on a 2-core host
 
 
@@ -54,4 +56,5 @@ class SearchRequest:
     command: str = ""  # the equivalent command, shown in search.md
 
 
-__all__ = ["DEFAULT_PERF_OPTIONS", "FINISH_RESERVE_S", "SearchRequest", "SearchServer"]
+__all__ = ["DEFAULT_PERF_OPTIONS", "FINISH_RESERVE_S", "PLAN_MAX_MINUTES", "SEARCH_MAX_MINUTES", "SearchRequest",
+           "SearchServer"]

@@ -6,7 +6,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..errors import ToolkitError, UserError
+from ..config import check_numbers, setting
+from ..config.fields import int_list
+from ..errors import ToolkitError, UserError, UserInputError
 from ..repository.config import ConfigError, build_config
 from ..spec import Manifest
 from .space import DEFAULT_QUEUE_DELAYS_US, Candidate, host_cores
@@ -48,23 +50,48 @@ class FormatInfo:
 
 @dataclass
 class SearchSettings:
-    budget_ms: float
-    objective: str = "throughput"
+    """What a search explores and how long; each field's flag, default and range written once (the search and
+    plan commands build their flags from these fields, the Python API takes the same fields)."""
+
+    budget_ms: float = setting(flag="--p99-ms", unit="ms", low=0, low_open=True, high=3_600_000,
+                               help="p99 latency budget: a point counts only within it")
+    objective: str = "throughput"  # the closed-loop exploration's: throughput | latency (objective_fields)
     cores: int = field(default_factory=host_cores)
-    allow_oversubscribe: bool = False
-    max_minutes: float | None = None
-    max_configs: int | None = None
-    noise_repeats: int = 2  # extra measurements of the baseline's best point
-    confirm_samples: int = 3  # samples per finalist in the final comparison
-    max_concurrency: int = 256
-    refine_steps: int = 8  # at most this many probes to narrow the knee to one client
-    queue_delays_us: tuple[int, ...] = DEFAULT_QUEUE_DELAYS_US
-    min_noise: float = MIN_NOISE
+    allow_oversubscribe: bool = setting(False, flag="--allow-oversubscribe", action="store_true",
+                                        help="also measure configs with instances x threads > the usable cores")
+    max_minutes: float | None = setting(None, flag="--max-minutes", unit="min", low=0, low_open=True, high=10_080,
+                                        help="time limit from the command's start: the server's start-up and the "
+                                             "final re-measurement included")
+    max_configs: int | None = setting(None, flag="--max-configs", low=1, high=100_000,
+                                      help="stop exploring after this many measured configs")
+    noise_repeats: int = setting(2, flag="--noise-repeats", low=0, high=100,
+                                 help="extra measurements of the baseline to estimate the noise")
+    confirm_samples: int = setting(3, flag="--confirm-samples", low=1, high=100,
+                                   help="samples per finalist in the final re-measurement")
+    max_concurrency: int = setting(256, flag="--max-concurrency", low=1, high=65_536,
+                                   help="cap of each concurrency sweep")
+    refine_steps: int = setting(8, flag="--refine-steps", low=0, high=64,
+                                help="at most this many probes between the last concurrency within budget and the "
+                                     "first over it; they stop when the two are one client apart")
+    queue_delays_us: tuple[int, ...] = setting(DEFAULT_QUEUE_DELAYS_US, flag="--queue-delays-us", type=int_list,
+                                               unit="us", low=0, high=60_000_000,
+                                               help="max queue delays to try, comma-separated")
+    min_noise: float = setting(MIN_NOISE, flag="--min-noise", low=0, high=1,
+                               help="floor of the relative noise: smaller gains never count")
     finish_reserve_s: float = 0.0  # kept at the end of --max-minutes for what the command does after the search
     rank_by: str = "closed-loop"  # closed-loop | capacity (the finalists' open-loop capacity: search/capacity.py)
-    capacity_trials: int = 3  # open-loop capacity searches per finalist
+    capacity_trials: int = setting(3, flag="--capacity-trials", low=1, high=20,
+                                   help="open-loop capacity searches per finalist under --objective capacity; their "
+                                        "spread is the capacity's")
     rate_point_s: float = 6.0  # the time of one open-loop rate (the time reserve's estimate until one is measured)
-    open_loop_window_ms: int | None = None  # perf_analyzer's window at an open-loop rate (None: sized to the rate)
+    open_loop_window_ms: int | None = setting(
+        None, flag="--open-loop-window-ms", unit="ms", low=100, high=600_000,
+        help="perf_analyzer window of an open-loop rate (3 to 6 windows a rate; default: about 100 requests at the "
+             "rate, 300 to 1000 ms)")
+
+    def __post_init__(self) -> None:
+        self.queue_delays_us = tuple(self.queue_delays_us)
+        check_numbers(self)
 
     @property
     def objective_name(self) -> str:
@@ -72,6 +99,18 @@ class SearchSettings:
         if self.rank_by == "capacity":
             return "capacity"
         return "closed-loop" if self.objective == "throughput" else self.objective
+
+
+OBJECTIVES = ("capacity", "closed-loop", "throughput", "latency")  # --objective; throughput is closed-loop
+
+
+def objective_fields(objective: str) -> dict[str, str]:
+    """The SearchSettings fields --objective sets: what the finalists are ranked by and what the closed-loop
+    exploration maximises."""
+    if objective not in OBJECTIVES:
+        raise UserInputError(f"objective {objective!r}: choose one of {', '.join(OBJECTIVES)}")
+    return {"rank_by": "capacity" if objective == "capacity" else "closed-loop",
+            "objective": "latency" if objective == "latency" else "throughput"}
 
 
 @dataclass

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from ..config import check_numbers, setting
+from ..config.fields import MAX_HEADROOM, MAX_LATENCY_MS, MAX_RATE
 from .runs import Run, SizingError
 from .sustainable import Sustainable, sustainable
 
@@ -63,20 +65,13 @@ def load_prices(path: str | Path) -> dict[str, float]:
 
 @dataclass(frozen=True)
 class Demand:
-    peak_rps: float
-    slo_ms: float
-    headroom: float = 0.2
-    gpus_per_node: int = 8
+    peak_rps: float = setting(flag="--peak-rps", unit="inferences/s", low=0, low_open=True, high=MAX_RATE)
+    slo_ms: float = setting(flag="--p99-ms", unit="ms", low=0, low_open=True, high=MAX_LATENCY_MS)
+    headroom: float = setting(0.2, flag="--headroom", low=0, high=MAX_HEADROOM, help="0.2 = 20% spare capacity")
+    gpus_per_node: int = setting(8, flag="--gpus-per-node", low=1, high=64)
 
     def __post_init__(self) -> None:
-        if self.peak_rps <= 0:
-            raise SizingError("--peak-rps must be positive")
-        if self.slo_ms <= 0:
-            raise SizingError("--p99-ms must be positive")
-        if self.headroom < 0:
-            raise SizingError("--headroom must be >= 0 (0.2 = 20% spare capacity)")
-        if self.gpus_per_node < 1:
-            raise SizingError("--gpus-per-node must be >= 1")
+        check_numbers(self)  # NaN, inf and 1e308 included: one line naming the flag
 
     @property
     def planned_rate(self) -> float:

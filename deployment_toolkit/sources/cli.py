@@ -56,11 +56,22 @@ def add_source_arguments(p: argparse.ArgumentParser, *, required: bool = True, m
     return g
 
 
+MAX_LITERAL = 10_000  # characters of a --model-arg value read as a Python literal
+
+
 def parse_value(text: str) -> Any:
+    """A Python literal (a number, a list, a dict, ...) or else the text itself; a literal too long or too deeply
+    nested to read is one line (it exhausted memory or the parser's recursion before)."""
+    if len(text) > MAX_LITERAL:
+        raise SourceError(f"a --model-arg value of {len(text):,} characters is past the {MAX_LITERAL:,} taken: pass "
+                          "large settings in a file your get_model reads")
     try:
         return ast.literal_eval(text)
     except (ValueError, SyntaxError):
         return text
+    except (MemoryError, RecursionError):
+        raise SourceError(f"a --model-arg value nests too deeply to read ({text[:40]}...): pass it in a file your "
+                          "get_model reads") from None
 
 
 def model_args(pairs: list[str]) -> dict[str, Any]:

@@ -11,10 +11,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize(("extra", "message"), [
-    (["--p99-ms", "0"], "--peak-rps and --p99-ms must be > 0"),
+    (["--p99-ms", "0"], "--p99-ms must be > 0 and <= 3.6e+06 ms, got 0.0"),
+    (["--peak-rps", "nan"], "--peak-rps must be > 0 and <= 1e+09 inferences/s, got nan"),
     (["--max-replicas", "0"], "--max-replicas must be >= 1"),
     (["--objective", "closed-loop"], "a plan ranks configs by the open-loop capacity"),
-    (["--host-memory-gb", "-1"], "--host-memory-gb -1"),
+    (["--host-memory-gb", "-1"], "--host-memory-gb must be > 0 and <= 100000 GB, got -1.0"),
 ])
 def test_bad_input_is_one_line_and_nothing_is_written(tmp_path, extra, message):
     args = ["--model", "resnet18", "--peak-rps", "100", "--p99-ms", "50", "--result-path", str(tmp_path / "plan"),

@@ -282,7 +282,7 @@ def test_cli_unreachable_and_errors(tmp_path):
     bad = _cli(FIX / "all_unstable", "--peak-rps", 100, "--p99-ms", 10, "--output", tmp_path)
     assert bad.returncode == 2 and bad.stderr.startswith("error: all 2 points") and "Traceback" not in bad.stderr
     neg = _cli(X1, "--peak-rps", -1, "--p99-ms", 10, "--output", tmp_path)
-    assert neg.returncode == 2 and "--peak-rps must be positive" in neg.stderr
+    assert neg.returncode == 2 and "--peak-rps must be > 0 and <= 1e+09 inferences/s, got -1.0" in neg.stderr
 
 
 # ---- recorded run, report section ---------------------------------------------------------------------
