@@ -160,10 +160,11 @@ def _serve_and_plan(result: PlanResult, demand: Demand, checks: Checks, winner, 
     options (the user's flags and samples: the sweep and the confirmation send the data the search sent)."""
     from ..perf.online import run_online
     from ..server.local import LocalTritonServer, ServerConfig
-    from ..sizing import Demand as SizingDemand, Prices, frontier, load_runs, size
+    from ..sizing import Prices, load_runs
+    from ..sizing.fleetplan import plan_on_capacities
     from ..sizing.memory import MemoryBudget
-    from ..sizing.openloop import derived_headroom
     from ..sizing.output import write_outputs
+    from ..sizing.request import DemandSpec
     from ..spec import Manifest
 
     steps, out_dir = result.steps, result.out_dir
@@ -187,14 +188,13 @@ def _serve_and_plan(result: PlanResult, demand: Demand, checks: Checks, winner, 
         result.run = next(r for r in load_runs(out_dir / "winner") if r.kind == "online")
         capacity = dataclasses.replace(winner.capacity.result, config=result.run.name)
         measured = {result.run.name: capacity}
-        headroom, note = (demand.headroom, f"Headroom {demand.headroom:.1%} (given with --headroom).") \
-            if demand.headroom is not None else derived_headroom(measured)
-        sizing_demand = SizingDemand(demand.peak_rps, demand.p99_ms, headroom, demand.gpus_per_node)
+        spec = DemandSpec(demand.peak_rps, demand.p99_ms, demand.headroom, demand.gpus_per_node)
         prices = Prices({}, demand.gpu_hour_cost, demand.host_hour_cost)
         budget = MemoryBudget(demand.gpu_memory_gb, demand.host_memory_gb)
         budget.check([result.run])
-        result.sizing = steps.call("fleet plan on the winner's open-loop capacity", lambda: _size(
-            size([result.run], sizing_demand, prices, open_loop=measured, memory_budget=budget or None), demand))
+        planned = steps.call("fleet plan on the winner's open-loop capacity", lambda: _size(
+            plan_on_capacities([result.run], spec, prices, measured, budget), demand))
+        result.sizing = planned.sizing
         if checks.confirm:
             result.confirmation = steps.call("confirmation under open-loop traffic (and the burst check)",
                                              lambda: _confirm(result, url, server.metrics_url, model, checks))
@@ -202,13 +202,15 @@ def _serve_and_plan(result: PlanResult, demand: Demand, checks: Checks, winner, 
                 result.code = 1
         confirmation = result.confirmation.text() if result.confirmation is not None else None
         result.sizing_files = steps.call("sizing report", lambda: write_outputs(
-            result.sizing, [result.run], frontier([result.run], sizing_demand, prices), out_dir / "sizing",
-            confirmation, command=command, headroom_note=note))
+            result.sizing, [result.run], planned.frontier, out_dir / "sizing", confirmation, command=command,
+            headroom_note=planned.headroom_note))
     finally:
         server.stop()
 
 
-def _size(sizing, demand: Demand):
+def _size(planned, demand: Demand):
+    """The capacity plan, refused when nothing meets the SLO or it needs more than --max-replicas."""
+    sizing = planned.sizing
     plan = sizing.recommendation
     if plan is None:
         raise PlanError(sizing.reason)
@@ -218,7 +220,7 @@ def _size(sizing, demand: Demand):
                         f"{per:,.1f} inf/s (with {sizing.demand.headroom:.0%} headroom), more than --max-replicas "
                         f"{demand.max_replicas}: at most {math.floor(demand.max_replicas * per / (1 + sizing.demand.headroom)):,.0f}"
                         " inf/s fit; raise --max-replicas or lower --peak-rps")
-    return sizing
+    return planned
 
 
 def _confirm(result: PlanResult, url: str, metrics_url: str | None, model: str, checks: Checks):
@@ -234,14 +236,13 @@ def _confirm(result: PlanResult, url: str, metrics_url: str | None, model: str, 
 
 
 def _manifests(result: PlanResult, deploy: Deploy) -> dict[str, Path]:
-    from ..sizing.k8s import FleetSpec, fleet_manifests, validate_all, write_manifests
+    from ..sizing.fleetplan import emit_manifests
+    from ..sizing.k8s import FleetSpec
 
     plan = result.plan
     spec = FleetSpec(name=f"triton-{plan.run.model}", pvc=deploy.pvc, namespace=deploy.namespace,
                      autoscale=deploy.autoscale_on, **({"image": deploy.image} if deploy.image else {}))
-    manifests = fleet_manifests(plan, spec)
-    validate_all(manifests)
-    result.manifests = write_manifests(manifests, result.out_dir / "k8s")
+    result.manifests = emit_manifests(plan, spec, result.out_dir / "k8s").files
     return result.manifests
 
 

@@ -225,17 +225,19 @@ def _fleet(request: SizeRequest, plan: Plan, slo_ms: float, out_dir: Path) -> Fl
 
 def _k8s(request: SizeRequest, sizing: Sizing, out_dir: Path, result: SizeResult, say: _Console) -> None:
     """The manifests of the chosen plan, validated and written; the HPA's metric added to sizing.md."""
-    from .k8s import FleetSpec, fleet_manifests, validate_all, write_manifests
+    from .fleetplan import emit_manifests
+    from .k8s import FleetSpec
 
     k = request.k8s
     plan = pick(sizing.plans, k.run, sizing, "deploy")
     spec = FleetSpec(name=k.name or f"triton-{plan.run.model}", pvc=k.pvc, repository_subpath=k.repository_subpath,
                      namespace=k.namespace, max_replicas=k.max_replicas, memory=k.memory, cpu=k.cpu,
                      autoscale=k.autoscale_on, **({"image": k.image} if k.image else {}))
-    result.k8s_plan, result.manifests = plan, fleet_manifests(plan, spec)
-    for line in validate_all(result.manifests, k.version):
+    emitted = emit_manifests(plan, spec, k.out_dir, k.version)
+    result.k8s_plan, result.manifests = plan, emitted.documents
+    for line in emitted.checks:
         say(f"  {line}")
-    result.manifest_files = written = write_manifests(result.manifests, k.out_dir)
+    result.manifest_files = written = emitted.files
     say(f"wrote {len(written)} manifests to {k.out_dir} ({plan.replicas} replicas of {plan.run.label})")
     reason = result.manifests['prometheus-adapter-rules.yaml']['autoscaling']['reason']
     say(f"the HPA scales on {reason}")
@@ -268,8 +270,7 @@ def _check_input(request: SizeRequest) -> None:
 def size_fleet(request: SizeRequest, echo: Echo | None = None) -> SizeResult:
     """Size the fleet the request describes; `echo` gets each console line as it is produced (the command
     prints it). Raises a UserError for bad input (before measuring) and lets perf_analyzer errors through."""
-    from .frontier import frontier
-    from .openloop import derived_headroom
+    from .fleetplan import plan_on_capacities
     from .output import write_outputs
 
     _check_input(request)
@@ -289,22 +290,19 @@ def size_fleet(request: SizeRequest, echo: Echo | None = None) -> SizeResult:
     say = _Console(lines, echo)
     capacities = _capacities(request, runs, too_big, probe.slo_ms, say)
     measured = {k: v for k, v in capacities.items() if v is not None}
-    headroom, headroom_note = (d.headroom, None) if d.headroom is not None else derived_headroom(measured)
-    if d.headroom is not None:
-        headroom_note = f"Headroom {d.headroom:.1%} (given with --headroom)."
     if not measured:
         say("warning: no open-loop capacity measured (--capacity URL): planning on closed-loop points, which "
             "overstate what a replica sustains under real traffic", err=True)
-    demand = Demand(d.peak_rps, d.p99_ms, headroom, d.gpus_per_node)
     costs = request.costs
     prices = Prices(load_prices(costs.prices_file) if costs.prices_file else {}, costs.gpu_hour, costs.host_hour)
-    sizing = size(runs, demand, prices, request.coverage.gsd_m or (), request.coverage.area_km2, d.include_unreliable,
-                  measured, memory_budget=budget)
+    planned = plan_on_capacities(runs, d, prices, measured, budget, request.coverage.gsd_m,
+                                 request.coverage.area_km2)
+    sizing, demand, headroom, headroom_note, steps = (planned.sizing, planned.demand, planned.demand.headroom,
+                                                      planned.headroom_note, planned.frontier)
     if sizing.recommendation is None and sizing.rejected:
         raise UserInputError(sizing.reason)  # what meets the SLO does not fit the device
     out_dir = Path(request.output) if request.output else runs[0].path
     refuse_committed(out_dir, "--output" if request.output else "the first RUN, where sizing goes without --output")
-    steps = frontier(runs, demand, prices, d.include_unreliable, memory_budget=budget)
     result = SizeResult(runs, sizing, capacities, headroom, headroom_note, steps, out_dir, lines=lines,
                         code=0 if sizing.recommendation else EXIT_NOT_MET)  # no plan meets the SLO
     for text in ranking_lines(sizing, budget):
