@@ -5,23 +5,26 @@ conversion takes seconds on a 2-core CPU; the point is to exercise each architec
 structure, not its accuracy. torch, timm, torchvision and transformers are imported inside the builders so that
 listing the corpus stays instant.
 
-Over 400 lines on purpose: it holds one builder and one registry entry for each of the forty-odd architectures,
-and splitting them would only scatter that data.
+The samples live in `samples`, the plain-torch models in `torch_models`; this module holds the library builders
+and the registry.
+
+Over 400 lines on purpose: it holds one builder and one registry entry for each of the fifty-odd architectures,
+and splitting them further would only scatter that data.
 """
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
-from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, Callable
 
-import numpy as np
+from .samples import (VOCAB as _VOCAB, SampleMaker, floats as _floats, image_text_pairs as _image_text_pairs,
+                      images as _images, log_mel as _log_mel, masks as _masks, sample_maker as _samples,
+                      seq2seq as _seq2seq, text as _text, waveforms as _waveforms)
+from .torch_models import (torch_dict_outputs, torch_image_metadata, torch_lazy_mlp, torch_lstm_tagger,
+                           torch_mask_positions, torch_namedtuple_outputs, torch_set_attention,
+                           torch_text_transformer, torch_underflow_segmenter)
 
 if TYPE_CHECKING:
     from torch import nn
-
-Sample = dict[str, np.ndarray]
-SampleMaker = Callable[[int, int], list[Sample]]
 
 
 @dataclass(frozen=True)
@@ -37,118 +40,6 @@ class Architecture:
     max_batch_size: int = 8
     note: str = ""
 
-
-# Samples ------------------------------------------------------------------------------------------------------
-
-_LENGTHS = (12, 16, 20, 24)
-_VOCAB = 512
-_IMAGENET_MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32)
-_IMAGENET_STD = np.array([0.229, 0.224, 0.225], dtype=np.float32)
-
-
-def _text(
-    count: int, seed: int, *, vocab: int = _VOCAB, pad_id: int = 0, mask: bool = True, token_types: bool = False
-) -> list[Sample]:
-    """Token ids whose length cycles through _LENGTHS so the sequence axis is seen as dynamic; the attention mask
-    is ones then right padding (at least half ones), and padded positions hold the pad id as a tokenizer writes."""
-    out = []
-    for index in range(count):
-        rng = np.random.default_rng(seed + index)
-        length = _LENGTHS[index % len(_LENGTHS)]
-        real = int(rng.integers((length + 1) // 2, length, endpoint=True))
-        ids = rng.integers(3, vocab, size=length, dtype=np.int64)
-        ids[real:] = pad_id
-        sample = {"input_ids": ids}
-        if mask:
-            sample["attention_mask"] = (np.arange(length) < real).astype(np.int64)
-        if token_types:
-            types = np.zeros(length, dtype=np.int64)
-            types[int(rng.integers(1, real)) : real] = 1
-            sample["token_type_ids"] = types
-        out.append(sample)
-    return out
-
-
-def _images(count: int, seed: int, *, shape: tuple[int, ...], name: str = "x", normalize: bool = True) -> list[Sample]:
-    """Pixels in [0, 1], ImageNet-normalized unless the model normalizes them itself (torchvision detection);
-    channels lead, so a video (3, T, H, W) is normalized the same way."""
-    out = []
-    for index in range(count):
-        pixels = np.random.default_rng(seed + index).random(shape, dtype=np.float32)
-        if normalize:
-            stats = (3,) + (1,) * (len(shape) - 1)
-            pixels = (pixels - _IMAGENET_MEAN.reshape(stats)) / _IMAGENET_STD.reshape(stats)
-        out.append({name: pixels.astype(np.float32)})
-    return out
-
-
-def _waveforms(count: int, seed: int, *, length: int | tuple[int, ...], name: str = "input_values") -> list[Sample]:
-    """16 kHz tones plus noise, zero-mean and unit-variance as Wav2Vec2FeatureExtractor(do_normalize=True) gives;
-    a tuple of lengths cycles, as recordings of different durations do."""
-    lengths = length if isinstance(length, tuple) else (length,)
-    out = []
-    for index in range(count):
-        size = lengths[index % len(lengths)]
-        t = np.arange(size, dtype=np.float32) / 16_000
-        rng = np.random.default_rng(seed + index)
-        wave = sum(rng.uniform(0.1, 0.5) * np.sin(2 * np.pi * rng.uniform(100, 2000) * t) for _ in range(3))
-        wave = wave + rng.normal(0, 0.01, size)
-        out.append({name: ((wave - wave.mean()) / (wave.std() + 1e-7)).astype(np.float32)})
-    return out
-
-
-def _log_mel(count: int, seed: int, *, bins: int, frames: int) -> list[Sample]:
-    """Whisper-style log-mel features, which its extractor scales to roughly [-1, 1.5]."""
-    out = []
-    for index in range(count):
-        features = np.random.default_rng(seed + index).normal(0, 0.4, (bins, frames)).clip(-1, 1.5)
-        out.append({"input_features": features.astype(np.float32)})
-    return out
-
-
-def _floats(count: int, seed: int, *, shapes: dict[str, tuple[int, ...]]) -> list[Sample]:
-    """Standard-normal features, the scale a normalized input has."""
-    out = []
-    for index in range(count):
-        rng = np.random.default_rng(seed + index)
-        out.append({name: rng.standard_normal(shape, dtype=np.float32) for name, shape in shapes.items()})
-    return out
-
-
-def _seq2seq(count: int, seed: int) -> list[Sample]:
-    """Source token ids of different lengths with their mask, and a decoder prefix of 6 ids (teacher forcing)."""
-    out = _text(count, seed)
-    for index, sample in enumerate(out):
-        sample["decoder_input_ids"] = np.random.default_rng(seed + 1000 + index).integers(3, _VOCAB, 6, dtype=np.int64)
-    return out
-
-
-def _image_text_pairs(count: int, seed: int) -> list[Sample]:
-    """Whole requests of 2 images and 2 captions (ids mark a batch), for a model that scores every image against
-    every caption of its request."""
-    out = []
-    for index in range(count):
-        rng = np.random.default_rng(seed + index)
-        pixels = _images(2, seed + 10 * index, shape=(3, 32, 32), name="pixel_values")
-        out.append({"ids": np.array([f"r{index}a", f"r{index}b"]), "input_ids": rng.integers(3, _VOCAB, (2, 8)),
-                    "attention_mask": np.ones((2, 8), np.int64),
-                    "pixel_values": np.stack([p["pixel_values"] for p in pixels])})
-    return out
-
-
-def _masks(count: int, seed: int) -> list[Sample]:
-    """uint8 padding masks of different lengths: ones, then zeros."""
-    out = []
-    for index in range(count):
-        length = _LENGTHS[index % len(_LENGTHS)]
-        real = int(np.random.default_rng(seed + index).integers(length // 2, length + 1))
-        out.append({"mask": (np.arange(length) < real).astype(np.uint8)})
-    return out
-
-
-def _samples(maker: Callable[..., list[Sample]], **kwargs: Any) -> SampleMaker:
-    """A picklable (count, seed) sample maker, so entries can cross process boundaries."""
-    return functools.partial(maker, **kwargs)
 
 
 # Builders -----------------------------------------------------------------------------------------------------
@@ -430,192 +321,11 @@ def timm_regnetx_002() -> nn.Module:
     return _timm("regnetx_002")
 
 
-@functools.cache
-def _torch_classes() -> SimpleNamespace:
-    """The plain-torch models, defined on first use so that importing the corpus does not import torch."""
-    from typing import NamedTuple
-
-    import torch
-    from torch import Tensor, nn
-
-    class TextTransformer(nn.Module):
-        """Embedding + nn.TransformerEncoder; with a padding mask in eval it takes the nested-tensor fast path."""
-
-        def __init__(self, vocab: int = _VOCAB, width: int = 32, classes: int = 3) -> None:
-            super().__init__()
-            self.tokens = nn.Embedding(vocab, width, padding_idx=0)
-            self.positions = nn.Embedding(64, width)
-            layer = nn.TransformerEncoderLayer(width, 4, dim_feedforward=64, batch_first=True)
-            self.encoder = nn.TransformerEncoder(layer, num_layers=2)
-            self.head = nn.Linear(width, classes)
-
-        def forward(self, input_ids: Tensor, attention_mask: Tensor) -> Tensor:
-            positions = torch.arange(input_ids.shape[1], device=input_ids.device)
-            hidden = self.encoder(self.tokens(input_ids) + self.positions(positions),
-                                  src_key_padding_mask=attention_mask == 0)
-            weights = attention_mask.unsqueeze(-1).to(hidden.dtype)
-            return self.head((hidden * weights).sum(1) / weights.sum(1).clamp(min=1.0))
-
-    class UnderflowSegmenter(nn.Module):
-        """A segmentation head whose logits underflow to ~1e-42 (what a random-weight model gave a user): float32
-        subnormals, which one runtime keeps and another flushes to zero."""
-
-        def __init__(self, classes: int = 3) -> None:
-            super().__init__()
-            self.body = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, classes, 1))
-
-        def forward(self, x: Tensor) -> Tensor:
-            return self.body(x) * 1e-42
-
-    class MaskPositions(nn.Module):
-        """Token positions from a uint8 padding mask: the TorchScript-based exporter writes a CumSum on uint8,
-        which ONNX Runtime cannot load."""
-
-        def forward(self, mask: Tensor) -> Tensor:
-            return mask.cumsum(1) * mask
-
-    class LstmTagger(nn.Module):
-        """A bidirectional LSTM tagging every token: the recurrent case."""
-
-        def __init__(self, vocab: int = _VOCAB, width: int = 32, tags: int = 5) -> None:
-            super().__init__()
-            self.tokens = nn.Embedding(vocab, width)
-            self.lstm = nn.LSTM(width, width, num_layers=2, batch_first=True, bidirectional=True)
-            self.head = nn.Linear(2 * width, tags)
-
-        def forward(self, input_ids: Tensor) -> Tensor:
-            return self.head(self.lstm(self.tokens(input_ids))[0])
-
-    class SetAttention(nn.Module):
-        """Self-attention over a set of feature vectors through nn.MultiheadAttention (fused path in eval)."""
-
-        def __init__(self, width: int = 32, classes: int = 10) -> None:
-            super().__init__()
-            self.attention = nn.MultiheadAttention(width, 4, batch_first=True)
-            self.norm = nn.LayerNorm(width)
-            self.head = nn.Linear(width, classes)
-
-        def forward(self, x: Tensor) -> Tensor:
-            attended = self.attention(x, x, x, need_weights=False)[0]
-            return self.head(self.norm(x + attended).mean(1))
-
-    class LazyMlp(nn.Module):
-        """An MLP of nn.LazyLinear layers whose parameters only take shape on the first forward call."""
-
-        def __init__(self, classes: int = 10) -> None:
-            super().__init__()
-            self.body = nn.Sequential(nn.LazyLinear(64), nn.ReLU(), nn.LazyLinear(classes))
-
-        def forward(self, x: Tensor) -> Tensor:
-            return self.body(x)
-
-    def small_cnn(width: int = 32) -> nn.Module:
-        return nn.Sequential(
-            nn.Conv2d(3, 16, 3, stride=2, padding=1), nn.BatchNorm2d(16), nn.ReLU(),
-            nn.Conv2d(16, width, 3, stride=2, padding=1), nn.BatchNorm2d(width), nn.ReLU(),
-            nn.AdaptiveAvgPool2d(1), nn.Flatten(),
-        )
-
-    class EmbedAndClassify(nn.Module):
-        """Returns a dict of two tensors, as retrieval models that serve an embedding beside the logits do."""
-
-        def __init__(self, classes: int = 10) -> None:
-            super().__init__()
-            self.features = small_cnn()
-            self.head = nn.Linear(32, classes)
-
-        def forward(self, x: Tensor) -> dict[str, Tensor]:
-            embedding = self.features(x)
-            return {"embedding": nn.functional.normalize(embedding, dim=-1), "logits": self.head(embedding)}
-
-    Prediction = NamedTuple("Prediction", [("logits", Tensor), ("probabilities", Tensor)])
-
-    class ClassifyWithProbabilities(nn.Module):
-        """Returns a NamedTuple (logits, probabilities)."""
-
-        def __init__(self, classes: int = 10) -> None:
-            super().__init__()
-            self.features = small_cnn()
-            self.head = nn.Linear(32, classes)
-
-        def forward(self, x: Tensor) -> Prediction:
-            logits = self.head(self.features(x))
-            return Prediction(logits, logits.softmax(-1))
-
-    class ImageWithMetadata(nn.Module):
-        """Two inputs fused late: an image and a float metadata vector (e.g. capture settings)."""
-
-        def __init__(self, metadata: int = 8, classes: int = 10) -> None:
-            super().__init__()
-            self.image = small_cnn()
-            self.metadata = nn.Sequential(nn.Linear(metadata, 16), nn.ReLU())
-            self.head = nn.Linear(32 + 16, classes)
-
-        def forward(self, image: Tensor, metadata: Tensor) -> Tensor:
-            return self.head(torch.cat([self.image(image), self.metadata(metadata)], dim=1))
-
-    class BatchedDetector(nn.Module):
-        """A torchvision detector taking a 4-D batch instead of a list of images; returns its list of dicts."""
-
-        def __init__(self, detector: nn.Module) -> None:
-            super().__init__()
-            self.detector = detector
-
-        def forward(self, x: Tensor) -> list[dict[str, Tensor]]:
-            images = list(x.unbind(0))
-            if torch.jit.is_scripting():
-                return self.detector(images)[1]
-            return self.detector(images)
-
-    return SimpleNamespace(
-        TextTransformer=TextTransformer, LstmTagger=LstmTagger, SetAttention=SetAttention, LazyMlp=LazyMlp,
-        EmbedAndClassify=EmbedAndClassify, ClassifyWithProbabilities=ClassifyWithProbabilities,
-        ImageWithMetadata=ImageWithMetadata, BatchedDetector=BatchedDetector, UnderflowSegmenter=UnderflowSegmenter,
-        MaskPositions=MaskPositions,
-    )
-
-
-def torch_text_transformer() -> nn.Module:
-    return _torch_classes().TextTransformer().eval()
-
-
-def torch_lstm_tagger() -> nn.Module:
-    return _torch_classes().LstmTagger().eval()
-
-
-def torch_set_attention() -> nn.Module:
-    return _torch_classes().SetAttention().eval()
-
-
-def torch_lazy_mlp() -> nn.Module:
-    return _torch_classes().LazyMlp().eval()
-
-
-def torch_dict_outputs() -> nn.Module:
-    return _torch_classes().EmbedAndClassify().eval()
-
-
-def torch_namedtuple_outputs() -> nn.Module:
-    return _torch_classes().ClassifyWithProbabilities().eval()
-
-
-def torch_image_metadata() -> nn.Module:
-    return _torch_classes().ImageWithMetadata().eval()
-
-
-def torch_underflow_segmenter() -> nn.Module:
-    return _torch_classes().UnderflowSegmenter().eval()
-
-
-def torch_mask_positions() -> nn.Module:
-    return _torch_classes().MaskPositions().eval()
-
-
 # Registry -----------------------------------------------------------------------------------------------------
 
 
 def _ref(builder: Callable[[], Any]) -> str:
-    return f"{__name__}:{builder.__name__}"
+    return f"{builder.__module__}:{builder.__name__}"
 
 
 _TEXT_SAMPLES = _samples(_text)
