@@ -44,6 +44,21 @@ class SpecError(UserError, ValueError):
     """A signature or manifest that contradicts itself or the model."""
 
 
+def check_repository_path(path: str | Path, flag: str = "--model-repository") -> Path:
+    """`path` if tritonserver's Python backend can serve from it; else SpecError naming the part that it cannot
+    use. The backend starts each model's stub with the path on a command line split at whitespace and encodes it
+    as ASCII: a space made the model load forever ("still loading"), a non-ASCII folder a UnicodeEncodeError."""
+    resolved = Path(path).absolute()
+    for part in resolved.parts:
+        if any(c.isspace() for c in part):
+            raise SpecError(f"{flag} {str(path)!r}: the folder {part!r} has whitespace, which tritonserver's Python "
+                            "backend cannot load models from (they stay 'loading' forever); use a path without spaces")
+        if not part.isascii():
+            raise SpecError(f"{flag} {str(path)!r}: the folder {part!r} has non-ASCII characters, which tritonserver's "
+                            "Python backend cannot open; use an ASCII path")
+    return Path(path)
+
+
 def triton_dtype(np_dtype: str) -> str:
     try:
         return _NP_TO_TRITON[np.dtype(np_dtype).name]

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Iterator
 
 from ..export.files import copy_artifact_files
-from ..spec import Manifest, default_file_mode
+from ..spec import Manifest, check_repository_path, default_file_mode
 from .config import ConfigError, ConfigOptions, build_config, read_config, to_text
 from .names import check_model_name
 from .python_runtime import RUNTIME_FILES
@@ -41,6 +41,8 @@ def write_model(repository: str | Path, artifact_dir: str | Path, opts: ConfigOp
     (only on the user's explicit request: a repository is edited, synced and mounted, and a writable shared
     inode leaks every edit back into the workspace)."""
     check_model_name(opts.model_name)
+    if opts.runtime == "python":  # the Python backend's stub cannot take every path (spec.check_repository_path)
+        check_repository_path(repository)
     manifest = Manifest.load(artifact_dir)
     cfg = build_config(manifest, opts)
     model_dir = Path(repository) / opts.model_name

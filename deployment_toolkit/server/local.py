@@ -38,6 +38,7 @@ from .errors import (
 )
 from .startup import DEFAULT_START_TIMEOUT_S, StartWatch, check_start_timeout, stderr_line
 from ..errors import UserFileNotFoundError
+from ..spec import check_repository_path
 
 GROUP_GRACE_S = 2.0  # time the rest of the server's process group gets to exit on its own once the server is gone
 # Lines of the server log that explain a failure.
@@ -208,7 +209,7 @@ class LocalTritonServer:
 
     def start(self) -> "LocalTritonServer":
         cfg = self.config
-        repo = Path(cfg.model_repository)
+        repo = check_repository_path(cfg.model_repository)  # a path the Python backend cannot use, said up front
         if not repo.is_dir():
             raise UserFileNotFoundError(f"model repository {repo} does not exist: run triton/config_model_on_triton.py first")
         check_start_timeout(cfg.start_timeout_s, "start_timeout_s")
