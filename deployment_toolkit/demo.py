@@ -7,6 +7,7 @@ from a shell, so the demo doubles as a tutorial; `demo_timings.md` lists the ste
 from __future__ import annotations
 
 import argparse
+import fcntl
 import sys
 import time
 from pathlib import Path
@@ -161,6 +162,40 @@ def default_run_dir(results: Path, model: str) -> Path:
     return results / LOCAL_RUNS / f"demo-{model}-onnx-{stamp}"
 
 
+def claim_new_run_dir(base: Path) -> Path:
+    """`base`, or `base-2`, `base-3`, ... : the first that this process creates itself (mkdir is atomic), so two
+    demos started in the same second never share a run folder."""
+    base.parent.mkdir(parents=True, exist_ok=True)
+    for n in range(1, 1000):
+        candidate = base if n == 1 else base.with_name(f"{base.name}-{n}")
+        try:
+            candidate.mkdir()
+            return candidate
+        except FileExistsError:
+            continue
+    raise RunFolderTaken(f"{base} and 998 numbered folders beside it exist: clean up {base.parent}")
+
+
+class Workplace:
+    """The workspace and model repository a demo writes, held for the whole run (an flock on the workspace): a
+    second demo in the same clone gets its own pair under the workspace instead of overwriting the first's
+    artifacts and config while it measures them."""
+
+    def __init__(self, workspace: Path, repository: Path, run_name: str):
+        workspace.mkdir(parents=True, exist_ok=True)
+        self._fh = open(workspace / ".demo.lock", "a")
+        try:
+            fcntl.flock(self._fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            self.workspace, self.repository, self.shared = workspace, repository, False
+        except BlockingIOError:  # another demo holds it: a pair of our own
+            self.workspace = workspace / run_name
+            self.repository = self.workspace / "model_repository"
+            self.shared = True
+
+    def release(self) -> None:
+        self._fh.close()  # closing drops the lock
+
+
 def check_new_run_dir(result_dir: Path) -> None:
     """The demo measures where it runs: it never adds to, or writes over, a run folder that already exists
     (such as an example committed from another machine)."""
@@ -206,10 +241,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.fast:
         for key, value in FAST.items():
             setattr(args, key, value)
-    result_dir = Path(args.output) if args.output else default_run_dir(Path(args.results), args.model)
+    place = None
     try:
-        check_new_run_dir(result_dir)
-        run_demo(args.model, args.preset, result_dir, Path(args.workspace), Path(args.model_repository),
+        if args.output:
+            result_dir = Path(args.output)
+            check_new_run_dir(result_dir)
+        else:
+            result_dir = claim_new_run_dir(default_run_dir(Path(args.results), args.model))
+        place = Workplace(Path(args.workspace), Path(args.model_repository), result_dir.name)
+        if place.shared:
+            print(f"another demo is using {args.workspace}: this one works in {place.workspace}", flush=True)
+        run_demo(args.model, args.preset, result_dir, place.workspace, place.repository,
                  args.max_batch_size, args.concurrency, args.batch_sizes, args.measurement_interval, args.max_attempts,
                  args.server_timeout)
     except RunFolderTaken as err:
@@ -218,6 +260,9 @@ def main(argv: list[str] | None = None) -> int:
     except StepFailed as err:
         print(f"\nerror: {err}", file=sys.stderr)
         return 1
+    finally:
+        if place is not None:
+            place.release()
     return 0
 
 
