@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from ..export.check import check_artifact
 from ..export.files import copy_artifact_files
 from ..spec import Manifest, check_repository_path, default_file_mode
 from .config import ConfigError, ConfigOptions, build_config, read_config, to_text
@@ -44,6 +45,7 @@ def write_model(repository: str | Path, artifact_dir: str | Path, opts: ConfigOp
     if opts.runtime == "python":  # the Python backend's stub cannot take every path (spec.check_repository_path)
         check_repository_path(repository)
     manifest = Manifest.load(artifact_dir)
+    check_artifact(manifest, artifact_dir)  # a manifest edited to lie, or another artifact copied in
     cfg = build_config(manifest, opts)
     model_dir = Path(repository) / opts.model_name
     with _os_errors(model_dir), staged_version(model_dir, version, cfg) as staging:

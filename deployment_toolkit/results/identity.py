@@ -90,6 +90,12 @@ def artifact_digest(manifest_path: str | Path | None) -> str | None:
     directory = path if path.is_dir() else path.parent
     manifest = Manifest.load(path if path.is_file() else directory / MANIFEST_NAME)
     recorded = getattr(manifest, "artifact_sha256", None) or (manifest.verification or {}).get("artifact_sha256")
+    artifact = directory / manifest.artifact
+    if recorded and artifact.is_file() and file_digest(artifact) != recorded:  # never record a digest that lies
+        from ..spec import SpecError
+
+        raise SpecError(f"{directory / MANIFEST_NAME} records artifact sha256 {recorded[:12]}..., but {artifact.name} "
+                        "is another file: convert the model again rather than editing either")
     if recorded:
         return f"sha256:{recorded}"
     h = hashlib.sha256()

@@ -24,7 +24,7 @@ def _exists(source: ModelSource) -> Path:
     return path
 
 
-def _onnx_dims(value_info) -> tuple[list[int], str]:
+def onnx_dims(value_info) -> tuple[list[int], str]:
     from onnx import helper
 
     t = value_info.type.tensor_type
@@ -90,8 +90,8 @@ def resolve_onnx(source: ModelSource) -> ResolvedModel:
                           f"{str(err).splitlines()[0][:200] if str(err) else ''}") from err
     check_external_data(path, graph)
     inits = {i.name for i in graph.initializer}
-    ins = [(v.name, *_onnx_dims(v)) for v in graph.input if v.name not in inits]
-    outs = [(v.name, *_onnx_dims(v)) for v in graph.output]
+    ins = [(v.name, *onnx_dims(v)) for v in graph.input if v.name not in inits]
+    outs = [(v.name, *onnx_dims(v)) for v in graph.output]
     if not ins or not outs:
         raise SourceError(f"{path} has no graph inputs or outputs")
     batched = all(dims and dims[0] == -1 for _, dims, _ in ins + outs)

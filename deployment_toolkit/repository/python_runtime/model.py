@@ -14,6 +14,7 @@ with byte-identical batch-uniform inputs are merged (one batch per group), answe
 A scalar per sample (manifest shape [], a diffusion timestep) is [1] on the wire; the config's reshape hands it
 over as [batch], and a config without that reshape (written by hand) gets the trailing axis dropped here.
 """
+import hashlib
 import json
 import os
 import sys
@@ -25,6 +26,21 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from runtimes import batch_uniform_inputs, load_runtime, run_requests  # noqa: E402
 
 
+def _check_digest(artifact, recorded):
+    """Refuse to load an artifact that is not the one the manifest was written for (copied in or edited): the
+    server's load error says so, instead of serving the manifest's shapes over another model's answers."""
+    if not recorded:
+        return
+    h = hashlib.sha256()
+    with open(artifact, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    if h.hexdigest() != recorded:
+        raise RuntimeError("%s is not the artifact manifest.json was written for (sha256 %s..., recorded %s...): "
+                           "convert the model again rather than editing either" % (
+                               os.path.basename(artifact), h.hexdigest()[:12], recorded[:12]))
+
+
 class TritonPythonModel:
     def initialize(self, args):
         config = json.loads(args["model_config"])
@@ -33,6 +49,7 @@ class TritonPythonModel:
         with open(os.path.join(version_dir, "manifest.json")) as fh:
             manifest = json.load(fh)
         artifact = os.path.join(version_dir, params.get("artifact") or manifest["artifact"])
+        _check_digest(artifact, manifest.get("artifact_sha256"))
         fmt = params.get("format") or manifest["format"]
         device = "cpu"
         if args.get("model_instance_kind") == "GPU":
