@@ -82,6 +82,9 @@ COMMANDS: dict[str, Command] = {c.name: c for c in (
             "run_diffusion_speedup"),
     Command("embed-results", "commands.embed_results", "copy generated result files into the Markdown that quotes them",
             "embed_results"),
+    Command("compact-results", "commands.compact_results",
+            "summarise raw per-request exports and compress telemetry so a run folder stays small to commit"),
+    Command("footprint", "commands.footprint", "the size of the repository and of each run folder under results/"),
     Command("gpu-check", "commands.gpu_acceptance", "GPU acceptance in one command", "gpu_acceptance"),
 )}
 PROG = "deployment-toolkit"

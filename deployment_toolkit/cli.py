@@ -34,11 +34,16 @@ class _Parser(argparse.ArgumentParser):
         self.add_argument("--update-committed", action="store_true",
                           help="allow writing into a folder git tracks (regenerating a committed example run); "
                                "without it such a folder is refused")
+        self.add_argument("--keep-raw", action="store_true",
+                          help="keep perf_analyzer's per-request profile exports (gzip-compressed) and the arrival "
+                               "schedule files of open-loop points beside their summaries; without it they are "
+                               "summarised (*.profile.summary.json) and dropped")
 
     def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
         parsed, rest = super().parse_known_args(args, namespace)
         watchdog.configure(getattr(parsed, "user_code_timeout", None), announce=True)
         committed.allow(getattr(parsed, "update_committed", False))
+        committed.keep_raw(getattr(parsed, "keep_raw", False))
         return parsed, rest
 
     def error(self, message: str):  # type: ignore[override]

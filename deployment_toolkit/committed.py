@@ -1,6 +1,11 @@
 """No command rewrites committed results unless told to: a folder git tracks (a committed example run, a test
 fixture) is refused as an output, in one line, unless the command got --update-committed. A rerun there would
-replace figures measured on another host under that host's run.json. A leaf: imports only `errors`."""
+replace figures measured on another host under that host's run.json.
+
+What a run folder keeps is the same concern: perf_analyzer's per-request profile exports and the arrival
+schedules behind them (tens of MB a run) are summarised and dropped where they are written, unless the command got
+--keep-raw (perf/analyzer/profile_summary.py), so a run stays small enough to commit. A leaf: imports only
+`errors`."""
 from __future__ import annotations
 
 import shutil
@@ -9,7 +14,7 @@ from pathlib import Path
 
 from .errors import UserInputError
 
-_state = {"allowed": False}
+_state = {"allowed": False, "keep_raw": False}
 
 
 def allow(update_committed: bool) -> None:
@@ -20,6 +25,22 @@ def allow(update_committed: bool) -> None:
 def is_allowed() -> bool:
     """Whether this command got --update-committed (a composite step passes it on to the steps it parses)."""
     return _state["allowed"]
+
+
+def keep_raw(keep: bool) -> None:
+    """Set from --keep-raw (cli's parser, every command). Only ever switched on by a flag: a composite command
+    that parses its steps' flags again must not switch off what its own command line asked for."""
+    _state["keep_raw"] = _state["keep_raw"] or bool(keep)
+
+
+def reset_keep_raw() -> None:
+    """Back to the default (dropping raw files): for tests that run several commands in one process."""
+    _state["keep_raw"] = False
+
+
+def keeping_raw() -> bool:
+    """Whether raw per-request files (profile exports, schedule files) are kept beside their summaries."""
+    return _state["keep_raw"]
 
 
 def tracked_files(path: str | Path) -> list[str]:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..results.server_metrics import read_summaries, server_csv
+from ..results.server_metrics import read_series, read_summaries, server_csv
 from ..tables import markdown_table
 
 SHOWN = (("Client Batch Size", "batch"), ("Concurrent client requests", "concurrency"),
@@ -33,13 +33,7 @@ def summary_table(result_dir: Path, kind: str) -> str | None:
 
 
 def _series(result_dir: Path, kind: str) -> list[dict[str, str]]:
-    import csv
-
-    path = Path(result_dir) / "telemetry" / f"{kind}_series.csv"
-    if not path.is_file():
-        return []
-    with open(path, newline="") as fh:
-        return list(csv.DictReader(fh))
+    return read_series(result_dir, kind)  # plain or compressed (a committed run's is .csv.gz)
 
 
 def timeline_plot(result_dir: Path, kind: str) -> Path | None:

@@ -11,13 +11,12 @@ Used by the search (its points) and the sizing (the sweeps' `<kind>_server.csv`)
 """
 from __future__ import annotations
 
-import csv
 import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable
 
-from .server_metrics import read_summaries, server_csv
+from .server_metrics import read_series, read_summaries, server_csv
 
 GB = 1e9  # --gpu-memory-gb counts decimal GB: conservative for cards sold as "80 GB" (nvidia-smi: 81559 MiB)
 GIB = 2.0 ** 30  # the server summaries store GiB
@@ -189,19 +188,15 @@ def _num(v: Any) -> float | None:
 def _gpu_peaks(result_dir: Path, kind: str) -> dict[tuple[str, str], float]:
     """Per point (batch, concurrency): the busiest GPU's peak `nv_gpu_memory_used_bytes` from the series (the
     summary sums every GPU of the host, which counts the idle GPUs' contexts too)."""
-    path = Path(result_dir) / "telemetry" / f"{kind}_series.csv"
-    if not path.is_file():
-        return {}
     per: dict[tuple[str, str], dict[str, float]] = {}
-    with open(path, newline="") as fh:
-        for r in csv.DictReader(fh):
-            if r.get("metric") != "nv_gpu_memory_used_bytes":
-                continue
-            value = _num(r.get("value"))
-            if value is None:
-                continue
-            gpus = per.setdefault((r.get(BATCH, ""), r.get(CONCURRENCY, "")), {})
-            gpus[r.get("series", "")] = max(value, gpus.get(r.get("series", ""), 0.0))
+    for r in read_series(Path(result_dir), kind):  # plain or compressed (a committed run's is .csv.gz)
+        if r.get("metric") != "nv_gpu_memory_used_bytes":
+            continue
+        value = _num(r.get("value"))
+        if value is None:
+            continue
+        gpus = per.setdefault((r.get(BATCH, ""), r.get(CONCURRENCY, "")), {})
+        gpus[r.get("series", "")] = max(value, gpus.get(r.get("series", ""), 0.0))
     return {k: max(v.values()) for k, v in per.items() if v}
 
 

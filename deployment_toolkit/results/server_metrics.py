@@ -1,9 +1,14 @@
 """Server-side figures of a sweep's (or a search's) points, stored beside its rows: `<kind>_server.csv` (one
 summary row per point, replaced when the point is measured again) and `telemetry/<kind>_series.csv` (every
-scrape). Written by perf.telemetry, read by the report, the search and the sizing; here because all use it."""
+scrape). Written by perf.telemetry, read by the report, the search and the sizing; here because all use it.
+
+The series is the bulky part (a row per metric per scrape: hundreds of kB a sweep); a committed run keeps it
+gzip-compressed (`<kind>_series.csv.gz`, `deployment-toolkit compact-results`), so it is read from either, the
+compressed rows first (a point appended after compaction goes to the plain file)."""
 from __future__ import annotations
 
 import csv
+import gzip
 import io
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -35,6 +40,22 @@ def append_series(path: Path, samples: Sequence[Any], point: Mapping[str, Any]) 
         if new:
             csv.writer(fh, lineterminator="\n").writerow([*point.keys(), "t_s", "metric", "series", "value"])
         fh.write(series_csv(samples, point))
+
+
+def series_path(result_dir: Path, kind: str) -> Path:
+    """`telemetry/<kind>_series.csv`, where the points' samples are appended."""
+    return Path(result_dir) / "telemetry" / f"{kind}_series.csv"
+
+
+def read_series(result_dir: Path, kind: str) -> list[dict[str, str]]:
+    """Every sample row of `<kind>_series.csv.gz` and then `<kind>_series.csv` ([] without either)."""
+    plain = series_path(result_dir, kind)
+    rows: list[dict[str, str]] = []
+    for path, opener in ((plain.with_name(plain.name + ".gz"), gzip.open), (plain, open)):
+        if path.is_file():
+            with opener(path, "rt", newline="") as fh:
+                rows += list(csv.DictReader(fh))
+    return rows
 
 
 def server_csv(result_dir: Path, kind: str) -> Path:

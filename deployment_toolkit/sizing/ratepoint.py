@@ -22,6 +22,9 @@ a request from when it was actually sent, so when its sender falls behind the wa
 its p99 (coordinated omission); the export says when each request went out, and the row keeps the latency from the
 intended send time (sched_p50/p90/p99_ms) and how late requests went (late_pct, late_p99_ms) next to
 perf_analyzer's own p50/p99. The p99 the SLO is checked against is the schedule-relative one when it was measured.
+The export is summarised beside the point (`<point>.profile.summary.json`: these figures and each window's, which
+the row's `profile_export` names) and dropped with the schedule file, or both kept with --keep-raw
+(perf/analyzer/profile_summary.py): a run stays small enough to commit.
 The seed is derived from (rate, trial) and recorded in the row: every configuration gets the same arrivals at the
 same rate, and a rerun the same ones.
 """
@@ -37,13 +40,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from .. import committed
 from ..errors import UserError, UserInputError
 from ..perf import telemetry
-from ..perf.analyzer import (ARRIVALS, PerfOptions, ScheduleLatency, read_profile_export, run_point, schedule_latency,
-                             trim_profile_export, write_schedule)
+from ..perf.analyzer import ARRIVALS, PerfOptions, ScheduleLatency, run_point, write_schedule
+from ..perf.analyzer.profile_summary import drop_raw, finish_point, schedule_record, summary_path
 from .ratestore import RateKey, RateStore, options_key
 
 KEEP_UP = 0.97
+MEASURED_BY = "sizing.ratepoint.measure, when the point was measured"  # a summary's derived_by
 QUEUE_GROWTH = 0.5
 QUEUE_GROWTH_MIN_MS = 5.0  # a rise smaller than this is noise, not a backlog (sub-ms latencies)
 CLIENT_DELAYED_PCT = 50.0  # perf_analyzer's "x% of the requests were delayed" above which the client is the limit
@@ -338,14 +343,17 @@ def measure(target: Target, rate: float, store: RateStore, out_dir: Path, trial:
     wall = (datetime.now(timezone.utc) - started).total_seconds()
     after = target.cpu_probe() if target.cpu_probe else None
     text = result.log_path.read_text() if result.log_path and result.log_path.exists() else ""
-    latency = None
+    latency, keep = None, committed.keeping_raw()
     if result.profile_export is not None:
-        try:
-            latency = schedule_latency(schedule, read_profile_export(result.profile_export))
-            trim_profile_export(result.profile_export)  # the times stay, the tensors go
+        try:  # the summary stays beside the point; the raw export is dropped, or kept compressed (--keep-raw)
+            info = schedule_record(schedule, seed, rate, target.distribution)
+            latency = finish_point(schedule, result.profile_export, keep, MEASURED_BY, info).latency
+            result.profile_export = summary_path(result.profile_export)
         except (ValueError, KeyError, OSError):
             # an empty or cut export (seen on a short burst run): the row keeps perf_analyzer's own p99
+            drop_raw(result.profile_export, keep_raw=keep)
             result.profile_export = None
+    drop_raw(schedule.path, keep_raw=keep)  # the row's seed regenerates it (make_schedule)
     row = row_from_outputs(rate * target.batch, result.values, result.stable, text, latency)
     row.update(_server_view(scraper, out_dir, key, row.get("answered")))
     row.update({"timestamp": started.isoformat(timespec="seconds"), "url": target.url,

@@ -28,6 +28,7 @@ Facts this module is built on (checked against the perf_analyzer of tritonclient
 """
 from __future__ import annotations
 
+import gzip
 import json
 import math
 from dataclasses import asdict, dataclass
@@ -120,12 +121,18 @@ class ProfileExport:
     value: float = math.nan
 
 
-def read_profile_export(path: str | Path, experiment: int = -1) -> ProfileExport:
-    """The requests and window boundaries of one experiment (the last: a run here measures one level)."""
-    data = json.loads(Path(path).read_text())
+def load_export(path: str | Path) -> dict[str, Any]:
+    """The export's JSON, plain or gzip-compressed (`.gz`: how a run folder keeps it with --keep-raw)."""
+    path = Path(path)
+    raw = gzip.decompress(path.read_bytes()) if path.name.endswith(".gz") else path.read_bytes()
+    return json.loads(raw)
+
+
+def profile_export_from(data: dict[str, Any], source: str | Path = "", experiment: int = -1) -> ProfileExport:
+    """One experiment of a loaded export (read_profile_export without the file)."""
     experiments = data.get("experiments") or []
     if not experiments:
-        raise ValueError(f"{path}: no experiments in the profile export")
+        raise ValueError(f"{source}: no experiments in the profile export")
     exp = experiments[experiment]
     send, end = [], []
     for req in exp.get("requests") or []:
@@ -139,15 +146,27 @@ def read_profile_export(path: str | Path, experiment: int = -1) -> ProfileExport
                          float(info.get("value", math.nan)))
 
 
+def read_profile_export(path: str | Path, experiment: int = -1) -> ProfileExport:
+    """The requests and window boundaries of one experiment (the last: a run here measures one level); the file
+    may be gzip-compressed (`*.profile.json.gz`)."""
+    return profile_export_from(load_export(path), path, experiment)
+
+
+def times_only(data: dict[str, Any]) -> str:
+    """A loaded export as JSON text without the request inputs and response outputs (timestamps and windows
+    only): what trim_profile_export writes, and what a kept export's `.gz` holds."""
+    data = {**data, "experiments": [
+        {**exp, "requests": [{"timestamp": r["timestamp"], "response_timestamps": r.get("response_timestamps", [])}
+                             for r in exp.get("requests") or []]}
+        for exp in data.get("experiments") or []]}
+    return json.dumps(data, separators=(",", ":")) + "\n"
+
+
 def trim_profile_export(src: str | Path, dst: str | Path | None = None) -> Path:
     """The export without the request inputs and response outputs (timestamps and windows only): the numbers
     stay, the tensors (megabytes per request for images without shared memory) go. In place without `dst`."""
-    data = json.loads(Path(src).read_text())
-    for exp in data.get("experiments") or []:
-        exp["requests"] = [{"timestamp": r["timestamp"], "response_timestamps": r.get("response_timestamps", [])}
-                           for r in exp.get("requests") or []]
     out = Path(dst) if dst is not None else Path(src)
-    atomic_write_text(out, json.dumps(data, separators=(",", ":")) + "\n")
+    atomic_write_text(out, times_only(load_export(src)))
     return out
 
 
