@@ -144,16 +144,17 @@ def main(argv: list[str] | None = None) -> int:
     part_columns = tuple(part.replace(" ", "_") for part in PARTS)
     schema = RowSchema(columns=("round", "how", "data", *part_columns),
                        types={"round": int, **dict.fromkeys(part_columns, float)})
-    batches = {name: json.loads((ws / f"dumps-0-in-process-{name}".replace(" ", "-") / "fw" / "dump.json")
-                                .read_text())["batching"]["batches"] for name in variants}
+    batching = {name: json.loads((ws / f"dumps-0-in-process-{name}".replace(" ", "-") / "fw" / "dump.json")
+                                 .read_text())["batching"] for name in variants}
+    batches = {name: b["batches"] for name, b in batching.items()}
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / "ragged_cost.csv", to_csv(schema, records))
     atomic_write_text(out / "ragged_cost.md", (
         f"# What samples of different lengths cost the accuracy check\n\n{manifest.model}: a BERT token classifier "
         f"(examples/token_classifier, random weights), ONNX in the embedded server's Python backend. {args.samples} "
-        f"token-id samples of {min(lengths.values())}..{max(lengths.values())} tokens as they are (batched by "
-        f"shape, never padded: {batches['ragged']} batches), against the same samples cut or padded to {one} tokens "
-        f"(their mean; {batches['one length']} batches); each through the Triton dump (gRPC, system shared memory, "
+        f"token-id samples of {min(lengths.values())}..{max(lengths.values())} tokens as they are (as the dumps "
+        f"batch them: {batching['ragged']['mode']}, {batches['ragged']} batches), against the same samples cut or "
+        f"padded to {one} tokens (their mean; {batches['one length']} batches); each through the Triton dump (gRPC, system shared memory, "
         f"batch {args.batch_size}), the framework dump (eager PyTorch, rebuilt from the manifest) and the metrics, "
         f"{args.rounds} rounds alternating the order. `commands`: the three commands as a user runs them, each a new "
         f"process; `in process`: the same steps in one warm process (no imports), where only the per-batch "
