@@ -12,6 +12,7 @@ from typing import Any, Iterable, Protocol, Sequence
 import numpy as np
 
 from ...binaries import find_perf_analyzer
+from ...config import check_numbers, setting
 from ...errors import UserInputError
 from ...spec import TensorSpec, atomic_write_text
 
@@ -34,22 +35,28 @@ class PerfOptions:
 
     protocol: str = "grpc"  # grpc | http
     shared_memory: str = "none"  # system | cuda | none
-    output_shared_memory_size: int | None = None  # bytes per sample; None = from the manifest
+    # bytes per sample; None = from the manifest
+    output_shared_memory_size: int | None = setting(None, flag="--output-shared-memory-size", unit="bytes", low=1,
+                                                    high=1 << 40)
     input_data: str = "random"  # random | zero | path to a JSON file or directory
     measurement_mode: str = "time_windows"  # time_windows | count_windows
-    measurement_interval_ms: int = 5000
-    measurement_request_count: int = 50
-    stability_percentage: float = 10.0
-    max_trials: int = 10
-    percentile: int | None = None  # stabilise on this latency percentile instead of the average
+    measurement_interval_ms: int = setting(5000, flag="--measurement-interval", unit="ms", low=1, high=3_600_000)
+    measurement_request_count: int = setting(50, flag="--measurement-request-count", low=1, high=10_000_000)
+    # the relaxed final run sets 100000: stability unchecked
+    stability_percentage: float = setting(10.0, flag="--stability-percentage", unit="%", low=0, low_open=True,
+                                          high=1_000_000)
+    max_trials: int = setting(10, flag="--max-trials", low=1, high=1000)
+    # stabilise on this latency percentile instead of the average
+    percentile: int | None = setting(None, flag="--percentile", low=1, high=99)
     async_mode: bool = False
     extra_args: tuple[str, ...] = ()
     # retries of an unstable point (not part of the measurement definition)
-    max_attempts: int = 5
+    max_attempts: int = setting(5, flag="--max-attempts", low=1, high=100)
     retry_interval_step_ms: int = 2000
     retry_request_count_step: int = 50
     relaxed_fallback: bool = True  # after the last unstable attempt, measure once with stability unchecked
-    timeout_s: float | None = None  # per perf_analyzer call; None = derived from the window settings
+    # per perf_analyzer call; None = derived from the window settings
+    timeout_s: float | None = setting(None, flag="timeout_s", unit="s", low=0, low_open=True, high=86_400)
 
     def __post_init__(self) -> None:
         checks = {
@@ -60,10 +67,7 @@ class PerfOptions:
         for name, (value, allowed) in checks.items():
             if value not in allowed:
                 raise UserInputError(f"{name}={value!r}: choose one of {', '.join(allowed)}")
-        if self.measurement_interval_ms <= 0 or self.measurement_request_count <= 0 or self.max_trials <= 0:
-            raise UserInputError("measurement interval, request count and max trials must be positive")
-        if self.max_attempts < 1:
-            raise UserInputError("max_attempts must be >= 1")
+        check_numbers(self)  # each number finite and in its range, said with its flag and unit
         object.__setattr__(self, "extra_args", tuple(self.extra_args))
         # one value, one identity: stability 100 from Python and 100.0 from a flag must name the same measurement
         for name, kind in (("stability_percentage", float), ("measurement_interval_ms", int),
