@@ -7,6 +7,7 @@ when `max_batch_size > 0` (Triton's convention); `-1` marks another dynamic axis
 from __future__ import annotations
 
 import dataclasses
+import errno
 import functools
 import json
 import os
@@ -317,23 +318,79 @@ def default_file_mode() -> int:
     return 0o666 & ~umask
 
 
-def atomic_write(path: str | Path, write: Callable[[IO[Any]], Any], mode: str = "wb") -> None:
+class NoSpaceError(UserError, OSError):
+    """A write with no room (refused up front, or the disk filled while writing): one line naming the path and the
+    space needed and free. Still an OSError (ENOSPC): the callers that explain a failed write go on catching it."""
+
+    def __init__(self, path: str | Path, needed: int | None, free: int | None, written: int = 0):
+        OSError.__init__(self, errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+        need = (f"it needs {size_text(needed)}" if needed is not None
+                else f"the disk filled after {size_text(written)} of it")
+        room = f"{size_text(free)} free there" if free is not None else "the free space is unknown"
+        self.message = (f"no space left to write {path}: {need}, {room}; nothing was left half-written: make room "
+                        "or write to another folder, then run the same command again")
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def size_text(n: int) -> str:
+    """Bytes for a message: 1.5 MiB, 12 KiB, 300 bytes."""
+    if n >= 2**20:
+        return f"{n / 2**20:.1f} MiB"
+    return f"{n / 2**10:.0f} KiB" if n >= 2**10 else f"{n} bytes"
+
+
+def free_bytes(folder: str | Path) -> int | None:
+    """The probe: bytes an unprivileged writer may still use on `folder`'s filesystem (None: cannot be read)."""
+    try:
+        st = os.statvfs(folder)
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize
+
+
+def check_free_space(path: str | Path, needed: int) -> None:
+    """Refuse a write of `needed` bytes at `path` before it starts when the filesystem has less free: halfway, a
+    full disk aborts some writers (torch's C++ one kills the process)."""
+    free = free_bytes(Path(path).parent)
+    if free is not None and free < needed:
+        raise NoSpaceError(path, needed, free)
+
+
+def disk_full(err: BaseException, path: str | Path, needed: int | None, written: int = 0) -> NoSpaceError | None:
+    """`err` as a NoSpaceError when it is a full disk or quota (ENOSPC, EDQUOT) met while writing `path`."""
+    if isinstance(err, OSError) and not isinstance(err, NoSpaceError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
+        return NoSpaceError(path, needed, free_bytes(Path(path).parent), written)
+    return None
+
+
+def atomic_write(path: str | Path, write: Callable[[IO[Any]], Any], mode: str = "wb", size: int | None = None) -> None:
     """THE atomic writer: `write(fh)` fills a temporary file beside `path` (opened with `mode`), which is synced and
     renamed over `path`, so a crash never leaves half a file behind (nor a truncated shard that loads as valid).
     The file gets the umask's usual mode, not mkstemp's 0600: a server running as another user (a container) must
-    read it."""
+    read it. `size` (bytes, where known) is checked against the free space first; a full disk is a NoSpaceError
+    and leaves no temporary file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    if size is not None:
+        check_free_space(path, size)
+    tmp = ""
     try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         os.fchmod(fd, default_file_mode())
         with os.fdopen(fd, mode) as fh:
             write(fh)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+    except BaseException as err:
+        written = os.stat(tmp).st_size if tmp and os.path.exists(tmp) else 0
+        if tmp:
+            Path(tmp).unlink(missing_ok=True)
+        full = disk_full(err, path, size, written)
+        if full is not None:
+            raise full from err
         raise
 
 

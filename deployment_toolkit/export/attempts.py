@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Iterator, TypeVar
 
+from ..spec import NoSpaceError
 from .errors import ConversionError
 
 T = TypeVar("T")
@@ -113,6 +114,8 @@ def run_attempt(name: str, what: str, fn: Callable[[], T], log: Path, timeout_s:
         try:
             result = fn()
             outcome, error = "ok", ""
+        except NoSpaceError:
+            raise  # the disk, not the exporter: no other exporter would fare better (one line, exit 2)
         except Exception as err:  # noqa: BLE001 - every exporter raises its own types; the attempt records it
             import traceback
 

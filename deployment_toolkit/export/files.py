@@ -12,7 +12,7 @@ import stat
 from pathlib import Path
 from typing import Callable
 
-from ..spec import Manifest
+from ..spec import Manifest, check_free_space, disk_full
 from ..errors import UserFileNotFoundError
 
 
@@ -84,14 +84,22 @@ def copy_artifact_files(manifest: Manifest, src_dir: str | Path, dst_dir: str | 
     return names
 
 
-def write_replacing(path: str | Path, write: Callable[[Path], None]) -> None:
+def write_replacing(path: str | Path, write: Callable[[Path], None], size: int | None = None) -> None:
     """Call `write` on a temporary name beside `path`, then rename it over `path`: a copy of the old file in
-    a model repository (a read-only hard link made with --hardlink) keeps its content."""
+    a model repository (a read-only hard link made with --hardlink) keeps its content. For writers that need a
+    path (a file copy, an engine's bytes); `size` (where known) is checked against the free space first, and a full
+    disk is one NoSpaceError line that leaves no temporary file (spec.atomic_write does the same for file objects)."""
     path = Path(path)
+    if size is not None:
+        check_free_space(path, size)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # not mkstemp: the artifact keeps the umask's mode
     try:
         write(tmp)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
+        written = tmp.stat().st_size if tmp.exists() else 0
         tmp.unlink(missing_ok=True)
+        full = disk_full(err, path, size, written)
+        if full is not None:
+            raise full from err
         raise

@@ -1,11 +1,12 @@
 """PyTorch -> TorchScript by tracing or scripting."""
 from __future__ import annotations
 
+import io
 import warnings
 from pathlib import Path
 
+from ..spec import atomic_write, check_free_space
 from .errors import ConversionError
-from .files import write_replacing
 
 
 def export_torchscript(model, example_args: tuple, path: Path, *, mode: str, wrap=None) -> dict:
@@ -33,5 +34,27 @@ def export_torchscript(model, example_args: tuple, path: Path, *, mode: str, wra
             f"torch.jit.{mode} failed for this model: {type(err).__name__}: {cause}"
             + ("\nScripting needs TorchScript-compatible Python; use --output-type ts-trace instead." if mode == "script" else "")
         ) from err
-    write_replacing(path, lambda tmp: module.save(str(tmp)))
+    save(module, path)
     return {"mode": mode, **({"flattened_by": "a traced wrapper"} if wrap is not None and mode == "script" else {})}
+
+
+def weight_bytes(module) -> int:
+    """The bytes of a module's parameters and buffers (each shared tensor once): what its saved file needs at least."""
+    tensors = {t.data_ptr(): t.numel() * t.element_size() for t in module.state_dict().values()}
+    return sum(tensors.values())
+
+
+def save(module, path: Path) -> None:
+    """A TorchScript module saved at `path` through the atomic writer. Not torch's own save to a path: its C++
+    writer meeting a full disk aborts the process (rc 134, nothing on the console) and leaves its temporary file.
+    The free space is checked against the weights before serialising, the archive is built in memory and written
+    with its exact size checked again, so a full disk is one line naming the path and the space."""
+    import torch
+
+    check_free_space(path, weight_bytes(module))
+    buffer = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch.jit.save's deprecation notice
+        torch.jit.save(module, buffer)
+    data = buffer.getbuffer()
+    atomic_write(path, lambda fh: fh.write(data), size=data.nbytes)

@@ -227,14 +227,14 @@ def run_sweep(
 
     outcome = SweepOutcome(kind, result_dir, store.csv_path, store.rows(), skipped=skipped)
     bar = _progress(len(points), len(skipped), kind, progress)
+    scrapes = telemetry.RunTelemetry(metrics, model_name, metrics_period_s, log=lambda m: _warn(m, bar))
     try:
         for point in todo:
             if bar is not None:
                 bar.set_postfix_str(f"batch {point.batch_size}, concurrency {point.concurrency}")
             _check_alive(server, url, options.protocol, model_name, model_version, kind, point, store, None)
             try:
-                with telemetry.scrape_during(metrics, model_name, metrics_period_s,
-                                             log=lambda m: _warn(m, bar)) as scraper:
+                with scrapes.scrape() as scraper:
                     result = run_point(
                         model_name, url, point.batch_size, point.concurrency, signature, options,
                         raw_dir / f"{kind}_{point.name}.csv", model_version=model_version, input_data=input_data,
@@ -249,12 +249,12 @@ def run_sweep(
             row = result.row()
             row.update({"Precision": precision, "Triton Instances": instances})
             store.add(row)
-            if scraper is not None and len(scraper.samples) >= 2:
-                client = result.values.get(THROUGHPUT)
+            client = result.values.get(THROUGHPUT)
+            if samples := scrapes.owned(scraper, client):  # the measured server's own figures only
                 telemetry.record_point(result_dir, kind, {"Client Batch Size": point.batch_size,
                                                           "Concurrent client requests": point.concurrency,
                                                           "client_infer_per_s": client},
-                                       telemetry.summarise(scraper.samples, client), scraper.samples)
+                                       telemetry.summarise(samples, client), samples)
             outcome.measured.append(point)
             if not result.stable:
                 _warn(f"{kind} {point.name}: UNSTABLE - {result.note} (marked stable=False)", bar)

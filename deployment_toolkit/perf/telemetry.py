@@ -9,6 +9,11 @@ average queue and compute per request, compute per execution, the average execut
 `nv_gpu_utilization`, `nv_gpu_memory_used_bytes`, `nv_gpu_power_usage` per GPU) are averaged, memory also as its
 peak. The text format is read by prometheus_client's parser. An endpoint that does not answer is said once and
 the measurement goes on without it.
+
+An endpoint found by guessing (Triton's default port on the server's host) may be another server's: its figures
+would be stored as the measured server's. So a point's scrapes count only when the measured model is served there
+and its request count moved while the client measured it (`foreign`); else telemetry is off for the run, said in
+one line, and no server figures are written (the client's rows are kept).
 """
 from __future__ import annotations
 
@@ -68,6 +73,7 @@ class Scraper:
     period_s: float = DEFAULT_PERIOD_S
     samples: list[Sample] = field(default_factory=list)
     error: str = ""
+    foreign: str = ""  # why the scrapes are not the measured server's (then `samples` is emptied)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
@@ -97,7 +103,7 @@ class Scraper:
 
 
 class _Once:
-    """'Said once' for an endpoint that does not answer."""
+    """'Said once' for an endpoint that does not answer, or that is not the measured server's."""
 
     def __init__(self) -> None:
         self.said: set[str] = set()
@@ -107,14 +113,50 @@ class _Once:
             self.said.add(url)
             log(f"server metrics at {url} not available ({why}); measuring without them")
 
+    def foreign(self, url: str, why: str, log: Callable[[str], None]) -> None:
+        if f"foreign:{url}" not in self.said:
+            self.said.add(f"foreign:{url}")
+            log(f"telemetry off for this run: the metrics endpoint {url} is not the measured server's ({why}); "
+                "the client's rows are kept, no server figures are written")
+
 
 _warn_once = _Once()
 
 
+def _requests(sample: Sample) -> float | None:
+    """The model's request count in one scrape (inferences where requests are not exported); None: not served."""
+    for name in ("nv_inference_request_success", "nv_inference_count"):
+        if sample.values.get(name):
+            return sum(sample.values[name].values())
+    return None
+
+
+def foreign(samples: list[Sample], model: str | None, client_infer_per_s: float | None = None) -> str:
+    """Why a point's scrapes are not the measured server's ('' when they are, or cannot be judged): `model` is not
+    served at the endpoint, its request count did not move while the client measured it, or (given the client's
+    throughput) the server counted under a fifth of it, far below any scrape's timing error."""
+    if model is None or len(samples) < 2:
+        return ""
+    counts = [c for c in map(_requests, samples) if c is not None]
+    if not counts:
+        return f"no model {model!r} is served there"
+    if counts[-1] <= counts[0]:
+        return f"{model!r} there answered no request ({counts[-1]:g} before and after) while the client measured it"
+    if client_infer_per_s:
+        server = summarise(samples)["server_infer_per_s"]
+        if server is not None and server < 0.2 * client_infer_per_s:
+            return (f"{model!r} there counted {server:.1f} inferences/s while the client measured "
+                    f"{client_infer_per_s:.1f}")
+    return ""
+
+
 def scrape_during(url: str | None, model: str | None, period_s: float = DEFAULT_PERIOD_S,
-                  log: Callable[[str], None] = print):
-    """Context manager: the Scraper running for the body (None without a URL)."""
+                  log: Callable[[str], None] = print, once: _Once | None = None):
+    """Context manager: the Scraper running for the body (None without a URL). Scrapes that are not the measured
+    server's (`foreign`) are dropped, said once per endpoint (per `once`: the process by default)."""
     import contextlib
+
+    once = once or _warn_once
 
     @contextlib.contextmanager
     def run() -> Iterator[Scraper | None]:
@@ -127,9 +169,39 @@ def scrape_during(url: str | None, model: str | None, period_s: float = DEFAULT_
         finally:
             scraper.stop()
             if not scraper.samples:
-                _warn_once(url, scraper.error or "no sample", log)
+                once(url, scraper.error or "no sample", log)
+            elif why := foreign(scraper.samples, model):
+                scraper.foreign, scraper.samples = why, []
+                once.foreign(url, why, log)
 
     return run()
+
+
+class RunTelemetry:
+    """One run's scrapes of one endpoint: each point's are kept only when they are the measured server's; the
+    first point whose are not turns telemetry off for the rest of the run, said in one line."""
+
+    def __init__(self, url: str | None, model: str | None, period_s: float = DEFAULT_PERIOD_S,
+                 log: Callable[[str], None] = print):
+        self.url, self.model, self.period_s, self.log = url, model, period_s, log
+        self.off = ""  # why telemetry is off for this run
+        self._once = _Once()
+
+    def scrape(self):
+        """Context manager: the point's Scraper (None while telemetry is off or without an endpoint)."""
+        return scrape_during(None if self.off else self.url, self.model, self.period_s, self.log, self._once)
+
+    def owned(self, scraper: Scraper | None, client_infer_per_s: float | None) -> list[Sample]:
+        """The point's samples when they are the measured server's (checked against the client's throughput
+        too), else [] (and telemetry off from here on)."""
+        if scraper is None:
+            return []
+        why = scraper.foreign or foreign(scraper.samples, self.model, client_infer_per_s)
+        if why:
+            self.off = why
+            self._once.foreign(self.url or "", why, self.log)
+            return []
+        return scraper.samples if len(scraper.samples) >= 2 else []
 
 
 def _delta(first: Sample, last: Sample, name: str) -> float | None:

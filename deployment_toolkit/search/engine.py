@@ -226,7 +226,7 @@ class Search:
         problem = config_problem(info.manifest, cand)
         if problem:
             return "invalid", f"build_config refused it: {problem}"
-        stored = self.store.failure(trial.key)
+        stored = self.store.failure(trial.key, lambda why: self.progress.say(f"[{trial.stage}] {cand.label()}: {why}"))
         if stored:
             return stored["kind"], stored["reason"] + " (from the checkpoint)"
         if self.stopped:

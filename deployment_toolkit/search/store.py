@@ -5,14 +5,19 @@ time-limited search resumes where it stopped. A point is keyed by candidate (wit
 artifact it served), concurrency and sample number, and carries when it was measured and under which run
 identity (results.identity: host, server, perf options, artifacts, input data, toolkit). A checkpoint of another
 identity is never reused: it is moved aside (results.ledger), or refused with --resume.
+
+A refused or failed config is remembered with its cause: the config's own (the server refused it, it does not fit)
+is replayed by a rerun, one that came from the environment (the server died or was killed, a port, the disk) is
+measured again, since the next run may be on a healthy host; its points measured before the failure stay kept.
 """
 from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from ..results.identity import RunIdentity
 from ..results.ledger import IdentityMismatch, now_utc
@@ -20,6 +25,19 @@ from ..results.run_folder import RunFolder
 from ..spec import atomic_write_text
 
 POINTS_FILE = "search_points.json"
+ENVIRONMENT, CONFIG = "environment", "config"  # where a stored failure came from
+# what the host did to a config, not the config itself: the server died or was killed (from outside, by a restart),
+# a lost connection, a port, the disk. Memory is left out on purpose: a config that does not fit is its own failure.
+_ENVIRONMENT = re.compile(r"server died|was killed|killed by signal|lost the connection|connection (refused|reset)|"
+                          r"address already in use|\bports?\b|no space left|disk quota|read-only file system|"
+                          r"\bdisk\b|too many open files", re.I)
+
+
+def failure_cause(reason: str) -> str:
+    """ENVIRONMENT when a failure's recorded reason names the host (the server died, a port, the disk), else CONFIG:
+    decided from the text the search records ("failed twice: the server died at concurrency 4: ..."), so a
+    checkpoint written before causes were stored is read the same way."""
+    return ENVIRONMENT if _ENVIRONMENT.search(reason) else CONFIG
 
 
 class StoreMismatch(IdentityMismatch):
@@ -132,14 +150,26 @@ class SearchStore:
         return sorted(found, key=lambda p: p.sample)
 
     # ---- refused / failed candidates ----
-    def failure(self, candidate: str) -> dict[str, str] | None:
+    def failure(self, candidate: str, retrying: Callable[[str], None] | None = None) -> dict[str, str] | None:
+        """The stored failure a run replays. One from an earlier run whose cause was the environment is dropped
+        instead (the config is measured again, its kept points reused), said in one line through `retrying`."""
         found = self.failures.get(candidate)
-        if found is not None and f"fail:{candidate}" in self._loaded:
-            self.reused.add(f"fail:{candidate}")
+        if found is None or f"fail:{candidate}" not in self._loaded:
+            return found
+        cause = found.get("cause") or failure_cause(found.get("reason", ""))
+        if cause == ENVIRONMENT:
+            del self.failures[candidate]
+            self._loaded.discard(f"fail:{candidate}")
+            self._write()
+            if retrying is not None:
+                retrying(f"measured again: its failure in an earlier run came from the environment, not the config "
+                         f"({found.get('reason', '')})")
+            return None
+        self.reused.add(f"fail:{candidate}")
         return found
 
     def put_failure(self, candidate: str, kind: str, reason: str) -> None:
-        self.failures[candidate] = {"kind": kind, "reason": reason}
+        self.failures[candidate] = {"kind": kind, "reason": reason, "cause": failure_cause(reason)}
         self._write()
 
     @property

@@ -83,12 +83,12 @@ class FakeMeasurer:
         self.loaded.discard(cand)
 
 
-def run(tmp_path, measurer=None, budget=500.0, store=None, **kw):
+def run(tmp_path, measurer=None, budget=500.0, store=None, log=lambda m: None, **kw):
     measurer = measurer or FakeMeasurer()
     store = store or SearchStore(tmp_path, {"model": "toy"}).open()
     settings = SearchSettings(budget_ms=budget, cores=kw.pop("cores", CORES), **kw)
     info = FormatInfo("onnx", manifest(), Path("."), "abc123")
-    outcome = Search([info], measurer, store, settings, progress=False, log=lambda m: None).run()
+    outcome = Search([info], measurer, store, settings, progress=False, log=log).run()
     return outcome, measurer, store
 
 
@@ -414,18 +414,22 @@ def test_outputs_list_every_config_with_a_reason(tmp_path):
 
 
 class FlakyFake(FakeMeasurer):
-    """Fails the first `fails` measurements of one config, like a server killed from outside."""
+    """Fails `fails` measurements of one config (after its first `after` points), like a server killed from
+    outside; `why` is what the measurer says."""
 
-    def __init__(self, key, fails, **kw):
+    def __init__(self, key, fails, after=0, why="the server died", **kw):
         super().__init__(**kw)
-        self.key, self.fails = key, fails
+        self.key, self.fails, self.after, self.why = key, fails, after, why
 
     def measure(self, cand, c, sample, key):
         if cand.key == self.key and self.fails > 0:
-            self.fails -= 1
-            from deployment_toolkit.search import CandidateFailed
+            if self.after > 0:
+                self.after -= 1
+            else:
+                self.fails -= 1
+                from deployment_toolkit.search import CandidateFailed
 
-            raise CandidateFailed(f"the server died at concurrency {c}")
+                raise CandidateFailed(f"{self.why} at concurrency {c}")
         return super().measure(cand, c, sample, key)
 
 
@@ -441,7 +445,61 @@ def test_a_config_failing_twice_is_recorded_and_skipped(tmp_path):
     outcome, _, store = run(tmp_path, FlakyFake(two.key, fails=2))
     t = trial(outcome, instances=2, threads=1)
     assert t.status == "failed" and "failed twice" in t.reason
-    assert store.failures[t.key]["kind"] == "failed"
+    assert store.failures[t.key] == {"kind": "failed", "reason": t.reason, "cause": "environment"}
+
+
+def test_a_failure_from_the_environment_is_measured_again_on_the_next_run(tmp_path):
+    """Issue 38: the server died (killed twice) under one config; the rerun on a healthy host measures it again
+    instead of replaying "failed twice" from the checkpoint, and reuses the points kept from before the failure."""
+    two = Candidate("onnx", instances=2, threads=1, max_batch_size=8)
+    first, _, store = run(tmp_path, FlakyFake(two.key, fails=2, after=1))
+    t = trial(first, instances=2, threads=1)
+    assert t.status == "failed" and "the server died" in t.reason
+    kept = [(k.split(":", 1)[1], p.concurrency, p.sample) for k, p in store.points.items() if two.key in k]
+    assert len(kept) == 1, "the point measured before the server died is kept"
+    said = []
+    again, healthy, store2 = run(tmp_path, FakeMeasurer(), store=SearchStore(tmp_path, {"model": "toy"}).open(),
+                                 log=said.append)
+    t2 = trial(again, instances=2, threads=1)
+    assert t2.status == "measured" and "from the checkpoint" not in t2.reason
+    assert two.key in healthy.loads and not set(kept) & set(healthy.measured), "a kept point was measured again"
+    assert t.key not in store2.failures and store2.reused_failures == 0
+    retried = [line for line in said if "measured again" in line]
+    assert len(retried) == 1 and "came from the environment" in retried[0] and "the server died" in retried[0]
+    assert "\n" not in retried[0]
+
+
+def test_an_old_checkpoints_server_death_is_retried_and_its_own_failure_replayed(tmp_path):
+    """A checkpoint written before causes were stored: the cause is read from the recorded reason."""
+    import json
+
+    two = Candidate("onnx", instances=2, threads=1, max_batch_size=8)
+    one = Candidate("onnx", instances=1, threads=1, max_batch_size=8)
+    first, _, store = run(tmp_path, FakeMeasurer(refuse={one.key}))
+    doc = json.loads(store.path.read_text())
+    refused = trial(first, instances=1, threads=1).key
+    doc["failures"] = {trial(first, instances=2, threads=1).key: {"kind": "failed", "reason": "failed twice: the "
+                                                                  "server died at concurrency 4: killed"},
+                       refused: {k: v for k, v in doc["failures"][refused].items() if k != "cause"}}
+    store.path.write_text(json.dumps(doc))
+    again, fake, _ = run(tmp_path, FakeMeasurer(), store=SearchStore(tmp_path, {"model": "toy"}).open())
+    assert trial(again, instances=2, threads=1).status == "measured"
+    own = trial(again, instances=1, threads=1)
+    assert own.status == "refused" and "from the checkpoint" in own.reason and one.key not in fake.loads
+
+
+@pytest.mark.parametrize("reason, cause", [
+    ("failed twice: the server died at concurrency 4: perf_analyzer lost the connection", "environment"),
+    ("failed twice: perf_analyzer failed at concurrency 2: [Errno 28] No space left on device", "environment"),
+    ("the server refused it: failed to bind port 8001: address already in use", "environment"),
+    ("the server refused it: failed to load 'toy__x': out of memory (from the server log)", "config"),
+    ("the server refused it: build_config: unsupported preferred batch size 16", "config"),
+    ("failed twice: perf_analyzer failed at concurrency 2: model returned an error: SCALE must be 3", "config"),
+])
+def test_the_cause_of_a_failure_is_read_from_how_it_is_recorded(reason, cause):
+    from deployment_toolkit.search.store import failure_cause
+
+    assert failure_cause(reason) == cause
 
 
 # ---- Model Analyzer side of the benchmark -----------------------------------------------------------

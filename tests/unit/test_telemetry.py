@@ -1,7 +1,7 @@
 """Triton's metrics text read with prometheus_client's parser, and a point summarised from its active samples."""
 import pytest
 
-from deployment_toolkit.perf.telemetry import Sample, active, metrics_url_for, parse, summarise
+from deployment_toolkit.perf.telemetry import Sample, active, foreign, metrics_url_for, parse, summarise
 
 TEXT = """# HELP nv_inference_count Number of inferences performed
 # TYPE nv_inference_count counter
@@ -106,3 +106,40 @@ def test_the_scrape_cost_verdict_pairs_rounds_and_says_when_noise_hides_it():
     assert text.splitlines() == ["concurrency,round,mode,throughput", "1,1,scraped,95", "1,2,scraped,96",
                                  "1,1,not scraped,100", "1,2,not scraped,100"]
     assert cost.rows() == [["1", "95.5 [95.0..96.0]", "100.0 [100.0..100.0]", "0.955", "0.955 [0.950..0.960]"]]
+
+
+# ---- whose endpoint (issue 38): scrapes count only when they are the measured server's -------------------------
+
+def test_scrapes_of_a_server_that_does_not_serve_the_model_are_foreign():
+    other = [Sample(0, parse(TEXT.format(count=5, execs=5, queue=0, compute=0), "absent")),
+             Sample(1, parse(TEXT.format(count=9, execs=9, queue=0, compute=0), "absent"))]
+    assert foreign(other, "absent") == "no model 'absent' is served there"
+
+
+def test_a_request_count_that_does_not_move_while_the_client_measured_is_foreign():
+    idle = [scrape(0, 40, 10, 0, 0), scrape(1, 40, 10, 0, 0), scrape(2, 40, 10, 0, 0)]
+    assert foreign(idle, "m") == "'m' there answered no request (40 before and after) while the client measured it"
+
+
+def test_a_server_counting_far_less_than_the_client_is_foreign_and_one_that_agrees_is_not():
+    busy = [scrape(0, 0, 0, 0, 0), scrape(1, 100, 25, 0, 0), scrape(2, 200, 50, 0, 0)]
+    assert foreign(busy, "m", client_infer_per_s=110.0) == ""
+    assert foreign(busy, "m") == "" and foreign(busy, None) == "" and foreign(busy[:1], "m") == ""
+    assert foreign(busy, "m", client_infer_per_s=686.0) == ("'m' there counted 100.0 inferences/s while the client "
+                                                            "measured 686.0")
+
+
+def test_a_run_turns_telemetry_off_at_the_first_foreign_point_and_says_it_once():
+    from deployment_toolkit.perf.telemetry import RunTelemetry, Scraper
+
+    said: list[str] = []
+    run = RunTelemetry("http://127.0.0.1:8002/metrics", "m", log=said.append)
+    ours = Scraper(run.url, "m", samples=[scrape(0, 0, 0, 0, 0), scrape(1, 100, 25, 0, 0)])
+    assert run.owned(ours, 100.0) == ours.samples and not run.off and not said
+    idle = Scraper(run.url, "m", samples=[scrape(0, 100, 25, 0, 0), scrape(1, 100, 25, 0, 0)])
+    assert run.owned(idle, 100.0) == [] and run.off
+    assert run.owned(Scraper(run.url, "m", foreign="no model 'm' is served there"), 100.0) == []
+    assert len(said) == 1 and said[0].startswith("telemetry off for this run: the metrics endpoint "
+                                                 "http://127.0.0.1:8002/metrics is not the measured server's")
+    with run.scrape() as scraper:  # off: the next points are not scraped at all
+        assert scraper is None

@@ -1,11 +1,16 @@
 """Shared memory: one perf_analyzer at a time. It names its regions after the tensors and unregisters every region
 of its server when it starts, so two runs with shared memory at once corrupt each other (one dies of SIGBUS);
-runs here take a host-wide lock and refuse to start next to a foreign run."""
+runs here take a host-wide lock and refuse to start next to a foreign run.
+
+The lock is fair: waiters queue in arrival order (`TicketQueue`), so a sweep that asks again after each of its
+points goes to the back of the line instead of winning every race against the runs waiting; and a waiter gives up
+only when one holder keeps the lock past its deadline (the wait starts again whenever the lock changes hands)."""
 from __future__ import annotations
 
 import contextlib
 import fcntl
 import os
+import re
 import sys
 import tempfile
 import time
@@ -161,16 +166,110 @@ def _note_once(said: set[str], what: str) -> None:
         print(f"waiting for {what} to finish: perf_analyzer runs with shared memory cannot overlap", file=sys.stderr)
 
 
-def _acquire(fd: int, deadline: float, said: set[str], path: Path) -> bool:
-    while True:
+QUEUE_POLL_S = 0.05  # how often a waiter looks at the head of the queue (a check, not a fixed wait)
+_TICKET = re.compile(r"(\d{12})-(\d+)")  # arrival number, owner's pid
+
+
+class TicketQueue:
+    """The runs waiting for the lock at `lock`, in arrival order: each takes a numbered ticket, a file in
+    `<lock>.queue/` that its owner keeps flocked for as long as it lives, and the oldest live ticket goes next.
+    A ticket whose owner died is free to flock: it is skipped and removed, so a killed run never blocks the queue.
+    Tickets are numbered one at a time under a lock on the folder, so two never tie."""
+
+    def __init__(self, lock: Path):
+        self.dir = lock.with_name(lock.name + ".queue")
+        self.name = ""  # this run's ticket while it waits or holds the lock
+        self._fd: int | None = None
+
+    def join(self) -> bool:
+        """Take a ticket at the back; False where the folder cannot be used (waiting falls back to first come)."""
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if not self.dir.is_dir():
+                self.dir.mkdir(exist_ok=True)
+                os.chmod(self.dir, 0o1777)  # like /tmp: every user's runs queue here, each removes only its own
+            folder = os.open(self.dir, os.O_RDONLY)
+        except OSError:
+            return False
+        new = self.dir / f".new-{os.getpid()}-{id(self)}"
+        try:
+            fcntl.flock(folder, fcntl.LOCK_EX)  # held for microseconds: numbering, not waiting
+            numbers = [int(m.group(1)) for m in map(_TICKET.fullmatch, os.listdir(self.dir)) if m]
+            fd = os.open(new, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o666)
+            fcntl.flock(fd, fcntl.LOCK_EX)  # alive before it is visible: renamed under its final name once locked
+            self.name = f"{max(numbers, default=0) + 1:012d}-{os.getpid()}"
+            os.rename(new, self.dir / self.name)
+            self._fd = fd
             return True
-        except BlockingIOError:
-            if time.monotonic() > deadline:
-                return False
-            _note_once(said, f"another perf_analyzer run of this toolkit (lock {path})")
-            time.sleep(0.2)  # polling interval, not a fixed wait
+        except OSError:
+            new.unlink(missing_ok=True)
+            self.name = ""
+            return False
+        finally:
+            os.close(folder)
+
+    def head(self) -> str | None:
+        """The oldest live ticket (this run's own when it is next); None without a queue."""
+        if self._fd is None:
+            return None
+        try:
+            names = sorted(n for n in os.listdir(self.dir) if _TICKET.fullmatch(n))
+        except OSError:
+            return self.name
+        return next((n for n in names if n == self.name or self._alive(n)), self.name)
+
+    def _alive(self, name: str) -> bool:
+        path = self.dir / name
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            return False  # its owner left
+        except OSError:
+            return True  # cannot look: its owner is taken to be alive
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError:
+            return True  # flocked: its owner lives
+        try:
+            if os.stat(path).st_ino == os.fstat(fd).st_ino:
+                path.unlink()  # its owner died (SIGKILL) without leaving the queue
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+        return False
+
+    def leave(self) -> None:
+        if self._fd is not None:
+            (self.dir / self.name).unlink(missing_ok=True)  # gone before it is free: nobody takes it for dead
+            os.close(self._fd)
+            self._fd, self.name = None, ""
+
+
+def holder_text(ticket: str | None) -> str:
+    m = _TICKET.fullmatch(ticket or "")
+    return f"pid {m.group(2)}" if m else "a run that did not queue"
+
+
+def _acquire(fd: int, queue: TicketQueue, wait_s: float, said: set[str], path: Path) -> str:
+    """Take the lock when this run's ticket is the oldest live one; '' once held. Gives up, returning who held it,
+    only when one holder keeps it more than `wait_s`: the wait starts again each time the lock changes hands."""
+    queue.join()
+    holder, since = "", time.monotonic()
+    while True:
+        head = queue.head()
+        if head is None or head == queue.name:  # next (or no queue to wait in: first come, first served)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return ""
+            except BlockingIOError:
+                head = "unqueued"  # held by a run without a ticket (an older toolkit, or one that could not queue)
+        now = time.monotonic()
+        if head != holder:
+            holder, since = head, now
+        elif now - since > wait_s:
+            return holder_text(holder)
+        _note_once(said, f"another perf_analyzer run of this toolkit (lock {path})")
+        time.sleep(QUEUE_POLL_S)
 
 
 @contextlib.contextmanager
@@ -195,21 +294,23 @@ def perf_regions_removed(shared_memory: str, signature: HasSignature) -> Iterato
 def shared_memory_guard(shared_memory: str, url: str, wait_s: float, lock_path: Path | None = None) -> Iterator[None]:
     """Run the body alone among perf_analyzer runs with shared memory on this host.
 
-    Runs of this toolkit queue on a lock (two sweeps at once interleave point by point instead of
-    crashing); a foreign perf_analyzer still running after `wait_s` is a PerfAnalyzerError that names it.
+    Runs of this toolkit queue on a lock in arrival order (two sweeps at once interleave point by point instead
+    of crashing); a holder that keeps it more than `wait_s`, or a foreign perf_analyzer still running after
+    `wait_s`, is a PerfAnalyzerError that names it.
     """
     if shared_memory == "none":
         yield
         return
     path = lock_path or shm_lock_path()
     fd = _open_lock(path)
-    deadline = time.monotonic() + wait_s
+    queue = TicketQueue(path)
     said: set[str] = set()
     try:
-        if fd is not None and not _acquire(fd, deadline, said, path):
+        if fd is not None and (held_by := _acquire(fd, queue, wait_s, said, path)):
             raise PerfAnalyzerError(
-                f"another perf_analyzer run of this toolkit has held {path} for more than {wait_s:.0f} s: wait for "
-                "it to finish (`fuser -v` on that file names it), or measure with --shared-memory none")
+                f"another perf_analyzer run of this toolkit ({held_by}) has held {path} for more than {wait_s:g} s: "
+                "wait for it to finish (`fuser -v` on that file names it), or measure with --shared-memory none")
+        deadline = time.monotonic() + wait_s
         while runs := conflicting_runs(shared_memory, url):
             if time.monotonic() > deadline:
                 raise PerfAnalyzerError(concurrent_message(runs))
@@ -219,4 +320,5 @@ def shared_memory_guard(shared_memory: str, url: str, wait_s: float, lock_path: 
         yield
     finally:
         if fd is not None:
-            os.close(fd)  # releases the lock
+            os.close(fd)  # releases the lock ...
+        queue.leave()  # ... before the next in line sees its turn
