@@ -15,11 +15,12 @@ NOT_PADDED = "the model takes no attention_mask covering its dynamic inputs, so 
 
 
 def write_dump(rows: Iterable[tuple[np.ndarray, Any, Any, Any]], output_dir: str | Path, meta: dict,
-               batching: Batching, dump_inputs: bool = False, dump_labels: bool = False,
+               batching: Batching | None = None, dump_inputs: bool = False, dump_labels: bool = False,
                total: int | None = None) -> Path:
     """`rows` yields (ids, inputs, labels, outputs), each tensor an array with the batch axis first or a list of
     per-sample arrays (a padded request cut back to each sample's length). Returns the dump directory (dump.json
     written last), whose `batching` says how the samples were batched (data/padding.py)."""
+    batching = batching or Batching()  # a source that batches on its own: counted and described here
     shapes: set = set()
     with DumpWriter(output_dir, meta, overwrite=True) as writer:
         for ids, inputs, labels, outputs in tqdm(rows, total=total, unit="batch", desc="inference"):
