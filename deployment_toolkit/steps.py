@@ -130,6 +130,10 @@ class StepRunner:
             if self.stop_on_failure:
                 raise StepFailed(result) from err
             return None
+        except (KeyboardInterrupt, SystemExit) as err:  # Ctrl-C or SIGTERM (cli's handler): stopped, not a crash
+            why = "stopped by Ctrl-C" if isinstance(err, KeyboardInterrupt) else f"stopped (exit {err.code})"
+            self.record(StepResult(name, "failed", time.perf_counter() - t0, command, why, "", stage))
+            raise
         except BaseException:
             self.record(StepResult(name, "failed", time.perf_counter() - t0, command, "crashed (traceback below)",
                                    "", stage))

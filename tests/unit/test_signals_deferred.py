@@ -3,7 +3,6 @@ reach their handler only once the body is done, including a signal another threa
 were, an ignored signal stays ignored, and outside the main thread it stands aside."""
 from __future__ import annotations
 
-import os
 import signal
 import threading
 
@@ -36,8 +35,8 @@ def test_a_signal_in_the_body_is_delivered_when_the_body_is_done(sigterm_raises)
     done = []
     with pytest.raises(Stopped):
         with signals_deferred():
-            os.kill(os.getpid(), signal.SIGTERM)
-            _bytecodes()
+            signal.raise_signal(signal.SIGTERM)  # synchronous: a process-wide kill may reach a thread left by an
+            _bytecodes()  # earlier test and trip the flag only after the body (the suite once saw that)
             done.append("body")
     assert done == ["body"]
     assert signal.getsignal(signal.SIGTERM) is sigterm_raises
@@ -52,20 +51,29 @@ def test_ctrl_c_in_the_body_is_a_keyboard_interrupt_after_it():
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
+def _take_sigterm_here() -> None:
+    """This thread takes a SIGTERM itself (thread-directed, so no other thread of the process can)."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+    signal.pthread_kill(threading.get_ident(), signal.SIGTERM)
+
+
 def test_a_signal_another_thread_takes_is_held_as_well(sigterm_raises):
     """A mask on the main thread is not enough: the thread that takes the signal trips Python's flag and the main
     thread runs the handler at its next bytecode; the swapped handler only records it."""
+    done = []
     with pytest.raises(Stopped):
         with signals_deferred():
-            old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})  # only the other thread can take it
+            old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})  # the main thread cannot take it
             try:
-                sender = threading.Thread(target=os.kill, args=(os.getpid(), signal.SIGTERM))
+                sender = threading.Thread(target=_take_sigterm_here)
                 sender.start()
-                sender.join()
+                sender.join()  # the other thread took it: Python's flag is tripped, the handler runs in the main thread
                 _bytecodes()
             finally:
                 signal.pthread_sigmask(signal.SIG_SETMASK, old)
             _bytecodes()  # still inside: nothing raised yet
+            done.append("body")
+    assert done == ["body"]
 
 
 def test_nested_bodies_deliver_at_the_outer_end(sigterm_raises):

@@ -69,3 +69,16 @@ def test_a_command_exit_code_maps_to_its_status(tmp_path):
     bad = steps.run_command("bad", [sys.executable, "-c", "raise SystemExit('broken input')"], tmp_path / "bad.log", 30)
     assert (ok.status, skip.status, skip.reason) == ("ok", "skipped", "no GPU here")
     assert bad.status == "failed" and "exit 1: broken input" in bad.reason
+
+
+def test_a_stop_signal_is_recorded_as_stopped_not_as_a_crash():
+    """SIGTERM (cli's handler raises SystemExit 143) or Ctrl-C in a step: steps.json says it was stopped, and the
+    exit still propagates (it said 'crashed (traceback below)' with no traceback, issue 38)."""
+    steps = StepRunner()
+    for err, why in ((SystemExit(143), "stopped (exit 143)"), (KeyboardInterrupt(), "stopped by Ctrl-C")):
+        def stop(err=err):
+            raise err
+
+        with pytest.raises(type(err)):
+            steps.call("sweep", stop)
+        assert (steps.results[-1].status, steps.results[-1].reason) == ("failed", why)
