@@ -3,7 +3,7 @@
 In memory a tensor whose samples share one shape is one array with the batch axis first, as everywhere else;
 a tensor whose samples differ is a one-dimensional object array holding one array per sample (so indexing by
 sample, `len`, and id alignment work the same on both). Code that needs one stacked array asks `stacked()`,
-which says in one line which samples differ; code that can go sample by sample asks `samples()`.
+which says in one line which samples differ; code that can go sample by sample iterates the array.
 """
 from __future__ import annotations
 
@@ -37,11 +37,6 @@ def from_samples(rows: Iterable[np.ndarray]) -> np.ndarray:
     for i, row in enumerate(rows):
         out[i] = np.asarray(row)
     return out
-
-
-def samples(arr: np.ndarray) -> list[np.ndarray]:
-    """One array per sample, whichever form `arr` has."""
-    return list(arr)
 
 
 def sample_shapes(arr: np.ndarray) -> list[tuple[int, ...]]:
@@ -83,5 +78,5 @@ def flat_pair(a: np.ndarray, b: np.ndarray, what: str = "output") -> tuple[np.nd
     return flat[0], flat[1], starts
 
 
-__all__ = ["RaggedError", "is_ragged", "from_chunks", "from_samples", "samples", "sample_shapes", "differing",
+__all__ = ["RaggedError", "is_ragged", "from_chunks", "from_samples", "sample_shapes", "differing",
            "stacked", "flat_pair"]
