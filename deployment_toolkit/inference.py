@@ -29,8 +29,6 @@ def triton_dump(url: str, model_name: str, output_dir: str | Path, data: DataSpe
     """Send the samples through the served model (its signature from `manifest` or from the server)."""
     from .client import OutputRequest, TritonClient, infer_many
     from .data.batches import make_source
-    from .data.padding import Batching, padded_rows, padding_plan
-    from .data.predict import write_dump
     from .spec import Manifest, ModelSignature
 
     with TritonClient(url, protocol) as client:
@@ -60,20 +58,15 @@ def triton_dump(url: str, model_name: str, output_dir: str | Path, data: DataSpe
                                   shared_memory=shared_memory, in_flight=in_flight, version=model_version))
         return [answers[i] for i in range(len(requests))]
 
-    plan = padding_plan(signature) if data.user_data and max_batch else None
-    batching = Batching()
-    counter = _Counter(source.batches(1 if plan is not None else batch_size))
-    if plan is not None:
-        rows, total = padded_rows(counter, batch_size, plan, predict_many, batching), None
-    else:  # answers written as they arrive
-        batches = list(counter)
+    def plain(batches_in) -> tuple:  # answers written as they arrive
+        batches = list(batches_in)
         results = infer_many(url, model_name, ((i, b[1]) for i, b in enumerate(batches)), requested,
                              protocol=protocol, shared_memory=shared_memory, in_flight=in_flight, version=model_version)
-        rows, total = ((*batches[i], out) for i, out in results), len(batches)
-    if not max_batch:
-        rows = _whole_requests(rows)
-    path = write_dump(rows, output_dir, meta, batching, dump_inputs=dump_inputs, dump_labels=dump_labels, total=total)
-    return Dump(Path(path), counter.samples, "triton")
+        return ((*batches[i], out) for i, out in results), len(batches)
+
+    path, samples = _dump(source, signature, max_batch > 0, data.user_data, batch_size, predict_many, plain,
+                          output_dir, meta, dump_inputs, dump_labels)
+    return Dump(path, samples, "triton")
 
 
 def framework_dump(model_path: str | Path, output_dir: str | Path, data: DataSpec, *, runtime: str = "framework",
@@ -82,8 +75,7 @@ def framework_dump(model_path: str | Path, output_dir: str | Path, data: DataSpe
     """Run the samples through the model the artifact in `model_path` came from (runtime `framework`: eager
     PyTorch rebuilt from the manifest's source record) or through the artifact itself (`artifact`)."""
     from .data.batches import make_source
-    from .data.padding import Batching, padded_rows, padding_plan
-    from .data.predict import predict_batches, write_dump
+    from .data.predict import predict_batches
     from .framework import framework_predictor
 
     predict, manifest, source_name = framework_predictor(model_path, runtime, device)
@@ -95,17 +87,32 @@ def framework_dump(model_path: str | Path, output_dir: str | Path, data: DataSpe
                             "extra": {"format": manifest.format, "preset": manifest.preset}}
     if data.user_data:
         meta["extra"]["data"] = source.describe()
+    path, samples = _dump(source, manifest.signature, manifest.max_batch_size > 0, data.user_data, batch_size,
+                          lambda requests: [predict(x) for x in requests],
+                          lambda batches: (predict_batches(batches, predict), None), output_dir, meta, dump_inputs,
+                          dump_labels)
+    return Dump(path, samples, source_name)
+
+
+def _dump(source, signature, batched: bool, user_data: bool, batch_size: int, predict_many, plain, output_dir, meta,
+          dump_inputs: bool, dump_labels: bool) -> tuple[Path, int]:
+    """The one sequence both dumps run: samples of different lengths padded where the model's mask makes it safe
+    (data/padding.py), else `plain(batches) -> (rows, total)`; a max_batch_size 0 model's requests as one sample
+    each; the dump written. Returns its directory and the samples it holds."""
+    from .data.padding import Batching, padded_rows, padding_plan
+    from .data.predict import write_dump
+
+    plan = padding_plan(signature) if user_data and batched else None
     batching = Batching()
-    plan = padding_plan(manifest.signature) if data.user_data and manifest.max_batch_size > 0 else None
     counter = _Counter(source.batches(1 if plan is not None else batch_size))
     if plan is not None:
-        rows = padded_rows(counter, batch_size, plan, lambda requests: [predict(x) for x in requests], batching)
+        rows, total = padded_rows(counter, batch_size, plan, predict_many, batching), None
     else:
-        rows = predict_batches(counter, predict)
-    if not manifest.max_batch_size:
+        rows, total = plain(counter)
+    if not batched:
         rows = _whole_requests(rows)
-    path = write_dump(rows, output_dir, meta, batching, dump_inputs=dump_inputs, dump_labels=dump_labels)
-    return Dump(Path(path), counter.samples, source_name)
+    path = write_dump(rows, output_dir, meta, batching, dump_inputs=dump_inputs, dump_labels=dump_labels, total=total)
+    return Path(path), counter.samples
 
 
 def _whole_requests(rows):
