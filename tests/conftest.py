@@ -93,3 +93,15 @@ def wait_until(condition, timeout_s: float, what: str):
         assert time.monotonic() < deadline, f"{what} after {timeout_s:.0f} s"
         time.sleep(0.05)  # polling interval
     return value
+
+
+def run_script(name: str, *args, check: bool = True, timeout: float = 300):
+    """A triton/<name> script as a user runs it (from the checkout, output captured); AssertionError with its
+    output when it fails and `check`."""
+    import subprocess
+
+    proc = subprocess.run([sys.executable, str(ROOT / "triton" / name), *map(str, args)], capture_output=True,
+                          text=True, cwd=ROOT, timeout=timeout)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{name} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return proc

@@ -8,12 +8,11 @@ from __future__ import annotations
 import csv
 import importlib.util
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import run_script as script
 
 from deployment_toolkit.data.dump import load_dump
 from deployment_toolkit.server import LocalTritonServer, ServerConfig
@@ -23,14 +22,6 @@ ROOT = Path(__file__).resolve().parents[2]
 TOKENS = ROOT / "examples" / "token_classifier"
 FIXTURES = ROOT / "tests" / "fixtures" / "brought" / "tokens"
 N = 24
-
-
-def script(name, *args, check=True, timeout=300):
-    proc = subprocess.run([sys.executable, str(ROOT / "triton" / name), *map(str, args)], capture_output=True,
-                          text=True, cwd=ROOT, timeout=timeout)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"{name} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-    return proc
 
 
 def write_samples(folder: Path) -> dict[str, int]:

@@ -6,12 +6,11 @@ and measured by perf_analyzer on those samples (timestep shape [1] in its JSON).
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import run_script as script
 
 from deployment_toolkit.server import LocalTritonServer, ServerConfig
 
@@ -26,14 +25,6 @@ def get_model():
         cross_attention_dim=32, attention_head_dim=8, norm_num_groups=32,
         down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"), up_block_types=("UpBlock2D", "CrossAttnUpBlock2D"))
 '''
-
-
-def script(name, *args, check=True, timeout=300):
-    proc = subprocess.run([sys.executable, str(ROOT / "triton" / name), *map(str, args)], capture_output=True,
-                          text=True, cwd=ROOT, timeout=timeout)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"{name} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-    return proc
 
 
 def _data(folder: Path) -> None:

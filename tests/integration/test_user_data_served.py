@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import run_script as script
 
 from deployment_toolkit.server import LocalTritonServer, ServerConfig
 
@@ -18,14 +17,6 @@ pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "user_data"
 N = 12
-
-
-def script(name, *args, check=True, timeout=300):
-    proc = subprocess.run([sys.executable, str(ROOT / "triton" / name), *map(str, args)], capture_output=True,
-                          text=True, cwd=ROOT, timeout=timeout)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"{name} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-    return proc
 
 
 @pytest.fixture(scope="module")
