@@ -15,7 +15,6 @@ from conftest import run_script as script
 from deployment_toolkit.server import LocalTritonServer, ServerConfig
 
 pytestmark = pytest.mark.integration
-ROOT = Path(__file__).resolve().parents[2]
 UNET = '''from diffusers import UNet2DConditionModel
 
 
