@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import logging
 import os
 import signal
 import sys
@@ -104,11 +105,43 @@ def user_exit_site(err: SystemExit) -> str | None:
     return f"{Path(path).name}:{frame.tb_lineno}"
 
 
+class _Console(logging.Handler):
+    """The library's messages as a command shows them: the bare text, INFO to stdout and WARNING up to stderr,
+    each written to the stream in place when the record comes (so a test's capture, or a `| tee`, sees it)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            stream = sys.stderr if record.levelno >= logging.WARNING else sys.stdout
+            stream.write(self.format(record) + "\n")
+            stream.flush()
+        except BrokenPipeError:
+            raise
+        except Exception:  # noqa: BLE001  (logging's own rule: a failed emit never stops the job)
+            self.handleError(record)
+
+
+def console_logging(level: int = logging.INFO) -> logging.Handler:
+    """Route the library's logging (`logging.getLogger(__name__)` under `deployment_toolkit`) to the console: the
+    one place a command's progress reaches the user. Library code logs and never prints; the Python API leaves the
+    logger to the caller's own configuration. Installing twice keeps one handler."""
+    logger = logging.getLogger("deployment_toolkit")
+    for handler in logger.handlers:
+        if isinstance(handler, _Console):
+            return handler
+    handler = _Console(level)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    logger.addHandler(handler)
+    logger.setLevel(min(level, logger.level or level))
+    logger.propagate = False
+    return handler
+
+
 def run(main: Callable[[], int | None]) -> None:
     """The one entry point of every command (triton/*.py and `deployment-toolkit SUB`): a UserError becomes one
     `error: ...` line and exit code 2; any other exception is a bug and propagates with its traceback (exit 1);
     SIGTERM and Ctrl-C unwind (context managers stop embedded servers) and exit with 143 and 130."""
     restore = install_sigterm_handler()
+    console_logging()
     try:
         code = main()
     except KeyboardInterrupt:

@@ -13,6 +13,15 @@ sys.path.insert(0, str(ROOT))
 import deployment_toolkit  # noqa: E402,F401  (before torch: hides the triton/ scripts folder from torch)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def console_logging():
+    """The library logs and the command layer shows it (cli.console_logging); tests that call library functions
+    read the same lines from capsys as a user reads on the console."""
+    from deployment_toolkit import cli
+
+    cli.console_logging()
+
+
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     return ROOT

@@ -54,4 +54,36 @@ class Objective(Choice):
     LATENCY = "latency"
 
 
-__all__ = ["Choice", "Format", "Precision", "OnnxExporter", "Protocol", "SharedMemory", "Objective"]
+class Reuse(Choice):
+    """What a rerun does with rows an earlier run of the same folder kept (results.ledger)."""
+    AUTO = "auto"  # reuse rows measured under the same identity, set the others aside
+    RESUME = "resume"  # reuse them, and refuse to go on where any row's identity differs
+    FRESH = "fresh"  # set every earlier row aside
+
+
+class StepStatus(Choice):
+    """How a step of a composite job (steps.StepRunner) ended."""
+    OK = "ok"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+    STOPPED = "stopped"  # Ctrl-C or SIGTERM while it ran (steps.json says so instead of "failed")
+
+
+class InstanceKind(Choice):
+    """Where Triton runs a model's instances (instance_group kind)."""
+    CPU = "KIND_CPU"
+    GPU = "KIND_GPU"
+    AUTO = "KIND_AUTO"
+    MODEL = "KIND_MODEL"
+
+
+class LoadMode(Choice):
+    """How perf_analyzer drives a server: closed loop (N requests in flight) or open loop (a rate, or a schedule
+    of send times)."""
+    CONCURRENCY = "concurrency"
+    REQUEST_RATE = "request-rate"
+    SCHEDULE = "schedule"
+
+
+__all__ = ["Choice", "Format", "Precision", "OnnxExporter", "Protocol", "SharedMemory", "Objective", "Reuse",
+           "StepStatus", "InstanceKind", "LoadMode"]
