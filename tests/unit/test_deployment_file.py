@@ -1,0 +1,71 @@
+"""The deployment file of several models (issue 36): typed, every mistake one line naming the key."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from deployment_toolkit.deployment.file import load, parse
+from deployment_toolkit.errors import UserError
+
+GOOD = """
+name: shop
+models:
+  - {name: classifier, model: "timm:resnet18", peak_rps: 200, p99_ms: 50}
+  - name: tagger
+    model: tagger.py
+    model_args: {vocab_size: 1000}
+    peak_rps: 40.5
+    p99_ms: 100
+costs: {host_hour: 1.2, by_device: {"Intel Xeon": 0.9}}
+limits: {max_replicas: 20, headroom: 0.25, host_memory_gb: 64}
+"""
+
+
+def _write(tmp_path, text):
+    (tmp_path / "tagger.py").write_text("def get_model(**kw):\n    pass\n")
+    path = tmp_path / "deployment.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_a_deployment_file_reads_into_its_types(tmp_path):
+    d = load(_write(tmp_path, GOOD))
+    assert d.name == "shop" and [m.name for m in d.models] == ["classifier", "tagger"]
+    assert d.model("classifier").model == "timm:resnet18"
+    assert d.model("tagger").model == str(tmp_path / "tagger.py")  # relative to the file, not the cwd
+    assert d.model("tagger").peak_rps == 40.5 and d.model("tagger").model_args == {"vocab_size": 1000}
+    assert d.costs.host_hour == 1.2 and d.costs.by_device == {"Intel Xeon": 0.9}
+    assert d.limits.max_replicas == 20 and d.limits.headroom == 0.25
+    assert not d.model("classifier").has_pipeline
+
+
+@pytest.mark.parametrize("change, words", [
+    (("peak_rps: 200", "peak_rps: .nan"), "models[0] (classifier): peak_rps must be > 0"),
+    (("peak_rps: 200", "peak_rps: 1e308"), "peak_rps must be > 0 and <= 1e+09 inferences/s"),
+    (("p99_ms: 50", "p99_ms: -1"), "p99_ms must be > 0"),
+    (("p99_ms: 50", "p99_ms: fast"), "p99_ms must be a number, got 'fast'"),
+    (("name: tagger", "name: classifier"), "models[1] is named 'classifier' like models[0]"),
+    (("max_replicas: 20", "max_replica: 20"), "limits: unknown key 'max_replica'"),
+    (("host_hour: 1.2", "host_hour: .inf"), "host_hour must be >= 0 and <= 1e+06 $/h"),
+    (('"Intel Xeon": 0.9', '"Intel Xeon": cheap'), "costs.by_device['Intel Xeon'] must be a price in $/h"),
+    (("model_args: {vocab_size: 1000}", "checkpoint: missing.pt"), "checkpoint"),
+    (("  - {name: classifier, model: \"timm:resnet18\", peak_rps: 200, p99_ms: 50}",
+      "  - {name: classifier, peak_rps: 200, p99_ms: 50}"), "models[0]: 'model' is missing"),
+    (("models:", "model:"), "unknown key 'model'"),
+])
+def test_each_mistake_is_one_line_naming_the_key(tmp_path, change, words):
+    with pytest.raises(UserError) as err:
+        load(_write(tmp_path, GOOD.replace(*change)))
+    assert words in str(err.value) and "\n" not in str(err.value)
+
+
+def test_not_yaml_and_no_models_are_one_line(tmp_path):
+    with pytest.raises(UserError, match="is not valid YAML at line"):
+        load(_write(tmp_path, "models: [\n"))
+    with pytest.raises(UserError, match="no models"):
+        parse({"models": []})
+    with pytest.raises(UserError, match="does not exist"):
+        load(tmp_path / "nope.yaml")
+    assert math.isfinite(parse({"models": [{"name": "a", "model": "resnet18", "peak_rps": "1e3", "p99_ms": 5}]})
+                         .models[0].peak_rps)
