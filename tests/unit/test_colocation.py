@@ -46,3 +46,25 @@ def test_max_replicas_refuses_with_the_number_needed():
 
 def test_time_sharing_estimate():
     assert estimate(("a", "b"), {"a": 10, "b": 10}, {"a": 100, "b": 50}).rate == pytest.approx(20 / 0.3)
+
+
+def test_a_capacity_holds_only_after_k_of_k_retests_at_the_rate_itself():
+    from deployment_toolkit.deployment.holding import hold
+
+    class Point:
+        def __init__(self, ok):
+            self.ok = ok
+
+        def passes(self, slo=None):
+            return self.ok
+
+        def verdict(self, slo=None):
+            return "pass" if self.ok else "fail: p99 80 ms > 50 ms"
+
+    flaky = iter([True, False])  # the found rate passes once, then fails its second re-test
+    held = hold(lambda rate, trial: Point(next(flaky, rate <= 90.0)), 100.0, k=3)
+    assert held.rate == pytest.approx(90.0) and held.derated
+    assert [(r.rate, r.passed) for r in held.retests] == [(100.0, True), (100.0, False)] + [(pytest.approx(90.0), True)] * 3
+    assert len({r.trial for r in held.retests}) == 5  # every re-test its own arrivals
+    never = hold(lambda rate, trial: Point(False), 100.0, k=2)
+    assert never.rate is None and "did not hold" in never.text()

@@ -1,0 +1,117 @@
+"""Mixed open-loop traffic: every model of a replica driven at once, each on its own seeded schedule, each judged
+against its own SLO from the intended send time.
+
+One perf_analyzer per model runs at the same time against the same server (perf_analyzer drives one model). They
+send over the network, not shared memory: perf_analyzer unregisters every shared-memory region of its server when it
+starts, so two at once corrupt each other (perf.analyzer.shm_lock). A mix point passes only when every model's
+point passes; its rate is the total inferences/s, split between the models as their peaks are, so the one number
+`sizing.capacity.search` bisects is the group's mix capacity.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import zlib
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from ..config import SharedMemory
+from ..sizing.ratepoint import RatePoint, Target, measure, round_rate
+from ..sizing.ratestore import FreshStore, RateStore
+
+
+@dataclass(frozen=True)
+class Member:
+    """One model of a mix: how to drive it, its share of the mix's inferences, its SLO."""
+
+    name: str
+    target: Target
+    share: float  # of the mix's total inferences/s (the shares of a mix add up to 1)
+    slo_ms: float
+
+
+def member_target(target: Target, group: str) -> Target:
+    """A model's target inside a mix: over the network (see the module docstring), its points keyed by the group
+    (a mix point is never the same measurement as the model alone), its own schedule seed (independent arrivals)."""
+    options = dataclasses.replace(target.options, shared_memory=SharedMemory.NONE.value)
+    return dataclasses.replace(target, options=options, config=f"mix[{group}]/{target.model_name}",
+                               schedule_seed=zlib.crc32(target.model_name.encode()))
+
+
+@dataclass
+class MixPoint:
+    """Every model's point at one total rate; duck-types RatePoint for sizing.capacity.search."""
+
+    rate: float  # total inferences/s offered
+    points: dict[str, RatePoint]
+    slos: dict[str, float]
+
+    def passes(self, slo_ms: float | None = None) -> bool:  # each model against its own SLO
+        return all(p.passes(self.slos[name]) for name, p in self.points.items())
+
+    @property
+    def kept_up(self) -> bool:
+        return all(p.kept_up for p in self.points.values())
+
+    @property
+    def client_limited(self) -> bool:
+        return any(p.client_limited for p in self.points.values())
+
+    @property
+    def answered(self) -> float:
+        values = [p.answered for p in self.points.values()]
+        return math.nan if any(math.isnan(v) for v in values) else sum(values)
+
+    @property
+    def offered(self) -> float:
+        return self.rate
+
+    @property
+    def p99(self) -> float:  # the worst model's p99 against its SLO, as a fraction of it (1.0 = at its SLO)
+        return max(p.p99 / self.slos[name] for name, p in self.points.items())
+
+    def verdicts(self) -> dict[str, str]:
+        return {name: p.verdict(self.slos[name]) for name, p in self.points.items()}
+
+    def verdict(self, slo_ms: float | None = None) -> str:
+        bad = {n: v for n, v in self.verdicts().items() if v != "pass"}
+        return "pass" if not bad else "fail: " + "; ".join(f"{n} {v}" for n, v in bad.items())
+
+
+class Mix:
+    """A group of models on one server, measured together; each model's points in `<out_dir>/<model>/`."""
+
+    def __init__(self, members: Sequence[Member], out_dir: Path, fresh: bool = False):
+        total = sum(m.share for m in members)
+        if not members or not math.isclose(total, 1.0, rel_tol=1e-6):
+            raise ValueError(f"a mix's shares add up to 1, got {total}")
+        self.members = list(members)
+        self.out_dir = Path(out_dir)
+        self.stores: dict[str, RateStore | FreshStore] = {}
+        for m in self.members:
+            (self.out_dir / m.name).mkdir(parents=True, exist_ok=True)
+            store = RateStore(self.out_dir / m.name)
+            self.stores[m.name] = FreshStore(store) if fresh else store
+
+    def shares(self, total: float) -> dict[str, float]:
+        """Each model's inferences/s at a total of `total`, split as the members' shares."""
+        return {m.name: total * m.share for m in self.members}
+
+    def measure(self, total: float, trial: int = 1, tag: str = "") -> MixPoint:
+        """All models at once at `total` inferences/s, each its share: the point the mix capacity bisects."""
+        return self.at_rates(self.shares(total), trial, tag)
+
+    def at_rates(self, rates: Mapping[str, float], trial: int = 1, tag: str = "") -> MixPoint:
+        """All models at once, each at its own inferences/s, one perf_analyzer each (a confirmation sends the
+        planned per-replica rates)."""
+        requests = {m.name: round_rate(rates[m.name] / max(m.target.batch, 1)) for m in self.members}
+        with ThreadPoolExecutor(max_workers=len(self.members), thread_name_prefix="mix") as pool:
+            futures = {m.name: pool.submit(measure, m.target, requests[m.name], self.stores[m.name],
+                                           self.out_dir / m.name, trial, tag) for m in self.members}
+            points = {name: f.result() for name, f in futures.items()}
+        return MixPoint(sum(rates.values()), points, {m.name: m.slo_ms for m in self.members})
+
+
+__all__ = ["Member", "Mix", "MixPoint", "member_target"]
