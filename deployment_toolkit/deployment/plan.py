@@ -28,7 +28,7 @@ from ..errors import UserError
 from ..steps import StepRunner
 from .colocate import Decision, GroupCapacity, decide
 from .file import Deployment, ModelEntry
-from .holding import Holding, hold
+from ..sizing.holding import Holding, hold
 from .mixed import Member, Mix, MixPoint, member_target
 
 DEFAULT_HEADROOM = 0.2

@@ -49,7 +49,7 @@ def test_time_sharing_estimate():
 
 
 def test_a_capacity_holds_only_after_k_of_k_retests_at_the_rate_itself():
-    from deployment_toolkit.deployment.holding import hold
+    from deployment_toolkit.sizing.holding import hold
 
     class Point:
         def __init__(self, ok):
