@@ -1,8 +1,9 @@
 """Triton deployment toolkit: convert, configure, serve, check and measure models on Triton Inference Server.
 
 From Python: `import deployment_toolkit as dt`, then dt.convert, dt.deploy, dt.serve, dt.connect,
-dt.measure_online, dt.measure_offline, dt.search_config, dt.plan and the types they take and return
-(deployment_toolkit/api.py, imported on first use so that importing the package stays cheap)."""
+dt.measure_online, dt.measure_offline, dt.search_config, dt.plan, dt.model_source and the typed settings they take,
+the results they return and the errors they raise (deployment_toolkit/api.py, imported on first use so that
+importing the package stays cheap)."""
 from __future__ import annotations
 
 import importlib.util
@@ -43,8 +44,12 @@ _install_import_shims()
 
 # api.__all__, written here too so that `import deployment_toolkit` does not import the API (a test keeps them equal)
 __all__ = ["convert", "deploy", "serve", "connect", "measure_online", "measure_offline", "search_config", "plan",
-           "DataSpec", "Manifest", "ModelSignature", "TensorSpec", "ConvertOptions", "ConfigOptions", "PerfOptions",
-           "OutputRequest", "SweepOutcome", "SearchRun", "PlanResult", "LocalTritonServer", "TritonClient"]
+           "plan_deployment", "load_deployment", "deploy_pipeline", "model_source",
+           "DataSpec", "Manifest", "ModelSignature", "TensorSpec", "ModelSource", "ConvertOptions", "ConfigOptions",
+           "PerfOptions", "OutputRequest", "SweepOutcome", "SearchSettings", "SearchJob", "SearchServer", "SearchRun",
+           "Demand", "Checks", "Deploy", "PlanResult", "SearchError", "PlanError", "Deployment", "DeploymentSettings",
+           "DeploymentPlan", "DeploymentPlanError", "PipelineRequest", "PipelineRun", "Format", "Objective", "Reuse",
+           "LocalTritonServer", "TritonClient"]
 
 
 def __getattr__(name: str):

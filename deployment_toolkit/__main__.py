@@ -74,6 +74,8 @@ COMMANDS: dict[str, Command] = {c.name: c for c in (
             "accuracy_demo"),
     Command("train", "commands.train_segmentation", "train the small segmentation U-Net on synthetic shapes",
             "train_segmentation"),
+    Command("deploy-pipeline", "commands.deploy_pipeline",
+            "a model with its pre/post-processing as a Triton ensemble: serve, verify, measure"),
     Command("deploy-diffusion", "commands.deploy_diffusion", "deploy a diffusion sampler pipeline on Triton",
             "deploy_diffusion"),
     Command("diffusion-latency", "commands.run_diffusion_latency", "per-request latency of a diffusion pipeline",

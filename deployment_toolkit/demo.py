@@ -7,11 +7,14 @@ from a shell, so the demo doubles as a tutorial; `demo_timings.md` lists the ste
 from __future__ import annotations
 
 import argparse
+import contextlib
 import fcntl
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
+from .config import add_arguments, check_numbers, from_args, setting
 from .errors import UserError
 from .results.run_folder import add_result_path_argument
 from .steps import StepFailed, StepRunner, shown
@@ -24,6 +27,26 @@ THRESHOLDS = ("max_abs_err<=1e-4", "top1_agreement>=1.0")
 
 class RunFolderTaken(UserError, ValueError):
     """A user error (exit 2): the demo was pointed at a folder that already holds a run."""
+
+
+@dataclass
+class DemoSettings:
+    """What the demo converts, serves and measures; each default written once (the demo's flags are built from these
+    fields, and `--fast` swaps in FAST)."""
+
+    model: str = setting("resnet50", flag="--model", help="a registered model")
+    preset: str = setting("full", flag="--preset", help="small (CI size) or full (benchmark size)")
+    max_batch_size: int = setting(8, flag="--max-batch-size", low=1, high=1 << 16, help="served max batch size")
+    concurrency: str = setting("1:8:1", flag="--concurrency", help="online sweep, START:END:STEP or a list")
+    batch_sizes: str = setting("1,2,4,8", flag="--batch-sizes", help="offline sweep's client batch sizes")
+    measurement_interval_ms: int = setting(3000, flag="--measurement-interval", unit="ms", low=1,
+                                           help="perf_analyzer window")
+    max_attempts: int = setting(2, flag="--max-attempts", low=1, high=100,
+                                help="tries per point before it is kept as unstable (each retry lengthens the window)")
+    server_timeout_s: float | None = None  # --server-timeout (server.startup); None: its default
+
+    def __post_init__(self) -> None:
+        check_numbers(self)
 
 
 def write_timings(path: Path, total_s: float, steps: StepRunner, what: str = "`make demo`") -> Path:
@@ -59,11 +82,11 @@ def shown_sweep(kind: str, outcome):
     return outcome
 
 
-def run_demo(model: str, preset: str, result_dir: Path, workspace: Path, repository: Path,
-             max_batch: int, concurrency: str, batch_sizes: str, measurement_interval_ms: int,
-             max_attempts: int = 2, server_timeout_s: float | None = None) -> Path:
-    from .api import convert
-    from .inference import DataSpec, framework_dump, triton_dump
+def run_demo(settings: DemoSettings, result_dir: Path, workspace: Path, repository: Path) -> Path:
+    """Every step of the demo in turn, into `result_dir` (the model's artifacts in `workspace`, its config in
+    `repository`); StepFailed names the step that failed."""
+    from .api import ConvertOptions, convert
+    from .inference import DataSpec, FrameworkDumpSettings, TritonDumpSettings, framework_dump, triton_dump
     from .perf.analyzer import PerfOptions
     from .perf.offline import run_offline
     from .perf.online import run_online
@@ -71,6 +94,9 @@ def run_demo(model: str, preset: str, result_dir: Path, workspace: Path, reposit
     from .server.local import LocalTritonServer, ServerConfig
     from .server.startup import DEFAULT_START_TIMEOUT_S
 
+    d = settings
+    model, preset, max_batch, max_attempts = d.model, d.preset, d.max_batch_size, d.max_attempts
+    measurement_interval_ms, concurrency, batch_sizes = d.measurement_interval_ms, d.concurrency, d.batch_sizes
     art = workspace / model
     onnx_dir, manifest_json = art / "onnx", art / "onnx" / "manifest.json"
     t0 = time.perf_counter()
@@ -78,7 +104,7 @@ def run_demo(model: str, preset: str, result_dir: Path, workspace: Path, reposit
     for fmt in ("ts-trace", "onnx"):
         out = art / fmt
         steps.call(f"convert to {fmt}", lambda fmt=fmt, out=out: convert(
-            model, fmt, out, preset=preset, max_batch_size=max_batch),
+            model, fmt, out, ConvertOptions(preset=preset, max_batch_size=max_batch)),
             script("convert_model.py", "--model", model, "--preset", preset, "--output-type", fmt,
                    "--output-path", str(out), "--max-batch-size", str(max_batch)))
     steps.call("configure on Triton (Python backend runs ONNX Runtime)", lambda: write_model(
@@ -89,27 +115,29 @@ def run_demo(model: str, preset: str, result_dir: Path, workspace: Path, reposit
                "--model-format", "python", "--model-name", model, "--max-batch-size", str(max_batch),
                "--preferred-batch-sizes", str(max_batch), "--max-queue-delay-us", "1000",
                "--number-of-model-instances", "1"))
-    server = LocalTritonServer(ServerConfig(repository, log_dir=workspace / "logs",
-                                            start_timeout_s=server_timeout_s or DEFAULT_START_TIMEOUT_S))
+    config = ServerConfig(repository, log_dir=workspace / "logs",
+                          start_timeout_s=d.server_timeout_s or DEFAULT_START_TIMEOUT_S)
 
-    def start() -> None:
-        server.start()
-        server.require_models([model])
+    with contextlib.ExitStack() as stack:  # the server, once started, stops when the steps end or one fails
+        def start() -> LocalTritonServer:
+            started = stack.enter_context(LocalTritonServer(config))
+            started.require_models([model])
+            return started
 
-    try:
-        steps.call("start the embedded tritonserver (health check)", start,
-                   shown(["python", "-m", "deployment_toolkit", "serve", "--model-repository", str(repository)]))
+        server = steps.call("start the embedded tritonserver (health check)", start,
+                            shown(["python", "-m", "deployment_toolkit", "serve", "--model-repository",
+                                   str(repository)]))
         print(f"ready: gRPC {server.grpc_url}, HTTP {server.http_url}, log {server.log_path}", flush=True)
         data = DataSpec("synthetic", num_samples=SAMPLES)
         common = ["--num-samples", str(SAMPLES), "--batch-size", str(max_batch), "--data-dir", "synthetic"]
         steps.call("inference through Triton (system shared memory)", lambda: triton_dump(
-            server.grpc_url, model, art / "dump_triton", data, manifest=manifest_json, batch_size=max_batch,
-            shared_memory="system"),
+            server.grpc_url, model, art / "dump_triton", data,
+            TritonDumpSettings(manifest=manifest_json, batch_size=max_batch, shared_memory="system")),
             script("run_inference_on_triton.py", "--server-url", server.grpc_url, "--model-name", model,
                    "--manifest", str(manifest_json), "--shared-memory", "system", "--output-dir",
                    str(art / "dump_triton"), *common))
         steps.call("inference in the framework (PyTorch eager)", lambda: framework_dump(
-            onnx_dir, art / "dump_fw", data, runtime="framework", batch_size=max_batch),
+            onnx_dir, art / "dump_fw", data, FrameworkDumpSettings(runtime="framework", batch_size=max_batch)),
             script("run_inference_on_fw.py", "--model-path", str(onnx_dir), "--runtime", "framework",
                    "--output-dir", str(art / "dump_fw"), *common))
         result_dir.mkdir(parents=True, exist_ok=True)
@@ -136,8 +164,6 @@ def run_demo(model: str, preset: str, result_dir: Path, workspace: Path, reposit
         steps.call("online performance (dynamic batching, concurrency sweep)", lambda: shown_sweep(
             "online", run_online(model, server.grpc_url, manifest, concurrency, options, result_dir, **sweep)),
             script("run_online_performance_test_on_triton.py", *perf, "--concurrency", concurrency))
-    finally:
-        server.stop()
     total_s = time.perf_counter() - t0
     write_timings(result_dir / "demo_timings.md", total_s, steps)
     print(f"\nDemo finished in {total_s / 60:.1f} min. Results in {result_dir}:")
@@ -152,7 +178,7 @@ def run_demo(model: str, preset: str, result_dir: Path, workspace: Path, reposit
 
 
 # `--fast` (CI): the same steps on a small model with fewer, shorter points; every point it reports is measured.
-FAST = dict(model="resnet18", preset="small", concurrency="1:2:1", batch_sizes="1,2", measurement_interval=1000,
+FAST = dict(model="resnet18", preset="small", concurrency="1:2:1", batch_sizes="1,2", measurement_interval_ms=1000,
             max_attempts=1)
 LOCAL_RUNS = "local"  # results/local/ is git-ignored: where `make demo` writes a new run folder each time
 
@@ -210,23 +236,17 @@ def main(argv: list[str] | None = None) -> int:
         epilog="examples:\n  deployment-toolkit demo                 # resnet50 into results/local/demo-...\n"
                "  deployment-toolkit demo --fast          # resnet18 small, 2+2 points (CI)\n"
                "  deployment-toolkit demo --result-path results/demo-resnet50-onnx-cpu   # the committed example")
-    p.add_argument("--model", default="resnet50")
-    p.add_argument("--preset", default="full")
+    add_arguments(p, DemoSettings, only=("model", "preset"))
     add_result_path_argument(p, "--output", dest="output",
                              help="run folder to create (must not exist or be empty; default: "
                                   "results/local/demo-<model>-onnx-<UTC time>, git-ignored)")
     p.add_argument("--fast", action="store_true",
                    help=f"CI mode: {FAST['model']} {FAST['preset']}, batch sizes {FAST['batch_sizes']}, "
-                        f"concurrency {FAST['concurrency']}, {FAST['measurement_interval']} ms windows, one attempt")
+                        f"concurrency {FAST['concurrency']}, {FAST['measurement_interval_ms']} ms windows, one attempt")
     p.add_argument("--workspace", default=str(ROOT / "workspace"))
     p.add_argument("--model-repository", default=str(ROOT / "model_repository"))
     p.add_argument("--results", default=str(ROOT / "results"))
-    p.add_argument("--max-batch-size", type=int, default=8)
-    p.add_argument("--concurrency", default="1:8:1")
-    p.add_argument("--batch-sizes", default="1,2,4,8")
-    p.add_argument("--measurement-interval", type=int, default=3000, help="perf_analyzer window, ms")
-    p.add_argument("--max-attempts", type=int, default=2,
-                   help="tries per point before it is kept as unstable (each retry lengthens the window)")
+    add_arguments(p, DemoSettings, skip=("model", "preset"))
     from .server.startup import add_server_timeout
 
     add_server_timeout(p)
@@ -241,6 +261,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.fast:
         for key, value in FAST.items():
             setattr(args, key, value)
+    try:
+        settings = from_args(DemoSettings, args, server_timeout_s=args.server_timeout)
+    except UserError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     place = None
     try:
         if args.output:
@@ -251,9 +276,7 @@ def main(argv: list[str] | None = None) -> int:
         place = Workplace(Path(args.workspace), Path(args.model_repository), result_dir.name)
         if place.shared:
             print(f"another demo is using {args.workspace}: this one works in {place.workspace}", flush=True)
-        run_demo(args.model, args.preset, result_dir, place.workspace, place.repository,
-                 args.max_batch_size, args.concurrency, args.batch_sizes, args.measurement_interval, args.max_attempts,
-                 args.server_timeout)
+        run_demo(settings, result_dir, place.workspace, place.repository)
     except RunFolderTaken as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -266,5 +289,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # `make demo`: through cli.run, as every command (the library's log lines, SIGTERM)
+    from .cli import run
+
+    run(main)

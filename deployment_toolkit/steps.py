@@ -1,6 +1,7 @@
 """One step runner for every composite job (the demo, the accuracy demo, gpu-check, the plan), as Model Navigator
-runs its pipeline: each step ends ok, failed (with the reason) or skipped (with the reason), timed, with the
-command that does the same from a shell, and, where its output went to a file, that log.
+runs its pipeline: each step ends ok, failed (with the reason), skipped (with the reason) or stopped (Ctrl-C or
+SIGTERM while it ran), timed, with the command that does the same from a shell, and, where its output went to a
+file, that log. Statuses are `config.StepStatus`: a str enum, so steps.json keeps their plain values.
 
 A step is either a function called in this process (its typed result comes back in memory) or a command run as a
 child process in its own process group, held to a time budget (a hung TensorRT build or perf_analyzer is killed
@@ -10,6 +11,7 @@ so an interrupted job still says what ran.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shlex
 import signal
@@ -20,10 +22,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Sequence, TypeVar
 
+from .config import StepStatus
 from .errors import ToolkitError, UserError
 
+log = logging.getLogger(__name__)
 T = TypeVar("T")
-STATUSES = ("ok", "failed", "skipped")
+STATUSES = StepStatus.values()
 STEPS_JSON = "steps.json"
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -31,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 @dataclass
 class StepResult:
     name: str
-    status: str  # ok | failed | skipped
+    status: StepStatus
     seconds: float = 0.0
     command: str = ""  # what a user types for the same step
     reason: str = ""  # why it failed or was skipped
@@ -39,8 +43,14 @@ class StepResult:
     stage: str = ""
     budget_s: float = 0.0
 
+    def __post_init__(self) -> None:
+        try:
+            self.status = StepStatus(self.status)
+        except ValueError:
+            raise ValueError(f"step status must be one of {STATUSES}, got {self.status!r}") from None
+
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {**asdict(self), "status": self.status.value}
 
 
 class StepFailed(UserError, RuntimeError):
@@ -76,9 +86,11 @@ def script_command(script: str, *args: str) -> str:
 
 class StepRunner:
     """Runs steps in order and keeps their results. `stop_on_failure`: a failed `call` raises StepFailed (the
-    demos); without it the failure is recorded and the job goes on (gpu-check)."""
+    demos); without it the failure is recorded and the job goes on (gpu-check). `log`: where the step lines go
+    (this module's logger unless a caller collects them)."""
 
-    def __init__(self, folder: Path | None = None, log: Callable[[str], None] = print, stop_on_failure: bool = True):
+    def __init__(self, folder: Path | None = None, log: Callable[[str], None] = log.info,
+                 stop_on_failure: bool = True):
         self.folder = folder
         self.log = log
         self.stop_on_failure = stop_on_failure
@@ -86,8 +98,7 @@ class StepRunner:
 
     # ---- recording -------------------------------------------------------------------------
     def record(self, result: StepResult) -> StepResult:
-        if result.status not in STATUSES:
-            raise ValueError(f"step status must be one of {STATUSES}, got {result.status!r}")
+        result.status = StepStatus(result.status)
         self.results.append(result)
         if self.folder is not None:
             from .spec import atomic_write_text
@@ -100,20 +111,20 @@ class StepRunner:
         return result
 
     def skip(self, name: str, reason: str, command: str = "", stage: str = "", budget_s: float = 0.0) -> StepResult:
-        return self.record(StepResult(name, "skipped", 0.0, command, reason, "", stage, budget_s))
+        return self.record(StepResult(name, StepStatus.SKIPPED, 0.0, command, reason, "", stage, budget_s))
 
-    def status(self, name: str) -> str | None:
+    def status(self, name: str) -> StepStatus | None:
         return next((r.status for r in self.results if r.name == name), None)
 
     def failed(self) -> list[StepResult]:
-        return [r for r in self.results if r.status == "failed"]
+        return [r for r in self.results if r.status is StepStatus.FAILED]
 
     def table(self) -> str:
         """The steps as a markdown table: status, seconds and the command of each."""
         from .tables import markdown_table
 
         return markdown_table(["step", "status", "seconds", "command"],
-                              [[r.name, r.status + (f" ({r.reason})" if r.reason else ""), f"{r.seconds:.1f}",
+                              [[r.name, r.status.value + (f" ({r.reason})" if r.reason else ""), f"{r.seconds:.1f}",
                                 f"`{r.command}`" if r.command else ""] for r in self.results], "llrl")
 
     # ---- running ---------------------------------------------------------------------------
@@ -125,20 +136,20 @@ class StepRunner:
         try:
             value = fn()
         except (UserError, ToolkitError) as err:
-            result = self.record(StepResult(name, "failed", time.perf_counter() - t0, command,
+            result = self.record(StepResult(name, StepStatus.FAILED, time.perf_counter() - t0, command,
                                             (str(err).strip().splitlines() or [type(err).__name__])[0], "", stage))
             if self.stop_on_failure:
                 raise StepFailed(result) from err
             return None
         except (KeyboardInterrupt, SystemExit) as err:  # Ctrl-C or SIGTERM (cli's handler): stopped, not a crash
-            why = "stopped by Ctrl-C" if isinstance(err, KeyboardInterrupt) else f"stopped (exit {err.code})"
-            self.record(StepResult(name, "failed", time.perf_counter() - t0, command, why, "", stage))
+            self.record(StepResult(name, StepStatus.STOPPED, time.perf_counter() - t0, command, stopped_why(err), "",
+                                   stage))
             raise
         except BaseException:
-            self.record(StepResult(name, "failed", time.perf_counter() - t0, command, "crashed (traceback below)",
-                                   "", stage))
+            self.record(StepResult(name, StepStatus.FAILED, time.perf_counter() - t0, command,
+                                   "crashed (traceback below)", "", stage))
             raise
-        self.record(StepResult(name, "ok", time.perf_counter() - t0, command, "", "", stage))
+        self.record(StepResult(name, StepStatus.OK, time.perf_counter() - t0, command, "", "", stage))
         return value
 
     def run_command(self, name: str, argv: Sequence[str], log: Path, budget_s: float, ok_codes: Sequence[int] = (0,),
@@ -147,16 +158,23 @@ class StepRunner:
         raises for its failure. `command`: how to show it (default: argv as typed from the checkout's root)."""
         command = command or shown(argv)
         self.log(f"--- {name}\n$ {command}")
-        code, seconds = run_in_group(argv, log, budget_s, header=f"$ {command}\n")
         log_text = str(log.relative_to(self.folder)) if self.folder and log.is_relative_to(self.folder) else str(log)
+        t0 = time.perf_counter()
+        try:
+            code, seconds = run_in_group(argv, log, budget_s, header=f"$ {command}\n")
+        except (KeyboardInterrupt, SystemExit) as err:  # the child's group is killed; the step says it was stopped
+            self.record(StepResult(name, StepStatus.STOPPED, time.perf_counter() - t0, command, stopped_why(err),
+                                   log_text, stage, budget_s))
+            raise
         if code is None:
-            status, why = "failed", f"over its time budget of {budget_s:.0f} s (killed; what it wrote before is kept)"
+            status, why = StepStatus.FAILED, \
+                f"over its time budget of {budget_s:.0f} s (killed; what it wrote before is kept)"
         elif code in ok_codes:
-            status, why = "ok", ""
+            status, why = StepStatus.OK, ""
         elif code in skip_codes:
-            status, why = "skipped", last_line(log) or f"exit {code}"
+            status, why = StepStatus.SKIPPED, last_line(log) or f"exit {code}"
         else:
-            status, why = "failed", f"exit {code}: {last_line(log)}"
+            status, why = StepStatus.FAILED, f"exit {code}: {last_line(log)}"
         return self.record(StepResult(name, status, seconds, command, why, log_text, stage, budget_s))
 
 
@@ -168,11 +186,16 @@ class StepRunner:
         self.log(f"\n=== {name}\n$ {command}")
         t0 = time.perf_counter()
         code = subprocess.run([sys.executable, str(ROOT / path), *args], cwd=ROOT).returncode
-        result = self.record(StepResult(name, "ok" if code == 0 else "failed", time.perf_counter() - t0, command,
-                                        "" if code == 0 else f"exit {code}"))
+        result = self.record(StepResult(name, StepStatus.OK if code == 0 else StepStatus.FAILED,
+                                        time.perf_counter() - t0, command, "" if code == 0 else f"exit {code}"))
         if code != 0 and self.stop_on_failure:
             raise StepFailed(result)
         return result
+
+
+def stopped_why(err: BaseException) -> str:
+    """The reason of a step stopped by Ctrl-C (KeyboardInterrupt) or SIGTERM (cli's handler: SystemExit 143)."""
+    return "stopped by Ctrl-C" if isinstance(err, KeyboardInterrupt) else f"stopped (exit {getattr(err, 'code', '')})"
 
 
 def last_line(log: Path) -> str:

@@ -10,6 +10,7 @@ and the export directory keeps a copy recorded in the manifest's `export_options
 from __future__ import annotations
 
 import json
+import logging
 import math
 import shutil
 import time
@@ -22,6 +23,8 @@ import numpy as np
 from .results.identity import file_digest
 from .sources.trained import TrainingError, build_trained, segmentation_entry  # noqa: F401  (re-exported)
 from .spec import ARTIFACT_NAMES, Manifest, ModelSignature, atomic_write_text
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:  # pragma: no cover
     from torch import nn
@@ -199,8 +202,8 @@ def export_trained(weights: str | Path, output_dir: str | Path, model_name: str 
     import torch
 
     from .export.errors import VerificationError
-    from .export.onnx import export_onnx
-    from .export.verify import torch_callable, verify
+    from .export.onnx import OnnxSettings, export_onnx
+    from .export.verify import VerifyPlan, torch_callable, verify
     from .runtimes.artifact import load_runtime
 
     entry = segmentation_entry(model_name)
@@ -217,7 +220,7 @@ def export_trained(weights: str | Path, output_dir: str | Path, model_name: str 
     t0 = time.perf_counter()
     examples = signature.examples(min(2, max(max_batch, 1)), seed=seed)
     example_args = tuple(torch.from_numpy(examples[t.name]) for t in signature.inputs)
-    options = export_onnx(model, signature, example_args, artifact, opset=opset)
+    options = export_onnx(model, signature, example_args, artifact, OnnxSettings(opset=opset))
     options.update(export_seconds=round(time.perf_counter() - t0, 3), weights=WEIGHTS_NAME,
                    weights_sha256=file_digest(out / WEIGHTS_NAME), trained=True)
     manifest = Manifest(
@@ -230,7 +233,7 @@ def export_trained(weights: str | Path, output_dir: str | Path, model_name: str 
     runtime = load_runtime(str(artifact), "onnx", in_names, out_names, device="cpu")
     sizes = tuple(b for b in verify_batch_sizes if max_batch == 0 or b <= max_batch) or (1,)
     result = verify(torch_callable(model, in_names, out_names), runtime, signature, entry.task,
-                    precision="fp32", batch_sizes=sizes, seed=seed)
+                    VerifyPlan(precision="fp32", batch_sizes=sizes, seed=seed))
     manifest.verification = result.to_dict()
     manifest.save(out)
     if not result.passed:
@@ -269,12 +272,12 @@ def train_segmentation(train_dir: str | Path, output_dir: str | Path, cfg: Train
     entry = segmentation_entry(cfg.model)
     signature = entry.signature(cfg.preset)
     _, images, masks = load_folder(train_dir, signature)
-    print(f"training {cfg.model} ({cfg.preset}) on {len(images)} samples from {train_dir}, budget "
-          f"{cfg.max_seconds:g} s / {cfg.max_steps} steps, {cfg.threads} thread(s)", flush=True)
+    log.info(f"training {cfg.model} ({cfg.preset}) on {len(images)} samples from {train_dir}, budget "
+             f"{cfg.max_seconds:g} s / {cfg.max_steps} steps, {cfg.threads} thread(s)")
     model = entry.build(cfg.preset, seed=cfg.seed)
     result = train(model, images, masks, cfg)
-    print(f"trained {result.steps} steps in {result.seconds:.1f} s (stopped by {result.stopped_by}), "
-          f"final loss {result.final_loss:.4f}")
+    log.info(f"trained {result.steps} steps in {result.seconds:.1f} s (stopped by {result.stopped_by}), "
+             f"final loss {result.final_loss:.4f}")
     weights = output_dir / WEIGHTS_NAME
     sha = save_weights(model, weights, cfg.model, cfg.preset)
     info: dict[str, Any] = {
@@ -285,15 +288,15 @@ def train_segmentation(train_dir: str | Path, output_dir: str | Path, cfg: Train
         _, h_images, h_masks = load_folder(heldout_dir, signature)
         metrics = evaluate(model, h_images, h_masks)
         info.update(heldout_dir=str(heldout_dir), heldout_samples=len(h_images), heldout_metrics=metrics)
-        print(f"held-out ({len(h_images)} samples): " + ", ".join(f"{k}={v:.4f}" for k, v in metrics.items()))
+        log.info(f"held-out ({len(h_images)} samples): " + ", ".join(f"{k}={v:.4f}" for k, v in metrics.items()))
     write_training_json(output_dir, info)
-    print(f"wrote {weights} and {output_dir / TRAINING_JSON}")
+    log.info(f"wrote {weights} and {output_dir / TRAINING_JSON}")
     if export_dir:
         manifest = export_trained(weights, export_dir, cfg.model, cfg.preset, opset=opset,
                                   max_batch_size=max_batch_size)
         v = manifest.verification
-        print(f"wrote {Path(export_dir) / manifest.artifact}: verified at batch sizes {v['batch_sizes']}, "
-              f"max abs err {v['max_abs_err']:.3g} -> OK")
+        log.info(f"wrote {Path(export_dir) / manifest.artifact}: verified at batch sizes {v['batch_sizes']}, "
+                 f"max abs err {v['max_abs_err']:.3g} -> OK")
         return {**info, "manifest": manifest}
     return info
 

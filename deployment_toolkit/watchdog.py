@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import faulthandler
+import logging
 import os
 import sys
 import tempfile
@@ -15,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Iterator
 
+log = logging.getLogger(__name__)
 DEFAULT_TIMEOUT_S = 600.0
 _settings = {"timeout_s": DEFAULT_TIMEOUT_S, "announce": False}
 
@@ -34,7 +36,7 @@ def user_stage(what: str, announce: bool = True) -> Iterator[None]:
     repeat (each batch of a dataloader)."""
     timeout = float(_settings["timeout_s"] or 0)
     if _settings["announce"] and announce:
-        print(f"{what} ...", flush=True)  # progress on stdout: stderr stays the one line of an error
+        log.info(f"{what} ...")  # progress (on stdout under a command): stderr stays the one line of an error
     done = threading.Event()
     t0 = time.monotonic()
 

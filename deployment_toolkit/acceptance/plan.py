@@ -9,6 +9,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from ..config import InstanceKind, SharedMemory
+from ..repository.config import instance_kind, kind_flag
+
 # The models of the framework bench and the conversions (seed 004: a CNN, a ViT, the 3D nnU-Net of seed 001).
 BENCH_MODELS = ("resnet50", "vit_base_patch16_224", "nnunet3d")
 SERVED_MODEL = "resnet50"  # the offline/online sweeps with the per-stage breakdown
@@ -65,13 +68,17 @@ class PlanOptions:
     served_max_batch: int = 32
     diffusion_preset: str = "small"  # the full SD-1.x geometry does not fit the 10-minute budget with its export
     # what a GPU run uses; the CPU smoke test of the orchestration (tests/integration) passes cpu / system
-    instance_kind: str = "gpu"
-    shared_memory: str = "cuda"
+    instance_kind: InstanceKind = InstanceKind.GPU  # either spelling: "cpu" or InstanceKind.CPU
+    shared_memory: SharedMemory = SharedMemory.CUDA
     # the served model's perf sweeps (the CPU smoke test measures fewer, shorter points)
     offline_batches: str = ""  # default: 1,8,<served_max_batch>
     online_concurrency: str = "1,4,16,32"
     measurement_interval_ms: int = 2000
     max_attempts: int = 2
+
+    def __post_init__(self) -> None:
+        self.instance_kind = instance_kind(self.instance_kind)
+        self.shared_memory = SharedMemory(self.shared_memory)
 
     @property
     def repository(self) -> Path:
@@ -123,11 +130,12 @@ def convert_steps(opts: PlanOptions) -> list[Step]:
 def configure_step(opts: PlanOptions, model: str, max_batch: int, preferred: str, delay_us: int) -> Step:
     """The Python backend runs the TorchScript artifact with torch on CUDA: instance kind GPU, fp16."""
     art = _art(opts, model, "ts-trace")
-    kind = "KIND_GPU" if opts.instance_kind == "gpu" else f"KIND_{opts.instance_kind.upper()}"
+    kind = opts.instance_kind.value
     argv = ("triton/config_model_on_triton.py", "--model-repository", str(opts.repository), "--model-path", str(art),
             "--model-format", "python", "--model-name", model, "--max-batch-size", str(max_batch),
             "--preferred-batch-sizes", preferred, "--max-queue-delay-us", str(delay_us),
-            "--number-of-model-instances", "1", "--instance-kind", opts.instance_kind, "--precision", "fp16")
+            "--number-of-model-instances", "1", "--instance-kind", kind_flag(opts.instance_kind),
+            "--precision", "fp16")
     return Step(f"configure {model} (python backend, torch, {kind}, fp16)", "configure", argv,
                 opts.budgets["configure"], requires=(f"convert {model} ts-trace fp16",))
 
@@ -135,7 +143,7 @@ def configure_step(opts: PlanOptions, model: str, max_batch: int, preferred: str
 def _perf_common(opts: PlanOptions, model: str, result: Path) -> tuple[str, ...]:
     return ("--server-url", "{grpc_url}", "--model-name", model,
             "--manifest", str(_art(opts, model, "ts-trace") / "manifest.json"), "--precision", "fp16",
-            "--shared-memory", opts.shared_memory, "--measurement-interval", str(opts.measurement_interval_ms),
+            "--shared-memory", opts.shared_memory.value, "--measurement-interval", str(opts.measurement_interval_ms),
             "--max-trials", "5", "--max-attempts", str(opts.max_attempts),
             "--number-of-model-instances", "1", "--no-progress", "--result-path", str(result))
 

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ..config import StepStatus
 from ..spec import atomic_write_text
 from .plan import NNUNET
 from .runner import STEPS_JSON
@@ -61,8 +62,9 @@ def host_lines(meta: dict[str, Any]) -> list[str]:
 def steps_lines(steps: list[dict[str, Any]]) -> list[str]:
     rows = [[s["name"], f"**{s['status']}**", f"{s['seconds']:.0f} / {s['budget_s']:.0f}",
              s["reason"] or "", f"[log]({s['log']})" if s.get("log") else ""] for s in steps]
-    counts = {k: sum(s["status"] == k for s in steps) for k in ("ok", "failed", "skipped")}
-    return [f"{counts['ok']} ok, {counts['failed']} failed, {counts['skipped']} skipped.", "",
+    counts = {k: sum(s["status"] == k for s in steps) for k in StepStatus.values()}
+    stopped = f", {counts[StepStatus.STOPPED]} stopped" if counts[StepStatus.STOPPED] else ""
+    return [f"{counts['ok']} ok, {counts['failed']} failed, {counts['skipped']} skipped{stopped}.", "",
             *_table(["step", "status", "s used / budget", "reason", "log"], rows)]
 
 

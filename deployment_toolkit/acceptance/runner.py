@@ -9,19 +9,23 @@ interrupted check still says what ran.
 """
 from __future__ import annotations
 
+import contextlib
+import logging
 import re
 import shlex
 import sys
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, ContextManager
 
+from ..config import StepStatus
 from ..spec import atomic_write_text
 from ..steps import ROOT, STEPS_JSON, StepResult, StepRunner
 from .plan import Step
 
 __all__ = ["ROOT", "Runner", "SERVER_STEP", "STEPS_JSON", "StepResult", "shown"]
 SERVER_STEP = "start embedded tritonserver"
+log = logging.getLogger(__name__)
 
 
 def shown(argv: tuple[str, ...]) -> str:
@@ -33,16 +37,19 @@ def _slug(text: str) -> str:
 
 
 class Runner:
-    """Execute steps in order against a deadline; `server_factory` starts the embedded server lazily."""
+    """Execute steps in order against a deadline. `server_factory()` is a context manager that serves (the embedded
+    server, `check._server_factory`): entered when a step first needs it, left once no later step does."""
 
     def __init__(self, result_dir: Path, deadline_s: float, capabilities: dict[str, str],
-                 server_factory: Callable[[], object] | None = None, log=print):
+                 server_factory: Callable[[], ContextManager[Any]] | None = None,
+                 log: Callable[[str], None] = log.info):
         self.result_dir = result_dir
         self.deadline = time.monotonic() + deadline_s
         self.capabilities = capabilities
         self.server_factory = server_factory
-        self.server = None
+        self.server: Any = None
         self.server_error = ""
+        self._serving = contextlib.ExitStack()  # holds the server while it is up
         self.steps = StepRunner(result_dir, log=log, stop_on_failure=False)
         self.log = log
 
@@ -59,7 +66,7 @@ class Runner:
     def _skip_reason(self, step: Step) -> str:
         for need in step.requires:
             status = self._status(need)
-            if status != "ok":
+            if status is not StepStatus.OK:
                 return f"needs '{need}', which {'did not run' if status is None else status}"
         if step.skip_unless and self.capabilities.get(step.skip_unless):
             return self.capabilities[step.skip_unless]
@@ -75,22 +82,22 @@ class Runner:
             return False
         t0 = time.perf_counter()
         try:
-            self.server = self.server_factory()
-            self._record(StepResult(SERVER_STEP, "ok", time.perf_counter() - t0, stage="server"))
+            self.server = self._serving.enter_context(self.server_factory())
+            self._record(StepResult(SERVER_STEP, StepStatus.OK, time.perf_counter() - t0, stage="server"))
             return True
         except Exception as err:  # noqa: BLE001 - any start failure is this step's recorded reason
             text = str(err) or type(err).__name__
-            log = Path("logs") / "tritonserver_start_error.txt"
-            atomic_write_text(self.result_dir / log, text + "\n")  # the models' reasons and the server log's tail
+            error_log = Path("logs") / "tritonserver_start_error.txt"
+            atomic_write_text(self.result_dir / error_log, text + "\n")  # the models' reasons and the log's tail
             self.server_error = text.splitlines()[0]
-            self._record(StepResult(SERVER_STEP, "failed", time.perf_counter() - t0, "", self.server_error, str(log),
-                                    "server"))
+            self._record(StepResult(SERVER_STEP, StepStatus.FAILED, time.perf_counter() - t0, "", self.server_error,
+                                    str(error_log), "server"))
             return False
 
     def stop_server(self) -> None:
-        if self.server is not None:
-            self.server.stop()
-            self.server = None
+        """Leave the server's context (it stops); a later step that needs it would start it again."""
+        self.server = None
+        self._serving.close()
 
     def run(self, steps: list[Step], fill: Callable[[str], str] = lambda a: a) -> list[StepResult]:
         for i, step in enumerate(steps):
@@ -105,9 +112,9 @@ class Runner:
                 continue
             argv = tuple(fill(a) for a in step.argv)
             budget = min(step.budget_s, self.deadline - time.monotonic())
-            log = self.result_dir / "logs" / f"{i:02d}_{_slug(step.name)}.log"
+            step_log = self.result_dir / "logs" / f"{i:02d}_{_slug(step.name)}.log"
             # argv[0] is a script relative to the checkout's root, run with this Python
-            self.steps.run_command(step.name, (sys.executable, str(ROOT / argv[0]), *argv[1:]), log, budget,
+            self.steps.run_command(step.name, (sys.executable, str(ROOT / argv[0]), *argv[1:]), step_log, budget,
                                    step.ok_codes, step.skip_codes, step.stage, command=shown(argv))
         self.stop_server()
         return self.results

@@ -7,10 +7,14 @@ read from its text by a command, never typed: the acceptance puts this GPU's onl
 from __future__ import annotations
 
 import csv
-import io
+import logging
 import re
 import sys
 from pathlib import Path
+
+from ..results.rows import RowSchema, to_csv
+
+log = logging.getLogger(__name__)
 
 SEED_CSV = Path(__file__).with_name("seed001_nnunet_online.csv")
 SOURCE = "seed 001 (NVIDIA DeepLearningExamples PyTorch/Segmentation/nnUNet README, Triton online scenario)"
@@ -40,14 +44,12 @@ def parse_online_tables(text: str) -> list[dict[str, str]]:
     return rows
 
 
-def to_csv(rows: list[dict[str, str]]) -> str:
-    buf = io.StringIO()
-    fields = ["source", "gpu", "gpu_short", "precision", *[k for k in rows[0] if k not in ("gpu", "precision")]]
-    writer = csv.DictWriter(buf, fieldnames=fields, lineterminator="\n")
-    writer.writeheader()
-    for r in rows:
-        writer.writerow({"source": SOURCE, "gpu_short": GPU_SHORT.get(r["gpu"], r["gpu"]), **r})
-    return buf.getvalue()
+def seed_csv(rows: list[dict[str, str]]) -> str:
+    """The seed's rows as SEED_CSV holds them (through the row store's one CSV writer): where they come from, the
+    GPU and its short name, the precision, then the table's own columns."""
+    fields = ("source", "gpu", "gpu_short", "precision", *[k for k in rows[0] if k not in ("gpu", "precision")])
+    return to_csv(RowSchema(columns=fields),
+                  [{"source": SOURCE, "gpu_short": GPU_SHORT.get(r["gpu"], r["gpu"]), **r} for r in rows])
 
 
 def load_seed_rows(path: Path = SEED_CSV) -> list[dict[str, str]]:
@@ -58,15 +60,16 @@ def load_seed_rows(path: Path = SEED_CSV) -> list[dict[str, str]]:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1 or not Path(args[0]).is_file():
-        print("usage: python -m deployment_toolkit.acceptance.seed_tables SEED_001_TEXT_FILE > CSV", file=sys.stderr)
+        log.error("usage: python -m deployment_toolkit.acceptance.seed_tables SEED_001_TEXT_FILE > CSV")
         return 2
     rows = parse_online_tables(Path(args[0]).read_text())
     if not rows:
-        print(f"error: no 'Online: <GPU> with FP16|FP32' tables in {args[0]}", file=sys.stderr)
+        log.error(f"error: no 'Online: <GPU> with FP16|FP32' tables in {args[0]}")
         return 2
-    sys.stdout.write(to_csv(rows))
+    sys.stdout.write(seed_csv(rows))
     return 0
 
 
 if __name__ == "__main__":
+    logging.basicConfig(format="%(message)s")  # the two refusals on stderr; the CSV alone on stdout
     sys.exit(main())

@@ -15,6 +15,7 @@ import inspect
 import warnings
 
 from ..cleanup import signals_deferred
+from ..config import Protocol
 
 with signals_deferred(), warnings.catch_warnings():
     warnings.simplefilter("ignore")  # tritonclient imports the deprecated pkg_resources
@@ -47,21 +48,21 @@ def _parameters(method) -> frozenset[str]:
     return _parameters_of(getattr(method, "__func__", method))
 
 
-def client_module(protocol: str):
+def client_module(protocol: Protocol | str):
     """tritonclient.grpc or tritonclient.http (their InferInput/InferRequestedOutput classes differ)."""
     with signals_deferred(), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # tritonclient imports the deprecated pkg_resources
-        if protocol == "grpc":
+        if protocol == Protocol.GRPC:
             import tritonclient.grpc as module
         else:
             import tritonclient.http as module
     return module
 
 
-def connect(address: str, protocol: str, timeout_s: float = RPC_TIMEOUT_S):
+def connect(address: str, protocol: Protocol | str, timeout_s: float = RPC_TIMEOUT_S):
     """An InferenceServerClient for `protocol` at host:port whose calls give up after `timeout_s`."""
     module = client_module(protocol)
-    if protocol == "grpc":
+    if protocol == Protocol.GRPC:
         return _GrpcWithDeadline(module.InferenceServerClient(url=address), timeout_s)
     return module.InferenceServerClient(url=address, connection_timeout=min(10.0, timeout_s),
                                         network_timeout=timeout_s)

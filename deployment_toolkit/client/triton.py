@@ -19,6 +19,7 @@ from google.protobuf import json_format
 from tritonclient.grpc import model_config_pb2 as mc
 
 from ..cleanup import sweep_dead_runs
+from ..config import Protocol, SharedMemory
 from ..errors import UserInputError
 from ..spec import TensorSpec, numpy_dtype, triton_dtype
 from .connection import LOAD_TIMEOUT_S, RPC_TIMEOUT_S, client_module, close_quietly, connect
@@ -42,18 +43,19 @@ class TritonClient:
     One connection; `infer` is safe to call from one thread (use `infer_many` for requests in flight). A bare
     `host:port` takes `protocol` (default grpc)."""
 
-    def __init__(self, url: "str | ServerUrl", protocol: str | None = None, shared_memory: str = "none",
-                 timeout_s: float = RPC_TIMEOUT_S):
-        if shared_memory not in ("none", "system"):
+    def __init__(self, url: "str | ServerUrl", protocol: Protocol | str | None = None,
+                 shared_memory: SharedMemory | str = SharedMemory.NONE, timeout_s: float = RPC_TIMEOUT_S):
+        if shared_memory not in (SharedMemory.NONE, SharedMemory.SYSTEM):
             raise UserInputError("shared_memory must be none or system "
                                  "(CUDA shared memory: use perf_analyzer --shared-memory cuda)")
+        shared_memory = SharedMemory(shared_memory)
         self.url = ServerUrl.parse(url, protocol)
         self.protocol, self.shared_memory, self.timeout_s = self.url.protocol, shared_memory, timeout_s
         self.module = client_module(self.protocol)
         self.client = connect(self.url.address, self.protocol, timeout_s)
         self._regions = Regions(self.client)
         self._scalars: dict[tuple[str, str], tuple[bool, frozenset[str]]] = {}  # see scalar_inputs
-        if shared_memory == "system":
+        if shared_memory == SharedMemory.SYSTEM:
             sweep_dead_runs()  # dtk_<pid>_ regions of a client that was SIGKILLed before it could free them
 
     def close(self) -> None:
@@ -70,7 +72,7 @@ class TritonClient:
 
     def _json(self, method: str, *args, **kwargs) -> Any:
         """A call's answer as JSON (gRPC answers a protobuf unless asked; its int64 fields come as strings)."""
-        if self.protocol == "grpc":
+        if self.protocol == Protocol.GRPC:
             kwargs["as_json"] = True
         return getattr(self.client, method)(*args, **kwargs)
 
@@ -149,7 +151,7 @@ class TritonClient:
     def config_json(self, model: str, version: str = "") -> dict[str, Any]:
         """The loaded config as the server writes it in JSON (what a run's identity records)."""
         answer = self._json("get_model_config", model, version)
-        return answer.get("config", {}) if self.protocol == "grpc" else answer
+        return answer.get("config", {}) if self.protocol == Protocol.GRPC else answer
 
     def config(self, model: str, version: str = "") -> mc.ModelConfig:
         """The loaded config, typed: the ModelConfig protobuf that repository.config builds and parses."""
@@ -242,7 +244,7 @@ class TritonClient:
               version: str = "") -> Arrays:
         m = self.module
         outputs = [o if isinstance(o, OutputRequest) else OutputRequest(o, 0) for o in outputs]
-        shm = self.shared_memory == "system"
+        shm = self.shared_memory == SharedMemory.SYSTEM
         req_inputs, req_outputs = [], []
         batched, scalars = True, frozenset()
         if any(np.ndim(a) <= 1 for a in inputs.values()):  # only a scalar per sample can lack its wire dim
@@ -280,7 +282,7 @@ class TritonClient:
         if handle is None:
             return result.as_numpy(name)
         out = result.get_output(name)
-        if self.protocol == "grpc":
+        if self.protocol == Protocol.GRPC:
             shape, datatype = list(out.shape), out.datatype
         else:
             shape, datatype = out["shape"], out["datatype"]
@@ -301,7 +303,8 @@ def instance_count(config: "mc.ModelConfig | dict[str, Any]") -> int:
 
 
 def infer_many(url: "str | ServerUrl", model: str, batches: Iterable[tuple[object, Arrays]],
-               outputs: list[OutputRequest], protocol: str | None = None, shared_memory: str = "none",
+               outputs: list[OutputRequest], protocol: Protocol | str | None = None,
+               shared_memory: SharedMemory | str = SharedMemory.NONE,
                in_flight: int = 1, version: str = "") -> Iterator[tuple[object, Arrays]]:
     """Send batches with up to `in_flight` requests outstanding (one client per worker thread);
     yields (key, outputs) in input order."""

@@ -8,20 +8,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..config import Protocol
 from ..errors import UserInputError
 
-PROTOCOLS = ("grpc", "http")
-DEFAULT_PORTS = {"http": 8000, "grpc": 8001}
+PROTOCOLS = Protocol.values()
+DEFAULT_PORTS = {Protocol.HTTP: 8000, Protocol.GRPC: 8001}
 
 
 @dataclass(frozen=True)
 class ServerUrl:
-    protocol: str  # grpc | http
+    protocol: Protocol  # a string ("grpc", "http") is taken and compares equal
     host: str
     port: int
 
     @classmethod
-    def parse(cls, text: "str | ServerUrl", protocol: str | None = None) -> "ServerUrl":
+    def parse(cls, text: "str | ServerUrl", protocol: Protocol | str | None = None) -> "ServerUrl":
         """`grpc://h:p` / `http://h:p` / `h:p` (with `protocol`, default grpc) / `h` (the protocol's default port).
         A scheme that contradicts `protocol` is refused in one line."""
         if isinstance(text, ServerUrl):
@@ -41,9 +42,10 @@ class ServerUrl:
         if scheme and protocol and scheme != protocol:
             raise UserInputError(f"server URL {raw!r} says {scheme} but --protocol is {protocol}: "
                                  "drop one of them or make them agree")
-        proto = scheme or protocol or "grpc"
+        proto = scheme or protocol or Protocol.GRPC
         if proto not in PROTOCOLS:
             raise UserInputError(f"protocol must be grpc or http, got {proto!r}")
+        proto = Protocol(proto)
         hostport = rest.rstrip("/")
         if "/" in hostport:
             raise UserInputError(f"server URL {raw!r}: give host:port only (no path)")

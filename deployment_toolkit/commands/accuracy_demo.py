@@ -9,6 +9,7 @@ export with verification) -> config_model_on_triton.py -> embedded server -> run
 Triton vs labels, framework vs labels, and Triton vs framework. Exit status 1 names every check missed
 (Dice below --min-dice, |dice_mean Triton - framework| above --max-dice-diff); 2: a step failed.
 """
+import contextlib
 import os
 import shutil
 import sys
@@ -133,9 +134,10 @@ def metrics_step(dump: Path, csv_path: Path, reference: Path | None = None) -> d
 
 def run_chain(args) -> int:
     from deployment_toolkit.data.shapes import generate
-    from deployment_toolkit.inference import DataSpec, triton_dump
+    from deployment_toolkit.config import InstanceKind
+    from deployment_toolkit.inference import DataSpec, TritonDumpSettings, triton_dump
     from deployment_toolkit.repository import ConfigOptions, write_model
-    from deployment_toolkit.results.runinfo import run_metadata, write_run_json
+    from deployment_toolkit.results.run_folder import RunFolder
     from deployment_toolkit.server import LocalTritonServer, ServerConfig
     from deployment_toolkit.train import TRAINING_JSON, WEIGHTS_NAME, TrainConfig, framework_dump, train_segmentation
 
@@ -160,32 +162,28 @@ def run_chain(args) -> int:
                 f"{args.max_seconds:g}", "--seed", str(args.seed), "--threads", str(args.threads),
                 *(["--no-progress"] if args.no_progress else [])))
     steps.call("write the Triton model repository", lambda: write_model(repo, onnx_dir, ConfigOptions(
-        model_name=args.model_name, runtime="python", instance_kind="cpu", intra_op_threads=args.threads)),
+        model_name=args.model_name, runtime="python", instance_kind=InstanceKind.CPU, intra_op_threads=args.threads)),
         _command("python", str(SCRIPTS / "config_model_on_triton.py"), "--model-repository", str(repo),
                 "--model-path", str(onnx_dir), "--model-format", "python", "--model-name", args.model_name,
                 "--instance-kind", "cpu", "--intra-op-threads", str(args.threads)))
 
-    server = LocalTritonServer(ServerConfig(repo, log_dir=ws / "logs"))
+    with contextlib.ExitStack() as stack:  # the server, once started, stops after the Triton inference
+        def start() -> LocalTritonServer:
+            started = stack.enter_context(LocalTritonServer(ServerConfig(repo, log_dir=ws / "logs")))
+            started.require_models([args.model_name])
+            return started
 
-    def start() -> str | None:
-        server.start()
-        server.require_models([args.model_name])
-        return server.metadata().get("version")
-
-    try:
-        server_version = steps.call("start tritonserver", start,
-                                    _command("python", "-m", "deployment_toolkit", "serve", "--model-repository",
-                                            str(repo)))
+        server = steps.call("start tritonserver", start,
+                            _command("python", "-m", "deployment_toolkit", "serve", "--model-repository", str(repo)))
+        server_version = server.metadata().get("version")
         print(f"tritonserver {server_version} ready: gRPC {server.grpc_url}, log {server.log_path}")
         steps.call("inference on Triton", lambda: triton_dump(
-            server.grpc_url, args.model_name, triton_dir, DataSpec(str(heldout_dir)),
-            manifest=onnx_dir / "manifest.json", batch_size=args.batch_size, dump_labels=True),
+            server.grpc_url, args.model_name, triton_dir, DataSpec(str(heldout_dir)), TritonDumpSettings(
+                manifest=onnx_dir / "manifest.json", batch_size=args.batch_size, dump_labels=True)),
             _command("python", str(SCRIPTS / "run_inference_on_triton.py"), "--server-url", server.grpc_url,
                     "--model-name", args.model_name, "--manifest", str(onnx_dir / "manifest.json"), "--data-dir",
                     str(heldout_dir), "--batch-size", str(args.batch_size), "--output-dir", str(triton_dir),
                     "--dump-labels"))
-    finally:
-        server.stop()
 
     steps.call("framework inference (PyTorch eager, same folder)", lambda: framework_dump(
         model_dir / WEIGHTS_NAME, heldout_dir, fw_dir, batch_size=args.batch_size, threads=args.threads),
@@ -221,7 +219,7 @@ def run_chain(args) -> int:
         "total_seconds": round(time.perf_counter() - t_start, 1), "checks": results, "passed": not missed,
         "steps": [r.to_dict() for r in steps.results],
     }
-    write_run_json(out, run_metadata(config, server_version=server_version))
+    RunFolder(out).record(config, server_version)
 
     print(f"\n{summary}")
     print(f"results: {relative(out)}/ (summary.md, metrics_*.csv, training.json, run.json)")

@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     import os
     import subprocess
 
-    from deployment_toolkit.perf.overhead import PRIVATE_SHM_ENV, private_shm_command, private_shm_reason
+    from deployment_toolkit.perf.private_shm import PRIVATE_SHM_ENV, private_shm_command, private_shm_reason
 
     system_shm = args.shared_memory in ("auto", "system")
     inside = os.environ.get(PRIVATE_SHM_ENV) == "1"
@@ -65,13 +65,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"note: shared /dev/shm ({why_not}): a concurrent perf_analyzer using the same tensor names can "
               "disturb this run", file=sys.stderr)
 
+    from deployment_toolkit.config import SharedMemory
     from deployment_toolkit.perf.online import parse_range
     from deployment_toolkit.perf.overhead import OverheadOptions, Variant, run_overhead, to_markdown
 
     from deployment_toolkit.sources import resolve
 
     slug = resolve(args.model, preset=args.preset).slug  # a bad model source: a clear error before anything runs
-    perf = perf_options_from_args(args, shared_memory="system" if args.shared_memory == "auto" else None)
+    perf = perf_options_from_args(args, shared_memory=SharedMemory.SYSTEM if args.shared_memory == "auto" else None)
     opts = OverheadOptions(
         model=args.model, preset=args.preset, batch_sizes=tuple(args.batch_sizes),
         concurrencies=tuple(parse_range(args.concurrency)), variants=tuple(Variant.parse(v) for v in args.variants),

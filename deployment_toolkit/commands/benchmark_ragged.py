@@ -33,17 +33,17 @@ def _check(server, art: Path, data: Path, out: Path, batch_size: int) -> dict[st
     """One accuracy check in this process (imports and model code warm), each part timed in seconds."""
     from deployment_toolkit.data.dump import load_dump
     from deployment_toolkit.data.samples import DataSpec
-    from deployment_toolkit.inference import framework_dump, triton_dump
+    from deployment_toolkit.inference import FrameworkDumpSettings, TritonDumpSettings, framework_dump, triton_dump
     from deployment_toolkit.metrics import compute_metrics
 
     spec = DataSpec(str(data))
     times: dict[str, float] = {}
     start = time.perf_counter()
-    triton_dump(server.grpc_url, "tok", out / "triton", spec, manifest=art / "manifest.json", batch_size=batch_size,
-                shared_memory="system")
+    triton_dump(server.grpc_url, "tok", out / "triton", spec, TritonDumpSettings(
+        manifest=art / "manifest.json", batch_size=batch_size, shared_memory="system"))
     times["triton dump"] = time.perf_counter() - start
     mark = time.perf_counter()
-    framework_dump(art, out / "fw", spec, batch_size=batch_size)
+    framework_dump(art, out / "fw", spec, FrameworkDumpSettings(batch_size=batch_size))
     times["framework dump"] = time.perf_counter() - mark
     mark = time.perf_counter()
     metrics = compute_metrics(load_dump(out / "triton"), load_dump(out / "fw"))
@@ -89,10 +89,11 @@ def main(argv: list[str] | None = None) -> int:
             raise UserInputError(f"{flag} must be >= 1, got {value}")
 
     from deployment_toolkit.api import convert
+    from deployment_toolkit.data.samples import DataSpec
     from deployment_toolkit.committed import refuse_committed
     from deployment_toolkit.repository import ConfigOptions, write_model
     from deployment_toolkit.results.rows import RowSchema, to_csv
-    from deployment_toolkit.results.runinfo import run_metadata, write_run_json
+    from deployment_toolkit.results.run_folder import RunFolder
     from deployment_toolkit.server import LocalTritonServer, ServerConfig
     from deployment_toolkit.spec import atomic_write_text
     from deployment_toolkit.tables import markdown_table
@@ -105,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     lengths = write_samples(ws / "ragged", args.samples)
     one = round(statistics.mean(lengths.values()))
     write_samples(ws / "one-length", args.samples, one_length=one)
-    manifest = convert(str(EXAMPLE / "model.py"), "onnx", ws / "onnx", data_dir=str(ws / "ragged"))
+    manifest = convert(str(EXAMPLE / "model.py"), "onnx", ws / "onnx", inputs=DataSpec(str(ws / "ragged")))
     write_model(ws / "repository", ws / "onnx", ConfigOptions(model_name="tok", max_batch_size=args.batch_size))
     variants = {"ragged": ws / "ragged", "one length": ws / "one-length"}
     ways = {"commands": _check_commands, "in process": _check}
@@ -159,8 +160,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.rounds} rounds alternating the order. `commands`: the three commands as a user runs them, each a new "
         f"process; `in process`: the same steps in one warm process (no imports), where only the per-batch "
         f"work remains.\n\n{table}\n\nVerdict: {verdict}.\n"))
-    write_run_json(out, run_metadata({"kind": "ragged-cost", **vars(args), "one_length": one, "batches": batches,
-                                      "ratios": ratios}, server_version=None))
+    RunFolder(out).record({"kind": "ragged-cost", **vars(args), "one_length": one, "batches": batches,
+                           "ratios": ratios})
     print(table)
     print(f"Verdict: {verdict}.")
     print(f"wrote {out / 'ragged_cost.md'}")

@@ -25,12 +25,13 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     from deployment_toolkit.api import convert
+    from deployment_toolkit.config import SharedMemory
     from deployment_toolkit.committed import refuse_committed
     from deployment_toolkit.perf.analyzer import PerfOptions
     from deployment_toolkit.perf.scrape_cost import CSV_SCHEMA, MODES, measure
     from deployment_toolkit.repository import ConfigOptions, write_model
     from deployment_toolkit.results.rows import to_csv
-    from deployment_toolkit.results.runinfo import run_metadata, write_run_json
+    from deployment_toolkit.results.run_folder import RunFolder
     from deployment_toolkit.server import LocalTritonServer, ServerConfig
     from deployment_toolkit.spec import atomic_write_text
     from deployment_toolkit.tables import markdown_table
@@ -42,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     manifest = convert(args.model, "onnx", ws / "onnx", preset=args.preset)
     name = "model"
     write_model(ws / "repository", ws / "onnx", ConfigOptions(model_name=name, runtime="python"))
-    options = PerfOptions(shared_memory="system", measurement_interval_ms=args.measurement_interval, max_trials=6)
+    options = PerfOptions(shared_memory=SharedMemory.SYSTEM, measurement_interval_ms=args.measurement_interval, max_trials=6)
     with LocalTritonServer(ServerConfig(ws / "repository", log_dir=ws / "logs")) as server:
         server.require_models([name])
         cost = measure(server, name, manifest, args.concurrency, options, ws / "sweeps", args.rounds, args.period)
@@ -57,8 +58,8 @@ def main(argv: list[str] | None = None) -> int:
                       f"every {args.period:g} s and not scraped, {args.rounds} rounds alternating the order, "
                       f"{args.measurement_interval} ms windows. Paired: scraped / not scraped within each round "
                       f"(the two sweeps of a round ran back to back).\n\n{table}\n\n{verdict}\n")
-    write_run_json(out, run_metadata({"kind": "telemetry-cost", **{k: v for k, v in vars(args).items()},
-                                      "throughput": cost.throughput}, server_version=None))
+    RunFolder(out).record({"kind": "telemetry-cost", **{k: v for k, v in vars(args).items()},
+                           "throughput": cost.throughput})
     print(table)
     print(verdict)
     print(f"wrote {out / 'telemetry_cost.md'}")

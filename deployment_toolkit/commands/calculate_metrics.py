@@ -3,7 +3,6 @@
 Thin CLI over deployment_toolkit.metrics; exit status 0 = all bounds met, 1 = a metric missed its
 bound, 2 = the dumps or thresholds cannot be used (mismatched samples/tensors, empty dump, typo).
 """
-import math
 import sys
 from pathlib import Path
 
@@ -11,11 +10,12 @@ from pathlib import Path
 import argparse  # noqa: E402
 
 from deployment_toolkit import cli  # noqa: E402
+from deployment_toolkit.config import add_arguments, from_args  # noqa: E402
 from deployment_toolkit.data.dump import DumpError, DumpMismatchError, load_dump  # noqa: E402
 from deployment_toolkit.metrics import (  # noqa: E402
-    DEFAULT_ATOL,
     METRIC_TASKS,
     MetricInputError,
+    MetricOptions,
     MetricsFileError,
     MetricsError,
     ThresholdSyntaxError,
@@ -64,16 +64,6 @@ example:
 """
 
 
-def _tolerance(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0 (same unit as the outputs), got {text}")
-    return value
-
-
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         description=__doc__.splitlines()[0], epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -89,15 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     bounds.add_argument("--thresholds", type=Path, help="YAML file mapping metric names to bounds")
     bounds.add_argument("--threshold", action="append", default=[], metavar="NAME>=VALUE",
                         help="a bound such as 'dice_mean>=0.9' (ops >=, <=, >, <, ==); repeatable")
-    p.add_argument("--output", help="output tensor scored by the task metric (default: the first)")
-    p.add_argument("--label", help="label tensor (default: the first)")
-    p.add_argument("--include-background", action="store_true", help="average Dice over class 0 too")
-    p.add_argument("--num-classes", type=int, help="segmentation class count when outputs are masks")
-    p.add_argument("--data-range", type=float, help="PSNR data range (default: reference max-min per sample)")
-    p.add_argument("--atol", type=_tolerance, default=DEFAULT_ATOL, metavar="VALUE",
-                   help="samples whose values are all within VALUE of zero in both dumps agree (cosine 1, counted "
-                        f"in near_zero_samples); default {DEFAULT_ATOL:.3g}, float32's smallest normal number, below "
-                        "which runtimes flush to zero")
+    add_arguments(p, MetricOptions)  # --output, --label, --include-background, --num-classes, --data-range, --atol
     return p
 
 
@@ -111,11 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         user_fn = load_metrics_file(args.metrics) if args.metrics is not None else None
         dump = load_dump(args.dump_dir)
         reference = load_dump(args.reference_dir) if args.reference_dir is not None else None
-        metrics = compute_metrics(
-            dump, reference, args.task, output=args.output, label=args.label,
-            include_background=args.include_background, num_classes=args.num_classes, data_range=args.data_range,
-            atol=args.atol, user_fn=user_fn,
-        )
+        metrics = compute_metrics(dump, reference, args.task, from_args(MetricOptions, args), user_fn=user_fn)
         write_metrics_csv(metrics, args.csv)
         print(format_table(metrics, thresholds))
         print(f"\nwrote {args.csv}")

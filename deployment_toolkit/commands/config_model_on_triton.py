@@ -6,7 +6,7 @@ from pathlib import Path
 
 from deployment_toolkit import cli  # noqa: E402
 from deployment_toolkit.errors import UserInputError  # noqa: E402
-from deployment_toolkit.repository.config import ACCELERATORS, MODEL_FORMATS  # noqa: E402
+from deployment_toolkit.repository.config import ACCELERATORS, INSTANCE_KIND_FLAGS, MODEL_FORMATS  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -32,7 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-queue-delay-us", type=int, default=0)
     p.add_argument("--no-dynamic-batching", action="store_true")
     p.add_argument("--number-of-model-instances", type=int, default=1)
-    p.add_argument("--instance-kind", choices=("auto", "cpu", "gpu"), default="auto", help="auto: GPU if this host has one")
+    p.add_argument("--instance-kind", choices=INSTANCE_KIND_FLAGS, default="auto",
+                   help="auto: GPU if this host has one")
     p.add_argument("--gpu-ids", type=cli.int_list, default=())
     p.add_argument("--backend-accelerator", choices=ACCELERATORS, default="none")
     p.add_argument("--precision", choices=("fp32", "fp16"), default=None, help="default: the manifest's")

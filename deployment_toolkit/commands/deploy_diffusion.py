@@ -7,7 +7,10 @@ import warnings
 from pathlib import Path
 
 from deployment_toolkit import cli  # noqa: E402
+from deployment_toolkit.config import add_arguments, from_args  # noqa: E402
+from deployment_toolkit.diffusion.pipeline import PipelineOptions  # noqa: E402
 from deployment_toolkit.errors import UserInputError  # noqa: E402
+from deployment_toolkit.repository.config import INSTANCE_KIND_FLAGS  # noqa: E402
 from deployment_toolkit.spec import FORMATS  # noqa: E402
 
 
@@ -22,24 +25,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--preset", default="small", help="small (CI size) or full (benchmark size)")
     p.add_argument("--model-repository", required=True)
     p.add_argument("--name", default="sd_pipeline", help="sampler model name; the denoiser is <name>_denoiser")
-    p.add_argument("--denoiser-name", default=None)
-    p.add_argument("--sampler", default="ddim", help="ddim | edm_heun")
+    add_arguments(p, PipelineOptions)  # --sampler, --max-samples, --max-conditionings, --max-steps, --runtime, ...
     p.add_argument("--sampler-option", action="append", default=[], metavar="KEY=VALUE",
                    help="sampler keyword, JSON value (e.g. eta=0.5, spacing='\"leading\"'); repeatable")
-    p.add_argument("--max-samples", type=int, default=4, help="samples per conditioning a request may ask for")
-    p.add_argument("--max-conditionings", type=int, default=4, help="conditionings (B) per request")
-    p.add_argument("--max-steps", type=int, default=1000)
     p.add_argument("--format", default="auto", choices=("auto", *FORMATS),
                    help="denoiser artifact; auto: onnx on CPU hosts (ONNX Runtime in the Python backend); on GPU "
                         "hosts trt where TensorRT imports, else ts-trace (TorchScript on CUDA)")
-    p.add_argument("--runtime", choices=("python", "native"), default="python",
-                   help="python: the Python backend runs the artifact (embedded server, any host); native: the "
-                        "format's Triton backend (NGC container, GPU hosts)")
     p.add_argument("--max-batch-size", type=int, default=None, help="denoiser max batch (default: the preset's)")
-    p.add_argument("--instance-kind", choices=("auto", "cpu", "gpu"), default="auto", help="denoiser instances")
+    p.add_argument("--instance-kind", choices=INSTANCE_KIND_FLAGS, default="auto", help="denoiser instances")
     p.add_argument("--intra-op-threads", type=int, default=0, help="denoiser runtime threads (0: runtime default)")
-    p.add_argument("--sampler-instances", type=int, default=1,
-                   help="concurrent sampling requests; >1 lets the denoiser's dynamic batcher merge evaluations")
     p.add_argument("--max-queue-delay-us", type=int, default=0, help="denoiser dynamic batching delay")
     p.add_argument("--workspace", default="workspace", help="where conversions go: <workspace>/<model>_<preset>_<fmt>")
     p.add_argument("--force-convert", action="store_true", help="convert even if the workspace has the artifact")
@@ -64,12 +58,8 @@ def main(argv: list[str] | None = None) -> int:
                                   max_queue_delay_us=args.max_queue_delay_us)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", HostMismatchWarning)
-        paths = write_diffusion_pipeline(
-            args.model_repository, artifact_dir, args.name, args.sampler, args.max_samples,
-            denoiser_name=args.denoiser_name, runtime=args.runtime, max_conditionings=args.max_conditionings,
-            max_steps=args.max_steps, sampler_options=options, sampler_instances=args.sampler_instances,
-            denoiser_options=denoiser_opts,
-        )
+        paths = write_diffusion_pipeline(args.model_repository, artifact_dir, args.name, from_args(
+            PipelineOptions, args, sampler_options=options, denoiser_options=denoiser_opts))
     for w in caught:
         print(f"warning: {w.message}", file=sys.stderr)
     s = paths.settings

@@ -72,11 +72,11 @@ def run(args, targets: list[str]) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
     from deployment_toolkit.diffusion.latency import (
-        LATENCY_CSV_COLUMNS, csv_text, device_label, latency_report, measure, seconds, served_vs_in_process,
-        write_text,
+        LATENCY_CSV_COLUMNS, LatencyPlan, csv_text, device_label, latency_report, measure, seconds,
+        served_vs_in_process, write_text,
     )
     from deployment_toolkit.diffusion.targets import load_cond
-    from deployment_toolkit.results.runinfo import run_metadata, write_run_json
+    from deployment_toolkit.results.run_folder import RunFolder
 
     out_dir = Path(args.result_dir)
     refuse_committed(out_dir, "--result-path")
@@ -92,8 +92,8 @@ def run(args, targets: list[str]) -> int:
         print(f"{', '.join(targets)}: steps {list(args.steps)}, samples {args.samples}, burn-in {args.burn_in}, "
               f"trials {args.trials}, runs {args.runs} (timed requests alternate between targets)", flush=True)
         load_before = os.getloadavg()
-        points = measure(objs, args.steps, args.samples, args.seed, args.burn_in, args.trials, args.runs, labels,
-                         [t.sampler or args.sampler for t in objs], progress=lambda m: print(m, flush=True))
+        plan = LatencyPlan(tuple(args.steps), args.samples, args.seed, args.burn_in, args.trials, args.runs)
+        points = measure(objs, plan, labels, [t.sampler or args.sampler for t in objs])
         load_after = os.getloadavg()
         if args.perf_analyzer and "triton" in targets:
             pa_rows = _perf_analyzer(args, url, out_dir)
@@ -110,7 +110,7 @@ def run(args, targets: list[str]) -> int:
     config = {k: (list(v) if isinstance(v, tuple) else v) for k, v in vars(args).items()}
     config.update({"targets": targets, "device": device, "load_average_1_5_15_before": load_before,
                    "load_average_1_5_15_after": load_after})
-    write_run_json(out_dir, run_metadata(config, server_version=server_version))
+    RunFolder(out_dir).record(config, server_version)
     print("\n" + report)
     for r in served_vs_in_process(points):
         print(f"{r['steps']} steps: served {seconds(r['served_s_per_step'])}/step vs in-process "
@@ -123,19 +123,20 @@ def run(args, targets: list[str]) -> int:
 def _perf_analyzer(args, url: str, out_dir: Path) -> list[dict]:
     """One perf_analyzer point per steps value on the sampler model (deployment_toolkit.perf)."""
     from deployment_toolkit.diffusion.targets import TritonSamplerTarget, sampler_signature
-    from deployment_toolkit.perf import PerfOptions, run_point
+    from deployment_toolkit.config import Concurrency, Protocol
+    from deployment_toolkit.perf import PerfOptions, PerfTarget, run_point
     from deployment_toolkit.diffusion.pipeline import PipelineSettings
 
     settings = PipelineSettings.from_parameters(TritonSamplerTarget.config_params(url, args.model_name))
     # few retries: a sampling request is long, and a busy host rarely stabilises by waiting longer
-    opts = PerfOptions(protocol="grpc", measurement_mode="count_windows",
+    opts = PerfOptions(protocol=Protocol.GRPC, measurement_mode="count_windows",
                        measurement_request_count=max(args.trials, 5), max_attempts=2,
                        timeout_s=max(600.0, args.timeout_s))
     rows = []
     for steps in args.steps:
         sig = sampler_signature(settings, steps, args.seed, args.samples)
         point_dir = out_dir / "perf_analyzer" / f"steps_{steps}"
-        point = run_point(args.model_name, url, 1, 1, sig, opts, point_dir / "perf.csv")
+        point = run_point(PerfTarget(args.model_name, url, sig), 1, Concurrency(1), opts, point_dir / "perf.csv")
         rows.append({"steps": steps, "samples": args.samples, **point.row()})
         print(f"  perf_analyzer: {steps} steps: avg {point.row()['Avg Latency']:.1f} ms "
               f"(server compute infer {point.row()['Server Compute Infer']:.1f} ms)", flush=True)

@@ -54,7 +54,7 @@ def run(args) -> int:
         SPEEDUP_CSV_COLUMNS, SpeedupRow, csv_text, seconds, speedup_table, time_requests, write_text,
     )
     from deployment_toolkit.diffusion.runtime import InProcessPipeline, eager_denoiser
-    from deployment_toolkit.results.runinfo import run_metadata, write_run_json
+    from deployment_toolkit.results.run_folder import RunFolder
 
     import os
 
@@ -115,7 +115,7 @@ def run(args) -> int:
                    "device": device, "converted_format": fmt, "converted_precision": precision, "probes": probes,
                    "sampler_settings": {"sample_shape": list(pipe.settings.sample_shape),
                                         "denoiser_max_batch": pipe.settings.denoiser_max_batch}})
-    write_run_json(out, run_metadata(config))
+    RunFolder(out).record(config)
     print("\n" + md)
     print(f"wrote {out / 'diffusion_speedup.csv'}, {out / 'diffusion_speedup.md'}, {out / 'run.json'}")
     return 0

@@ -19,7 +19,7 @@ def main(argv: list[str] | None = None) -> int:
             --precisions fp32 bf16 amp --compile-modes none default --batch-sizes 1,8 \\
             --runtimes eager torchscript onnxruntime --warmup 5 --duration 5 --gsd-m 10 30
     """)
-    from deployment_toolkit.perf.framework import COMPILE_MODES, PRECISIONS, RUNTIMES
+    from deployment_toolkit.perf.framework import COMPILE_MODES, PRECISIONS, RUNTIMES, BenchRun, Isolation
 
     p.add_argument("--models", nargs="+", default=["resnet50"],
                    help="models: each a zoo name, timm:<arch>, a model.py with get_signature, an ONNX file or an artifact folder (the source its manifest records) (default: resnet50)")
@@ -41,9 +41,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="ground sample distances (m) for the geospatial km^2/s columns (default 10)")
     add_result_path_argument(p, "--result-dir", dest="result_dir", default="results/framework-bench",
                              help="default: %(default)s")
-    p.add_argument("--isolate", choices=("compile", "all", "none"), default="compile",
+    p.add_argument("--isolate", choices=Isolation.values(), default=BenchRun.isolate.value,
                    help="run torch.compile groups (or all groups) in a child process with --config-timeout")
-    p.add_argument("--config-timeout", type=float, default=900.0,
+    p.add_argument("--config-timeout", type=float, default=BenchRun.timeout_s,
                    help="seconds one isolated configuration may take, compile included (default 900)")
     p.add_argument("--remeasure", action="store_true", help="measure completed configurations again")
     add_reuse_arguments(p, "rows of the device's CSV")
@@ -59,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from deployment_toolkit.perf.framework import (
         BenchOptions,
+        BenchRun,
         default_device,
         device_slug,
         enumerate_configs,
@@ -96,9 +97,9 @@ def main(argv: list[str] | None = None) -> int:
                   "compile_modes": args.compile_modes, "runtimes": args.runtimes,
                   "batch_sizes": list(args.batch_sizes), "threads": args.threads,
                   "load_average_before": [round(x, 2) for x in load_before]}
-    csv_path, rows, plan = run_bench(configs, opts, args.result_dir, isolate=args.isolate,
-                                     timeout_s=args.config_timeout, remeasure=args.remeasure, reuse=args.reuse,
-                                     progress=not args.no_progress, run_config=run_config)
+    run = BenchRun(isolate=args.isolate, timeout_s=args.config_timeout, remeasure=args.remeasure,
+                   progress=not args.no_progress, reuse=args.reuse)
+    csv_path, rows, plan = run_bench(configs, opts, args.result_dir, run, run_config=run_config)
     load_after = os.getloadavg()
     if rows:
         print(summary_table(rows))

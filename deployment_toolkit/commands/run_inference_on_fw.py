@@ -2,7 +2,9 @@
 (ONNX Runtime / TorchScript) and dump outputs in the same format as run_inference_on_triton.py."""
 
 from deployment_toolkit import cli  # noqa: E402
+from deployment_toolkit.config import add_arguments, from_args  # noqa: E402
 from deployment_toolkit.data.user import add_data_arguments  # noqa: E402
+from deployment_toolkit.inference import FrameworkDumpSettings  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -14,30 +16,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model-path", "--manifest", dest="model_path", required=True,
                    help="artifact folder written by convert_model.py: the framework model is rebuilt from its "
                         "manifest's source record (zoo name, timm arch, model.py + kwargs + checkpoint, source file)")
-    p.add_argument("--runtime", choices=("framework", "artifact"), default="framework",
-                   help="framework: eager PyTorch; artifact: the converted file with its runtime")
-    p.add_argument("--device", default="cpu")
     p.add_argument("--data-dir", default="synthetic",
                    help="'synthetic', a folder of .npy/.npz samples (layout: deployment_toolkit/data/user.py), or "
                         "the data_dir given to --dataloader")
     add_data_arguments(p)
     p.add_argument("--num-samples", type=int, default=None,
                    help="samples to run: of synthetic data (default 16) or at most this many of your data (default all)")
-    p.add_argument("--precision", default=None, help="given to --dataloader (default: the manifest's)")
-    p.add_argument("--batch-size", type=int, default=1)
     p.add_argument("--output-dir", required=True)
-    p.add_argument("--dump-labels", action="store_true")
-    p.add_argument("--dump-inputs", action="store_true")
     p.add_argument("--seed", type=int, default=0)
+    add_arguments(p, FrameworkDumpSettings)  # --runtime, --device, --batch-size, --precision, --dump-labels, ...
     args = p.parse_args(argv)
 
-    from deployment_toolkit.data.user import parse_key_values
-    from deployment_toolkit.inference import DataSpec, framework_dump
+    from deployment_toolkit.data.samples import DataSpec
+    from deployment_toolkit.inference import framework_dump
 
-    data = DataSpec(args.data_dir, args.dataloader, parse_key_values(args.dataloader_arg), args.num_samples, args.seed)
-    dump = framework_dump(args.model_path, args.output_dir, data, runtime=args.runtime, device=args.device,
-                          batch_size=args.batch_size, precision=args.precision, dump_labels=args.dump_labels,
-                          dump_inputs=args.dump_inputs)
+    dump = framework_dump(args.model_path, args.output_dir, DataSpec.from_args(args),
+                          from_args(FrameworkDumpSettings, args))
     print(f"dumped outputs of {dump.source} to {dump.path}")
     return 0
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import signal
 import subprocess
 import sys
@@ -11,7 +12,7 @@ from typing import TYPE_CHECKING
 from .. import cli
 
 if TYPE_CHECKING:
-    from ..server.local import LocalTritonServer
+    from ..server.local import ServerConfig
 
 
 def build_parser():
@@ -43,25 +44,27 @@ def main(argv: list[str] | None = None) -> int:
     stopped_by_signal = False
     server = None
     try:
-        args = build_parser().parse_args(argv)
-        server = _server(args)
-        server.start()
-        print(f"tritonserver ready: HTTP {server.http_url}  gRPC {server.grpc_url}  metrics {server.metrics_url}\n"
-              f"log: {server.log_path}   (Ctrl-C stops it)", flush=True)
-        while server.is_alive():
+        # the stack stops the server after a stop signal was caught, so that signal handling is quiet first
+        with contextlib.ExitStack() as stack:
             try:
-                server.process.wait(timeout=0.5)
-            except subprocess.TimeoutExpired:
-                pass
-    except KeyboardInterrupt:
-        stopped_by_signal = _stopping()
-    except SystemExit as err:
-        if err.code != cli.EXIT_SIGTERM:
-            raise
-        stopped_by_signal = _stopping()
+                args = build_parser().parse_args(argv)
+                from ..server.local import LocalTritonServer
+
+                server = stack.enter_context(LocalTritonServer(_config(args)))
+                print(f"tritonserver ready: HTTP {server.http_url}  gRPC {server.grpc_url}  metrics "
+                      f"{server.metrics_url}\nlog: {server.log_path}   (Ctrl-C stops it)", flush=True)
+                while server.is_alive():
+                    try:
+                        server.process.wait(timeout=0.5)
+                    except subprocess.TimeoutExpired:
+                        pass
+            except KeyboardInterrupt:
+                stopped_by_signal = _stopping()
+            except SystemExit as err:
+                if err.code != cli.EXIT_SIGTERM:
+                    raise
+                stopped_by_signal = _stopping()
     finally:
-        if server is not None:
-            server.stop()
         if not stopped_by_signal:
             restore()
     if stopped_by_signal:
@@ -80,16 +83,16 @@ def _stopping() -> bool:
     return True
 
 
-def _server(args: argparse.Namespace) -> "LocalTritonServer":
-    """The server the flags describe (not started)."""
-    from ..server.local import LocalTritonServer, ServerConfig
+def _config(args: argparse.Namespace) -> "ServerConfig":
+    """The server the flags describe."""
+    from ..server.local import ServerConfig
 
-    return LocalTritonServer(ServerConfig(
+    return ServerConfig(
         model_repository=Path(args.model_repository), http_port=args.http_port, grpc_port=args.grpc_port,
         metrics_port=args.metrics_port, address=args.address, model_control_mode=args.model_control_mode,
         log_dir=Path(args.log_dir) if args.log_dir else None, log_verbose=args.log_verbose,
         start_timeout_s=args.server_timeout,
-    ))
+    )
 
 
 if __name__ == "__main__":

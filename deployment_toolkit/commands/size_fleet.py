@@ -38,10 +38,13 @@ import argparse  # noqa: E402
 
 if TYPE_CHECKING:
     from deployment_toolkit.sizing.request import SizeRequest
-    from deployment_toolkit.sizing.step import Line
+    from deployment_toolkit.sizing.step import SizeResult
 
 
 def _build_parser():
+    from deployment_toolkit.sizing.request import (DEFAULT_BURST_FACTOR, DEFAULT_BURST_SECONDS, DEFAULT_ROUNDS,
+                                                   DEFAULT_TRIALS)
+
     p = cli.parser(__doc__, EXAMPLE)
     p.add_argument("runs", nargs="+", metavar="RUN", help="run folder (or its online.csv / offline.csv)")
     d = p.add_argument_group("demand")
@@ -103,14 +106,15 @@ def _build_parser():
     v.add_argument("--confirm-input-data", default=None, metavar="random|zero|PATH",
                    help="perf_analyzer --input-data for the open-loop runs (default: the JSON of real samples the run "
                         "was measured with, when it still exists, else random)")
-    v.add_argument("--confirm-rounds", type=int, default=3,
+    v.add_argument("--confirm-rounds", type=int, default=DEFAULT_ROUNDS,
                    help="confirm, derate on failure and confirm again, at most this often (default %(default)s)")
-    v.add_argument("--confirm-trials", type=int, default=3,
+    v.add_argument("--confirm-trials", type=int, default=DEFAULT_TRIALS,
                    help="open-loop runs per round; a round passes when most of them pass, so one stall of the host "
                         "does not derate the plan (default %(default)s)")
-    v.add_argument("--burst-factor", type=float, default=1.5,
+    v.add_argument("--burst-factor", type=float, default=DEFAULT_BURST_FACTOR,
                    help="burst check at peak x this after a passing confirmation; 0 skips it (default %(default)s)")
-    v.add_argument("--burst-seconds", type=float, default=6.0, help="length of the burst (default %(default)s)")
+    v.add_argument("--burst-seconds", type=float, default=DEFAULT_BURST_SECONDS,
+                   help="length of the burst (default %(default)s)")
     f = p.add_argument_group("replicas behind a load balancer (nginx) on this host")
     f.add_argument("--confirm-fleet", type=int, default=None, metavar="N",
                    help="start N embedded servers and nginx in front; compare the fleet with N x one replica")
@@ -173,12 +177,17 @@ def request_from_args(args: argparse.Namespace, command: str | None = None) -> "
         command=command)
 
 
-def _print(line: "Line") -> None:
-    print(line.text, file=sys.stderr if line.err else sys.stdout)
+def exit_code(result: "SizeResult") -> int:
+    """The command's exit code for a sizing (README: exit codes): 0 the plan is met (and confirmed where asked), 1
+    no plan meets the SLO or the confirmation failed, 2 the fleet check asked for could not run."""
+    if result.fleet_skipped:
+        return cli.EXIT_USER_ERROR
+    return 0 if result.met else cli.EXIT_NOT_MET
 
 
 def main(argv=None) -> int:
-    """Parse, build the request, size (each line printed as the step produces it), return its exit code."""
+    """Parse, build the request, size (each line shown through the library's logging as the step produces it),
+    return the exit code its result maps to."""
     from deployment_toolkit.binaries import PerfAnalyzerNotFound
     from deployment_toolkit.perf.analyzer import PerfAnalyzerError
 
@@ -187,10 +196,10 @@ def main(argv=None) -> int:
     from deployment_toolkit.sizing.step import size_fleet
 
     try:
-        return size_fleet(request, echo=_print).code
+        return exit_code(size_fleet(request))
     except (PerfAnalyzerError, PerfAnalyzerNotFound) as err:  # measured points are kept; a rerun resumes
         print(f"error: a perf_analyzer run failed: {err}", file=sys.stderr)
-        return 2  # a server or tool problem, not a plan that failed its confirmation (README: exit codes)
+        return cli.EXIT_USER_ERROR  # a server or tool problem, not a plan that failed its confirmation
 
 
 def __getattr__(name: str):

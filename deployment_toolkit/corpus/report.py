@@ -3,14 +3,13 @@ there; counts per stage and format; the fallback cost), summary.md (the counts a
 run.json (where and with what it ran)."""
 from __future__ import annotations
 
-import csv
-import io
 import json
 from collections import Counter
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..results.ledger import record_run
+from ..results.rows import RowSchema, to_csv
+from ..results.run_folder import RunFolder
 from ..spec import atomic_write_text
 from ..tables import markdown_table
 from .run import COLUMNS, FORMATS, STAGES, CorpusRow, rows_as_dicts
@@ -36,12 +35,12 @@ def summary_lines(rows: Sequence[CorpusRow]) -> list[str]:
     return lines
 
 
+# corpus.csv: one row per architecture, every cell text, in the order run
+SCHEMA = RowSchema(columns=tuple(COLUMNS), key=("model",))
+
+
 def write_report(out: Path, rows: Sequence[CorpusRow], speed: dict[str, Any] | None, config: dict[str, Any]) -> Path:
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows_as_dicts(rows))
-    atomic_write_text(out / "corpus.csv", buf.getvalue())
+    atomic_write_text(out / "corpus.csv", to_csv(SCHEMA, rows_as_dicts(rows)))
     parts = ["# The models people bring: how far each gets", "", *[f"- {ln}" for ln in summary_lines(rows)], "",
              markdown_table(HEADERS, [[getattr(r, c) for c in SHOWN] for r in rows]), ""]
     times = [[r.model, r.onnx_s, r.ts_trace_s, r.ts_script_s] for r in rows]
@@ -63,7 +62,7 @@ def write_report(out: Path, rows: Sequence[CorpusRow], speed: dict[str, Any] | N
                        f"{speed['median_auto_s']:.2f} s with the fallback on (auto), {speed['median_torchscript_s']:.2f} s "
                        f"with --onnx-exporter torchscript (ratio {speed['ratio']:.3f})")
     atomic_write_text(out / "summary.md", "\n".join(summary) + "\n")
-    record_run(out, {"corpus": config, "fallback_cost": speed}, None)
+    RunFolder(out).record({"corpus": config, "fallback_cost": speed})
     if speed:
         atomic_write_text(out / "fallback_cost.json", json.dumps(speed, indent=2) + "\n")
     return report

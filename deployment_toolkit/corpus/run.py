@@ -12,6 +12,7 @@ its first line; nothing stops the sweep but Ctrl-C.
 """
 from __future__ import annotations
 
+import logging
 import math
 import shutil
 import time
@@ -30,6 +31,8 @@ from ..repository import ConfigOptions, write_model
 from ..sources import parse_reference, resolve
 from ..spec import TOLERANCES, Manifest
 from .architectures import ARCHITECTURES, Architecture
+
+log = logging.getLogger(__name__)
 
 FORMATS = ("onnx", "ts-trace", "ts-script")
 STAGES = ("resolve", "convert", "serve", "infer", "accuracy", "perf", "done")
@@ -159,15 +162,15 @@ def check_accuracy(url: str, name: str, artifact: Path, data_dir: Path, work: Pa
     the samples were batched and how close the answers are; raises UserError when they disagree."""
     from ..data.dump import load_dump
     from ..data.samples import DataSpec
-    from ..inference import framework_dump, triton_dump
+    from ..inference import FrameworkDumpSettings, TritonDumpSettings, framework_dump, triton_dump
     from ..metrics import compute_metrics
 
     manifest = Manifest.load(artifact)
     batch = min(4, manifest.max_batch_size) or 1
     data = DataSpec(str(data_dir))
-    served = triton_dump(url, name, work / "dump-triton", data, manifest=artifact / "manifest.json",
-                         batch_size=batch, shared_memory="system")
-    framework_dump(artifact, work / "dump-framework", data, batch_size=batch)
+    served = triton_dump(url, name, work / "dump-triton", data, TritonDumpSettings(
+        manifest=artifact / "manifest.json", batch_size=batch, shared_memory="system"))
+    framework_dump(artifact, work / "dump-framework", data, FrameworkDumpSettings(batch_size=batch))
     dump = load_dump(served.path)
     metrics = compute_metrics(dump, load_dump(work / "dump-framework"), task="generic")
     cosines = {k: v for k, v in metrics.items() if k.startswith("cosine_min")}
@@ -186,11 +189,11 @@ def check_accuracy(url: str, name: str, artifact: Path, data_dir: Path, work: Pa
 
 
 def serve_and_measure(rows: dict[str, CorpusRow], served: dict[str, Path], work: Path, repo: Path,
-                      perf_window_ms: int, log: Callable[[str], None]) -> None:
+                      perf_window_ms: int, say: Callable[[str], None] = log.info) -> None:
     """One embedded server, each model loaded, checked, measured and unloaded in turn."""
     from ..client import TritonClient
     from ..perf.analyzer import PerfOptions
-    from ..perf.analyzer.point import run_point
+    from ..perf.analyzer import Concurrency, PerfTarget, run_point
     from ..results.schema import THROUGHPUT
     from ..server import LocalTritonServer, ServerConfig
 
@@ -199,7 +202,7 @@ def serve_and_measure(rows: dict[str, CorpusRow], served: dict[str, Path], work:
     with LocalTritonServer(config) as server, TritonClient(server.grpc_url) as client:
         for k, (name, artifact) in enumerate(served.items(), 1):
             row = rows[name]
-            log(f"[{k}/{len(served)}] serving {name} ({row.served_as})")
+            say(f"[{k}/{len(served)}] serving {name} ({row.served_as})")
             try:
                 server.load_model(name)
             except UserError as err:
@@ -212,7 +215,8 @@ def serve_and_measure(rows: dict[str, CorpusRow], served: dict[str, Path], work:
                 row.accuracy = check_accuracy(server.grpc_url, name, artifact, work / name / "data", work / name)
                 row.reached = "accuracy"
                 manifest = Manifest.load(artifact)
-                point = run_point(name, server.grpc_url, 1, 1, manifest, perf, work / name / "perf" / "online.csv")
+                point = run_point(PerfTarget(name, server.grpc_url, manifest), 1, Concurrency(1), perf,
+                                  work / name / "perf" / "online.csv")
                 thr, p99 = point.values.get(THROUGHPUT, math.nan), point.values.get("P99 Latency", math.nan)
                 row.infer_per_s, row.p99_ms = f"{thr:.1f}", f"{p99:.2f}"
                 row.reached = "done" if point.stable else "perf"
@@ -232,8 +236,9 @@ def serve_and_measure(rows: dict[str, CorpusRow], served: dict[str, Path], work:
 
 def run_corpus(names: Sequence[str], work: Path, *, formats: Sequence[str] = FORMATS, serve: bool = True,
                perf_window_ms: int = 1500, timeout_s: float | None = 600.0,
-               log: Callable[[str], None] = print) -> list[CorpusRow]:
-    """Every named architecture as far as it goes (module docstring); rows in the order given."""
+               say: Callable[[str], None] = log.info) -> list[CorpusRow]:
+    """Every named architecture as far as it goes (module docstring); rows in the order given. `say`: where the
+    progress lines go (this module's logger unless a caller collects them)."""
     rows: dict[str, CorpusRow] = {}
     served: dict[str, Path] = {}
     repo = work / "model_repository"
@@ -242,7 +247,7 @@ def run_corpus(names: Sequence[str], work: Path, *, formats: Sequence[str] = FOR
         arch = ARCHITECTURES[name]
         eta = "" if k == 1 else \
             f", about {(time.perf_counter() - t_start) / (k - 1) * (len(names) - k + 1) / 60:.1f} min of converting left"
-        log(f"[{k}/{len(names)}] converting {name} ({arch.library}, {arch.kind}){eta}")
+        say(f"[{k}/{len(names)}] converting {name} ({arch.library}, {arch.kind}){eta}")
         row = rows[name] = CorpusRow(model=name, library=arch.library, kind=arch.kind)
         ok = convert_all(arch, work / name, formats, row, timeout_s)
         if not ok or not serve:
@@ -255,7 +260,7 @@ def run_corpus(names: Sequence[str], work: Path, *, formats: Sequence[str] = FOR
         except UserError as err:
             stop(row, f"config: {one_line(err)}")
     if served:
-        serve_and_measure(rows, served, work, repo, perf_window_ms, log)
+        serve_and_measure(rows, served, work, repo, perf_window_ms, say)
     return [rows[n] for n in names]
 
 

@@ -12,10 +12,12 @@ from typing import Iterator
 
 import numpy as np
 
+from .samples import DataSpec
 from .user import DataError, UserData
 from ..spec import ModelSignature
 
 Batch = tuple[np.ndarray, dict[str, np.ndarray], dict[str, np.ndarray]]
+SYNTHETIC_SAMPLES = 16  # random samples when the data spec does not say how many
 
 
 @dataclass
@@ -45,17 +47,17 @@ class FolderSource(UserData):
         super().__init__(signature, data_dir=str(folder), limit=limit, batched=batched)
 
 
-def make_source(data: str, signature: ModelSignature, num_samples: int, seed: int, *,
-                dataloader: str | None = None, dataloader_args: dict | None = None, precision: str = "fp32",
-                limit: int | None = None, batched: bool = True):
-    """`synthetic`, a folder path, or the user's dataloader.py (which gets `data` as its data_dir). Not `batched`
+def make_source(data: DataSpec, signature: ModelSignature, *, precision: str = "fp32", batched: bool = True):
+    """The samples `data` names: `synthetic` (its num_samples, default 16), a folder path, or the user's
+    dataloader.py (which gets the folder as its data_dir); at most num_samples of the user's. Not `batched`
     (a max_batch_size 0 model): each file or loader batch is one whole request."""
-    if dataloader is not None:
-        return UserData(signature, data_dir=data, dataloader=dataloader, dataloader_args=dict(dataloader_args or {}),
-                        precision=precision, limit=limit, batched=batched)
-    if data == "synthetic":
-        return SyntheticSource(signature, num_samples, seed, batched)
-    folder = Path(data)
+    if data.dataloader is not None:
+        return UserData(signature, data_dir=data.data_dir, dataloader=data.dataloader,
+                        dataloader_args=dict(data.dataloader_args or {}), precision=precision, limit=data.num_samples,
+                        batched=batched)
+    if data.data_dir == "synthetic":
+        return SyntheticSource(signature, data.num_samples or SYNTHETIC_SAMPLES, data.seed, batched)
+    folder = Path(str(data.data_dir))
     if not folder.is_dir():
-        raise DataError(f"--data-dir {data}: not a folder (use 'synthetic' for generated data)")
-    return FolderSource(folder, signature, limit=limit, batched=batched)
+        raise DataError(f"--data-dir {data.data_dir}: not a folder (use 'synthetic' for generated data)")
+    return FolderSource(folder, signature, limit=data.num_samples, batched=batched)

@@ -14,7 +14,9 @@ mask pixel is 1 exactly where a disc was drawn.
 from __future__ import annotations
 
 import argparse
+import logging
 import math
+import sys
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +24,8 @@ from pathlib import Path
 import numpy as np
 from ..errors import UserInputError
 from ..spec import atomic_write
+
+log = logging.getLogger(__name__)
 
 CLASSES = ("background", "circle")  # label values 0, 1; rectangles and triangles are background
 SHAPE_KINDS = ("circle", "rectangle", "triangle")
@@ -185,8 +189,8 @@ def generate(output_dir: str | Path, num_samples: int, seed: int, size: int = Sh
     """Write a seeded split as .npz shards; the shards' paths."""
     images, masks = make_split(num_samples, seed, ShapesConfig(size=size))
     paths = write_npz_folder(output_dir, images, masks, shard_size)
-    print(f"wrote {num_samples} samples ({size}x{size}, seed {seed}) in {len(paths)} shard(s) to {output_dir}; "
-          f"disc pixels: {masks.mean():.1%}")
+    log.info(f"wrote {num_samples} samples ({size}x{size}, seed {seed}) in {len(paths)} shard(s) to {output_dir}; "
+             f"disc pixels: {masks.mean():.1%}")
     return paths
 
 
@@ -208,4 +212,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    logging.basicConfig(format="%(message)s", level=logging.INFO, stream=sys.stdout)  # the "wrote ..." line
     raise SystemExit(main())

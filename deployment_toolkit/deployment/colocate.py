@@ -60,7 +60,8 @@ class Layout:
         return any(not g.capacity.measured for g in self.groups)
 
     def describe(self) -> str:
-        parts = [(" + ".join(g.models) + (" (shared)" if g.shared else "") + f": {g.replicas} replica(s)")
+        parts = [(" + ".join(g.models) + (" (shared)" if g.shared else "") +
+                  (f": {g.replicas} replica(s)" if g.replicas is not None else ": cannot"))
                  for g in self.groups]
         return "; ".join(parts)
 
@@ -124,7 +125,7 @@ def decide(peaks: Mapping[str, float], alone: Mapping[str, float], headroom: flo
         if not fitting:
             best = next((l for l in layouts if l.replicas is not None), None)
             decision.reason = ("no layout holds every model's peak" if best is None else
-                               f"the cheapest layout needs {best.replicas} replicas, more than --max-replicas "
+                               f"the cheapest layout needs {best.replicas} replicas, more than limits.max_replicas "
                                f"{max_replicas}: raise it or lower the peaks")
             return decision
         best = fitting[0]

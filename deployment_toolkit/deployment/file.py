@@ -6,7 +6,7 @@ name: shop                         # names the fleet's manifests
 models:
   - name: classifier               # the Triton model name (unique)
     model: timm:resnet18           # any model reference (zoo name, timm:<arch>, model.py, an ONNX file, ...)
-    data: samples/                 # optional: the model's samples (a .npy/.npz folder or a dataloader.py)
+    data: samples/                 # optional: the model's samples (a .npy/.npz folder; `dataloader:` a dataloader.py)
     peak_rps: 200                  # inferences/s at its peak
     p99_ms: 50                     # its SLO
   - name: tagger
@@ -43,7 +43,8 @@ class ModelEntry:
     model: str  # the reference, as the command line takes it
     peak_rps: float = setting(unit="inferences/s", low=0, low_open=True, high=MAX_RATE)
     p99_ms: float = setting(unit="ms", low=0, low_open=True, high=MAX_LATENCY_MS)
-    data: Path | None = None
+    data: Path | None = None  # a folder of .npy/.npz samples (or the folder the dataloader reads)
+    dataloader: Path | None = None  # the user's dataloader.py
     checkpoint: Path | None = None
     model_args: Mapping[str, Any] = field(default_factory=dict)
     preprocess: Path | None = None
@@ -115,7 +116,7 @@ class Deployment:
         return next(m for m in self.models if m.name == name)
 
 
-_PATHS = ("data", "checkpoint", "preprocess", "postprocess", "raw_data")
+_PATHS = ("data", "dataloader", "checkpoint", "preprocess", "postprocess", "raw_data")
 
 
 def _keys(section: str, given: Mapping[str, Any], cls: type, skip: tuple[str, ...] = ()) -> None:
@@ -158,13 +159,13 @@ def _model(raw: Any, index: int, folder: Path, where: str) -> ModelEntry:
     for key in _PATHS:
         if raw.get(key) is not None:
             path = Path(str(raw[key])).expanduser()
-            path = path if path.is_absolute() else folder / path
+            path = path if path.is_absolute() else (folder / path).resolve()
             if not path.exists():
                 raise UserFileNotFoundError(f"{section}: {key} {path} does not exist")
             values[key] = path
     if raw.get("model_args") is not None:
         values["model_args"] = dict(_mapping(raw["model_args"], f"{section}: model_args"))
-    beside = folder / Path(values["model"]).expanduser()
+    beside = (folder / Path(values["model"]).expanduser()).resolve()
     if not Path(values["model"]).is_absolute() and beside.exists():  # a file or folder next to the deployment file
         values["model"] = str(beside)
     try:

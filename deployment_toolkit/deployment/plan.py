@@ -18,44 +18,62 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..config import check_numbers, setting
-from ..errors import UserError
 from ..steps import StepRunner
+from .errors import DeploymentPlanError
 from .colocate import Decision, GroupCapacity, decide
 from .file import Deployment, ModelEntry
 from ..sizing.holding import Holding, hold
 from .mixed import Member, Mix, MixPoint, member_target
 
+if TYPE_CHECKING:
+    from ..search.request import SearchRequest
+
 DEFAULT_HEADROOM = 0.2
-
-
-class DeploymentPlanError(UserError, RuntimeError):
-    """The deployment cannot be planned: a model with no config under its SLO, no layout within --max-replicas."""
 
 
 @dataclass(frozen=True)
 class DeploymentSettings:
-    """How hard a deployment plan measures; each number checked as the command line checks it."""
+    """How hard a deployment plan re-tests and confirms (each model's search takes the search's own settings)."""
 
-    max_minutes: float = setting(8.0, flag="--max-minutes", unit="min", low=0, low_open=True, high=600,
-                                 help="each model's config search")
     retests: int = setting(3, flag="--retests", low=1, high=20,
-                           help="k: a capacity is used only once it held k of k re-tests at the rate itself")
-    trials: int = setting(3, flag="--trials", low=1, high=20, help="confirmation rounds of the chosen fleet")
-    window_ms: int = setting(2000, flag="--window-ms", unit="ms", low=200, high=60_000,
-                             help="perf_analyzer's window in re-tests and confirmations")
-    preset: str = setting("small", flag="--preset", help="zoo models' size preset")
-    formats: tuple[str, ...] = ("onnx",)
+                           help="k: a capacity (a model's alone, a shared group's mix) is used only once it held k of "
+                                "k re-tests at the rate itself")
+    trials: int = setting(3, low=1, high=20)  # confirmation rounds of the chosen fleet (--confirm-trials)
+    window_ms: int = setting(2000, unit="ms", low=50, high=60_000)  # perf_analyzer's window in re-tests and rounds
     k8s: bool = True
-    fresh: bool = False
 
     def __post_init__(self) -> None:
         check_numbers(self)
+
+
+def workspace_of(deployment: Deployment, template: "SearchRequest") -> Path:
+    """Where the artifacts and the shared model repository go (--workspace; default workspace/plan-<name>): big
+    files, kept out of the run folder so a committed plan stays small."""
+    return Path(template.job.workspace or Path("workspace") / f"plan-{deployment.name}")
+
+
+def search_request(entry: ModelEntry, template: "SearchRequest", out_dir: Path, workspace: Path,
+                   repository: Path) -> "SearchRequest":
+    """One model's search: the template's settings, job and perf options (the command's flags or the API's
+    dataclasses), with the model, its SLO as the budget, its samples, and this plan's repository and folders."""
+    from ..config import Objective
+    from ..data.samples import DataSpec
+    from ..sources import parse_reference
+
+    source = parse_reference(entry.model, preset=template.job.preset,
+                             checkpoint=str(entry.checkpoint) if entry.checkpoint else None,
+                             kwargs=dict(entry.model_args))
+    data = DataSpec(str(entry.data) if entry.data else (None if entry.dataloader else "synthetic"),
+                    str(entry.dataloader) if entry.dataloader else None)
+    job = dataclasses.replace(template.job, result_dir=out_dir / "models" / entry.name / "search",
+                              model_repository=repository, model_name=entry.name, workspace=workspace / entry.name)
+    settings = dataclasses.replace(template.settings, budget_ms=entry.p99_ms, objective=Objective.CAPACITY)
+    return dataclasses.replace(template, source=source, settings=settings, job=job, data=data)
 
 
 @dataclass
@@ -64,7 +82,8 @@ class ModelPlan:
     search: Any  # search.trials.SearchRun
     found: float  # the search's open-loop capacity (inferences/s per replica)
     holding: Holding | None = None
-    target: Any = None  # sizing.ratepoint.Target on the deployment's server
+    target: Any = None  # sizing.ratepoint.Target on the deployment's server (a pipeline's: its ensemble)
+    pipeline: Any = None  # pipelines.ServedPipeline: pre/post-processing around the network
 
     @property
     def capacity(self) -> float | None:
@@ -102,9 +121,11 @@ class DeploymentPlan:
     device: str = ""
     decision: Decision | None = None
     groups: dict[tuple[str, ...], Holding] = field(default_factory=dict)  # shared groups' held mix capacity
+    memory: Any = None  # memory.Footprints: each model's share of a replica's memory
     confirmations: list[GroupConfirmation] = field(default_factory=list)
     manifests: dict[str, Path] = field(default_factory=dict)
-    repository: Path | None = None
+    repository: Path | None = None  # every model's winner (and pipeline), one repository for every replica group
+    workspace: Path | None = None
 
     @property
     def confirmed(self) -> bool:
@@ -115,12 +136,14 @@ class DeploymentPlan:
         return 0 if self.confirmed or not self.confirmations else 1
 
 
-def _search(entry: ModelEntry, plan: DeploymentPlan, request_for) -> ModelPlan:
-    from ..search.cli import search_step
+def _search(entry: ModelEntry, plan: DeploymentPlan, template: "SearchRequest") -> ModelPlan:
+    from ..search.orchestration import search_step
+    from ..search.trials import SearchError
 
-    run = search_step(request_for(entry))
-    if run.outcome is None:
-        raise DeploymentPlanError(f"{entry.name}: the search could not run: {run.error}")
+    try:
+        run = search_step(search_request(entry, template, plan.out_dir, plan.workspace, plan.repository))
+    except SearchError as err:
+        raise DeploymentPlanError(f"{entry.name}: the search could not run: {err}") from None
     winner = run.outcome.decision.winner
     if winner is None or winner.capacity is None or winner.capacity.result.capacity is None:
         why = run.outcome.decision.message if winner is None else winner.detail
@@ -139,12 +162,21 @@ def _target(model: ModelPlan, url: str, metrics_url: str | None, window_ms: int)
 
 
 def _held_alone(model: ModelPlan, out_dir: Path, retests: int) -> Holding:
+    """The model's capacity alone, held k of k. A pipeline's ensemble is bisected first, from its network's
+    capacity (the steps around it cost their own time); a bare network starts from what its search found."""
+    from ..sizing.capacity import search
     from ..sizing.ratepoint import measure
     from ..sizing.ratestore import RateStore
 
     store = RateStore(out_dir)
-    return hold(lambda rate, trial: _Judged(measure(model.target, rate, store, out_dir, trial, "hold"),
-                                            model.entry.p99_ms), model.found, retests)
+    slo = model.entry.p99_ms
+    if model.pipeline is not None:
+        found = search(lambda rate: measure(model.target, rate, store, out_dir, 1, "ensemble"), model.found, slo).capacity
+        if found is None:
+            return Holding(model.found, None, retests)
+        model.found = found
+    return hold(lambda rate, trial: _Judged(measure(model.target, rate, store, out_dir, trial, "hold"), slo),
+                model.found, retests)
 
 
 @dataclass
@@ -176,6 +208,9 @@ def _measure_group(plan: DeploymentPlan, group: tuple[str, ...]) -> GroupCapacit
     from ..sizing.ratepoint import ClientLimited
     from .colocate import estimate
 
+    misfit = plan.memory.misfit(group) if plan.memory is not None else ""
+    if misfit:
+        return GroupCapacity(None, misfit)
     mix = _mix(plan, group)
     peaks = {n: plan.deployment.model(n).peak_rps for n in group}
     alone = {n: plan.models[n].capacity or 0.0 for n in group}
@@ -212,47 +247,78 @@ def _price(plan: DeploymentPlan) -> float | None:
     return costs.gpu_hour if host_has_gpu() else costs.host_hour
 
 
+def _models_of(plan: DeploymentPlan) -> dict[str, tuple[str, ...]]:
+    """Each entry's models on the server: the network, or its pipeline's steps, network and ensemble."""
+    return {n: (m.pipeline.models if m.pipeline is not None else (m.search.model_name,)) for n, m in plan.models.items()}
+
+
+def _on_server(plan: DeploymentPlan, server) -> None:
+    """Stages 2-4 on one server holding every model: memory, verification, capacities held, layout, confirmation."""
+    from ..repository.config import host_has_gpu
+    from . import pipelines
+    from .memory import measure_footprints
+
+    steps, settings, deployment = plan.steps, plan.settings, plan.deployment
+    budget = deployment.limits.host_memory_gb if not host_has_gpu() else None
+    plan.memory = steps.call("each model's memory in a replica (loaded one at a time)",
+                             lambda: measure_footprints(server, _models_of(plan), budget))
+    for name in plan.models:
+        if misfit := plan.memory.misfit((name,)):
+            raise DeploymentPlanError(f"{name} does not fit one replica alone: {misfit}")
+    for model in plan.models.values():
+        url = server.grpc_url if model.search.options.protocol == "grpc" else server.http_url
+        model.target = _target(model, url, server.metrics_url, settings.window_ms)
+        if model.pipeline is not None:
+            steps.call(f"{model.entry.name}: the served pipeline against its steps in-process",
+                       lambda m=model: pipelines.verify(m.pipeline, server.grpc_url))
+            model.target = pipelines.target(model.pipeline, model.target)
+        model.holding = steps.call(f"{model.entry.name}: capacity alone, held {settings.retests} of {settings.retests}",
+                                   lambda m=model: _held_alone(m, plan.out_dir / "alone" / m.entry.name,
+                                                               settings.retests))
+        if model.capacity is None:
+            raise DeploymentPlanError(f"{model.entry.name}: {model.holding.text()}")
+    peaks = {n: deployment.model(n).peak_rps for n in plan.models}
+    alone = {n: m.capacity for n, m in plan.models.items()}
+    plan.decision = steps.call("which models share a replica (shared groups measured under their mixed traffic)",
+                               lambda: decide(peaks, alone, plan.headroom, plan.price_per_replica,
+                                              lambda g: _measure_group(plan, g), deployment.limits.max_replicas))
+    if plan.decision.chosen is None:
+        raise DeploymentPlanError(plan.decision.reason)
+    plan.confirmations = steps.call("confirmation of the chosen fleet under each replica's mixed traffic",
+                                    lambda: _confirm(plan))
+
+
 def plan_deployment(deployment: Deployment, out_dir: str | Path, settings: DeploymentSettings,
-                    request_for) -> DeploymentPlan:
-    """The whole deployment plan. `request_for(entry) -> search.request.SearchRequest` builds each model's search
-    (the API builds it from the entry as it builds a single model's, with this plan's repository and folders)."""
+                    template: "SearchRequest") -> DeploymentPlan:
+    """The whole deployment plan in `out_dir`; `template` is the search every model's is made from
+    (search_request: its settings, job and perf options; the model, the budget and the folders are the entry's)."""
     from ..results.runinfo import cpu_info
     from ..server.local import LocalTritonServer, ServerConfig
+    from . import pipelines
+    from .report import write_manifests, write_report
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    plan = DeploymentPlan(deployment, out_dir, StepRunner(out_dir), settings, repository=out_dir / "model_repository")
+    workspace = workspace_of(deployment, template)
+    plan = DeploymentPlan(deployment, out_dir, StepRunner(out_dir), settings, workspace=workspace,
+                          repository=Path(template.job.model_repository or workspace / "model_repository"))
     steps = plan.steps
     for entry in deployment.models:
-        plan.models[entry.name] = steps.call(f"{entry.name}: convert, verify and search under p99 <= {entry.p99_ms:g} ms",
-                                             lambda e=entry: _search(e, plan, request_for))
+        model = plan.models[entry.name] = steps.call(
+            f"{entry.name}: convert, verify and search under p99 <= {entry.p99_ms:g} ms",
+            lambda e=entry: _search(e, plan, template))
+        if entry.has_pipeline:
+            model.pipeline = steps.call(f"{entry.name}: pre/post-processing checked on its raw samples, as an ensemble",
+                                        lambda e=entry, m=model: pipelines.write(e, m.search, plan.repository,
+                                                                                 workspace / "pipelines" / e.name))
     spreads = [m.search.outcome.decision.winner.capacity.result.headroom for m in plan.models.values()]
     given = deployment.limits.headroom
     plan.headroom = given if given is not None else max([DEFAULT_HEADROOM, *[s for s in spreads if s is not None]])
     plan.device = str(cpu_info().get("model", ""))
     plan.price_per_replica = _price(plan)
-    names = tuple(m.search.model_name for m in plan.models.values())
-    with ExitStack() as stack:
-        server = stack.enter_context(LocalTritonServer(ServerConfig(
-            plan.repository, model_control_mode="explicit", load_models=names, log_dir=out_dir / "logs")))
-        for model in plan.models.values():
-            model.target = _target(model, server.grpc_url if model.search.options.protocol == "grpc" else server.http_url,
-                                   server.metrics_url, settings.window_ms)
-            model.holding = steps.call(f"{model.entry.name}: capacity alone, held {settings.retests} of {settings.retests}",
-                                       lambda m=model: _held_alone(m, out_dir / "alone" / m.entry.name, settings.retests))
-            if model.capacity is None:
-                raise DeploymentPlanError(f"{model.entry.name}: {model.holding.text()}")
-        peaks = {n: deployment.model(n).peak_rps for n in plan.models}
-        alone = {n: m.capacity for n, m in plan.models.items()}
-        plan.decision = steps.call("which models share a replica (shared groups measured under their mixed traffic)",
-                                   lambda: decide(peaks, alone, plan.headroom, plan.price_per_replica,
-                                                  lambda g: _measure_group(plan, g), deployment.limits.max_replicas))
-        if plan.decision.chosen is None:
-            raise DeploymentPlanError(plan.decision.reason)
-        plan.confirmations = steps.call("confirmation of the chosen fleet under each replica's mixed traffic",
-                                        lambda: _confirm(plan))
-    from .report import write_manifests, write_report
-
+    with LocalTritonServer(ServerConfig(plan.repository, model_control_mode="explicit",
+                                        log_dir=out_dir / "logs")) as server:
+        _on_server(plan, server)
     if settings.k8s:
         plan.manifests = steps.call("Kubernetes manifests per group", lambda: write_manifests(plan))
     steps.call("plan.md and plan.html", lambda: write_report(plan))

@@ -20,6 +20,11 @@ def _ms(value: float) -> str:
     return "-" if value is None or math.isnan(value) else f"{value:,.1f}"
 
 
+def _memory(plan, name: str) -> str:
+    prints = plan.memory
+    return "-" if prints is None or name not in prints.models else f"{prints.models[name] / 1e9:.2f}"
+
+
 def plan_markdown(plan) -> str:
     d, chosen = plan.deployment, plan.decision.chosen
     md = [f"# Fleet plan: deployment {d.name} ({len(d.models)} models)", ""]
@@ -42,15 +47,25 @@ def plan_markdown(plan) -> str:
     for name, m in plan.models.items():
         c = confirmations.get(name)
         p99s = [p.points[name].p99 for p in c.points] if c else []
-        rows.append([name, f"`{m.config}`", f"{m.entry.peak_rps:,.6g}", f"{m.entry.p99_ms:g}",
+        rows.append([name + (f" (ensemble `{m.pipeline.ensemble}`)" if m.pipeline is not None else ""), f"`{m.config}`", f"{m.entry.peak_rps:,.6g}", f"{m.entry.p99_ms:g}",
                      f"{m.found:,.1f}", m.holding.text() if m.holding else "-",
                      " / ".join(_ms(p) for p in p99s) or "-",
-                     f"{c.passed(name)} of {len(c.points)}" if c else "-"])
+                     f"{c.passed(name)} of {len(c.points)}" if c else "-", _memory(plan, name)])
     md += [markdown_table(["model", "config", "peak (inf/s)", "SLO p99 (ms)", "capacity found alone (inf/s)",
-                           "re-tested at the rate itself", "confirmation p99 per round (ms)", "SLO held"],
-                          rows, "llrrrlll"), "",
+                           "re-tested at the rate itself", "confirmation p99 per round (ms)", "SLO held",
+                           "memory (GB)"], rows, "llrrrlllr"), "",
            "The capacity a layout uses is the re-tested one: a rate passes k of k re-tests (independent arrivals, "
            f"{plan.settings.window_ms} ms windows) before it is used, else it steps down 10 % and is re-tested.", ""]
+    if plan.memory is not None:
+        budget = (f"; a replica has {plan.memory.budget_gb:g} GB (limits.host_memory_gb)" if plan.memory.budget_gb
+                  else "; no memory limit given (limits.host_memory_gb), so no grouping was refused for memory")
+        md += [f"Memory: each model's resident memory as it loaded, beside the server's own "
+               f"{plan.memory.server / 1e9:.2f} GB{budget}.", ""]
+    if any(m.pipeline is not None for m in plan.models.values()):
+        md += ["A model with pre/post-processing is measured as its clients call it: its ensemble, fed the raw "
+               "samples, so its capacity counts the steps around the network (its search found the network's alone). "
+               + " ".join(f"{n}: served against in-process, {m.pipeline.verification.summary()}."
+                          for n, m in plan.models.items() if m.pipeline is not None and m.pipeline.verification), ""]
     md += ["## Layouts compared", "",
            "Every grouping of the models, priced; a shared group's capacity is measured under its mixed traffic "
            "(every model at once, split as the peaks) only where it could win, else estimated by time sharing.", ""]
@@ -127,6 +142,12 @@ class _Demand:
     headroom: float
 
 
+def _served_models(plan, name: str) -> tuple[str, ...]:
+    """What a replica loads for a model: its network, or its pipeline's steps, network and ensemble."""
+    model = plan.models[name]
+    return model.pipeline.models if model.pipeline is not None else (model.search.model_name,)
+
+
 def write_manifests(plan) -> dict[str, Path]:
     """One Deployment (+ Service, autoscaler) per group, each server loading its group's models only."""
     from ..repository.config import host_has_gpu
@@ -140,7 +161,8 @@ def write_manifests(plan) -> dict[str, Path]:
                                 g.replicas, g.capacity.rate, "mix capacity held k of k" if g.shared else
                                 "capacity held k of k", _Sustainable())
         spec = FleetSpec(name=dns_name(f"triton-{plan.deployment.name}-{label}"),
-                         extra_args=["--model-control-mode=explicit", *[f"--load-model={m}" for m in g.models]])
+                         extra_args=["--model-control-mode=explicit", *[f"--load-model={n}" for m in g.models
+                                                                         for n in _served_models(plan, m)]])
         documents = {k: v for k, v in fleet_manifests(group_plan, spec).items()}
         validate_all(documents)
         for name, path in write_k8s(documents, plan.out_dir / "k8s" / label).items():

@@ -8,17 +8,19 @@ framework latency | speedup, one row per batch size.
 """
 from __future__ import annotations
 
-import csv
-import io
+import logging
 import statistics
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from ..spec import atomic_write_text
 from ..errors import UserInputError
+from ..results.rows import RowSchema, to_csv
+from ..runtimes.timing import Budget, percentile, time_call, time_calls
+from ..spec import atomic_write_text
 from ..tables import markdown_table
+
+log = logging.getLogger(__name__)
 
 LATENCY_CSV_COLUMNS = (
     "target", "device", "sampler", "steps", "evaluations", "samples", "runs", "trials_per_run", "burn_in",
@@ -33,33 +35,22 @@ SPEEDUP_CSV_COLUMNS = (
 )
 
 
-def percentile(values: Sequence[float], q: float) -> float:
-    """Linear-interpolated percentile (numpy's default), without numpy for tiny lists."""
-    if not values:
-        raise ValueError("no values")
-    ordered = sorted(values)
-    pos = (len(ordered) - 1) * q / 100.0
-    lo = int(pos)
-    hi = min(lo + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
-
-
 def time_requests(send: Callable[[], Any], burn_in: int, trials: int,
                   after_burn_in: Callable[[], Any] | None = None) -> list[float]:
-    """Seed-000 loop: `burn_in` untimed requests (warm-up), then `trials` timed ones (seconds each).
-    `after_burn_in` runs between the two (e.g. to snapshot server statistics)."""
-    if trials < 1 or burn_in < 0:
-        raise UserInputError(f"need trials >= 1 and burn_in >= 0, got {trials} and {burn_in}")
-    for _ in range(burn_in):
-        send()
-    if after_burn_in is not None:
-        after_burn_in()
-    times = []
-    for _ in range(trials):
-        start = time.perf_counter()
-        send()
-        times.append(time.perf_counter() - start)
-    return times
+    """Seed-000 loop: `burn_in` untimed requests (warm-up), then `trials` timed ones (seconds each), through the
+    one timer (runtimes.timing). `after_burn_in` runs between the two (e.g. to snapshot server statistics)."""
+    _check_counts(1, trials, burn_in)
+    return time_call(send, _budget(burn_in, trials), after_burn_in).seconds
+
+
+def _budget(burn_in: int, trials: int) -> Budget:
+    """`trials` timed requests after `burn_in` untimed ones; no background-CPU probe (a request takes seconds)."""
+    return Budget(warmup=burn_in, iterations=trials, min_iterations=trials, background=False)
+
+
+def _check_counts(runs: int, trials: int, burn_in: int) -> None:
+    if runs < 1 or trials < 1 or burn_in < 0:
+        raise UserInputError(f"need runs >= 1, trials >= 1 and burn_in >= 0, got {runs}, {trials} and {burn_in}")
 
 
 @dataclass
@@ -116,12 +107,9 @@ def _round(value: Any) -> Any:
 
 
 def csv_text(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=list(columns), lineterminator="\n")
-    writer.writeheader()
-    for row in rows:
-        writer.writerow({k: row.get(k, "") for k in columns})
-    return buf.getvalue()
+    """The rows under `columns` through the one row writer (results.rows); numbers as the rows hold them (already
+    rounded to 6 decimals by `row()`), so the cells read as before."""
+    return to_csv(RowSchema(tuple(columns), float_format=str), rows)
 
 
 def seconds(value: float) -> str:
@@ -262,48 +250,57 @@ def write_text(path: str | Path, text: str) -> Path:
 
 # ------------------------------------------------------------------------------------------------ measuring
 
-def measure(targets: Sequence[Any], steps_list: Sequence[int], samples: int, seed: int, burn_in: int, trials: int,
-            runs: int, devices: Sequence[str], samplers: Sequence[str],
-            progress: Callable[[str], Any] | None = print) -> list[LatencyPoint]:
-    """The seed-000 procedure: for each steps value, `runs` x (burn-in + trials) per target, averaged over runs.
+@dataclass(frozen=True)
+class LatencyPlan:
+    """The seed-000 procedure for each steps value: `runs` x (`burn_in` untimed + `trials` timed requests) of
+    `samples` samples drawn with `seed`."""
+
+    steps: tuple[int, ...]
+    samples: int = 1
+    seed: int = 0
+    burn_in: int = 3
+    trials: int = 10
+    runs: int = 3
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "steps", tuple(int(s) for s in self.steps))
+        _check_counts(self.runs, self.trials, self.burn_in)
+
+
+def measure(targets: Sequence[Any], plan: LatencyPlan, devices: Sequence[str], samplers: Sequence[str],
+            progress: bool = True) -> list[LatencyPoint]:
+    """The seed-000 procedure: for each steps value, `runs` x (burn-in + trials) per target, averaged over runs
+    (`progress`: a line per run through the log).
 
     With several targets, each run burns in every target, then the timed requests take turns (one request per
-    target per trial), so load from anything else on the host hits all targets alike and their ratio stays
-    fair. A target is `target(steps, seed, samples)` with `name`, `reset()` (called after burn-in) and
-    `breakdown(evaluations)` (averaged over runs)."""
+    target per trial, runtimes.timing's interleaving), so load from anything else on the host hits all targets
+    alike and their ratio stays fair. A target is `target(steps, seed, samples)` with `name`, `reset()` (called
+    after burn-in) and `breakdown(evaluations)` (averaged over runs)."""
     from .samplers import evaluations
 
-    if runs < 1 or trials < 1 or burn_in < 0:
-        raise UserInputError(f"need runs >= 1, trials >= 1, burn_in >= 0; got {runs}, {trials}, {burn_in}")
     points = []
-    for steps in steps_list:
+    for steps in plan.steps:
         per_run: list[list[list[float]]] = [[] for _ in targets]
         parts: list[list[dict[str, float]]] = [[] for _ in targets]
         evals = [evaluations(s, steps) if s else None for s in samplers]
-        for run in range(runs):
-            for target in targets:
-                for _ in range(burn_in):
-                    target(steps, seed, samples)
-                target.reset()
-            times: list[list[float]] = [[] for _ in targets]
-            for _ in range(trials):
-                for i, target in enumerate(targets):
-                    start = time.perf_counter()
-                    target(steps, seed, samples)
-                    times[i].append(time.perf_counter() - start)
+        calls = {str(i): (lambda t=target: t(steps, plan.seed, plan.samples)) for i, target in enumerate(targets)}
+        for run in range(plan.runs):
+            timed = time_calls(calls, _budget(plan.burn_in, plan.trials),
+                               after_warmup=lambda: [target.reset() for target in targets])
             for i, target in enumerate(targets):
-                per_run[i].append(times[i])
+                times = timed[str(i)].seconds
+                per_run[i].append(times)
                 b = target.breakdown(evals[i])
                 if b:
                     parts[i].append(b)
                 if progress:
-                    progress(f"  {target.name}: {steps} steps, run {run + 1}/{runs}: mean "
-                             f"{seconds(statistics.fmean(times[i]))} over {trials} trial(s)")
+                    log.info(f"  {target.name}: {steps} steps, run {run + 1}/{plan.runs}: mean "
+                             f"{seconds(statistics.fmean(times))} over {plan.trials} trial(s)")
         for i, target in enumerate(targets):
             keys = set.intersection(*(set(p) for p in parts[i])) if parts[i] else set()
             breakdown = {k: statistics.fmean(p[k] for p in parts[i]) for k in sorted(keys)}
-            points.append(LatencyPoint(target.name, devices[i], steps, samples, per_run[i], sampler=samplers[i],
-                                       evaluations=evals[i], burn_in=burn_in, breakdown=breakdown))
+            points.append(LatencyPoint(target.name, devices[i], steps, plan.samples, per_run[i], sampler=samplers[i],
+                                       evaluations=evals[i], burn_in=plan.burn_in, breakdown=breakdown))
     return points
 
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from tritonclient.grpc import model_config_pb2 as mc
 
+from ..config import InstanceKind, check_numbers, setting
 from ..spec import Manifest
 from ..errors import UserFileNotFoundError
 from ..repository.config import ConfigError, ConfigOptions, _dims, _version_policy, read_config
@@ -37,6 +38,35 @@ def _sampler_names() -> tuple[str, ...]:
     from .samplers import SAMPLERS
 
     return tuple(SAMPLERS)
+
+
+@dataclass
+class PipelineOptions:
+    """How a pipeline is written besides where: the sampler, what a request may ask for, the sampler's options and
+    instances, and how the denoiser is served; each default written once (deploy-diffusion's flags are built from
+    these fields)."""
+
+    sampler: str = setting("ddim", flag="--sampler", help="ddim | edm_heun")
+    max_samples: int = setting(4, flag="--max-samples", low=1, high=1 << 16,
+                               help="samples per conditioning a request may ask for")
+    max_conditionings: int = setting(4, flag="--max-conditionings", low=1, high=1 << 16,
+                                     help="conditionings (B) per request")
+    max_steps: int = setting(1000, flag="--max-steps", low=1, high=100_000, help="steps a request may ask for")
+    # the sampler's own options (samplers.DDIMOptions / EDMOptions fields): --sampler-option KEY=VALUE
+    sampler_options: dict[str, Any] = field(default_factory=dict)
+    sampler_instances: int = setting(1, flag="--sampler-instances", low=1, high=1 << 10,
+                                     help="concurrent sampling requests; >1 lets the denoiser's dynamic batcher merge "
+                                          "evaluations")
+    denoiser_name: str | None = setting(None, flag="--denoiser-name", help="default: <name>_denoiser")
+    runtime: str = setting("python", flag="--runtime", choices=("python", "native"),
+                           help="python: the Python backend runs the artifact (embedded server, any host); native: "
+                                "the format's Triton backend (NGC container, GPU hosts)")
+    # overrides the denoiser's ConfigOptions (its model_name and runtime are set from the fields above)
+    denoiser_options: ConfigOptions | None = None
+    version: int = 1
+
+    def __post_init__(self) -> None:
+        check_numbers(self)
 
 
 @dataclass(frozen=True)
@@ -111,6 +141,12 @@ def settings_from_manifest(manifest: Manifest, denoiser: str, sampler: str, max_
                         ("max_steps", max_steps)):
         if value < 1:
             raise ConfigError(f"{what} must be >= 1, got {value}")
+    from .samplers import options_for
+
+    try:
+        options_for(sampler, sampler_options)  # a misspelt option fails here, not when the model loads
+    except (TypeError, ValueError) as err:
+        raise ConfigError(f"--sampler-option: {err}") from err
     return PipelineSettings(
         denoiser=denoiser, sampler=sampler, sample_shape=tuple(sample.shape), cond_shape=tuple(cond.shape),
         denoiser_inputs=(sample.name, timestep.name, cond.name), denoiser_output=manifest.outputs[0].name,
@@ -136,7 +172,7 @@ def build_sampler_config(name: str, settings: PipelineSettings, instances: int =
     out.name, out.data_type = OUTPUT, mc.DataType.Value("TYPE_FP32")
     out.dims.extend([-1, *_dims(settings.sample_shape)])
     group = cfg.instance_group.add()
-    group.count, group.kind = instances, mc.ModelInstanceGroup.Kind.Value("KIND_CPU")  # numpy sampler
+    group.count, group.kind = instances, mc.ModelInstanceGroup.Kind.Value(InstanceKind.CPU.value)  # numpy sampler
     _version_policy(cfg, version_policy)
     for key, value in settings.to_parameters().items():
         cfg.parameters[key].string_value = value
@@ -157,28 +193,25 @@ def write_sampler_model(repository: str | Path, name: str, settings: PipelineSet
     return model_dir
 
 
-def write_diffusion_pipeline(repository: str | Path, artifact_dir: str | Path, name: str, sampler: str = "ddim",
-                             max_samples: int = 4, *, denoiser_name: str | None = None, runtime: str = "python",
-                             max_conditionings: int = 4, max_steps: int = 1000,
-                             sampler_options: dict[str, Any] | None = None, sampler_instances: int = 1,
-                             denoiser_options: ConfigOptions | None = None, version: int = 1) -> PipelinePaths:
-    """Write `<name>_denoiser` (or `denoiser_name`) and the sampler model `<name>`.
+def write_diffusion_pipeline(repository: str | Path, artifact_dir: str | Path, name: str,
+                             options: PipelineOptions | None = None) -> PipelinePaths:
+    """Write `<name>_denoiser` (or the options' `denoiser_name`) and the sampler model `<name>`.
 
     `runtime`: python (Python backend runs the artifact; any host) or native (the format's Triton backend,
-    NGC container on GPU hosts). `denoiser_options` overrides the denoiser's ConfigOptions (its model_name
-    and runtime are set here)."""
+    NGC container on GPU hosts)."""
+    o = options or PipelineOptions()
     check_model_name(name)
-    denoiser = check_model_name(denoiser_name or f"{name}_denoiser", "the denoiser's model name")
+    denoiser = check_model_name(o.denoiser_name or f"{name}_denoiser", "the denoiser's model name")
     manifest = Manifest.load(artifact_dir)
     if denoiser == name:
         raise ConfigError("the denoiser and the sampler need different model names")
-    base = denoiser_options or ConfigOptions(model_name=denoiser)
-    opts = replace(base, model_name=denoiser, runtime=runtime)
+    base = o.denoiser_options or ConfigOptions(model_name=denoiser)
+    opts = replace(base, model_name=denoiser, runtime=o.runtime)
     batch = manifest.max_batch_size if opts.max_batch_size is None else opts.max_batch_size
-    settings = settings_from_manifest(manifest, denoiser, sampler, max_samples, max_conditionings, batch,
-                                      max_steps, sampler_options)
-    denoiser_dir = write_model(repository, artifact_dir, opts, version=version)  # with every artifact file
-    sampler_dir = write_sampler_model(repository, name, settings, sampler_instances, version)
+    settings = settings_from_manifest(manifest, denoiser, o.sampler, o.max_samples, o.max_conditionings, batch,
+                                      o.max_steps, o.sampler_options)
+    denoiser_dir = write_model(repository, artifact_dir, opts, version=o.version)  # with every artifact file
+    sampler_dir = write_sampler_model(repository, name, settings, o.sampler_instances, o.version)
     return PipelinePaths(sampler_dir=sampler_dir, denoiser_dir=denoiser_dir, settings=settings)
 
 

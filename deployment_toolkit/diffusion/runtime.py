@@ -17,7 +17,7 @@ import numpy as np
 
 from .pipeline import PipelineSettings, read_pipeline, settings_from_manifest
 from ..spec import Manifest
-from .samplers import Denoiser, chunked, get_sampler
+from .samplers import Denoiser, chunked, get_sampler, options_for
 from ..errors import UserInputError
 
 Arrays = dict[str, np.ndarray]
@@ -98,7 +98,8 @@ def sample_in_process(denoise: Denoiser, cond: np.ndarray, steps: int, seed: int
     check_request(settings, cond, steps, seed, samples)
     sampler = get_sampler(settings.sampler)
     return sampler(chunked(denoise, settings.denoiser_max_batch), cond, steps=int(steps), seed=int(seed),
-                   samples=int(samples), shape=settings.sample_shape, **settings.sampler_options)
+                   samples=int(samples), shape=settings.sample_shape,
+                   options=options_for(settings.sampler, settings.sampler_options))
 
 
 @dataclass

@@ -77,7 +77,7 @@ class TritonPythonModel:
         self.max_batch = int(p["denoiser_max_batch"])
         self.sampler_name = p["sampler"]
         self.sample = samplers.get_sampler(self.sampler_name)
-        self.options = json.loads(p.get("sampler_options") or "{}")
+        self.options = samplers.options_for(self.sampler_name, json.loads(p.get("sampler_options") or "{}"))
         self.shape = _ints(p["sample_shape"])
         self.cond_shape = _ints(p["cond_shape"])
         self.max_samples = int(p["max_samples"])
@@ -100,7 +100,8 @@ class TritonPythonModel:
             return _error(str(err))
         denoise = samplers.chunked(self._bls_denoiser(request), self.max_batch)
         try:
-            out = self.sample(denoise, cond, steps=steps, seed=seed, samples=samples, shape=self.shape, **self.options)
+            out = self.sample(denoise, cond, steps=steps, seed=seed, samples=samples, shape=self.shape,
+                              options=self.options)
         except DenoiserError as err:
             return _error(str(err), invalid_arg=False)
         except ValueError as err:  # the sampler's own argument checks

@@ -14,16 +14,47 @@ Conventions shared by every sampler:
 - All randomness comes from one `np.random.default_rng(seed)`; its first draw is the initial noise
   `rng.standard_normal((samples * B, *shape))` (float64), scaled by the sampler's initial noise level.
 - The state is kept in float64; the denoiser sees float32. The result is float32.
+- What is particular to one sampler (DDIM's eta and schedule, EDM's noise levels) is its options dataclass
+  (`DDIMOptions`, `EDMOptions`), each default written once; a pipeline stores them as a JSON object of their
+  fields (`sampler_options`), read back with `options_for`.
+
+Pure numpy and the standard library: this file is copied beside the served sampler model.
 """
 from __future__ import annotations
 
-from typing import Callable, Optional
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Optional, Union
 
 import numpy as np
 
 Denoiser = Callable[[np.ndarray, np.ndarray, Optional[np.ndarray]], np.ndarray]
 
 TRAIN_STEPS = 1000
+
+
+@dataclass(frozen=True)
+class DDIMOptions:
+    """DDIM: `eta` 0 is deterministic given the initial noise; the beta schedule and the timestep spacing."""
+
+    eta: float = 0.0
+    schedule: str = "scaled_linear"  # scaled_linear (Stable Diffusion) | linear (DDPM)
+    spacing: str = "trailing"  # trailing | leading
+
+
+@dataclass(frozen=True)
+class EDMOptions:
+    """EDM Heun: the Karras noise levels and, with `precondition`, the network taken as the raw F (see
+    edm_heun_sample)."""
+
+    sigma_min: float = 0.002
+    sigma_max: float = 80.0
+    rho: float = 7.0
+    sigma_data: float = 0.5
+    precondition: bool = True
+
+
+SamplerOptions = Union[DDIMOptions, EDMOptions]
 
 
 def _check(steps: int, samples: int) -> None:
@@ -88,8 +119,7 @@ def ddim_timesteps(steps: int, train_steps: int = TRAIN_STEPS, spacing: str = "t
 
 
 def ddim_sample(denoise: Denoiser, cond: np.ndarray | None, steps: int, seed: int, samples: int = 1,
-                shape: tuple[int, ...] = (4, 16, 16), eta: float = 0.0, schedule: str = "scaled_linear",
-                spacing: str = "trailing") -> np.ndarray:
+                shape: tuple[int, ...] = (4, 16, 16), options: DDIMOptions | None = None) -> np.ndarray:
     """DDIM (Song et al., 2021) with an epsilon-predicting `denoise(x_t, t, cond)`, t the training timestep.
 
     x_prev = sqrt(ᾱ_prev) x0 + sqrt(1 - ᾱ_prev - σ²) ε + σ z,  x0 = (x_t - sqrt(1 - ᾱ_t) ε) / sqrt(ᾱ_t),
@@ -98,8 +128,10 @@ def ddim_sample(denoise: Denoiser, cond: np.ndarray | None, steps: int, seed: in
     (latent space). Returns (samples * B, *shape) float32; `steps` network evaluations.
     """
     _check(steps, samples)
-    abar = alphas_cumprod(schedule)
-    ts = ddim_timesteps(steps, len(abar), spacing)
+    o = options or DDIMOptions()
+    eta = o.eta
+    abar = alphas_cumprod(o.schedule)
+    ts = ddim_timesteps(steps, len(abar), o.spacing)
     cond_rep, x, rng = _prepare(cond, samples, shape, seed)  # x_T ~ N(0, I): DDPM's prior has unit variance
     for i, t in enumerate(ts):
         a_t = abar[t]
@@ -135,24 +167,24 @@ def edm_sigmas(steps: int, sigma_min: float = 0.002, sigma_max: float = 80.0, rh
 
 
 def edm_heun_sample(denoise: Denoiser, cond: np.ndarray | None, steps: int, seed: int, samples: int = 1,
-                    shape: tuple[int, ...] = (4, 16, 16), sigma_min: float = 0.002, sigma_max: float = 80.0,
-                    rho: float = 7.0, sigma_data: float = 0.5, precondition: bool = True) -> np.ndarray:
+                    shape: tuple[int, ...] = (4, 16, 16), options: EDMOptions | None = None) -> np.ndarray:
     """Deterministic EDM sampler (Karras et al. 2022, Algorithm 1; CorrDiff's with S_churn = 0).
 
-    With `precondition=True` (default) `denoise` is the raw network F: it gets (c_in x, c_noise, cond) and
-    the sampler forms D = c_skip x + c_out F — so a plain exported UNet works. With `precondition=False`
+    With `options.precondition` (default) `denoise` is the raw network F: it gets (c_in x, c_noise, cond) and
+    the sampler forms D = c_skip x + c_out F — so a plain exported UNet works. Without it
     `denoise(x, sigma, cond)` already returns D(x; σ) (a model exported with EDMPrecond inside).
     Each step: Euler from σ_i to σ_{i+1}, then Heun's 2nd-order correction except on the final step to
     σ_N = 0, so 2 * steps - 1 evaluations. x_0 = σ_max * N(0, I). Returns (samples * B, *shape) float32.
     """
     _check(steps, samples)
-    sig = edm_sigmas(steps, sigma_min, sigma_max, rho)
+    o = options or EDMOptions()
+    sig = edm_sigmas(steps, o.sigma_min, o.sigma_max, o.rho)
     cond_rep, noise, _ = _prepare(cond, samples, shape, seed)
 
     def D(x: np.ndarray, sigma: float) -> np.ndarray:
-        if not precondition:
+        if not o.precondition:
             return _call(denoise, x, sigma, cond_rep)
-        c_skip, c_out, c_in, c_noise = edm_preconditioning(sigma, sigma_data)
+        c_skip, c_out, c_in, c_noise = edm_preconditioning(sigma, o.sigma_data)
         return c_skip * x + c_out * _call(denoise, c_in * x, float(c_noise), cond_rep)
 
     x = noise * sig[0]
@@ -170,6 +202,7 @@ def edm_heun_sample(denoise: Denoiser, cond: np.ndarray | None, steps: int, seed
 # --------------------------------------------------------------------------- registry
 
 SAMPLERS: dict[str, Callable[..., np.ndarray]] = {"ddim": ddim_sample, "edm_heun": edm_heun_sample}
+OPTIONS: dict[str, type] = {"ddim": DDIMOptions, "edm_heun": EDMOptions}
 
 _EVALUATIONS: dict[str, Callable[[int], int]] = {"ddim": lambda n: n, "edm_heun": lambda n: 2 * n - 1}
 
@@ -179,6 +212,21 @@ def get_sampler(name: str) -> Callable[..., np.ndarray]:
         return SAMPLERS[name]
     except KeyError:
         raise ValueError(f"unknown sampler {name!r}; choose one of {', '.join(SAMPLERS)}") from None
+
+
+def options_for(sampler: str, options: SamplerOptions | Mapping[str, Any] | None = None) -> SamplerOptions:
+    """The options of `sampler` from a mapping of their fields (a pipeline's stored JSON, --sampler-option
+    KEY=VALUE); ValueError naming the fields it has for any other key."""
+    get_sampler(sampler)
+    kind = OPTIONS[sampler]
+    if isinstance(options, kind):
+        return options
+    given = dataclasses.asdict(options) if dataclasses.is_dataclass(options) else dict(options or {})
+    names = [f.name for f in dataclasses.fields(kind)]
+    unknown = sorted(set(given) - set(names))
+    if unknown:
+        raise ValueError(f"{sampler} has no option {', '.join(unknown)}; its options are {', '.join(names)}")
+    return kind(**given)
 
 
 def evaluations(sampler: str, steps: int) -> int:

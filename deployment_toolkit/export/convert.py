@@ -1,6 +1,7 @@
 """One entry point for every format: resolve the model source, export, verify, write the manifest with its provenance."""
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import sys
@@ -21,7 +22,9 @@ from .attempts import LOG_NAME, Attempt, all_failed, run_attempt
 from .coupling import batch_coupling
 from .routes import ExportExample, export_routes
 from .tensorrt import build_engine, tensorrt_available
-from .verify import torch_callable, verify
+from .verify import VerifyPlan, torch_callable, verify
+
+log = logging.getLogger(__name__)
 
 
 def _timeout(seconds: float) -> float | None:
@@ -64,7 +67,8 @@ class ConvertOptions:
     # the user's real inputs for verification: signature -> batches {input name: array}, read (and checked
     # against the signature) before anything is exported, so bad data writes nothing
     verify_data: Callable[[ModelSignature], list[dict]] | None = None
-    # where the one-line notes go (outputs left out, a batch-coupled model served whole): default stderr
+    # where the one-line notes go (outputs left out, a batch-coupled model served whole): default this module's
+    # logger, as warnings
     log: Callable[[str], None] | None = None
 
     def __post_init__(self) -> None:
@@ -256,7 +260,9 @@ def convert(model: "str | ModelSource | ResolvedModel", fmt: str, output_dir: st
 
 
 def _note(opts: ConvertOptions, line: str) -> None:
-    (opts.log or (lambda msg: print(msg, file=sys.stderr, flush=True)))(line)
+    """A one-line note (outputs left out, a batch-coupled model served whole): to `opts.log` where a caller collects
+    them, else logged as a warning (stderr under a command)."""
+    (opts.log or log.warning)(line)
 
 
 def _clean(attempts: list[Attempt], log: Path) -> None:
@@ -312,8 +318,8 @@ def verify_artifact(manifest: Manifest, directory: str | Path, model=None, batch
     sizes = (0,) if manifest.max_batch_size == 0 else \
         tuple(b for b in batch_sizes if b <= manifest.max_batch_size) or (1,)
     return verify(torch_callable(model, in_names, out_names, device=device, output_paths=manifest.output_paths),
-                  runtime, manifest.signature,
-                  manifest.task, precision=manifest.precision, batch_sizes=sizes, seed=seed, samples=samples)
+                  runtime, manifest.signature, manifest.task,
+                  VerifyPlan(precision=manifest.precision, batch_sizes=sizes, seed=seed, samples=samples))
 
 
 def copy_artifact(src_dir: str | Path, dst_dir: str | Path) -> Manifest:

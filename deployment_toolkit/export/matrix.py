@@ -7,21 +7,23 @@ rerun skips the rows the CSV already holds, so an interrupted sweep resumes wher
 """
 from __future__ import annotations
 
-import csv
 import gc
+import logging
 import math
 import shutil
 import sys
 import tempfile
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
+from ..config import Reuse, setting
 from ..results.identity import RunIdentity, host_identity, library_versions, toolkit_version
-from ..results.ledger import PROVENANCE_COLUMNS, ensure_registered, now_utc, reconcile, record_run
-from ..results.rows import RowSchema, read_csv, to_csv
+from ..results.ledger import PROVENANCE_COLUMNS, ensure_registered, now_utc, reconcile
+from ..results.rows import RowSchema, csv_header, read_csv, to_csv
+from ..results.run_folder import RunFolder
 from ..sources.base import slugify
 from ..spec import FORMATS, Manifest, atomic_write_text
 from ..tables import markdown_table
@@ -29,6 +31,7 @@ from .convert import ConvertOptions, convert
 from .errors import ConversionError, FormatUnavailable, VerificationError
 from ..errors import UserInputError
 
+log = logging.getLogger(__name__)
 STATUSES = ("ok", "failed", "skipped")
 MAX_REASON_CHARS = 400
 RowKey = tuple[str, str, str]  # (model, preset, format)
@@ -80,8 +83,7 @@ def read_rows(path: str | Path) -> list[MatrixRow]:
     path = Path(path)
     if not path.exists() or not path.read_text().strip():
         return []
-    with path.open(newline="") as fh:
-        header = next(csv.reader(fh), [])
+    header = csv_header(path)
     missing = [c for c in COLUMNS if c not in header and c not in PROVENANCE_COLUMNS]
     if missing:
         raise UserInputError(f"{path} is not a conversion-matrix CSV (missing columns {missing}); "
@@ -180,28 +182,56 @@ def select_models(models: Iterable[str] | None = None, family: str | None = None
     return entries
 
 
-def run_matrix(
-    models: Iterable[str] | None = None,
-    formats: Sequence[str] = FORMATS,
-    preset: str | None = None,
-    output_csv: str | Path = "results/conversion-matrix/conversion_matrix.csv",
-    *,
-    full: bool = False,
-    family: str | None = None,
-    keep_artifacts: str | Path | None = None,
-    options: ConvertOptions | None = None,
-    progress: bool = True,
-    run_json: bool = True,
-    isolate: bool | None = None,
-    converter: Converter = convert,
-    log: Callable[[str], None] | None = None,
-    reuse: str = "auto",
-) -> MatrixResult:
-    """Convert and verify every selected model in every format; append one row per pair to `output_csv`.
+def names(text: str) -> tuple[str, ...]:
+    """'a,b' or 'a b' -> ('a', 'b'): a flag that takes several names."""
+    return tuple(x for x in text.replace(" ", ",").split(",") if x)
 
-    `preset` defaults to "full" when `full` else "small". Rows already in the CSV are skipped (resume) when they
-    were measured under this run's identity (host, libraries, toolkit, convert options); rows of another are moved
-    aside (results.ledger; `reuse`: auto | resume | fresh).
+
+ISOLATE_CHOICES = {"auto": None, "yes": True, "no": False}
+
+
+@dataclass
+class MatrixSettings:
+    """What a sweep covers and where it writes, each default written once; the conversion-matrix command's flags are
+    built from these fields (`--output` is the command's own, required there)."""
+
+    output_csv: Path = Path("results/conversion-matrix/conversion_matrix.csv")
+    models: tuple[str, ...] | None = setting(None, flag="--models", type=names,
+                                             help="comma-separated model names (default: all)")
+    family: str | None = setting(None, flag="--family",
+                                 help="only models of this family (timm, geospatial, segmentation, ...)")
+    formats: tuple[str, ...] = setting(FORMATS, flag="--formats", type=names, show_default=False,
+                                       help=f"comma-separated, from {','.join(FORMATS)}")
+    full: bool = setting(False, flag="--full", action="store_true",
+                         help="full (benchmark-size) presets instead of small ones: slow")
+    preset: str | None = None  # default: "full" with `full`, else "small"
+    keep_artifacts: Path | None = setting(None, flag="--keep-artifacts", metavar="DIR",
+                                          help="keep artifacts in DIR/<model>/<preset>/<format>")
+    # None: a fresh process per cell for full presets only
+    isolate: bool | None = setting(None, flag="--isolate", type=str, choices=tuple(ISOLATE_CHOICES),
+                                   to_value=ISOLATE_CHOICES.__getitem__,
+                                   help="convert each cell in a fresh process (auto: only with --full)")
+    progress: bool = setting(True, flag="--no-progress", action="store_false", help="no progress bar (CI logs)")
+    options: ConvertOptions = field(default_factory=ConvertOptions)
+    run_json: bool = True
+    reuse: Reuse = Reuse.AUTO  # --resume / --fresh (results.ledger.add_reuse_arguments)
+
+    def __post_init__(self) -> None:
+        self.output_csv = Path(self.output_csv)
+        self.keep_artifacts = Path(self.keep_artifacts) if self.keep_artifacts else None
+        self.formats = tuple(self.formats)
+        self.reuse = Reuse(self.reuse)
+        if self.preset is None:
+            self.preset = "full" if self.full else "small"
+        if self.isolate is None:
+            self.isolate = self.preset != "small"
+
+
+def run_matrix(settings: MatrixSettings | None = None, *, converter: Converter = convert) -> MatrixResult:
+    """Convert and verify every selected model in every format; append one row per pair to the settings' CSV.
+
+    Rows already in the CSV are skipped (resume) when they were measured under this run's identity (host,
+    libraries, toolkit, convert options); rows of another are moved aside (results.ledger; `reuse`).
     Artifacts live in a temporary directory removed at the end unless `keep_artifacts` names a directory
     (then <dir>/<model>/<preset>/<format>/). Also writes <csv stem>.md and run.json next to the CSV.
     `isolate` (default: on for full presets) converts each cell in a fresh process, so an exporter that
@@ -209,41 +239,39 @@ def run_matrix(
     """
     from .tensorrt import tensorrt_available
 
-    log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
-    preset = preset or ("full" if full else "small")
-    isolate = (preset != "small") if isolate is None else isolate
-    formats = list(formats)
+    s = settings or MatrixSettings()
+    preset, formats, keep_artifacts = s.preset, list(s.formats), s.keep_artifacts
     bad = [f for f in formats if f not in FORMATS]
     if bad:
         raise UserInputError(f"unknown format(s) {bad}; choose from {', '.join(FORMATS)}")
-    entries = select_models(models, family)
+    entries = select_models(s.models, s.family)
     for e in entries:
         e.preset(preset)  # fail before any work when a model lacks the preset
-    base = ConvertOptions(**asdict(options)) if options is not None else ConvertOptions()
+    base = ConvertOptions(**asdict(s.options))
     base.preset = preset
 
-    csv_path = Path(output_csv)
+    csv_path = s.output_csv
     identity = matrix_identity(base)
     stored = [asdict(r) for r in read_rows(csv_path)]
-    rows = [MatrixRow(**r) for r in reconcile(csv_path.parent, csv_path.name, stored, identity, reuse,
-                                               [csv_path, csv_path.with_suffix(".md")], say=log)]
+    rows = [MatrixRow(**r) for r in reconcile(csv_path.parent, csv_path.name, stored, identity, s.reuse,
+                                               [csv_path, csv_path.with_suffix(".md")], say=log.warning)]
     done = {r.key for r in rows}
     todo = [(e, f) for e in entries for f in formats if (e.name, preset, f) not in done]
     resumed = len(entries) * len(formats) - len(todo)
-    if resumed:
-        log(f"{csv_path}: {resumed} of {len(entries) * len(formats)} rows already present, skipping them "
-            f"(delete their lines or the file to redo them)")
+    if resumed:  # a notice on stderr, beside the progress bar
+        log.warning(f"{csv_path}: {resumed} of {len(entries) * len(formats)} rows already present, skipping them "
+                    f"(delete their lines or the file to redo them)")
     trt_ok, trt_why = tensorrt_available() if "trt" in formats else (True, "")
 
-    config = {"models": [e.name for e in entries], "formats": formats, "preset": preset, "family": family,
+    config = {"models": [e.name for e in entries], "formats": formats, "preset": preset, "family": s.family,
               "output_csv": str(csv_path), "keep_artifacts": str(keep_artifacts) if keep_artifacts else None,
-              "isolate": isolate, "convert_options": asdict(base)}
-    if run_json:
+              "isolate": s.isolate, "convert_options": asdict(base)}
+    if s.run_json:
         _write_run_json(csv_path.parent, config, rows, "running", identity)
 
     tmp = None if keep_artifacts else tempfile.TemporaryDirectory(prefix="conversion-matrix-")
     work = Path(keep_artifacts) if keep_artifacts else Path(tmp.name)
-    bar = _progress(len(todo), progress)
+    bar = _progress(len(todo), s.progress)
     new = 0
     try:
         for entry, fmt in todo:
@@ -253,7 +281,7 @@ def run_matrix(
                 row = MatrixRow(entry.family, entry.name, preset, fmt, "skipped", one_line(trt_why))
             else:
                 cell = (entry.family, entry.name, fmt, preset, out_dir, base, converter)
-                row = _convert_isolated(*cell) if isolate else convert_cell(*cell)
+                row = _convert_isolated(*cell) if s.isolate else convert_cell(*cell)
                 if not keep_artifacts:
                     shutil.rmtree(out_dir, ignore_errors=True)
             row.measured_at, row.identity = now_utc(), identity.id
@@ -272,7 +300,7 @@ def run_matrix(
             tmp.cleanup()
         md = write_markdown(csv_path.with_suffix(".md"), rows)
         rj = _write_run_json(csv_path.parent, config, rows, "complete" if new == len(todo) else "interrupted",
-                             identity) if run_json else None
+                             identity) if s.run_json else None
     return MatrixResult(csv_path=csv_path, markdown_path=md, run_json_path=rj, rows=rows, new=new, resumed=resumed)
 
 
@@ -302,11 +330,10 @@ def _progress(total: int, enabled: bool):
 
 def _write_run_json(result_dir: Path, config: dict, rows: Sequence[MatrixRow], state: str,
                     identity: RunIdentity) -> Path:
-    from ..results.runinfo import RUN_JSON
-
     c = Counter(r.status for r in rows)
-    record_run(result_dir, {**config, "state": state, "counts": {s: c.get(s, 0) for s in STATUSES}}, None, identity)
-    return result_dir / RUN_JSON
+    folder = RunFolder(result_dir, identity)
+    folder.record({**config, "state": state, "counts": {s: c.get(s, 0) for s in STATUSES}})
+    return folder.run_json_path
 
 
 def matrix_identity(options: ConvertOptions) -> RunIdentity:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import tempfile
 import warnings
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..spec import ModelSignature, default_file_mode
@@ -39,6 +40,18 @@ def dynamic_axes_of(signature: ModelSignature, dynamic_batch: bool = True) -> di
 
 
 EXPORTERS = ("torchscript", "dynamo")  # tried in this order by --onnx-exporter auto
+
+
+@dataclass(frozen=True)
+class OnnxSettings:
+    """How one ONNX export runs (convert's routes build it from ConvertOptions)."""
+
+    opset: int = 17
+    simplify: bool = False  # onnxslim over the exported graph
+    dynamic_batch: bool = True  # False: max_batch_size 0, the signature's shapes are whole tensors
+    external_data_threshold: int | None = None  # default EXTERNAL_DATA_THRESHOLD_BYTES
+    fp16: bool = False
+    exporter: str = "torchscript"  # one of EXPORTERS
 
 
 def _dynamic_shapes(signature: ModelSignature, dynamic_axes: dict[str, dict[int, str]]) -> dict:
@@ -112,18 +125,22 @@ def _install(staged: Path, path: Path, files: list[str]) -> None:
         stale.unlink(missing_ok=True)
 
 
-def export_onnx(model, signature: ModelSignature, example_args: tuple, path: Path, *, opset: int = 17,
-                simplify: bool = False, dynamic_batch: bool = True,
-                external_data_threshold: int | None = None, fp16: bool = False, exporter: str = "torchscript") -> dict:
+def export_onnx(model, signature: ModelSignature, example_args: tuple, path: Path,
+                settings: OnnxSettings | None = None, *, opset: int | None = None) -> dict:
     """Export to `path`; returns the options for the manifest, `external_data` listing the side files (none
-    unless the weights pass `external_data_threshold`, default EXTERNAL_DATA_THRESHOLD_BYTES).
+    unless the weights pass the settings' `external_data_threshold`, default EXTERNAL_DATA_THRESHOLD_BYTES).
+    `opset`: the settings' opset, for a caller that sets nothing else.
 
     fp16: weights and compute in float16 with float32 inputs/outputs kept (ONNX Runtime's float16 converter,
     `keep_io_types`), so the signature, clients and perf_analyzer data stay as they are."""
-    threshold = EXTERNAL_DATA_THRESHOLD_BYTES if external_data_threshold is None else external_data_threshold
+    s = settings or OnnxSettings()
+    if opset is not None:
+        s = replace(s, opset=opset)
+    opset, simplify, fp16, exporter = s.opset, s.simplify, s.fp16, s.exporter
+    threshold = EXTERNAL_DATA_THRESHOLD_BYTES if s.external_data_threshold is None else s.external_data_threshold
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    dynamic_axes = dynamic_axes_of(signature, dynamic_batch)
+    dynamic_axes = dynamic_axes_of(signature, s.dynamic_batch)
     with tempfile.TemporaryDirectory(dir=path.parent, prefix=".onnx-export-") as tmp:
         raw_dir, staged = Path(tmp) / "torch", Path(tmp) / "staged"
         raw_dir.mkdir()

@@ -8,7 +8,7 @@ keeps the scripted control flow); TensorRT: an ONNX file made by the same ONNX c
 from __future__ import annotations
 
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -17,7 +17,7 @@ from ..sources.outputs import call, flat_module, leaves, left_out, paths_of, pic
 from ..spec import ModelSignature
 from ..watchdog import user_stage
 from .errors import ConversionError
-from .onnx import EXPORTERS, export_onnx
+from .onnx import EXPORTERS, OnnxSettings, export_onnx
 from .tensorrt import build_engine
 from .torchscript import export_torchscript
 
@@ -82,11 +82,11 @@ def onnx_exporters(choice: str) -> tuple[str, ...]:
 
 def export_routes(fmt: str, ex: ExportExample, artifact: Path, opts, max_batch: int) -> list[Route]:
     """(name, export function returning the manifest's export options) for `fmt`, in the order to try."""
-    onnx_options = dict(opset=opts.opset, simplify=opts.simplify, dynamic_batch=bool(max_batch),
+    onnx = OnnxSettings(opset=opts.opset, simplify=opts.simplify, dynamic_batch=bool(max_batch),
                         external_data_threshold=opts.onnx_external_data_threshold)
     if fmt == "onnx":
-        return [(name, lambda name=name: export_onnx(ex.flat, ex.signature, ex.args, artifact,
-                                                      fp16=opts.precision == "fp16", exporter=name, **onnx_options))
+        return [(name, lambda name=name: export_onnx(ex.flat, ex.signature, ex.args, artifact, replace(
+            onnx, fp16=opts.precision == "fp16", exporter=name)))
                 for name in onnx_exporters(opts.onnx_exporter)]
     if fmt == "ts-trace":
         return [("trace", lambda: export_torchscript(ex.flat, ex.args, artifact, mode="trace"))]
@@ -99,7 +99,7 @@ def export_routes(fmt: str, ex: ExportExample, artifact: Path, opts, max_batch: 
         def engine(name: str) -> dict:
             with tempfile.TemporaryDirectory() as tmp:
                 onnx_path = Path(tmp) / "model.onnx"
-                export_onnx(ex.flat, ex.signature, ex.args, onnx_path, exporter=name, **onnx_options)
+                export_onnx(ex.flat, ex.signature, ex.args, onnx_path, replace(onnx, exporter=name))
                 return build_engine(onnx_path, ex.signature, artifact, precision=opts.precision,
                                     min_batch=opts.trt_min_batch, opt_batch=opts.trt_opt_batch or max_batch,
                                     max_batch=max(max_batch, 1), workspace_bytes=opts.trt_workspace_bytes)

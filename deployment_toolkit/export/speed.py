@@ -7,11 +7,8 @@ hits both alike and the ratio stays meaningful even when the absolute numbers dr
 """
 from __future__ import annotations
 
-import csv
-import io
-import os
+import logging
 import statistics
-import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass, fields
@@ -20,9 +17,14 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ..spec import Manifest, atomic_write_text
 from ..errors import UserInputError
+from ..results.rows import RowSchema, to_csv as rows_to_csv
+from ..results.run_folder import RunFolder
+from ..runtimes.timing import Budget, Timing, machine_busy_seconds, time_calls, usable_cores
+from ..spec import Manifest, atomic_write_text
 from ..tables import markdown_table
+
+_log = logging.getLogger(__name__)
 
 EAGER, ORT = "pytorch-eager", "onnxruntime"
 CSV_NAME = "runtime_speed.csv"
@@ -50,6 +52,9 @@ class SpeedRow:
 
 
 COLUMNS = [f.name for f in fields(SpeedRow)]
+# runtime_speed.csv through the one row writer: every float with 6 significant digits, as before
+CSV_SCHEMA = RowSchema(tuple(COLUMNS), key=("model", "preset", "batch_size", "runtime"),
+                       types={f.name: {"int": int, "float": float}.get(str(f.type), str) for f in fields(SpeedRow)})
 
 
 @dataclass
@@ -88,49 +93,12 @@ def throughput_unit(manifest: Manifest) -> str:
 BACKGROUND_WARN = 0.10  # warn when other processes took more than this share of the CPU while timing
 
 
-def machine_busy_seconds() -> float | None:
-    """CPU-seconds all processes have spent busy since boot (Linux /proc/stat), None elsewhere."""
-    try:
-        with open("/proc/stat") as fh:
-            parts = fh.readline().split()
-    except OSError:
-        return None
-    if not parts or parts[0] != "cpu":
-        return None
-    user, nice, system, idle, iowait, irq, softirq, steal = (int(x) for x in parts[1:9])
-    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
-
-
-@dataclass
-class Timing:
-    seconds: list[float]  # wall time per timed call
-    background_cpu: float  # see SpeedRow.background_cpu
-
-
 def time_interleaved(runners: dict[str, Callable[[], object]], warmup: int, iterations: int,
                      min_iterations: int = 3, max_seconds: float | None = None) -> dict[str, Timing]:
-    """Per-call seconds for each runner, calls interleaved round by round. Stops after `iterations`
-    rounds, or earlier once `min_iterations` rounds are done and one runner has used `max_seconds`.
-    Also measures how much CPU other processes took meanwhile (machine busy time minus this process')."""
-    for run in runners.values():
-        for _ in range(warmup):
-            run()
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    times: dict[str, list[float]] = {name: [] for name in runners}
-    foreign: dict[str, float] = {name: 0.0 for name in runners}
-    probe = machine_busy_seconds() is not None
-    for i in range(iterations):
-        for name, run in runners.items():
-            busy0, own0 = (machine_busy_seconds(), time.process_time()) if probe else (0.0, 0.0)
-            t0 = time.perf_counter()
-            run()
-            times[name].append(time.perf_counter() - t0)
-            if probe:
-                foreign[name] += (machine_busy_seconds() - busy0) - (time.process_time() - own0)
-        if max_seconds is not None and i + 1 >= min_iterations and max(sum(t) for t in times.values()) >= max_seconds:
-            break
-    return {name: Timing(ts, min(1.0, max(0.0, foreign[name] / (sum(ts) * cores))) if probe else -1.0)
-            for name, ts in times.items()}
+    """Per-call seconds for each runner, calls interleaved round by round (runtimes.timing, the one timer). Stops
+    after `iterations` rounds, or earlier once `min_iterations` rounds are done and one runner has used
+    `max_seconds`; also measures how much CPU other processes took meanwhile."""
+    return time_calls(runners, Budget(warmup, iterations, min_iterations, max_seconds))
 
 
 @dataclass
@@ -147,10 +115,10 @@ class TimingOptions:
 
 
 def wait_until_quiet(max_wait_s: float, threshold: float = BACKGROUND_WARN, window_s: float = 5.0,
-                     log: Callable[[str], None] | None = None) -> float | None:
+                     say: Callable[[str], None] | None = None) -> float | None:
     """Sleep in `window_s` steps until other processes use less than `threshold` of the CPU, or until
     `max_wait_s` has passed. Returns the last measured share (None: no /proc/stat)."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cores = usable_cores()
     deadline = time.monotonic() + max_wait_s
     share = None
     while True:
@@ -161,8 +129,8 @@ def wait_until_quiet(max_wait_s: float, threshold: float = BACKGROUND_WARN, wind
         foreign = (machine_busy_seconds() - b0) - (time.process_time() - own0)
         share = min(1.0, max(0.0, foreign / (window_s * cores)))
         if share < threshold or time.monotonic() >= deadline:
-            if share >= threshold and log:
-                log(f"  machine still busy ({share:.0%} CPU by other processes) after waiting {max_wait_s:.0f} s; "
+            if share >= threshold and say:
+                say(f"  machine still busy ({share:.0%} CPU by other processes) after waiting {max_wait_s:.0f} s; "
                     "timing anyway")
             return share
 
@@ -173,7 +141,7 @@ def time_point(runners: dict[str, Callable[[], object]], opts: TimingOptions,
     best: dict[str, Timing] | None = None
     for attempt in range(opts.retries + 1):
         if opts.wait_quiet_s > 0:
-            wait_until_quiet(opts.wait_quiet_s, opts.background_threshold, log=log)
+            wait_until_quiet(opts.wait_quiet_s, opts.background_threshold, say=log)
         times = time_interleaved(runners, opts.warmup, opts.iterations, opts.min_iterations, opts.max_seconds)
         busy = max(t.background_cpu for t in times.values())
         if best is None or busy < max(t.background_cpu for t in best.values()):
@@ -201,7 +169,7 @@ def measure_model(model: str, preset: str = "small", batch_sizes: Sequence[int] 
     from .verify import torch_callable
 
     opts = timing or TimingOptions()
-    log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    log = log or _log.info
     resolved = resolve(model, preset=preset)  # any model source; an artifact folder brings its own record
     tmp = None
     try:
@@ -259,21 +227,12 @@ def measure_model(model: str, preset: str = "small", batch_sizes: Sequence[int] 
 
 # --------------------------------------------------------------------------- output
 
-def _number(value: float) -> str:
-    return f"{value:.6g}"
-
-
 def _share(value: float) -> str:
     return "n/a" if value < 0 else f"{value:.0%}"
 
 
 def to_csv(rows: Sequence[SpeedRow]) -> str:
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")
-    writer.writeheader()
-    for r in rows:
-        writer.writerow({k: _number(v) if isinstance(v, float) else v for k, v in asdict(r).items()})
-    return buf.getvalue()
+    return rows_to_csv(CSV_SCHEMA, [asdict(r) for r in rows])
 
 
 def to_markdown(rows: Sequence[SpeedRow]) -> str:
@@ -295,13 +254,13 @@ def to_markdown(rows: Sequence[SpeedRow]) -> str:
 
 def write_results(result_dir: str | Path, rows: Sequence[SpeedRow], config: dict) -> dict[str, Path]:
     """runtime_speed.csv, runtime_speed.md and run.json (hardware, versions, command, config)."""
-    from ..results import runinfo
-
     result_dir = Path(result_dir)
     paths = {"csv": result_dir / CSV_NAME, "md": result_dir / "runtime_speed.md"}
     atomic_write_text(paths["csv"], to_csv(rows))
     atomic_write_text(paths["md"], "# PyTorch eager vs ONNX Runtime (CPU)\n\nThroughput = batch / median "
                       "seconds per call; calls interleaved between the runtimes. Background CPU: share of the machine's CPU "
                       "other processes used while a point was timed (0% = quiet machine).\n\n" + to_markdown(rows))
-    paths["run_json"] = runinfo.write_run_json(result_dir, runinfo.run_metadata(config))
+    folder = RunFolder(result_dir)
+    folder.record(config)
+    paths["run_json"] = folder.run_json_path
     return paths

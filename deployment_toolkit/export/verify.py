@@ -188,13 +188,27 @@ def _check_second_size(reference: Callable[[dict], dict], converted: Callable[[d
     return None
 
 
+@dataclass(frozen=True)
+class VerifyPlan:
+    """Where a verification compares: the precision (its tolerances), the batch sizes of random example inputs
+    (0: a max_batch_size 0 model's whole example request), their seed, the second size of dynamic axes, and the
+    user's real samples ({input name: batch array} each, already checked against the signature)."""
+
+    precision: str = "fp32"
+    batch_sizes: tuple[int, ...] = (1, 2)
+    seed: int = 0
+    dynamic_sizes: bool = True
+    samples: Iterable[dict] | None = None
+
+
 def verify(reference: Callable[[dict], dict], converted: Callable[[dict], dict], signature: ModelSignature,
-           task: str, precision: str = "fp32", batch_sizes: tuple[int, ...] = (1, 2), seed: int = 0,
-           dynamic_sizes: bool = True, samples: Iterable[dict] | None = None) -> VerificationResult:
+           task: str, plan: VerifyPlan | None = None) -> VerificationResult:
     """Compare at every batch size (example shapes), then, with `dynamic_sizes` and dynamic non-batch axes in
     the signature, once more at the smallest batch size with those axes at their second size; then on every
-    batch of `samples` (the user's real inputs, {input name: batch array}, already checked against the
-    signature): random inputs can miss what real data hits (saturating activations, a skewed class mix)."""
+    batch of `samples` (the user's real inputs): random inputs can miss what real data hits (saturating
+    activations, a skewed class mix)."""
+    p = plan or VerifyPlan()
+    precision, batch_sizes, seed, samples = p.precision, tuple(p.batch_sizes), p.seed, p.samples
     atol, rtol = TOLERANCES.get(precision, TOLERANCES["fp32"])
     tally = _Tally(atol=atol, rtol=rtol, task=task)
     for i, batch in enumerate(batch_sizes):
@@ -220,7 +234,7 @@ def verify(reference: Callable[[dict], dict], converted: Callable[[dict], dict],
             tally.compare(signature, ref, got, where)
         samples_checked += len(next(iter(inputs.values())))
     checked, unchecked = [input_shapes(signature)], []
-    second = alternate_signature(signature) if dynamic_sizes else None
+    second = alternate_signature(signature) if p.dynamic_sizes else None
     before = len(tally.failures)
     if second is not None:
         why = _check_second_size(reference, converted, second, min(batch_sizes, default=1),

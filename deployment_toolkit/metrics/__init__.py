@@ -4,6 +4,7 @@ Pure numpy; `calculate_metrics` is the entry point used by triton/calculate_metr
 """
 from .calculate import (
     METRIC_TASKS,
+    MetricOptions,
     MetricsError,
     Threshold,
     ThresholdsFailed,
@@ -33,6 +34,7 @@ __all__ = [
     "user_metrics",
     "DiceResult",
     "MetricInputError",
+    "MetricOptions",
     "MetricsError",
     "Threshold",
     "ThresholdSyntaxError",

@@ -31,9 +31,8 @@ that differ.
 """
 from __future__ import annotations
 
-import csv
+import argparse
 import difflib
-import io
 import math
 import operator
 import re
@@ -45,7 +44,9 @@ import numpy as np
 
 from ..data.dump import Dump, DumpMismatchError, align, load_dump
 from ..data.ragged import stacked
+from ..config import check_numbers, setting
 from ..models.registry import TASKS
+from ..results.rows import RowSchema, to_csv
 from ..spec import atomic_write_text
 from .classification import classification_label_metrics, classification_reference_metrics
 from .denoising import psnr_metrics
@@ -245,21 +246,49 @@ def _scored(context: str, fn: Callable[..., dict[str, float]], *args: Any, **kwa
         raise MetricsError(f"{context}: {err}") from err
 
 
-def compute_metrics(
-    dump: Dump,
-    reference: Dump | None = None,
-    task: str | None = None,
-    *,
-    output: str | None = None,
-    label: str | None = None,
-    include_background: bool = False,
-    num_classes: int | None = None,
-    data_range: float | None = None,
-    rel_eps: float = DEFAULT_REL_EPS,
-    atol: float = DEFAULT_ATOL,
-    user_fn: Callable[..., Any] | None = None,
-) -> dict[str, float]:
-    """The metrics of loaded dumps (see the module doc for names). Mismatched dumps raise DumpMismatchError."""
+def tolerance(text: str) -> float:
+    """--atol's value: a finite number >= 0 (in the outputs' unit)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0 (same unit as the outputs), got {text}")
+    return value
+
+
+@dataclass(frozen=True)
+class MetricOptions:
+    """Which tensors are scored and how, besides the task; each default written once (the metrics command's flags
+    are built from these fields)."""
+
+    output: str | None = setting(None, flag="--output", help="output tensor scored by the task metric (default: the "
+                                                              "first)")
+    label: str | None = setting(None, flag="--label", help="label tensor (default: the first)")
+    include_background: bool = setting(False, flag="--include-background", action="store_true",
+                                       help="average Dice over class 0 too")
+    num_classes: int | None = setting(None, flag="--num-classes", low=1,
+                                      help="segmentation class count when outputs are masks")
+    data_range: float | None = setting(None, flag="--data-range", low=0, low_open=True,
+                                       help="PSNR data range (default: reference max-min per sample)")
+    atol: float = setting(DEFAULT_ATOL, flag="--atol", type=tolerance, metavar="VALUE", show_default=False,
+                          help="samples whose values are all within VALUE of zero in both dumps agree (cosine 1, "
+                               f"counted in near_zero_samples); default {DEFAULT_ATOL:.3g}, float32's smallest "
+                               "normal number, below which runtimes flush to zero")
+    rel_eps: float = DEFAULT_REL_EPS  # the relative error's floor (metrics/regression.py)
+
+    def __post_init__(self) -> None:
+        check_numbers(self)
+
+
+def compute_metrics(dump: Dump, reference: Dump | None = None, task: str | None = None,
+                    options: MetricOptions | None = None, *,
+                    user_fn: Callable[..., Any] | None = None) -> dict[str, float]:
+    """The metrics of loaded dumps (see the module doc for names). Mismatched dumps raise DumpMismatchError.
+    `user_fn`: the user's metrics file (metrics.user.load_metrics_file), its values beside the built-in ones."""
+    o = options or MetricOptions()
+    output, label, rel_eps, atol = o.output, o.label, o.rel_eps, o.atol
+    num_classes, include_background, data_range = o.num_classes, o.include_background, o.data_range
     task = resolve_task(dump, reference, task, required=user_fn is None)
     out_name = _pick(dump.outputs, output, "output", f"{dump.directory} outputs")
     pred = dump.outputs[out_name]
@@ -333,14 +362,14 @@ def calculate_metrics(
     reference_dir: str | Path | None = None,
     task: str | None = None,
     thresholds: ThresholdsLike | None = None,
-    **options: Any,
+    options: MetricOptions | None = None,
 ) -> dict[str, float]:
     """Load the dump(s), compute the task's metrics, and when thresholds are given raise
-    ThresholdsFailed (carrying the metrics) if any is missed. `options` go to compute_metrics."""
+    ThresholdsFailed (carrying the metrics) if any is missed."""
     parsed = parse_thresholds(thresholds)  # a malformed bound fails before the (slow) loading
     dump = load_dump(dump_dir)
     reference = load_dump(reference_dir) if reference_dir is not None else None
-    metrics = compute_metrics(dump, reference, task, **options)
+    metrics = compute_metrics(dump, reference, task, options)
     failures = check_thresholds(metrics, parsed)
     if failures:
         raise ThresholdsFailed(failures, metrics)
@@ -348,12 +377,10 @@ def calculate_metrics(
 
 
 def write_metrics_csv(metrics: Mapping[str, float], path: str | Path) -> Path:
-    """One header row of metric names and one row of values (the DLE accuracy_metrics.csv shape)."""
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(list(metrics))
-    writer.writerow([repr(float(v)) for v in metrics.values()])
-    atomic_write_text(path, buf.getvalue())
+    """One header row of metric names and one row of values (the DLE accuracy_metrics.csv shape), each value
+    written in full (repr), through the row store's one CSV writer."""
+    schema = RowSchema(columns=tuple(metrics))
+    atomic_write_text(path, to_csv(schema, [{k: repr(float(v)) for k, v in metrics.items()}]))
     return Path(path)
 
 

@@ -2,17 +2,18 @@
 then one sweep. Here, not in sweep.py: it dispatches to online/offline, which build on the sweep."""
 from __future__ import annotations
 
-import sys
+import logging
 from pathlib import Path
 from typing import Sequence
 
 from ..client import TritonClient
+from ..config import Protocol, add_arguments, from_args
 from ..errors import UserInputError
 from ..results.ledger import add_reuse_arguments
 from ..results.run_folder import add_result_path_argument
-from .sweep import signature_from_metadata
+from .sweep import ServerAt, SweepSettings, signature_from_metadata
 
-_LOOPBACK = ("localhost", "127.0.0.1", "::1", "[::1]")
+log = logging.getLogger(__name__)
 
 
 def add_target_arguments(parser) -> None:
@@ -33,15 +34,11 @@ def add_target_arguments(parser) -> None:
     o = parser.add_argument_group("results")
     add_result_path_argument(o, help="run folder (default: results/<model-name>); rerunning into it resumes")
     add_reuse_arguments(o, "points")
-    o.add_argument("--remeasure-unstable", action="store_true", help="on resume, measure unstable points again")
-    o.add_argument("--no-report", action="store_true", help="skip report.md/report.html/plots")
-    o.add_argument("--no-progress", action="store_true", help="no progress bar")
-    o.add_argument("--ready-timeout", type=float, default=60.0, help="seconds to wait for the model (default 60)")
+    add_arguments(o, SweepSettings, only=("remeasure_unstable", "build_report", "progress", "ready_timeout_s"))
     t = parser.add_argument_group("server telemetry (Triton's metrics endpoint, scraped during every point)")
     t.add_argument("--metrics-url", default=None, metavar="URL",
                    help="default: http://<server host>:8002/metrics (Triton's default port); 'none' turns it off")
-    t.add_argument("--metrics-period", type=float, default=0.5, metavar="SECONDS",
-                   help="scrape period (default %(default)s s); <kind>_server.csv and telemetry/ hold the result")
+    add_arguments(t, SweepSettings, only=("metrics_period_s",))
 
 
 def parse_shapes(items: Sequence[str]) -> dict[str, list[int]]:
@@ -67,7 +64,7 @@ def _with_real_input_data(args, options, manifest, url: str, result_dir: Path):
     if getattr(args, "data_dir", None) is None and getattr(args, "dataloader", None) is None:
         return options
     with TritonClient(url, options.protocol) as client:
-        client.wait_until_ready(args.model_name, args.model_version, args.ready_timeout)  # then write
+        client.wait_until_ready(args.model_name, args.model_version, args.ready_timeout_s)  # then write
         if manifest is not None:
             signature, batched, precision = manifest.signature, manifest.max_batch_size > 0, manifest.precision
         else:
@@ -78,53 +75,43 @@ def _with_real_input_data(args, options, manifest, url: str, result_dir: Path):
     path = real_input_data(args, signature, result_dir / "raw", precision=precision, batched=batched)
     if path is None:
         return options
-    print(f"input data: {args.perf_samples} real sample(s) at most from {args.dataloader or args.data_dir} "
-          f"-> {path}", flush=True)
+    log.info(f"input data: {args.perf_samples} real sample(s) at most from {args.dataloader or args.data_dir} "
+             f"-> {path}")
     return replace(options, input_data=path)
 
 
 def run_cli(kind: str, args, points_arg: Sequence[int] | str, fixed: int) -> int:
-    """Run one sweep from parsed flags; print the table; return the exit code. A dead server, an unknown model, a
+    """Run one sweep from parsed flags; log the table; return the exit code. A dead server, an unknown model, a
     missing tool, bad flags or a refused --resume raise a UserError, which the commands' entry point (cli.run)
     prints as one line with exit 2; the completed points are kept and the same command resumes."""
-    from .analyzer import perf_options_from_args
-    from ..spec import Manifest
-
-    url = args.server_url or ("127.0.0.1:8001" if args.protocol == "grpc" else "127.0.0.1:8000")
-    shm = args.shared_memory
-    if shm == "auto":
-        host = url.split("://")[-1].rsplit(":", 1)[0]
-        shm = "system" if host in _LOOPBACK else "none"
-    options = perf_options_from_args(args, shared_memory=shm)
-    manifest = Manifest.load(args.manifest) if args.manifest else None
     from ..repository.names import check_model_name
+    from ..report.tables import full_table
+    from ..spec import Manifest
+    from .analyzer import perf_options_from_args, shared_memory_for
 
+    url = args.server_url or ("127.0.0.1:8001" if args.protocol == Protocol.GRPC else "127.0.0.1:8000")
+    options = perf_options_from_args(args, shared_memory=shared_memory_for(url, args.shared_memory))
+    manifest = Manifest.load(args.manifest) if args.manifest else None
     result_dir = Path(args.result_path or Path("results") / check_model_name(args.model_name))
     options = _with_real_input_data(args, options, manifest, url, result_dir)
-    common = dict(
-        model_version=args.model_version, precision=args.precision,
-        number_of_model_instances=args.number_of_model_instances, shapes=parse_shapes(args.shape),
-        manifest_path=args.manifest, progress=not args.no_progress, remeasure_unstable=args.remeasure_unstable,
-        build_report=not args.no_report, ready_timeout_s=args.ready_timeout, reuse=args.reuse,
-        metrics_url=args.metrics_url, metrics_period_s=args.metrics_period,
-    )
+    settings = from_args(SweepSettings, args, model_version=args.model_version, precision=args.precision,
+                         number_of_model_instances=args.number_of_model_instances, shapes=parse_shapes(args.shape),
+                         manifest_path=args.manifest, reuse=args.reuse)
+    where = ServerAt(url=url, metrics_url=args.metrics_url)
     if kind == "online":
         from .online import run_online
 
-        outcome = run_online(args.model_name, url, manifest, points_arg, options, result_dir,
-                             batch_size=fixed, **common)
+        outcome = run_online(args.model_name, where, manifest, points_arg, options, result_dir, batch_size=fixed,
+                             settings=settings)
     else:
         from .offline import run_offline
 
-        outcome = run_offline(args.model_name, url, manifest, points_arg, options, result_dir,
-                              concurrency=fixed, **common)
-    from ..report.tables import full_table
-
-    print(f"\nFull tabular data ({kind}, {outcome.csv_path}):\n")
-    print(full_table(kind, outcome.rows))
+        outcome = run_offline(args.model_name, where, manifest, points_arg, options, result_dir, concurrency=fixed,
+                              settings=settings)
+    log.info(f"\nFull tabular data ({kind}, {outcome.csv_path}):\n")
+    log.info(full_table(kind, outcome.rows))
     if outcome.report:
-        print(f"\nreport: {outcome.report.get('report.html')}")
+        log.info(f"\nreport: {outcome.report.get('report.html')}")
     if outcome.unstable:
-        print(f"warning: {len(outcome.unstable)} point(s) are unstable (stable=False in {outcome.csv_path})",
-              file=sys.stderr)
+        log.warning(f"warning: {len(outcome.unstable)} point(s) are unstable (stable=False in {outcome.csv_path})")
     return 0

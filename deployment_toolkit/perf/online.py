@@ -6,11 +6,12 @@ send single requests and the dynamic batcher groups them.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
-from .analyzer import HasSignature, PerfOptions
-from .sweep import PointCallback, SweepOutcome, SweepPoint, run_sweep
+from ..config import Concurrency
 from ..errors import UserInputError
+from .analyzer import HasSignature, PerfOptions
+from .sweep import PointCallback, ServerAt, SweepOutcome, SweepPoint, SweepSettings, run_sweep, sweep_arguments
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..server.local import LocalTritonServer
@@ -39,32 +40,18 @@ def parse_range(text: str) -> list[int]:
     return sorted(dict.fromkeys(values))
 
 
-def run_online(
-    model_name: str,
-    server_url: str | None,
-    manifest: HasSignature | None,
-    concurrencies: Sequence[int] | str,
-    options: PerfOptions | None = None,
-    result_dir: str | Path = "results/online",
-    protocol: str | None = None,
-    server: "LocalTritonServer | None" = None,
-    *,
-    batch_size: int = 1,
-    model_version: str = "",
-    **kwargs,
-) -> SweepOutcome:
-    """Sweep concurrency at a fixed batch size (1 by default); see `run_sweep` for the keyword options."""
-    options = _with_protocol(options or PerfOptions(), protocol)
+def run_online(model_name: str, where: "ServerAt | str | LocalTritonServer | None", manifest: HasSignature | None,
+               concurrencies: Sequence[int] | str, options: PerfOptions | None = None,
+               result_dir: str | Path = "results/online", *, batch_size: int = 1,
+               settings: SweepSettings | None = None, **fields: Any) -> SweepOutcome:
+    """Sweep concurrency at a fixed batch size (1 by default): one point per level, `Concurrency(c)`.
+
+    `where`: the server's URL, the embedded server, or a ServerAt; `settings`: how the sweep runs (SweepSettings);
+    `fields` set single SweepSettings fields by name, and `server=`, `protocol=`, `metrics_url=` as before."""
+    at, options, settings = sweep_arguments(where, options or PerfOptions(), settings, fields)
     levels = parse_range(concurrencies) if isinstance(concurrencies, str) else sorted(dict.fromkeys(concurrencies))
-    points = [SweepPoint(batch_size, c) for c in levels]
-    return run_sweep(KIND, model_name, server_url, manifest, points, options, result_dir,
-                     model_version=model_version, server=server, **kwargs)
-
-
-def _with_protocol(options: PerfOptions, protocol: str | None) -> PerfOptions:
-    from dataclasses import replace
-
-    return replace(options, protocol=protocol) if protocol and protocol != options.protocol else options
+    points = [SweepPoint(batch_size, Concurrency(c)) for c in levels]
+    return run_sweep(KIND, model_name, at, manifest, points, options, result_dir, settings)
 
 
 __all__ = ["run_online", "parse_range", "KIND", "PointCallback"]

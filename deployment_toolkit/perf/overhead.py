@@ -10,27 +10,33 @@ only make serving look worse, never better. Triton's own statistics (executed ba
 execution) are read around every point to show where the time goes. The single client (concurrency 1) is
 measured once more in pairs next to in-process timings (perf/single_client.py).
 
-Over 400 lines on purpose: one benchmark whose two sides (in-process timing, served sweeps with Triton's
-statistics around each point) must alternate in one loop to keep the ratio fair on a shared host.
+The arithmetic is perf/overhead_stats.py, the report perf/overhead_report.py, the private /dev/shm
+perf/private_shm.py.
 """
 from __future__ import annotations
 
+import logging
 import math
 import statistics
 import os
 import shutil
-import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from ..config import Protocol, SharedMemory
 from ..errors import UserInputError
 from ..results.bench_store import as_float as _f
 from ..results.schema import BREAKDOWN_COLUMNS, THROUGHPUT
+from ..runtimes.timing import Budget, time_call
 from .analyzer import PerfOptions
 
 from .overhead_report import DESIGN_BAR, to_csv, to_markdown, write_results  # noqa: F401  (re-exported)
+from .overhead_stats import best_point, infer_inflation, single_client, stats_delta
+from .private_shm import PRIVATE_SHM_ENV, private_shm_command, private_shm_reason  # noqa: F401  (re-exported)
 from .single_client import PairedRound, measure_pairs, paired_summary, served_point_fn
+
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -75,95 +81,21 @@ class OverheadOptions:
     single_client_rounds: int = 3  # paired in-process / served-at-concurrency-1 rounds per batch (0: none)
     max_queue_delay_us: int = 0
     bar: float = 0.8  # the issue's acceptance bar for served / in-process
-    perf: PerfOptions = field(default_factory=lambda: PerfOptions(protocol="grpc", shared_memory="system"))
+    perf: PerfOptions = field(default_factory=lambda: PerfOptions(protocol=Protocol.GRPC,
+                                                                  shared_memory=SharedMemory.SYSTEM))
     workspace: Path = Path("workspace/overhead")
     server_start_timeout_s: float = 300.0
     seed: int = 0
 
 
-# ---------------------------------------------------------------------------------------------- arithmetic
-
-def best_point(rows: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
-    """The online point with the highest throughput (stable points first: an unstable one wins only alone)."""
-    usable = [r for r in rows if not math.isnan(_f(r.get(THROUGHPUT)))]
-    stable = [r for r in usable if r.get("stable", True)]
-    pool = stable or usable
-    return max(pool, key=lambda r: _f(r[THROUGHPUT])) if pool else None
-
-
-def stats_delta(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
-    """Triton statistics between two snapshots: requests, executions, samples, time per stage, executed batches.
-
-    Triton's `inference_stats` accumulate per request (a dynamic batch of 3 requests adds its compute time 3
-    times), so stage times are divided by the request count; the time per execution comes from
-    `batch_stats`, which count each execution once, per executed batch size."""
-
-    def stage(stats: dict, name: str, key: str = "ns") -> int:
-        return int(stats.get("inference_stats", {}).get(name, {}).get(key, 0) or 0)
-
-    def batches(stats: dict) -> dict[int, tuple[int, int]]:
-        return {int(b["batch_size"]): (int(b.get("compute_infer", {}).get("count", 0) or 0),
-                                       int(b.get("compute_infer", {}).get("ns", 0) or 0))
-                for b in stats.get("batch_stats", []) or []}
-
-    execs = int(after.get("execution_count", 0) or 0) - int(before.get("execution_count", 0) or 0)
-    samples = int(after.get("inference_count", 0) or 0) - int(before.get("inference_count", 0) or 0)
-    requests = stage(after, "success", "count") - stage(before, "success", "count")
-    b0, b1 = batches(before), batches(after)
-    hist: dict[int, tuple[int, float]] = {}
-    for size, (count, total) in sorted(b1.items()):
-        c0, t0 = b0.get(size, (0, 0))
-        if count - c0 > 0:
-            hist[size] = (count - c0, float(total - t0))
-    exec_count = sum(c for c, _ in hist.values())
-    out = {"requests": requests, "executions": execs, "inferences": samples,
-           "avg_exec_batch": samples / execs if execs else math.nan,
-           "exec_batch_hist": ";".join(f"{s}:{c}" for s, (c, _) in hist.items()),
-           "infer_ms_by_exec_batch": ";".join(f"{s}:{ns / c / 1e6:.2f}" for s, (c, ns) in hist.items()),
-           "infer_ms_per_exec": sum(ns for _, ns in hist.values()) / exec_count / 1e6 if exec_count else math.nan}
-    for name in ("queue", "compute_input", "compute_infer", "compute_output"):
-        out[f"{name}_ms_per_request"] = (stage(after, name) - stage(before, name)) / requests / 1e6 \
-            if requests else math.nan
-    return out
-
-
-def infer_inflation(infer_ms_per_exec: float, avg_exec_batch: float, inprocess_throughput: float) -> float:
-    """Server Compute Infer per execution / the in-process time for that many samples (linear in batch).
-
-    1.0: the backend's ONNX Runtime runs as fast as in-process; above 1: it is slowed down (threads fighting
-    the server, perf_analyzer or another instance for the cores)."""
-    if not inprocess_throughput or math.isnan(avg_exec_batch) or math.isnan(infer_ms_per_exec):
-        return math.nan
-    return infer_ms_per_exec / (avg_exec_batch / inprocess_throughput * 1e3)
-
-
-def single_client(point: dict[str, Any], batch: int, best: float, median: float) -> dict[str, Any]:
-    """The concurrency-1 point against in-process, where serving costs most (nothing overlaps the per-request
-    work): its throughput over the best and the median in-process timing, the time per request outside the
-    runtime's inference (client, network, queue, input and output staging) and the inference against the
-    in-process time per request (the median timing's)."""
-    c1 = _f(point.get(THROUGHPUT))
-    infer = _f(point.get("Server Compute Infer"))
-    outside = sum(_f(point.get(c)) for c in BREAKDOWN_COLUMNS if c != "Server Compute Infer")
-    inprocess_ms = batch * 1000.0 / median if median else math.nan
-    return {"inprocess_median": median, "c1_throughput": c1,
-            "c1_ratio": c1 / best if best and not math.isnan(c1) else math.nan,
-            "c1_ratio_median": c1 / median if median and not math.isnan(c1) else math.nan,
-            "c1_latency_ms": _f(point.get("Avg Latency")), "c1_outside_ms": outside, "c1_infer_ms": infer,
-            "inprocess_ms_per_request": inprocess_ms,
-            "c1_infer_inflation": infer / inprocess_ms if inprocess_ms and not math.isnan(infer) else math.nan}
-
-
 # ---------------------------------------------------------------------------------------------- measuring
 
 def time_inprocess(session: Callable[[dict], Any], inputs: dict, warmup: int, seconds: float) -> dict[str, float]:
-    """Back-to-back calls for `seconds` after `warmup` calls; the framework bench's statistics."""
-    from ..export.speed import time_interleaved
+    """Back-to-back calls for `seconds` after `warmup` calls (runtimes.timing); the framework bench's statistics."""
     from .framework import latency_stats
 
     batch = len(next(iter(inputs.values())))
-    timing = time_interleaved({"ort": lambda: session(inputs)}, warmup=warmup, iterations=sys.maxsize,
-                              min_iterations=3, max_seconds=seconds)["ort"]
+    timing = time_call(lambda: session(inputs), Budget.for_seconds(seconds, warmup=warmup, min_iterations=3))
     return {**latency_stats(timing.seconds, batch), "background_cpu": timing.background_cpu}
 
 
@@ -220,7 +152,7 @@ def run_overhead(opts: OverheadOptions, result_dir: str | Path, log: Callable[[s
                  run_config: dict[str, Any] | None = None) -> OverheadResult:
     from ..runtimes.artifact import OnnxRuntime
 
-    log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    log = log or _log.info
     result_dir = Path(result_dir)
     result_dir.mkdir(parents=True, exist_ok=True)
     load_before = _loadavg()
@@ -230,21 +162,21 @@ def run_overhead(opts: OverheadOptions, result_dir: str | Path, log: Callable[[s
     rows: list[dict[str, Any]] = []
     points: list[dict[str, Any]] = []
     pair_rows: list[dict[str, Any]] = []  # the single client's paired rounds (single_client.csv)
-    server_info: dict[str, Any] = {"version": None, "logs": [], "restarts": []}
+    run = _Run(opts, repo, manifest, onnx_dir, result_dir, log)
     for batch in opts.batch_sizes:
         inputs = manifest.signature.examples(batch, seed=opts.seed)
         log(f"batch {batch}: in-process ONNX Runtime ({opts.inprocess_seconds:g} s) ...")
         timings = [time_inprocess(session, inputs, opts.inprocess_warmup, opts.inprocess_seconds)]
         served: dict[Variant, list[dict[str, Any]]] = {}
         for variant in opts.variants:
-            served[variant] = _sweep(repo, variant, batch, opts, manifest, result_dir, log, server_info, onnx_dir)
+            served[variant] = _sweep(run, variant, batch)
             points += served[variant]
             log(f"batch {batch}: in-process ONNX Runtime again ...")
             timings.append(time_inprocess(session, inputs, 1, opts.inprocess_seconds))
         batch_rows = _rows_for_batch(batch, timings, served, opts, ort_threads)
         if opts.single_client_rounds > 0:
             twin = _inprocess_twin(opts.variants)
-            pairs = _single_client(repo, twin, batch, opts, manifest, result_dir, log,
+            pairs = _single_client(run, twin, batch,
                                    lambda: time_inprocess(session, inputs, 1, opts.inprocess_seconds)["throughput"])
             for row in batch_rows:
                 if row["variant"] == f"{twin.instances}x{twin.threads}":
@@ -260,13 +192,36 @@ def run_overhead(opts: OverheadOptions, result_dir: str | Path, log: Callable[[s
     config = {**(run_config or {}), "options": _jsonable(asdict(opts)), "onnx_dir": str(onnx_dir),
               "repository": str(repo), "manifest": manifest.to_dict(), "inprocess_ort_threads": ort_threads or "default",
               "load_average_before": load_before, "load_average_after": _loadavg(),
-              "server_logs": server_info["logs"], "server_restarts": server_info["restarts"],
+              "server_logs": run.server_logs, "server_restarts": run.restarts,
               "statistic": "reference = max of the in-process timings before and after each sweep; served = best "
               "online point (stable points preferred) of each variant; a fresh server per sweep, only that variant "
               "loaded; single client = median over paired rounds of served at concurrency 1 / the mean of the "
               "in-process timings just before and after it (perf/single_client.py)"}
-    paths = write_results(result_dir, rows, points, opts, config, server_info["version"], pair_rows)
+    paths = write_results(result_dir, rows, points, opts, config, run.server_version, pair_rows)
     return OverheadResult(result_dir, rows, points, paths, pair_rows)
+
+
+@dataclass
+class _Run:
+    """One overhead run's fixed parts (the options, the repository and model written, where results go) and what
+    its servers reported (version, logs, restarts)."""
+
+    opts: OverheadOptions
+    repo: Path
+    manifest: Any
+    onnx_dir: Path
+    result_dir: Path
+    log: Callable[[str], None]
+    server_version: str | None = None
+    server_logs: list[str] = field(default_factory=list)
+    restarts: list[dict[str, Any]] = field(default_factory=list)
+
+    def server_config(self, name: str, log_dir: Path):
+        """The embedded server that loads only `name`, nothing else (no idle neighbours)."""
+        from ..server.local import ServerConfig
+
+        return ServerConfig(self.repo, model_control_mode="explicit", load_models=(name,), log_dir=log_dir,
+                            start_timeout_s=self.opts.server_start_timeout_s)
 
 
 def _inprocess_twin(variants: Sequence[Variant]) -> Variant:
@@ -275,50 +230,48 @@ def _inprocess_twin(variants: Sequence[Variant]) -> Variant:
     return next((v for v in variants if v.instances == 1 and v.threads == 0), variants[0])
 
 
-def _single_client(repo: Path, variant: Variant, batch: int, opts: OverheadOptions, manifest, result_dir: Path,
-                   log: Callable[[str], None], inprocess: Callable[[], float]) -> list[PairedRound]:
+def _single_client(run: _Run, variant: Variant, batch: int, inprocess: Callable[[], float]) -> list[PairedRound]:
     """perf.single_client's paired rounds on a fresh server that loads only `variant`."""
-    from ..server.local import LocalTritonServer, ServerConfig
+    from ..server.local import LocalTritonServer
 
+    opts = run.opts
     name = variant.model_name(opts.model)
-    log(f"batch {batch}: single client, {opts.single_client_rounds} rounds of in-process then served at "
-        f"concurrency 1 ({variant.label}) ...")
+    run.log(f"batch {batch}: single client, {opts.single_client_rounds} rounds of in-process then served at "
+            f"concurrency 1 ({variant.label}) ...")
     log_dir = Path(opts.workspace) / "logs" / f"{name}_b{batch}" / "single_client"
-    with LocalTritonServer(ServerConfig(repo, model_control_mode="explicit", load_models=(name,), log_dir=log_dir,
-                                        start_timeout_s=opts.server_start_timeout_s)) as server:
+    with LocalTritonServer(run.server_config(name, log_dir)) as server:
         server.require_models([name])
-        url = server.grpc_url if opts.perf.protocol == "grpc" else server.http_url
-        point = served_point_fn(name, url, batch, manifest, opts.perf, result_dir / "single_client")
-        return measure_pairs(inprocess, point, opts.single_client_rounds, batch, log)
+        url = server.grpc_url if opts.perf.protocol == Protocol.GRPC else server.http_url
+        point = served_point_fn(name, url, batch, run.manifest, opts.perf, run.result_dir / "single_client")
+        return measure_pairs(inprocess, point, opts.single_client_rounds, batch, run.log)
 
 
 MAX_SERVER_STARTS = 3  # per sweep: a server that dies mid-sweep is restarted and the sweep resumed
 
 
-def _sweep(repo: Path, variant: Variant, batch: int, opts: OverheadOptions, manifest, result_dir: Path,
-           log: Callable[[str], None], server_info: dict[str, Any], onnx_dir: Path) -> list[dict[str, Any]]:
+def _sweep(run: _Run, variant: Variant, batch: int) -> list[dict[str, Any]]:
     """One online sweep of a variant on a fresh server that loads only that variant (no idle neighbours,
     nothing left over from the previous sweep). If the server dies, it is restarted and the sweep resumes
     from its completed points (run_sweep's store); each point gets Triton's statistics delta."""
     from ..client import TritonClient
-    from ..server.local import LocalTritonServer, ServerConfig
+    from ..config import Reuse
+    from ..server.local import LocalTritonServer
     from .online import run_online
-    from .sweep import ServerDiedError
+    from .sweep import ServerAt, ServerDiedError, SweepSettings
 
+    opts = run.opts
     name = variant.model_name(opts.model)
-    sweep_dir = result_dir / "sweeps" / f"{name}_b{batch}"
-    log(f"batch {batch}: {variant.label}: online sweep, concurrency {','.join(map(str, opts.concurrencies))} ...")
+    sweep_dir = run.result_dir / "sweeps" / f"{name}_b{batch}"
+    run.log(f"batch {batch}: {variant.label}: online sweep, concurrency {','.join(map(str, opts.concurrencies))} ...")
     extra: dict[int, dict[str, Any]] = {}
     restarts = 0
     for start in range(1, MAX_SERVER_STARTS + 1):
         log_dir = Path(opts.workspace) / "logs" / f"{name}_b{batch}" / f"start{start}"
-        server = LocalTritonServer(ServerConfig(repo, model_control_mode="explicit", load_models=(name,),
-                                                log_dir=log_dir, start_timeout_s=opts.server_start_timeout_s))
-        with server:
+        with LocalTritonServer(run.server_config(name, log_dir)) as server:
             server.require_models([name])
             stats_client = TritonClient(server.http_url, "http")
-            server_info["version"] = server_info["version"] or stats_client.server_version()
-            server_info["logs"].append(str(server.log_path))
+            run.server_version = run.server_version or stats_client.server_version()
+            run.server_logs.append(str(server.log_path))
             snap = {"stats": stats_client.statistics(name)}
 
             def on_point(point, _result, client=stats_client, snap=snap) -> None:
@@ -327,23 +280,22 @@ def _sweep(repo: Path, variant: Variant, batch: int, opts: OverheadOptions, mani
                                             "server_restarts_before": restarts}
                 snap["stats"] = now
 
+            # side by side in one run: an earlier run's sweep is set aside (kept under superseded/), never
+            # resumed; after a restart within this run, the sweep resumes from its own completed points
+            settings = SweepSettings(progress=False, build_report=False, on_point_done=on_point,
+                                     manifest_path=run.onnx_dir, reuse=Reuse.FRESH if start == 1 else Reuse.AUTO)
             try:
-                # side by side in one run: an earlier run's sweep is set aside (kept under superseded/), never
-                # resumed; after a restart within this run, the sweep resumes from its own completed points
-                outcome = run_online(name, None, manifest, list(opts.concurrencies), opts.perf, sweep_dir,
-                                     server=server, batch_size=batch, progress=False, build_report=False,
-                                     on_point_done=on_point, manifest_path=onnx_dir,
-                                     reuse="fresh" if start == 1 else "auto")
+                outcome = run_online(name, ServerAt(server=server), run.manifest, list(opts.concurrencies), opts.perf,
+                                     sweep_dir, batch_size=batch, settings=settings)
                 break
             except ServerDiedError as err:
                 restarts += 1
                 first = str(err).splitlines()[0]
-                server_info["restarts"].append({"model": name, "batch": batch, "error": first,
-                                                "log": str(server.log_path)})
+                run.restarts.append({"model": name, "batch": batch, "error": first, "log": str(server.log_path)})
                 if start == MAX_SERVER_STARTS:
                     raise
-                log(f"  {first}\n  restarting the server and resuming the sweep ({start} of "
-                    f"{MAX_SERVER_STARTS - 1} restarts)")
+                run.log(f"  {first}\n  restarting the server and resuming the sweep ({start} of "
+                        f"{MAX_SERVER_STARTS - 1} restarts)")
     out = []
     for row in outcome.rows:
         c = int(row["Concurrent client requests"])
@@ -404,37 +356,6 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, Path):
         return str(value)
     return value
-
-
-# ---------------------------------------------------------------------------------------------- private /dev/shm
-
-PRIVATE_SHM_ENV = "DTK_PRIVATE_SHM"
-
-
-def private_shm_reason() -> str | None:
-    """None when this process can run under a private /dev/shm (root + unshare), else why not."""
-    if os.environ.get(PRIVATE_SHM_ENV) == "1":
-        return "already inside a private /dev/shm"
-    if not sys.platform.startswith("linux"):
-        return "Linux only"
-    if os.geteuid() != 0:
-        return "needs root (a mount namespace and a tmpfs mount)"
-    if shutil.which("unshare") is None:
-        return "no `unshare` binary (util-linux)"
-    return None
-
-
-def private_shm_command(argv: Sequence[str]) -> list[str]:
-    """Re-run `argv` in a new mount namespace with its own empty tmpfs on /dev/shm.
-
-    Why: perf_analyzer names its system shared-memory regions after the tensors (/dev/shm/input__0_0_0,
-    /dev/shm/output__0) and offers no prefix, so two perf_analyzer runs on one host against models with
-    the same tensor names share the files: a batch-1 run truncating the region a batch-8 server still maps
-    kills that server with SIGBUS (seen here). The server, its Python stubs and perf_analyzer are all
-    children of this process, so a private /dev/shm isolates every region they share.
-    """
-    script = 'mount -t tmpfs -o mode=1777 tmpfs /dev/shm && exec "$@"'
-    return ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", script, "sh", *argv]
 
 
 __all__ = ["private_shm_command", "private_shm_reason", "PRIVATE_SHM_ENV", "Variant", "OverheadOptions", "OverheadResult", "run_overhead", "best_point", "stats_delta",

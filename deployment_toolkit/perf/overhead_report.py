@@ -3,15 +3,15 @@ the summary per batch size, every variant, where the time goes at each best poin
 1, where serving costs most) and the verdict against the bars."""
 from __future__ import annotations
 
-import csv
-import io
 import math
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
-from ..spec import atomic_write_text
 from ..results.bench_store import as_float as _f
+from ..results.rows import RowSchema, to_csv as rows_to_csv
+from ..results.run_folder import RunFolder
+from ..spec import atomic_write_text
 from ..tables import markdown_table
 
 if TYPE_CHECKING:
@@ -21,20 +21,10 @@ DESIGN_BAR = 0.95  # DESIGN.md: measured 0.95-1.0x with a throw-away prototype o
 SINGLE_CLIENT_TARGET = 0.97  # issue 29: served / in-process at concurrency 1
 
 
-def _cell(value: Any) -> Any:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return ""
-    return f"{value:.6g}" if isinstance(value, float) else value
-
-
 def to_csv(rows: Sequence[dict[str, Any]]) -> str:
-    columns = list(dict.fromkeys(c for r in rows for c in r))
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n", restval="")
-    writer.writeheader()
-    for r in rows:
-        writer.writerow({k: _cell(v) for k, v in r.items()})
-    return buf.getvalue()
+    """The rows through the one row writer (results.rows): every column any row has, in first-seen order; floats
+    with 6 significant digits, NaN and None empty."""
+    return rows_to_csv(RowSchema(tuple(dict.fromkeys(c for r in rows for c in r))), rows)
 
 
 def _n(value: Any, digits: int = 2) -> str:
@@ -202,8 +192,6 @@ def diagnose(row: dict[str, Any]) -> str:
 def write_results(result_dir: Path, rows: list[dict[str, Any]], points: list[dict[str, Any]], opts: "OverheadOptions",
                   config: dict[str, Any], server_version: str | None,
                   pairs: Sequence[dict[str, Any]] = ()) -> dict[str, Path]:
-    from ..results import runinfo
-
     paths = {"csv": result_dir / "overhead.csv", "points_csv": result_dir / "served_points.csv",
              "md": result_dir / "overhead.md"}
     atomic_write_text(paths["csv"], to_csv(rows))
@@ -212,7 +200,9 @@ def write_results(result_dir: Path, rows: list[dict[str, Any]], points: list[dic
         paths["single_client_csv"] = result_dir / "single_client.csv"
         atomic_write_text(paths["single_client_csv"], to_csv(pairs))
     atomic_write_text(paths["md"], to_markdown(rows, opts, config))
-    paths["run_json"] = runinfo.write_run_json(result_dir, runinfo.run_metadata(config, server_version))
+    folder = RunFolder(result_dir)
+    folder.record(config, server_version)
+    paths["run_json"] = folder.run_json_path
     return paths
 
 

@@ -3,16 +3,21 @@ scraped on its period and without, in alternating rounds on one server (a change
 alike), and the ratio of the medians per concurrency. A benchmark, not a test: `bench-telemetry` prints it."""
 from __future__ import annotations
 
+import logging
 import math
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Sequence
 
+from ..config import Reuse
 from ..results.rows import RowSchema
 from ..results.schema import THROUGHPUT
 from .analyzer import PerfOptions
 from .online import run_online
+from .sweep_config import ServerAt, SweepSettings
+
+log = logging.getLogger(__name__)
 
 MODES = ("scraped", "not scraped")
 CSV_SCHEMA = RowSchema(("concurrency", "round", "mode", "throughput"), key=("concurrency", "round", "mode"),
@@ -84,17 +89,18 @@ class ScrapeCost:
 
 
 def measure(server, model: str, manifest, concurrencies: Sequence[int], options: PerfOptions, work_dir: Path,
-            rounds: int = 3, period_s: float = 0.5, log: Callable[[str], None] = print) -> ScrapeCost:
-    """`rounds` rounds, each the sweep scraped and not scraped, the order alternating between rounds."""
+            rounds: int = 3, period_s: float = 0.5) -> ScrapeCost:
+    """`rounds` rounds on the embedded `server`, each the sweep scraped and not scraped, the order alternating
+    between rounds (each round said in the log)."""
     cost = ScrapeCost(period_s, rounds)
+    settings = SweepSettings(progress=False, build_report=False, reuse=Reuse.FRESH, metrics_period_s=period_s)
     for r in range(1, rounds + 1):
         order = MODES if r % 2 else tuple(reversed(MODES))
         for mode in order:
-            log(f"round {r}/{rounds}: {mode} ...")
-            outcome = run_online(model, server.grpc_url, manifest, list(concurrencies), options,
-                                 work_dir / f"round{r}_{mode.replace(' ', '_')}", server=server, progress=False,
-                                 build_report=False, reuse="fresh", metrics_period_s=period_s,
-                                 metrics_url=server.metrics_url if mode == "scraped" else "none")
+            log.info(f"round {r}/{rounds}: {mode} ...")
+            at = ServerAt(server.grpc_url, server, server.metrics_url if mode == "scraped" else "none")
+            outcome = run_online(model, at, manifest, list(concurrencies), options,
+                                 work_dir / f"round{r}_{mode.replace(' ', '_')}", settings=settings)
             for row in outcome.rows:
                 c = int(row["Concurrent client requests"])
                 cost.throughput[mode].setdefault(c, []).append(float(row[THROUGHPUT]))

@@ -99,11 +99,12 @@ def measure_pairs(time_inprocess: Callable[[], float], served_point: Callable[[i
 def served_point_fn(model_name: str, url: str, batch: int, signature: Any, options: PerfOptions, raw_dir: Path,
                     binary: str | Path | None = None) -> Callable[[int], dict[str, Any]]:
     """perf_analyzer at concurrency 1 against the running server, one CSV per round under `raw_dir`."""
-    from .analyzer import run_point
+    from .analyzer import Concurrency, PerfTarget, run_point
+
+    target = PerfTarget(model_name, url, signature, binary=binary)
 
     def point(n: int) -> dict[str, Any]:
-        result = run_point(model_name, url, batch, 1, signature, options, raw_dir / f"{model_name}_b{batch}_r{n}.csv",
-                           binary=binary)
+        result = run_point(target, batch, Concurrency(1), options, raw_dir / f"{model_name}_b{batch}_r{n}.csv")
         return {**result.values, "stable": result.stable}
 
     return point

@@ -11,37 +11,38 @@
 """
 from __future__ import annotations
 
+import logging
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from ..binaries import check_perf_analyzer
 from ..client import ServerNotReady, TritonClient, instance_count
+from ..committed import refuse_committed
+from ..errors import UserError
 from ..results.identity import (RunIdentity, artifact_digest, host_identity, input_data_digest, library_versions,
                                 served_config, toolkit_version)
 from ..results.run_folder import RunFolder
 from ..results.schema import THROUGHPUT
 from ..results.store import ResultsStore
 from ..spec import ModelSignature, SpecError, TensorSpec, atomic_write_text, numpy_dtype
+from . import telemetry
 from .analyzer import (
     HasSignature,
     PerfAnalyzerError,
     PerfOptions,
-    PointResult,
+    PerfTarget,
     build_command,
     needs_input_file,
     run_point,
     write_input_data_json,
 )
-from ..errors import UserError, UserInputError
-from ..committed import refuse_committed
-from . import telemetry
+from .sweep_config import PointCallback, ServerAt, SweepPoint, SweepSettings, sweep_arguments
 
-if TYPE_CHECKING:  # pragma: no cover
-    from ..server.local import LocalTritonServer
+log = logging.getLogger(__name__)
 
 
 class SweepError(UserError, RuntimeError):
@@ -50,20 +51,6 @@ class SweepError(UserError, RuntimeError):
 
 class ServerDiedError(SweepError):
     pass
-
-
-@dataclass(frozen=True, order=True)
-class SweepPoint:
-    batch_size: int
-    concurrency: int
-
-    @property
-    def key(self) -> tuple[int, int]:
-        return (self.batch_size, self.concurrency)
-
-    @property
-    def name(self) -> str:
-        return f"b{self.batch_size}_c{self.concurrency}"
 
 
 # ---- the run's identity (rows are stored through results.store) ---------------------------------
@@ -130,124 +117,118 @@ class SweepOutcome:
         return [r for r in self.rows if not r.get("stable", True)]
 
 
-PointCallback = Callable[[SweepPoint, PointResult], None]
+@dataclass
+class _Served:
+    """The model as the server serves it, read once before the sweep."""
+
+    url: str
+    model_config: dict[str, Any]
+    max_batch: int
+    signature: HasSignature
+    server_version: str | None
+    instances: int
 
 
-def run_sweep(
-    kind: str,
-    model_name: str,
-    server_url: str | None,
-    signature: HasSignature | None,
-    points: Sequence[SweepPoint],
-    options: PerfOptions,
-    result_dir: str | Path,
-    *,
-    model_version: str = "",
-    server: "LocalTritonServer | None" = None,
-    precision: str | None = None,
-    number_of_model_instances: int | None = None,
-    shapes: dict[str, Sequence[int]] | None = None,
-    manifest_path: str | Path | None = None,
-    on_point_done: PointCallback | None = None,
-    progress: bool = True,
-    remeasure_unstable: bool = False,
-    build_report: bool = True,
-    ready_timeout_s: float = 60.0,
-    reuse: str = "auto",
-    metrics_url: str | None = None,
-    metrics_period_s: float = telemetry.DEFAULT_PERIOD_S,
-) -> SweepOutcome:
-    """Measure every point not yet in `<result_dir>/<kind>.csv` under this run's identity, then write the tables,
-    run.json and report. Nothing is written before the server has answered a real request (a run that never
-    started leaves no trace); `reuse` is results.ledger's policy: auto | resume | fresh."""
-    result_dir = Path(result_dir)
-    refuse_committed(result_dir, "--result-path")
-    url = server_url or _server_url(server, options.protocol)
-    binary, _ = check_perf_analyzer()
-    points = sorted(dict.fromkeys(points))
-    metrics = telemetry.metrics_url_for(url, server, metrics_url)
-
+def _served(model_name: str, at: ServerAt, signature: HasSignature | None, options: PerfOptions,
+            s: SweepSettings) -> _Served:
+    """Wait for the model, then read its loaded config, the server's version and (without a signature) the model's
+    metadata."""
+    url = at.url_for(options.protocol)
     with TritonClient(url, options.protocol) as client:
-        client.wait_until_ready(model_name, model_version, ready_timeout_s)
+        client.wait_until_ready(model_name, s.model_version, s.ready_timeout_s)
         try:
-            model_config = client.config_json(model_name, model_version)
-            max_batch = client.config(model_name, model_version).max_batch_size
+            model_config = client.config_json(model_name, s.model_version)
+            max_batch = client.config(model_name, s.model_version).max_batch_size
             if signature is None:
-                metadata = client.metadata(model_name, model_version)
+                metadata = client.metadata(model_name, s.model_version)
         except Exception as err:  # noqa: BLE001 - tritonclient raises its own exception types
             raise ServerNotReady(f"cannot read model {model_name!r} from {url} ({options.protocol}): {err}") from err
         server_version = client.server_version()
     if signature is None:
-        signature = signature_from_metadata(metadata, max_batch, shapes)
-    too_big = [p.batch_size for p in points if p.batch_size > max(max_batch, 1)]
-    if too_big:
-        raise SweepError(f"batch sizes {sorted(set(too_big))} exceed the model's max_batch_size {max_batch}")
-    with TritonClient(url, options.protocol) as client:
-        client.preflight(model_name, model_version, signature, max_batch > 0, ready_timeout_s)
+        signature = signature_from_metadata(metadata, max_batch, s.shapes)
+    return _Served(url, model_config, max_batch, signature, server_version, instance_count(model_config))
 
-    instances = instance_count(model_config)
-    if number_of_model_instances and number_of_model_instances != instances:
-        print(f"warning: --number-of-model-instances {number_of_model_instances} but the server's config has "
-              f"{instances}; recording the server's value", file=sys.stderr)
-    precision = (precision or getattr(signature, "precision", "") or _io_precision(signature)).upper()
+
+def run_sweep(kind: str, model_name: str, where: ServerAt | str | None, signature: HasSignature | None,
+              points: Sequence[SweepPoint], options: PerfOptions, result_dir: str | Path,
+              settings: SweepSettings | None = None) -> SweepOutcome:
+    """Measure every point not yet in `<result_dir>/<kind>.csv` under this run's identity, then write the tables,
+    run.json and report. Nothing is written before the server has answered a real request (a run that never
+    started leaves no trace); `settings.reuse` is results.ledger's policy: auto | resume | fresh."""
+    s = settings or SweepSettings()
+    at = ServerAt.of(where)
+    result_dir = Path(result_dir)
+    refuse_committed(result_dir, "--result-path")
+    binary, _ = check_perf_analyzer()
+    points = sorted(dict.fromkeys(points), key=lambda p: p.key)
+    served = _served(model_name, at, signature, options, s)
+    signature, url = served.signature, served.url
+    too_big = [p.batch_size for p in points if p.batch_size > max(served.max_batch, 1)]
+    if too_big:
+        raise SweepError(f"batch sizes {sorted(set(too_big))} exceed the model's max_batch_size {served.max_batch}")
+    with TritonClient(url, options.protocol) as client:
+        client.preflight(model_name, s.model_version, signature, served.max_batch > 0, s.ready_timeout_s)
+
+    if s.number_of_model_instances and s.number_of_model_instances != served.instances:
+        log.warning(f"warning: --number-of-model-instances {s.number_of_model_instances} but the server's config has "
+                    f"{served.instances}; recording the server's value")
+    precision = (s.precision or getattr(signature, "precision", "") or _io_precision(signature)).upper()
     raw_dir = result_dir / "raw"
     input_data = None
     if needs_input_file(signature) and options.input_data in ("random", "zero"):
         input_data = str(write_input_data_json(signature, raw_dir / f"{kind}_input_data.json", options.input_data))
+    target = PerfTarget(model_name, url, signature, s.model_version, input_data, binary)
 
-    identity = sweep_identity(model_config, server_version, manifest_path, options, input_data)
-    store = ResultsStore(result_dir, kind, identity, reuse).open()
-    done = store.completed(include_unstable=not remeasure_unstable)
+    identity = sweep_identity(served.model_config, served.server_version, s.manifest_path, options, input_data)
+    store = ResultsStore(result_dir, kind, identity, s.reuse).open()
+    done = store.completed(include_unstable=not s.remeasure_unstable)
     todo = [p for p in points if p.key not in done]
     skipped = [p for p in points if p.key in done]
     if skipped:
-        print(f"{kind}: skipping {len(skipped)} completed points (already in {store.csv_path})", flush=True)
+        log.info(f"{kind}: skipping {len(skipped)} completed points (already in {store.csv_path})")
 
     section = {
         "points": [p.key for p in points],
         "perf_options": options.measurement_fields(),
-        "perf_command_example": build_command(
-            model_name, url, points[0].batch_size, points[0].concurrency, signature, options,
-            raw_dir / f"{kind}_{points[0].name}.csv", model_version=model_version, input_data=input_data, binary=binary),
+        "perf_command_example": build_command(target, points[0].batch_size, points[0].load, options,
+                                              raw_dir / f"{kind}_{points[0].name}.csv"),
         "identity": identity.id,
     }
     config = {
         "model_name": model_name,
-        "model_version": model_version or "latest",
+        "model_version": s.model_version or "latest",
         "server_url": url,
-        "protocol": options.protocol,
+        "protocol": options.protocol.value,
         "precision": precision,
-        "manifest": str(manifest_path) if manifest_path else None,
+        "manifest": str(s.manifest_path) if s.manifest_path else None,
         "signature": _signature_dict(signature),
-        "model_config": model_config,
-        "triton_instances": instances,
-        "number_of_model_instances_flag": number_of_model_instances,
+        "model_config": served.model_config,
+        "triton_instances": served.instances,
+        "number_of_model_instances_flag": s.number_of_model_instances,
     }
-    _record_run(store.folder, kind, config, section, server_version)
+    _record_run(store.folder, kind, config, section, served.server_version)
 
     outcome = SweepOutcome(kind, result_dir, store.csv_path, store.rows(), skipped=skipped)
-    bar = _progress(len(points), len(skipped), kind, progress)
-    scrapes = telemetry.RunTelemetry(metrics, model_name, metrics_period_s, log=lambda m: _warn(m, bar))
+    bar = _progress(len(points), len(skipped), kind, s.progress)
+    scrapes = telemetry.RunTelemetry(at.metrics_for(url), model_name, s.metrics_period_s, log=lambda m: _warn(m, bar))
+    checks = _Liveness(kind, model_name, at, url, options.protocol, s.model_version)
     try:
         for point in todo:
             if bar is not None:
                 bar.set_postfix_str(f"batch {point.batch_size}, concurrency {point.concurrency}")
-            _check_alive(server, url, options.protocol, model_name, model_version, kind, point, store, None)
+            checks.check(point, store, None)
             try:
                 with scrapes.scrape() as scraper:
-                    result = run_point(
-                        model_name, url, point.batch_size, point.concurrency, signature, options,
-                        raw_dir / f"{kind}_{point.name}.csv", model_version=model_version, input_data=input_data,
-                        binary=binary,
-                    )
+                    result = run_point(target, point.batch_size, point.load, options,
+                                       raw_dir / f"{kind}_{point.name}.csv")
             except PerfAnalyzerError as err:
-                _check_alive(server, url, options.protocol, model_name, model_version, kind, point, store, err)
+                checks.check(point, store, err)
                 raise SweepError(
                     f"{err}\n{len(store.rows())} completed point(s) are kept in {store.csv_path}; fix the cause and "
                     "rerun the same command to resume."
                 ) from err
             row = result.row()
-            row.update({"Precision": precision, "Triton Instances": instances})
+            row.update({"Precision": precision, "Triton Instances": served.instances})
             store.add(row)
             client = result.values.get(THROUGHPUT)
             if samples := scrapes.owned(scraper, client):  # the measured server's own figures only
@@ -260,8 +241,8 @@ def run_sweep(
                 _warn(f"{kind} {point.name}: UNSTABLE - {result.note} (marked stable=False)", bar)
             if bar is not None:
                 bar.update(1)
-            if on_point_done is not None:
-                on_point_done(point, result)
+            if s.on_point_done is not None:
+                s.on_point_done(point, result)
     finally:
         if bar is not None:
             bar.close()
@@ -270,8 +251,8 @@ def run_sweep(
 
     section["completed"] = len(outcome.rows)
     section["unstable_points"] = [[r["Client Batch Size"], r["Concurrent client requests"]] for r in outcome.unstable]
-    _record_run(store.folder, kind, config, section, server_version)
-    if build_report:
+    _record_run(store.folder, kind, config, section, served.server_version)
+    if s.build_report:
         from ..report.build import build_report as _build
 
         outcome.report = _build(result_dir)
@@ -290,35 +271,40 @@ def _signature_dict(signature: HasSignature) -> dict[str, Any]:
     return {"inputs": [t.to_dict() for t in signature.inputs], "outputs": [t.to_dict() for t in signature.outputs]}
 
 
-def _server_url(server: "LocalTritonServer | None", protocol: str) -> str:
-    if server is None:
-        raise ValueError("give server_url or a LocalTritonServer")
-    return server.grpc_url if protocol == "grpc" else server.http_url
+@dataclass
+class _Liveness:
+    """Whether the measured server still answers, asked before each point and after a failed one."""
 
+    kind: str
+    model: str
+    at: ServerAt
+    url: str
+    protocol: str
+    version: str
 
-def _check_alive(server, url, protocol, model, version, kind, point, store, err: PerfAnalyzerError | None) -> None:
-    """Raise ServerDiedError (with the server log tail, else perf_analyzer's output) if the server is gone."""
-    reason = None
-    if server is not None and not server.is_alive():
-        code = server.process.poll() if getattr(server, "process", None) else None
-        reason = (f"tritonserver was killed by signal {-code}" if isinstance(code, int) and code < 0
-                  else f"tritonserver process exited (code {code})")
-    if reason is None:
-        with TritonClient(url, protocol) as client:
-            reason = client.health_reason(model, version)
-    if reason is None and err is not None and err.connection:
-        reason = "perf_analyzer lost the connection"
-    if reason is None:
-        return
-    if server is not None:
-        detail = f"Server log tail ({getattr(server, 'log_path', '')}):\n{server.log_tail(30)}"
-    else:
-        detail = "perf_analyzer output:\n" + (err.output.strip()[-3000:] if err is not None else "(not started)")
-    raise ServerDiedError(
-        f"the server stopped answering during the {kind} sweep at batch {point.batch_size}, concurrency "
-        f"{point.concurrency}: {reason}.\n{len(store.rows())} completed point(s) are kept in {store.csv_path}; "
-        f"restart the server and rerun the same command to resume.\n{detail}"
-    ) from err
+    def check(self, point: SweepPoint, store: ResultsStore, err: PerfAnalyzerError | None) -> None:
+        """Raise ServerDiedError (with the server log tail, else perf_analyzer's output) if the server is gone."""
+        server, reason = self.at.server, None
+        if server is not None and not server.is_alive():
+            code = server.process.poll() if getattr(server, "process", None) else None
+            reason = (f"tritonserver was killed by signal {-code}" if isinstance(code, int) and code < 0
+                      else f"tritonserver process exited (code {code})")
+        if reason is None:
+            with TritonClient(self.url, self.protocol) as client:
+                reason = client.health_reason(self.model, self.version)
+        if reason is None and err is not None and err.connection:
+            reason = "perf_analyzer lost the connection"
+        if reason is None:
+            return
+        if server is not None:
+            detail = f"Server log tail ({getattr(server, 'log_path', '')}):\n{server.log_tail(30)}"
+        else:
+            detail = "perf_analyzer output:\n" + (err.output.strip()[-3000:] if err is not None else "(not started)")
+        raise ServerDiedError(
+            f"the server stopped answering during the {self.kind} sweep at batch {point.batch_size}, concurrency "
+            f"{point.concurrency}: {reason}.\n{len(store.rows())} completed point(s) are kept in {store.csv_path}; "
+            f"restart the server and rerun the same command to resume.\n{detail}"
+        ) from err
 
 
 def _progress(total: int, done: int, kind: str, enabled: bool):
@@ -330,10 +316,11 @@ def _progress(total: int, done: int, kind: str, enabled: bool):
 
 
 def _warn(message: str, bar) -> None:
+    """A warning: above the progress bar while there is one (written by the bar, so it stays whole), else logged."""
     if bar is not None:
         bar.write(message, file=sys.stderr)
     else:
-        print(message, file=sys.stderr)
+        log.warning(message)
 
 
 def _write_markdown(result_dir: Path, kind: str, rows: list[dict[str, Any]]) -> None:
@@ -349,3 +336,7 @@ def _record_run(folder: RunFolder, kind: str, config: dict[str, Any], section: d
     sweeps = dict(folder.run_json().get("config", {}).get("sweeps", {}))
     sweeps[kind] = section
     folder.record({**config, "sweeps": sweeps}, server_version)
+
+
+__all__ = ["PointCallback", "ServerAt", "ServerDiedError", "ServerNotReady", "SweepError", "SweepOutcome",
+           "SweepPoint", "SweepSettings", "run_sweep", "signature_from_metadata", "sweep_arguments", "sweep_identity"]

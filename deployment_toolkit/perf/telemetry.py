@@ -17,6 +17,7 @@ one line, and no server figures are written (the client's rows are kept).
 """
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from dataclasses import dataclass, field
@@ -34,6 +35,7 @@ MODEL_GAUGES = ("nv_inference_pending_request_count",)
 HOST_GAUGES = ("nv_cpu_utilization", "nv_cpu_memory_used_bytes", "nv_cpu_memory_total_bytes")
 GPU_GAUGES = ("nv_gpu_utilization", "nv_gpu_memory_used_bytes", "nv_gpu_memory_total_bytes", "nv_gpu_power_usage")
 
+_log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -151,12 +153,14 @@ def foreign(samples: list[Sample], model: str | None, client_infer_per_s: float 
 
 
 def scrape_during(url: str | None, model: str | None, period_s: float = DEFAULT_PERIOD_S,
-                  log: Callable[[str], None] = print, once: _Once | None = None):
+                  log: Callable[[str], None] | None = None, once: _Once | None = None):
     """Context manager: the Scraper running for the body (None without a URL). Scrapes that are not the measured
-    server's (`foreign`) are dropped, said once per endpoint (per `once`: the process by default)."""
+    server's (`foreign`) are dropped, said once per endpoint (per `once`: the process by default) through `log`
+    (default: this module's logger, as a warning)."""
     import contextlib
 
     once = once or _warn_once
+    log = log or _log.warning
 
     @contextlib.contextmanager
     def run() -> Iterator[Scraper | None]:
@@ -182,8 +186,8 @@ class RunTelemetry:
     first point whose are not turns telemetry off for the rest of the run, said in one line."""
 
     def __init__(self, url: str | None, model: str | None, period_s: float = DEFAULT_PERIOD_S,
-                 log: Callable[[str], None] = print):
-        self.url, self.model, self.period_s, self.log = url, model, period_s, log
+                 log: Callable[[str], None] | None = None):
+        self.url, self.model, self.period_s, self.log = url, model, period_s, log or _log.warning
         self.off = ""  # why telemetry is off for this run
         self._once = _Once()
 

@@ -2,32 +2,42 @@
 run by the one step runner (steps.py), every stage resumable under its run identity.
 
 1. search: convert and verify the formats asked for, then the config search ranked by open-loop capacity
-   (search.cli.search_step with --objective capacity): the winner is written to the model repository with its
-   capacity per replica and the spread of its searches;
+   (search.orchestration.search_step with --objective capacity): the winner is written to the model repository
+   with its capacity per replica and the spread of its searches;
 2. the winner served alone on the embedded server and swept in closed loop (perf.online.run_online): the run folder
    the sizing reads (the curve, the device, the config the server loaded);
-3. the fleet plan (sizing.size) on the winner's open-loop capacity: replicas, devices, cost; a peak that needs more
-   than --max-replicas is refused;
+3. the fleet plan on the winner's open-loop capacity, with sizing's own steps (sizing.fleetplan: the memory budget,
+   the prices, plan_on_capacities): replicas, devices, cost; a peak that needs more than --max-replicas is refused;
 4. the confirmation under open-loop traffic at the planned per-replica rate, derating the plan if it fails, and the
-   burst check (sizing.confirm.confirm), on the same server;
-5. the sizing report and the Kubernetes manifests of the confirmed plan (sizing.output, sizing.k8s);
-6. plan.md / plan.html (report.py).
+   burst check (sizing.fleetplan.confirm_step), on the same server;
+5. the sizing report and the Kubernetes manifests of the confirmed plan (sizing.output, sizing.fleetplan);
+6. plan.md / plan.html and run.json (report.py).
+
+Each stage's settings are typed dataclasses whose fields carry their flag, unit and range (config.setting): the
+plan command builds its flags from them, and `dt.plan` takes the same ones.
 """
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
+import time
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..config import check_numbers, setting
+from ..config import StepStatus, check_numbers, setting
 from ..config.fields import MAX_HEADROOM, MAX_HOUR_COST, MAX_LATENCY_MS, MAX_MEMORY_GB, MAX_RATE
 from ..errors import UserError, UserInputError
+from ..sizing.request import (DEFAULT_BURST_FACTOR, DEFAULT_BURST_SECONDS, DEFAULT_ROUNDS, DEFAULT_TRIALS, ConfirmSpec,
+                              CostSpec, DemandSpec, K8sSpec, MemorySpec)
 from ..steps import StepRunner
 
 if TYPE_CHECKING:
     from ..search.request import SearchRequest
+
+log = logging.getLogger(__name__)
 
 
 class PlanError(UserError, RuntimeError):
@@ -38,41 +48,81 @@ class PlanError(UserError, RuntimeError):
 class Demand:
     """The load a plan serves and its limits; every number checked where it is given (config.check_numbers)."""
 
-    peak_rps: float = setting(flag="--peak-rps", unit="inferences/s", low=0, low_open=True, high=MAX_RATE)
+    peak_rps: float = setting(flag="--peak-rps", unit="inferences/s", low=0, low_open=True, high=MAX_RATE,
+                              help="peak inferences per second to serve")
     p99_ms: float = setting(flag="--p99-ms", unit="ms", low=0, low_open=True, high=MAX_LATENCY_MS)
-    # default: from the spread of the winner's capacity searches
-    headroom: float | None = setting(None, flag="--headroom", low=0, high=MAX_HEADROOM)
-    max_replicas: int | None = setting(None, flag="--max-replicas", low=1, high=100_000)
+    headroom: float | None = setting(None, flag="--headroom", low=0, high=MAX_HEADROOM,
+                                     help="spare capacity on top of the peak (default: from the spread of the capacity "
+                                          "searches)")
+    max_replicas: int | None = setting(None, flag="--max-replicas", low=1, high=100_000,
+                                       help="refuse a plan that needs more replicas than this")
     gpus_per_node: int = setting(8, flag="--gpus-per-node", low=1, high=64)
-    host_hour_cost: float | None = setting(None, flag="--host-hour-cost", unit="$/h", low=0, high=MAX_HOUR_COST)
-    gpu_hour_cost: float | None = setting(None, flag="--gpu-hour-cost", unit="$/h", low=0, high=MAX_HOUR_COST)
+    host_hour_cost: float | None = setting(None, flag="--host-hour-cost", unit="$/h", low=0, high=MAX_HOUR_COST,
+                                           help="$ per host-hour (CPU hosts)")
+    gpu_hour_cost: float | None = setting(None, flag="--gpu-hour-cost", unit="$/h", low=0, high=MAX_HOUR_COST,
+                                          help="$ per GPU-hour")
     # the device's memory: how many instances fit, a plan that does not is refused
-    gpu_memory_gb: float | None = setting(None, flag="--gpu-memory-gb", unit="GB", low=0, low_open=True,
-                                          high=MAX_MEMORY_GB)
+    gpu_memory_gb: float | None = setting(
+        None, flag="--gpu-memory-gb", unit="GB", low=0, low_open=True, high=MAX_MEMORY_GB, metavar="GB",
+        help="memory of one GPU (10^9 bytes): the plan says how many instances fit and is refused if its config does "
+             "not (the server's memory gauges, scraped during the winner's sweep)")
     host_memory_gb: float | None = setting(None, flag="--host-memory-gb", unit="GB", low=0, low_open=True,
-                                           high=MAX_MEMORY_GB)
+                                           high=MAX_MEMORY_GB, metavar="GB", help="the same for a CPU host")
 
     def __post_init__(self) -> None:
         check_numbers(self)
 
+    # ---- as sizing's specs (the plan runs sizing's own steps on them) ----
+    def sizing_demand(self) -> DemandSpec:
+        return DemandSpec(self.peak_rps, self.p99_ms, self.headroom, self.gpus_per_node)
+
+    def costs(self) -> CostSpec:
+        return CostSpec(gpu_hour=self.gpu_hour_cost, host_hour=self.host_hour_cost)
+
+    def memory(self) -> MemorySpec:
+        return MemorySpec(gpu_gb=self.gpu_memory_gb, host_gb=self.host_memory_gb)
+
 
 @dataclass
 class Checks:
-    confirm: bool = True
-    rounds: int = 3
-    trials: int = 3
-    burst_factor: float = 1.5
-    burst_seconds: float = 6.0
-    window_ms: int = 3000
+    """The plan's confirmation under open-loop traffic and its burst check."""
+
+    confirm: bool = setting(True, flag="--no-confirm", action="store_false",
+                            help="skip the open-loop confirmation and the burst check")
+    rounds: int = setting(DEFAULT_ROUNDS, flag="--confirm-rounds", low=1, high=20,
+                          help="confirm, derate on failure, confirm again")
+    trials: int = setting(DEFAULT_TRIALS, flag="--confirm-trials", low=1, high=20, help="open-loop runs per round")
+    burst_factor: float = setting(DEFAULT_BURST_FACTOR, flag="--burst-factor", low=0, high=1000,
+                                  help="burst at peak x this; 0 skips it")
+    burst_seconds: float = setting(DEFAULT_BURST_SECONDS, flag="--burst-seconds", unit="s", low=0, low_open=True,
+                                   high=3600)
+    window_ms: int = setting(3000, flag="--confirm-window-ms", unit="ms", low=100, high=600_000)
+
+    def __post_init__(self) -> None:
+        check_numbers(self)
+
+    def spec(self) -> ConfirmSpec:
+        """The confirmation as sizing's ConfirmSpec (the step both `size --confirm` and the plan run)."""
+        return ConfirmSpec(interval_ms=self.window_ms, rounds=self.rounds, trials=self.trials,
+                           burst_factor=self.burst_factor, burst_seconds=self.burst_seconds)
 
 
 @dataclass
 class Deploy:
-    k8s: bool = True
-    pvc: str = "triton-model-repository"
-    image: str | None = None
-    namespace: str | None = None
-    autoscale_on: str = "requests"
+    """The Kubernetes manifests of the confirmed plan."""
+
+    k8s: bool = setting(True, flag="--no-k8s", action="store_false", help="no manifests")
+    pvc: str = setting(K8sSpec.pvc, flag="--pvc", help="PVC holding the model repository")
+    image: str | None = setting(None, flag="--image", help="default: the NGC tritonserver image")
+    namespace: str | None = setting(None, flag="--namespace")
+    autoscale_on: str = setting(K8sSpec.autoscale_on, flag="--autoscale-on", choices=("requests", "queue-ratio"),
+                                help="what the HPA scales on: requests/s per pod, or Triton's queue-to-compute time "
+                                     "ratio per pod")
+
+    def spec(self, out_dir: Path) -> K8sSpec:
+        """The manifests as sizing's K8sSpec, into `out_dir`."""
+        return K8sSpec(out_dir=out_dir, pvc=self.pvc, image=self.image, namespace=self.namespace,
+                       autoscale_on=self.autoscale_on)
 
 
 @dataclass
@@ -87,11 +137,21 @@ class PlanResult:
     sizing_files: dict[str, Path] = field(default_factory=dict)
     data: str = ""  # where the measuring inputs came from
     repository: Path | None = None  # the model repository the winner is written to
-    code: int = 0
 
     @property
     def plan(self):
         return self.sizing.recommendation if self.sizing is not None else None
+
+    @property
+    def confirmed(self) -> bool | None:
+        """True: the plan held under open-loop traffic (derated first where it had to be); False: no round of the
+        confirmation held (the last derated plan is written); None: not confirmed (--no-confirm)."""
+        return None if self.confirmation is None else bool(self.confirmation.passed)
+
+    def stage(self, name: str) -> StepStatus | None:
+        """How a stage ended (None: it did not run)."""
+        status = self.steps.status(name)
+        return None if status is None else StepStatus(status)
 
 
 def sweep_levels(best: int) -> list[int]:
@@ -114,39 +174,50 @@ def check_demand(demand: Demand) -> None:
                              "--host-memory-gb (the memory of one host) instead")
 
 
-def make_plan(request: SearchRequest, demand: Demand, checks: Checks, deploy: Deploy, out_dir: Path, command: str = "") -> PlanResult:
-    """The whole plan; `request` is the search's (search.request.SearchRequest: any model reference the toolkit
-    takes, the data); its budget, result folder and (unless given) model repository are the plan's."""
-    from ..search.cli import search_step
+def default_out_dir(request: SearchRequest) -> Path:
+    """Where a plan goes without --result-path: results/local/plan-<model>-<UTC time>."""
+    label = Path(request.source.ref).stem if request.source.kind not in ("zoo", "timm") else request.source.ref
+    return Path("results") / "local" / f"plan-{label}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
 
-    out_dir = Path(out_dir)
+
+def make_plan(request: SearchRequest, demand: Demand, checks: Checks, deploy: Deploy) -> PlanResult:
+    """The whole plan; `request` is the search's (search.request.SearchRequest: any model reference the toolkit
+    takes, the data, the job); its budget is the demand's p99, its results go under the plan's folder (the job's
+    result_dir, default results/local/plan-<model>-<time>), its winner into <plan>/model_repository unless the job
+    names a repository."""
+    from ..committed import refuse_committed
+    from ..search.orchestration import search_step
+
     check_demand(demand)
     if request.settings.rank_by != "capacity":
         raise UserInputError(f"--objective {request.settings.objective_name}: a plan ranks configs by the open-loop "
                              "capacity it rests on; leave --objective out (deployment-toolkit search takes the other "
                              "objectives)")
+    out_dir = Path(request.job.result_dir or default_out_dir(request))
+    refuse_committed(out_dir, "--result-path")
+    command = request.job.command
     request = dataclasses.replace(
         request, settings=dataclasses.replace(request.settings, budget_ms=demand.p99_ms),
-        result_dir=out_dir / "search", model_repository=request.model_repository or out_dir / "model_repository",
-        command=request.command or command)
-    result = PlanResult(out_dir, StepRunner(out_dir))
+        job=dataclasses.replace(request.job, result_dir=out_dir / "search",
+                                model_repository=request.job.model_repository or out_dir / "model_repository"))
+    result = PlanResult(out_dir, StepRunner(out_dir, log=log.info))
     result.data = request.data.describe()
-    result.repository = Path(request.model_repository)
+    result.repository = Path(request.job.model_repository)
     steps = result.steps
     searched = steps.call("convert, verify and search the config under open-loop traffic",
                           lambda: search_step(request),
                           command="deployment-toolkit search ... --objective capacity (flags as given)")
     result.search = searched
-    if searched.outcome is None:
-        raise PlanError(f"the search could not run: {searched.error}")
     winner = searched.outcome.decision.winner
     if winner is None:
         raise PlanError(f"no config meets the SLO: {searched.outcome.decision.message}")
     if winner.capacity is None or winner.capacity.spread is None:
         raise PlanError(f"the winner {winner.candidate.slug} has no open-loop capacity within p99 <= "
                         f"{demand.p99_ms:g} ms: {winner.detail}")
-    _serve_and_plan(result, demand, checks, winner, command, request.server.start_timeout_s)
-    if deploy.k8s and result.plan is not None:
+    _serve_and_plan(result, demand, checks, winner, command, request.job.server.start_timeout_s)
+    if not deploy.k8s:
+        steps.skip("Kubernetes manifests of the confirmed plan", "--no-k8s")
+    elif result.plan is not None:
         steps.call("Kubernetes manifests of the confirmed plan", lambda: _manifests(result, deploy))
     from .report import write_report
 
@@ -160,11 +231,9 @@ def _serve_and_plan(result: PlanResult, demand: Demand, checks: Checks, winner, 
     options (the user's flags and samples: the sweep and the confirmation send the data the search sent)."""
     from ..perf.online import run_online
     from ..server.local import LocalTritonServer, ServerConfig
-    from ..sizing import Prices, load_runs
-    from ..sizing.fleetplan import plan_on_capacities
-    from ..sizing.memory import MemoryBudget
+    from ..sizing import load_runs
+    from ..sizing.fleetplan import memory_budget, plan_on_capacities, prices_of
     from ..sizing.output import write_outputs
-    from ..sizing.request import DemandSpec
     from ..spec import Manifest
 
     steps, out_dir = result.steps, result.out_dir
@@ -172,12 +241,12 @@ def _serve_and_plan(result: PlanResult, demand: Demand, checks: Checks, winner, 
     manifest_path = next(Path(f.artifact_dir) / "manifest.json" for f in result.search.formats
                          if f.format == winner.candidate.format)
     best_c = winner.best.concurrency if winner.best else 1
-    server = LocalTritonServer(ServerConfig(result.repository, model_control_mode="explicit",
-                                            load_models=(model,), log_dir=out_dir / "logs",
-                                            start_timeout_s=start_timeout_s))
-    try:
-        steps.call("start the embedded tritonserver with the winner", server.start,
-                   f"deployment-toolkit serve --model-repository {result.repository}")
+    config = ServerConfig(result.repository, model_control_mode="explicit", load_models=(model,),
+                          log_dir=out_dir / "logs", start_timeout_s=start_timeout_s)
+    with ExitStack() as stack:
+        server = steps.call("start the embedded tritonserver with the winner",
+                            lambda: stack.enter_context(LocalTritonServer(config)),
+                            f"deployment-toolkit serve --model-repository {result.repository}")
         options = result.search.options
         url = server.grpc_url if options.protocol == "grpc" else server.http_url
         steps.call("closed-loop sweep of the winner (the curve the sizing reads)", lambda: run_online(
@@ -186,26 +255,21 @@ def _serve_and_plan(result: PlanResult, demand: Demand, checks: Checks, winner, 
             f"deployment-toolkit perf-online --model-name {model} --concurrency "
             f"{','.join(map(str, sweep_levels(best_c)))} --result-path {out_dir / 'winner'}")
         result.run = next(r for r in load_runs(out_dir / "winner") if r.kind == "online")
-        capacity = dataclasses.replace(winner.capacity.result, config=result.run.name)
-        measured = {result.run.name: capacity}
-        spec = DemandSpec(demand.peak_rps, demand.p99_ms, demand.headroom, demand.gpus_per_node)
-        prices = Prices({}, demand.gpu_hour_cost, demand.host_hour_cost)
-        budget = MemoryBudget(demand.gpu_memory_gb, demand.host_memory_gb)
-        budget.check([result.run])
+        measured = {result.run.name: dataclasses.replace(winner.capacity.result, config=result.run.name)}
+        budget = memory_budget(demand.memory(), [result.run])
         planned = steps.call("fleet plan on the winner's open-loop capacity", lambda: _size(
-            plan_on_capacities([result.run], spec, prices, measured, budget), demand))
+            plan_on_capacities([result.run], demand.sizing_demand(), prices_of(demand.costs()), measured, budget),
+            demand))
         result.sizing = planned.sizing
         if checks.confirm:
             result.confirmation = steps.call("confirmation under open-loop traffic (and the burst check)",
                                              lambda: _confirm(result, url, server.metrics_url, model, checks))
-            if not result.confirmation.passed:
-                result.code = 1
+        else:
+            steps.skip("confirmation under open-loop traffic (and the burst check)", "--no-confirm")
         confirmation = result.confirmation.text() if result.confirmation is not None else None
         result.sizing_files = steps.call("sizing report", lambda: write_outputs(
             result.sizing, [result.run], planned.frontier, out_dir / "sizing", confirmation, command=command,
             headroom_note=planned.headroom_note))
-    finally:
-        server.stop()
 
 
 def _size(planned, demand: Demand):
@@ -224,26 +288,24 @@ def _size(planned, demand: Demand):
 
 
 def _confirm(result: PlanResult, url: str, metrics_url: str | None, model: str, checks: Checks):
-    from ..sizing.confirm import confirm, target_for
+    """sizing's confirmation step on the winner's server, with the search's perf_analyzer options."""
+    from ..sizing.confirm import target_for
+    from ..sizing.fleetplan import confirm_step
     from ..sizing.ratepoint import open_loop_options
 
     plan = result.plan
     options = open_loop_options(result.search.options, window_ms=checks.window_ms)
     target = target_for(result.run, url, options, "poisson", plan.sustainable.point.batch,
                         model_name=model, metrics_url=metrics_url)
-    return confirm(plan, target, result.out_dir / "confirm", checks.rounds, checks.burst_factor or None,
-                   checks.burst_seconds, checks.trials)
+    return confirm_step(result.sizing, plan, target, result.out_dir, checks.spec())
 
 
 def _manifests(result: PlanResult, deploy: Deploy) -> dict[str, Path]:
-    from ..sizing.fleetplan import emit_manifests
-    from ..sizing.k8s import FleetSpec
+    from ..sizing.fleetplan import manifests_for
 
-    plan = result.plan
-    spec = FleetSpec(name=f"triton-{plan.run.model}", pvc=deploy.pvc, namespace=deploy.namespace,
-                     autoscale=deploy.autoscale_on, **({"image": deploy.image} if deploy.image else {}))
-    result.manifests = emit_manifests(plan, spec, result.out_dir / "k8s").files
+    result.manifests = manifests_for(result.plan, deploy.spec(result.out_dir / "k8s")).files
     return result.manifests
 
 
-__all__ = ["Checks", "Demand", "Deploy", "PlanError", "PlanResult", "check_demand", "make_plan", "sweep_levels"]
+__all__ = ["Checks", "Demand", "Deploy", "PlanError", "PlanResult", "check_demand", "default_out_dir", "make_plan",
+           "sweep_levels"]

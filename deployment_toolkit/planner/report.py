@@ -87,7 +87,7 @@ def write_report(result, demand, checks, deploy, command: str = "") -> dict[str,
     """plan.md, plan.html and the plan folder's run.json (the figures' record: demand, the pick, the plan)."""
     from dataclasses import asdict
 
-    from ..results.runinfo import run_metadata, write_run_json
+    from ..results.run_folder import RunFolder
 
     md = plan_markdown(result, demand, checks, deploy, command)
     paths = {"plan.md": result.out_dir / "plan.md", "plan.html": result.out_dir / "plan.html"}
@@ -97,13 +97,14 @@ def write_report(result, demand, checks, deploy, command: str = "") -> dict[str,
                       "</title><style>body{font-family:sans-serif;max-width:1100px;margin:2em auto}table{border-collapse:"
                       "collapse}td,th{border:1px solid #ccc;padding:2px 6px}</style></head><body>" + html + "</body></html>\n")
     plan, winner = result.plan, result.search.outcome.decision.winner
-    paths["run.json"] = write_run_json(result.out_dir, run_metadata({
+    folder = RunFolder(result.out_dir)
+    folder.record({
         "kind": "fleet-plan", "command": command, "demand": asdict(demand), "checks": asdict(checks),
         "deploy": asdict(deploy), "model_name": result.search.model_name, "data": result.data or "random inputs",
         "winner": winner.candidate.to_dict(), "capacity_inf_s": winner.capacity.result.capacities,
         "replica_capacity": plan.replica_capacity, "replicas": plan.replicas, "devices": plan.devices,
-        "cost_h": plan.cost_h, "confirmed": None if result.confirmation is None else result.confirmation.passed,
-        "steps": [r.to_dict() for r in result.steps.results]}))
+        "cost_h": plan.cost_h, "confirmed": result.confirmed, "steps": [r.to_dict() for r in result.steps.results]})
+    paths["run.json"] = folder.run_json_path
     return paths
 
 

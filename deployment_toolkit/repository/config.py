@@ -13,6 +13,7 @@ from pathlib import Path
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as mc
 
+from ..config import InstanceKind
 from ..spec import Manifest, SpecError, numpy_dtype
 from ..errors import UserError
 
@@ -20,10 +21,30 @@ NATIVE_PLATFORM = {"ts-trace": "pytorch_libtorch", "ts-script": "pytorch_libtorc
                    "trt": "tensorrt_plan"}
 MODEL_FORMATS = ("python", *NATIVE_PLATFORM)  # --model-format choices; python = Python backend runtime
 ACCELERATORS = ("none", "cuda", "trt", "openvino")
+# --instance-kind's spellings: `auto` is the toolkit's own choice (GPU where the host has one, else CPU)
+INSTANCE_KIND_FLAGS = ("auto", "cpu", "gpu")
 
 
 class ConfigError(UserError, ValueError):
     """A config Triton would reject, or one that contradicts the model."""
+
+
+def instance_kind(value: InstanceKind | str) -> InstanceKind:
+    """An instance kind from its flag spelling (auto, cpu, gpu) or Triton's (KIND_CPU, ...)."""
+    if isinstance(value, InstanceKind):
+        return value
+    text = str(value)
+    if text.lower() in INSTANCE_KIND_FLAGS:
+        return InstanceKind(f"KIND_{text.upper()}")
+    try:
+        return InstanceKind(text)
+    except ValueError:
+        raise ConfigError("--instance-kind must be auto, cpu or gpu") from None
+
+
+def kind_flag(kind: InstanceKind) -> str:
+    """The --instance-kind spelling of `kind` (InstanceKind.GPU -> gpu)."""
+    return kind.value.removeprefix("KIND_").lower()
 
 
 class HostMismatchWarning(UserWarning):
@@ -44,7 +65,7 @@ class ConfigOptions:
     max_queue_delay_us: int = 0
     preserve_ordering: bool = False
     instances: int = 1
-    instance_kind: str = "auto"  # auto | cpu | gpu
+    instance_kind: InstanceKind = InstanceKind.AUTO  # --instance-kind auto | cpu | gpu (either spelling is taken)
     gpu_ids: tuple[int, ...] = ()
     backend_accelerator: str = "none"  # none | cuda | trt | openvino
     precision: str | None = None  # default: the manifest's
@@ -58,6 +79,9 @@ class ConfigOptions:
     # inputs whose rows must be equal within a batch; None: the manifest inputs marked `batch_uniform`
     batch_uniform_inputs: tuple[str, ...] | None = None
     extra_parameters: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.instance_kind = instance_kind(self.instance_kind)
 
 
 def host_has_gpu() -> bool:
@@ -136,8 +160,8 @@ def build_config(manifest: Manifest, opts: ConfigOptions) -> mc.ModelConfig:
     kind = _instance_kind(opts, gpu)
     group = cfg.instance_group.add()
     group.count = opts.instances
-    group.kind = mc.ModelInstanceGroup.Kind.Value(kind)
-    if kind == "KIND_GPU" and opts.gpu_ids:
+    group.kind = mc.ModelInstanceGroup.Kind.Value(kind.value)
+    if kind is InstanceKind.GPU and opts.gpu_ids:
         group.gpus.extend(opts.gpu_ids)
     _version_policy(cfg, opts.version_policy)
     _optimization(cfg, manifest, opts, precision)
@@ -195,7 +219,7 @@ def _check(manifest: Manifest, opts: ConfigOptions, max_batch: int, precision: s
     if opts.backend_accelerator in ("trt", "openvino") and fmt != "onnx":
         raise ConfigError(f"--backend-accelerator {opts.backend_accelerator} is an ONNX Runtime execution accelerator; "
                           f"the model format is {fmt}")
-    if opts.backend_accelerator == "openvino" and opts.instance_kind == "gpu":
+    if opts.backend_accelerator == "openvino" and opts.instance_kind is InstanceKind.GPU:
         raise ConfigError("the OpenVINO accelerator runs on CPU instances; use --instance-kind cpu")
     if opts.capture_cuda_graph and not (native and fmt == "trt"):
         raise ConfigError("--capture-cuda-graph is a TensorRT backend option: it needs --model-format trt with the "
@@ -207,11 +231,11 @@ def _check(manifest: Manifest, opts: ConfigOptions, max_batch: int, precision: s
         raise ConfigError(f"precision {precision} contradicts the TensorRT engine, built in {manifest.precision}")
     if precision not in ("fp32", "fp16"):
         raise ConfigError(f"--precision must be fp32 or fp16, got {precision!r}")
-    if opts.instance_kind not in ("auto", "cpu", "gpu"):
+    if opts.instance_kind not in (InstanceKind.AUTO, InstanceKind.CPU, InstanceKind.GPU):
         raise ConfigError("--instance-kind must be auto, cpu or gpu")
-    if fmt == "trt" and opts.instance_kind == "cpu":
+    if fmt == "trt" and opts.instance_kind is InstanceKind.CPU:
         raise ConfigError("a TensorRT engine runs on GPU instances only; use --instance-kind gpu")
-    if opts.instance_kind == "gpu" and not gpu:
+    if opts.instance_kind is InstanceKind.GPU and not gpu:
         warnings.warn("instance kind GPU on a host without a GPU: this config is for another host and will not load "
                       "here", HostMismatchWarning, stacklevel=3)
     if opts.backend_accelerator in ("cuda", "trt") and not gpu:
@@ -224,10 +248,10 @@ def _check(manifest: Manifest, opts: ConfigOptions, max_batch: int, precision: s
             raise ConfigError(str(err)) from err
 
 
-def _instance_kind(opts: ConfigOptions, gpu: bool) -> str:
-    if opts.instance_kind == "auto":
-        return "KIND_GPU" if gpu else "KIND_CPU"
-    return f"KIND_{opts.instance_kind.upper()}"
+def _instance_kind(opts: ConfigOptions, gpu: bool) -> InstanceKind:
+    if opts.instance_kind is InstanceKind.AUTO:
+        return InstanceKind.GPU if gpu else InstanceKind.CPU
+    return opts.instance_kind
 
 
 def _version_policy(cfg: mc.ModelConfig, policy: str) -> None:

@@ -3,6 +3,7 @@ configuration, a results.rows store of schema.BENCH_SCHEMA rewritten whole under
 lose each other's rows."""
 from __future__ import annotations
 
+import logging
 import math
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
@@ -11,6 +12,9 @@ from .identity import RunIdentity
 from .rows import RowStore, to_csv
 from .run_folder import RunFolder
 from .schema import BENCH_SCHEMA
+from ..config import Reuse
+
+log = logging.getLogger(__name__)
 
 
 def row_key(row: dict[str, Any]) -> tuple[str, ...]:
@@ -43,8 +47,8 @@ class BenchCSV:
     def upsert(self, rows: Iterable[dict[str, Any]]) -> None:
         self.table.put_many(rows)
 
-    def reconcile(self, identity: RunIdentity, policy: str, aside: Iterable[str | Path] = (),
-                  say: Callable[[str], None] = print) -> list[dict[str, str]]:
+    def reconcile(self, identity: RunIdentity, policy: Reuse | str, aside: Iterable[str | Path] = (),
+                  say: Callable[[str], None] = log.info) -> list[dict[str, str]]:
         """The stored rows that may be reused under `identity`; the CSV and `aside` move to superseded/ when any
         row was measured under another identity (results.ledger.reconcile)."""
         return self.table.reconcile(policy, aside, say, identity=identity)

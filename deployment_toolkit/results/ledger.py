@@ -8,21 +8,25 @@ never deleted: the files holding them move to `<run>/superseded/<UTC time>/`, an
 from __future__ import annotations
 
 import datetime as _dt
+import logging
 import os
 import shutil
 from collections import Counter
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from .runinfo import read_run_json, run_metadata, write_run_json
 from .identity import RunIdentity, summary
+from ..config import Reuse
 from ..errors import UserError, UserInputError
+
+log = logging.getLogger(__name__)
 
 IDENTITY_COLUMN = "identity"
 MEASURED_AT_COLUMN = "measured_at"
 PROVENANCE_COLUMNS = (MEASURED_AT_COLUMN, IDENTITY_COLUMN)
 SUPERSEDED_DIR = "superseded"
-POLICIES = ("auto", "resume", "fresh")
+POLICIES = Reuse.values()  # what a rerun does with stored rows: config.Reuse
 
 
 class IdentityMismatch(UserError, ValueError):
@@ -32,12 +36,12 @@ class IdentityMismatch(UserError, ValueError):
 def add_reuse_arguments(parser, what: str = "points") -> None:
     """--resume / --fresh (dest `reuse`, default "auto"): the same two flags on every tool that reuses results."""
     group = parser.add_mutually_exclusive_group()
-    group.add_argument("--resume", dest="reuse", action="store_const", const="resume",
+    group.add_argument("--resume", dest="reuse", action="store_const", const=Reuse.RESUME,
                        help=f"reuse the stored {what}, and refuse (exit 2) if they were measured under another run "
                             "identity instead of moving them aside")
-    group.add_argument("--fresh", dest="reuse", action="store_const", const="fresh",
+    group.add_argument("--fresh", dest="reuse", action="store_const", const=Reuse.FRESH,
                        help=f"move the stored {what} aside (kept under superseded/) and measure everything anew")
-    parser.set_defaults(reuse="auto")
+    parser.set_defaults(reuse=Reuse.AUTO)
 
 
 def now_utc() -> str:
@@ -112,26 +116,35 @@ def set_aside(run_dir: str | Path, files: Iterable[str | Path]) -> Path | None:
     return dest
 
 
-def reconcile(run_dir: str | Path, label: str, rows: list[dict[str, Any]], identity: RunIdentity, policy: str,
-              files: Iterable[str | Path], say=print, stored: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+def reuse_policy(policy: Reuse | str) -> Reuse:
+    """`policy` as a Reuse (its value from a flag or a caller's string), or one line naming the choices."""
+    try:
+        return Reuse(policy)
+    except ValueError:
+        raise UserInputError(f"unknown reuse policy {policy!r}; choose one of {', '.join(POLICIES)}") from None
+
+
+def reconcile(run_dir: str | Path, label: str, rows: list[dict[str, Any]], identity: RunIdentity,
+              policy: Reuse | str, files: Iterable[str | Path], say: Callable[[str], None] = log.info,
+              stored: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
     """The rows that may be reused under `identity`; sets the store's files aside when any row may not.
 
-    policy: "auto" reuses matching rows and sets mismatching ones aside (saying what differs); "resume" refuses
-    to go on when any row mismatches; "fresh" sets every stored row aside. `stored`: the rows' identity when the
-    store keeps it itself (else run.json resolves it).
+    policy (config.Reuse): auto reuses matching rows and sets mismatching ones aside (saying what differs); resume
+    refuses to go on when any row mismatches; fresh sets every stored row aside. `stored`: the rows' identity when
+    the store keeps it itself (else run.json resolves it). `say`: where the line about rows set aside goes (this
+    module's logger unless a caller collects it).
     """
-    if policy not in POLICIES:
-        raise UserInputError(f"unknown reuse policy {policy!r}; choose one of {', '.join(POLICIES)}")
+    policy = reuse_policy(policy)
     if not rows:
         return []
     foreign = Counter(str(r.get(IDENTITY_COLUMN) or "") for r in rows if r.get(IDENTITY_COLUMN) != identity.id)
-    if policy != "fresh" and not foreign:
+    if policy is not Reuse.FRESH and not foreign:
         return rows
-    if policy == "resume":
+    if policy is Reuse.RESUME:
         raise IdentityMismatch(f"{label}: cannot resume in {run_dir}: " + _why(run_dir, identity, foreign, stored)
                                + " (drop --resume to set them aside and measure anew)")
     dest = set_aside(run_dir, files)
-    if policy == "fresh":
+    if policy is Reuse.FRESH:
         say(f"{label}: --fresh: {len(rows)} stored row(s) moved to {dest}; measuring every point anew")
     else:
         say(f"{label}: {sum(foreign.values())} stored row(s) were measured under another identity "

@@ -15,6 +15,7 @@ import contextlib
 import csv
 import fcntl
 import io
+import logging
 import math
 import os
 from dataclasses import dataclass, field
@@ -24,6 +25,9 @@ from typing import Any, Callable, Hashable, Iterable, Iterator, Mapping, Sequenc
 from ..spec import atomic_write_text
 from .identity import RunIdentity
 from .ledger import IDENTITY_COLUMN, ensure_registered, now_utc, reconcile
+from ..config import Reuse
+
+log = logging.getLogger(__name__)
 
 Row = dict[str, Any]
 TRUE_WORDS = ("true", "1", "yes")
@@ -150,14 +154,16 @@ class RowSchema:
         return {c: row.get(c) for c in self.columns}
 
 
-def to_csv(schema: RowSchema, rows: Iterable[Mapping[str, Any]]) -> str:
+def to_csv(schema: RowSchema, rows: Iterable[Mapping[str, Any]], header: bool = True) -> str:
     """THE writer of a row CSV: the schema's columns (and an open schema's extra ones) and cell formats, rows in
-    the order given (a store gives them in its file order, `RowSchema.ordered`)."""
+    the order given (a store gives them in its file order, `RowSchema.ordered`). `header=False`: the rows alone,
+    for a file that rows are appended to (a sweep's telemetry series)."""
     rows = list(rows)
     fields = schema.fieldnames(rows)
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=fields, extrasaction="ignore", lineterminator="\n")
-    writer.writeheader()
+    if header:
+        writer.writeheader()
     for row in rows:
         writer.writerow({c: schema.cell(c, row.get(c)) for c in fields})
     return buf.getvalue()
@@ -171,6 +177,12 @@ def read_csv(schema: RowSchema, path: str | Path) -> list[Row]:
         return []
     with open(path, newline="") as fh:
         return [schema.from_file(raw) for raw in csv.DictReader(fh) if schema.is_row(raw)]
+
+
+def csv_header(path: str | Path) -> list[str]:
+    """The column names of a CSV file's first line ([] for an empty file)."""
+    with open(path, newline="") as fh:
+        return next(csv.reader(fh), [])
 
 
 @contextlib.contextmanager
@@ -212,7 +224,8 @@ class RowStore:
         """The rows the file holds now (typed; an open schema's as the file holds them)."""
         return read_csv(self.schema, self.path)
 
-    def open(self, policy: str = "auto", aside: Iterable[str | Path] = (), say: Callable[[str], None] = print,
+    def open(self, policy: Reuse | str = Reuse.AUTO, aside: Iterable[str | Path] = (),
+             say: Callable[[str], None] = log.info,
              reconcile_rows: bool = True) -> "RowStore":
         """Load the file's rows; under an identity (for a schema with an identity column, and `reconcile_rows`),
         keep only those that may be reused (the file and `aside` are set aside when any may not:
@@ -224,7 +237,8 @@ class RowStore:
         self._opened = True
         return self
 
-    def reconcile(self, policy: str = "auto", aside: Iterable[str | Path] = (), say: Callable[[str], None] = print,
+    def reconcile(self, policy: Reuse | str = Reuse.AUTO, aside: Iterable[str | Path] = (),
+                  say: Callable[[str], None] = log.info,
                   rows: list[Row] | None = None, identity: RunIdentity | None = None) -> list[Row]:
         """results.ledger.reconcile on this file's rows (read now unless given) under `identity` (the store's by
         default): the rows that may be reused; moves the file and `aside` to superseded/ when any may not."""
@@ -291,4 +305,5 @@ class RowStore:
         return row
 
 
-__all__ = ["IDENTITY_COLUMN", "Row", "RowSchema", "RowStore", "folder_lock", "read_csv", "six_digits", "to_csv"]
+__all__ = ["IDENTITY_COLUMN", "Row", "RowSchema", "RowStore", "csv_header", "folder_lock", "read_csv", "six_digits",
+           "to_csv"]

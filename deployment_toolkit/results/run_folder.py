@@ -5,6 +5,7 @@ out, stamps them and reuses them the same way."""
 from __future__ import annotations
 
 import argparse
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
@@ -13,6 +14,9 @@ from . import ledger
 from .identity import RunIdentity
 from .rows import Row, RowSchema, RowStore
 from .runinfo import RUN_JSON, read_run_json, write_run_json
+from ..config import Reuse
+
+log = logging.getLogger(__name__)
 
 RESULT_PATH_FLAG = "--result-path"
 # the spellings commands had before --result-path: still accepted where a command had one
@@ -75,8 +79,8 @@ class RunFolder:
     def stored_identity(self, identity_id: str) -> dict[str, Any] | None:
         return ledger.stored_identity(self.path, identity_id)
 
-    def reconcile(self, label: str, rows: list[Row], policy: str, files: Iterable[str | Path],
-                  say: Callable[[str], None] = print, stored: Mapping[str, Any] | None = None) -> list[Row]:
+    def reconcile(self, label: str, rows: list[Row], policy: Reuse | str, files: Iterable[str | Path],
+                  say: Callable[[str], None] = log.info, stored: Mapping[str, Any] | None = None) -> list[Row]:
         """results.ledger.reconcile under this folder's identity: the rows that may be reused; `files` are set
         aside when any may not (`policy` auto | resume | fresh)."""
         if self.identity is None:

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import csv
 import gzip
-import io
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ..spec import atomic_write_text
+from .rows import RowSchema, to_csv
 
 SUMMARY_COLUMNS = ("samples", "seconds", "server_infer_per_s", "client_vs_server_pct", "avg_batch",
                    "queue_us_per_request", "compute_infer_us_per_request", "compute_infer_us_per_exec",
@@ -21,16 +21,26 @@ SUMMARY_COLUMNS = ("samples", "seconds", "server_infer_per_s", "client_vs_server
                    "gpu_power_w")
 
 
+SERIES_COLUMNS = ("t_s", "metric", "series", "value")
+
+
+def _text(value: Any) -> str:
+    """A cell as Python's csv module writes it (a float in full, None empty): these files keep their bytes."""
+    return "" if value is None else str(value)
+
+
+def _series_schema(point: Mapping[str, Any]) -> RowSchema:
+    return RowSchema(columns=(*point.keys(), *SERIES_COLUMNS))
+
+
 def series_csv(samples: Sequence[Any], point: Mapping[str, Any]) -> str:
-    """The time series as CSV rows: the point's key columns, t (s from the first sample), metric, series, value."""
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
+    """The time series as CSV rows (no header): the point's key columns, t (s from the first sample), metric,
+    series, value."""
     t0 = samples[0].t if samples else 0.0
-    for s in samples:
-        for name, series in sorted(s.values.items()):
-            for key, value in sorted(series.items()):
-                w.writerow([*point.values(), f"{s.t - t0:.3f}", name, key, value])
-    return buf.getvalue()
+    rows = [{**{k: _text(v) for k, v in point.items()}, "t_s": f"{s.t - t0:.3f}", "metric": name, "series": key,
+             "value": _text(value)}
+            for s in samples for name, series in sorted(s.values.items()) for key, value in sorted(series.items())]
+    return to_csv(_series_schema(point), rows, header=False)
 
 
 def append_series(path: Path, samples: Sequence[Any], point: Mapping[str, Any]) -> None:
@@ -38,7 +48,7 @@ def append_series(path: Path, samples: Sequence[Any], point: Mapping[str, Any]) 
     new = not path.exists()
     with open(path, "a", newline="") as fh:
         if new:
-            csv.writer(fh, lineterminator="\n").writerow([*point.keys(), "t_s", "metric", "series", "value"])
+            fh.write(to_csv(_series_schema(point), []))
         fh.write(series_csv(samples, point))
 
 
@@ -93,11 +103,8 @@ def record_point(result_dir: Path, kind: str, key: Mapping[str, Any], summary: M
     rows = [r for r in read_summaries(path) if tuple(r.get(k) for k in ids) != mine]
     rows.append({**{k: key.get(k) for k in columns[:len(ids) + 1]}, **summary})
     rows.sort(key=lambda r: tuple(_order(None if r.get(k) is None else str(r.get(k))) for k in ids))
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
-    w.writeheader()
-    w.writerows([{c: ("" if r.get(c) is None else r.get(c)) for c in columns} for r in rows])
-    atomic_write_text(path, buf.getvalue())
+    schema = RowSchema(columns=tuple(columns))
+    atomic_write_text(path, to_csv(schema, [{c: _text(r.get(c)) for c in columns} for r in rows]))
     series = Path(result_dir) / "telemetry" / f"{kind}_series.csv"
     series.parent.mkdir(parents=True, exist_ok=True)
     append_series(series, samples, {k: key[k] for k in ids})

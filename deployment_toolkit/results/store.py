@@ -10,6 +10,7 @@ from .identity import RunIdentity
 from .rows import read_csv, to_csv
 from .run_folder import RunFolder
 from .schema import STORE_SCHEMA
+from ..config import Reuse
 
 
 class ResultsStore:
@@ -18,7 +19,7 @@ class ResultsStore:
     Opening it reuses the rows measured under `identity` and sets the others aside (results.ledger.reconcile).
     """
 
-    def __init__(self, run_dir: str | Path, kind: str, identity: RunIdentity, policy: str = "auto"):
+    def __init__(self, run_dir: str | Path, kind: str, identity: RunIdentity, policy: Reuse | str = Reuse.AUTO):
         self.folder = RunFolder(run_dir, identity)
         self.run_dir = self.folder.path
         self.kind = kind

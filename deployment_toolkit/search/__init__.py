@@ -1,11 +1,13 @@
 """Config search under a latency budget: what Model Analyzer does, sized to the host and judged against noise.
 
 space (candidates, cores), sweep (one candidate's concurrency sweep with early stops), stats (noise, gains
-with spread), store (checkpoint), trials (the search's contracts and errors), engine (the search: exploration,
-noise and knee), judge (levels against the budget and the noise), bench (measuring points through the
-checkpoint), clock (--max-minutes and the time reserves), confirm (the final re-measurement in turns), decide
-(the winner and the verdicts), progress (its console), triton (measuring on the embedded server),
-artifacts (verified formats), output (search.csv/md, frontier plot, winner config), model_analyzer
+with spread), store (checkpoint), trials (the search's settings, contracts, results and errors), request (the
+typed request: settings, job, server, perf options, data), orchestration (one search as a step:
+`search_step(request) -> SearchRun`, what the command, the plan and the Python API run), engine (the search:
+exploration, noise and knee), judge (levels against the budget and the noise), bench (measuring points through the
+checkpoint), clock (--max-minutes and the time reserves), confirm (the final re-measurement in turns), decide (the
+winner and the verdicts), progress (its console bar), triton (measuring on the embedded server), artifacts
+(verified formats), output (search.csv/md, frontier plot, winner config), model_analyzer, head_to_head and versus
 (the side-by-side benchmark).
 """
 from .engine import Search

@@ -5,13 +5,17 @@ is reported and left out, never served: the search only measures artifacts that 
 """
 from __future__ import annotations
 
+import logging
 from pathlib import Path
+from typing import Callable
 
 from ..export.reuse import reusable_artifact
 from ..results.identity import file_digest
 from ..sources import ModelSource, ResolvedModel, resolve
 from ..spec import Manifest
 from .trials import FormatInfo
+
+_log = logging.getLogger(__name__)
 
 
 def artifact_digest(directory: Path, manifest: Manifest) -> str:
@@ -20,9 +24,9 @@ def artifact_digest(directory: Path, manifest: Manifest) -> str:
 
 
 def prepare_formats(model: "str | ModelSource | ResolvedModel", preset: str, formats: list[str],
-                    workspace: str | Path, log=print) -> list[FormatInfo]:
+                    workspace: str | Path, log: Callable[[str], None] = _log.info) -> list[FormatInfo]:
     """One FormatInfo per requested format, each with a verified artifact or the reason it has none. `model`:
-    any model source (a reference string is resolved with `preset`)."""
+    any model source (a reference string is resolved with `preset`); `log` gets the progress lines."""
     from ..export import ConvertOptions, FormatUnavailable, convert
     from ..export.errors import ConversionError
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..sizing.capacity import OpenLoopCapacity, Search as RateSearch, search as rate_search
-from ..sizing.ratepoint import AUTO_WINDOW_MS, ClientLimited, RatePoint, auto_window_ms
+from ..sizing.ratepoint import ClientLimited, RatePoint, auto_window_ms
 from .bench import Bench
 from .clock import SearchClock
 from .decide import Standings, verdicts
@@ -26,7 +26,7 @@ from .space import Candidate
 from .stats import Gain, Spread
 from .sweep import score
 from .store import Point
-from .trials import CandidateFailed, Decision, Trial
+from .trials import CandidateFailed, Decision, Trial, rate_point_estimate
 
 CAPACITY_FINALISTS = 3  # challengers measured in open loop besides the default
 RESOLUTION = 0.05  # a capacity search stops when its bracket is this narrow (relative)
@@ -36,13 +36,6 @@ POINTS_PER_SEARCH = 7  # what the time reserve counts for one search (6.5 rates 
 MIN_POINTS = 4  # the fewest rates a search is given when time is short: bracket, then bisect twice
 SEED_SHARE = 0.8  # the first search starts at this share of the closed-loop figure (open loop is lower: 50-90%)
 CAPACITY_SHARE = 0.5  # of --max-minutes the capacity stage is planned for at most (the exploration keeps the rest)
-
-
-def rate_point_estimate(open_loop_window_ms: int | None) -> float:
-    """An open-loop rate's time before one is measured: 3 to 6 windows and its start (7 s at 1-s windows here).
-    Windows sized to the rate (None) are counted at their shortest until the rate is known (`expect_rates`)."""
-    window_ms = open_loop_window_ms or AUTO_WINDOW_MS[0]
-    return 5.0 * window_ms / 1000.0 + 2.0
 
 
 def expect_rates(clock: SearchClock, best: Point | None) -> None:

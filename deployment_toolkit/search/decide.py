@@ -26,14 +26,14 @@ class Standings:
 
 def standings(trials: list[Trial], default: Trial, judge: Judge) -> Standings:
     """The best two non-dominated configs within the budget, and the default when it is within it."""
-    higher = judge.settings.objective == "throughput"
+    higher = judge.settings.explore == "throughput"
     measured = [t for t in trials if t.status == "measured"]
     feasible = [t for t in measured if judge.best(t) is not None]
     best_p99 = min((t.sweep.min_p99 for t in measured if t.sweep and t.sweep.min_p99),
                    key=lambda p: p.p99_ms, default=None)
     dominated = {t.candidate.key: d for t in feasible if (d := dominated_by(t, feasible, trials, judge))}
     ranked = sorted((t for t in feasible if t.candidate.key not in dominated),
-                    key=lambda t: score(judge.best(t), judge.settings.objective), reverse=higher)
+                    key=lambda t: score(judge.best(t), judge.settings.explore), reverse=higher)
     finalists = ranked[:2]
     if default in feasible and default not in finalists:
         finalists.append(default)
@@ -58,7 +58,7 @@ def dominated_by(a: Trial, feasible: list[Trial], order: list[Trial], judge: Jud
 
 def decide(st: Standings, default: Trial, judge: Judge) -> Decision:
     """Name the winner from the finalists' `confirmation`s and set every trial's verdict."""
-    higher = judge.settings.objective == "throughput"
+    higher = judge.settings.explore == "throughput"
     confirmed = [t for t in st.finalists if t.confirmation and t.confirmation.holds]
     for t in st.finalists:
         if t.confirmation and t not in confirmed:
@@ -100,7 +100,7 @@ def _nothing_named(st: Standings, judge: Judge) -> str:
 
 def _name_winner(decision: Decision, confirmed: list[Trial], default: Trial, judge: Judge) -> None:
     """The best confirmed config, unless the default (when it held) is as good within the noise."""
-    higher = judge.settings.objective == "throughput"
+    higher = judge.settings.explore == "throughput"
     noise = judge.noise_for_objective()
     top = confirmed[0]
     decision.runner_up = next((t for t in confirmed[1:] if t is not default), None)
@@ -130,7 +130,7 @@ def _name_winner(decision: Decision, confirmed: list[Trial], default: Trial, jud
 
 def verdicts(decision: Decision, st: Standings, default: Trial, judge: Judge) -> None:
     """Every trial's best level, verdict and the detail line that says why."""
-    obj = judge.settings.objective
+    obj = judge.settings.explore
     top = decision.winner
     for t in st.trials:
         t.best = judge.best(t)

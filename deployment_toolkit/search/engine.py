@@ -131,7 +131,7 @@ class Search:
                                          for q in queue_delay_ladder(self.s.budget_ms, self.s.queue_delays_us)])
 
     def _batching_skip_reason(self) -> str:
-        if self.s.objective == "latency":
+        if self.s.explore == "latency":
             return "the latency objective measures one request in flight, which the batcher never groups"
         if self.incumbent.candidate.max_batch_size < 2:
             return "the model does not batch (max batch size < 2)"
@@ -264,7 +264,7 @@ class Search:
         """With the p99 noise now known, the baseline's best level may no longer hold the budget with room for
         it: narrow the knee again between the best level that does and the first one above it that does not."""
         best = self.judge.best(trial)
-        if self.s.objective != "throughput" or best is None:
+        if self.s.explore != "throughput" or best is None:
             return
         above = [p for p in trial.sweep.points if p.concurrency > best.concurrency
                  and not self.judge.holds(trial, p.concurrency)]
@@ -288,7 +288,7 @@ class Search:
         """A baseline whose sweep the time limit stopped before any level broke the budget climbs on from its
         best level, now that the noise is known and the reserve may be smaller (`Judge.step_down_possible`): the
         baseline is often the recommendation on a short limit, and its knee is worth more than a challenger."""
-        if not trial.sweep.stop_reason.startswith("--max-minutes") or self.s.objective != "throughput":
+        if not trial.sweep.stop_reason.startswith("--max-minutes") or self.s.explore != "throughput":
             return
         before = self.bench.measured_points
         try:
@@ -319,7 +319,7 @@ class Search:
         return self.clock.out_of_time(self.clock.final_reserve_s(1, self._step_down_possible()))
 
     def _policy(self) -> SweepPolicy:
-        return SweepPolicy(self.s.budget_ms, self.s.objective, self.s.max_concurrency, self.s.refine_steps,
+        return SweepPolicy(self.s.budget_ms, self.s.explore, self.s.max_concurrency, self.s.refine_steps,
                            noise=self.judge.noise.throughput, p99_noise=self.judge.noise.p99)
 
     # ---- time reserves (the clock's arithmetic on the counts of this search) -------------------
@@ -367,7 +367,7 @@ class Search:
 
     # ---- progress ---------------------------------------------------------------------------
     def _ladder_sizes(self) -> int:
-        if self.s.objective == "latency":
+        if self.s.explore == "latency":
             return 0
         mb = max((self._max_batch(f) for f in self.order), default=0)
         return (len(max_batch_ladder(mb)) + len(preferred_options(mb))

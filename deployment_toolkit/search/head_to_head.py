@@ -9,6 +9,7 @@ figure a fleet plan uses: the closed-loop numbers say what each tool optimised, 
 """
 from __future__ import annotations
 
+import logging
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +19,7 @@ from ..tables import markdown_table
 from .trials import CandidateFailed, CandidateRefused, FormatInfo
 from .space import Candidate
 
+log = logging.getLogger(__name__)
 JUDGE_WINDOW_MS = 1000  # the open-loop window of the judge's capacity searches, the same for both picks
 
 
@@ -75,8 +77,8 @@ def remeasure(contenders: list[Contender], formats: dict[str, FormatInfo], work_
                     continue
                 c.throughputs.append(point.throughput)
                 c.p99s.append(point.p99_ms)
-                print(f"  round {r + 1}/{rounds}, {c.side}: {point.throughput:.1f} inf/s, p99 {point.p99_ms:.1f} ms "
-                      f"at concurrency {c.concurrency}", flush=True)
+                log.info(f"  round {r + 1}/{rounds}, {c.side}: {point.throughput:.1f} inf/s, p99 {point.p99_ms:.1f} "
+                         f"ms at concurrency {c.concurrency}")
         if budget_ms is not None:
             _capacities(live, measurer, rounds, budget_ms)
     return contenders
@@ -102,9 +104,8 @@ def _capacities(live: list[Contender], measurer, rounds: int, budget_ms: float) 
                 c.error = str(err)
                 continue
             c.capacities.append(found or 0.0)
-            print(f"  open loop {r}/{rounds}, {c.side}: "
-                  + (f"{found:,.1f} inf/s within p99 {budget_ms:g} ms" if found else "no rate met the budget"),
-                  flush=True)
+            log.info(f"  open loop {r}/{rounds}, {c.side}: "
+                     + (f"{found:,.1f} inf/s within p99 {budget_ms:g} ms" if found else "no rate met the budget"))
 
 
 def table(contenders: list[Contender], budget_ms: float) -> list[str]:

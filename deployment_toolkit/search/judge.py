@@ -26,7 +26,7 @@ class Judge:
     noise_known: bool = False
 
     def noise_for_objective(self) -> float:
-        return self.noise.p99 if self.settings.objective == "latency" else self.noise.throughput
+        return self.noise.p99 if self.settings.explore == "latency" else self.noise.throughput
 
     def holds(self, trial: Trial, concurrency: int) -> bool:
         """Every sample of a level within the budget, and their median with room for the p99 noise."""
@@ -49,10 +49,10 @@ class Judge:
         """The best level that holds the budget (`holds`), at the medians of its samples."""
         if trial.status != "measured" or trial.sweep is None:
             return None
-        return best_point(self.frontier(trial), self.settings.budget_ms, self.settings.objective)
+        return best_point(self.frontier(trial), self.settings.budget_ms, self.settings.explore)
 
     def gain(self, a: Trial, b: Trial) -> float | None:
-        objective = self.settings.objective
+        objective = self.settings.explore
         sa, sb = score(self.best(a), objective), score(self.best(b), objective)
         if sa is None or sb is None:
             return None
@@ -72,7 +72,7 @@ class Judge:
 
     def gain_text(self, a: Trial, b: Trial) -> str:
         g = self.gain(a, b)
-        what = "p99" if self.settings.objective == "latency" else "throughput"
+        what = "p99" if self.settings.explore == "latency" else "throughput"
         if g is not None:
             return f"{what} {g * 100:+.1f}% vs {b.candidate.slug}"
         if self.best(a) is not None:

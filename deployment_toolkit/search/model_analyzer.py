@@ -18,7 +18,7 @@ import shutil
 import signal
 import subprocess
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -79,26 +79,43 @@ def ma_environment() -> dict[str, str]:
     return perf_environment(server_environment(find_installation()))
 
 
-def ma_config(*, model_name: str, repository: Path, work_dir: Path, budget_ms: float, cpu_only: bool,
-              ports: tuple[int, int, int], backend_dir: Path, perf_analyzer: Path, search_mode: str = "quick",
-              shared_memory: str = "none", output_shm_bytes: int | None = None,
-              output_repository: Path | None = None) -> dict[str, Any]:
-    """Model Analyzer's YAML config: same model, budget, server binary and perf_analyzer as our search.
-    Its output repository holds a copy of the model per variant: keep it out of the results folder."""
+@dataclass
+class MARequest:
+    """One Model Analyzer run: the model in its repository, the budget, the time limit and how it measures (the
+    same server binary and perf_analyzer as our search). Its output repository holds a copy of the model per
+    variant: keep it out of the results folder."""
+
+    binary: Path | None  # the model-analyzer CLI (None: not installed, said in the result)
+    model_name: str
+    repository: Path
+    work_dir: Path
+    budget_ms: float
+    max_minutes: float = 10.0
+    cpu_only: bool = True
+    search_mode: str = "quick"
+    shared_memory: str = "none"
+    output_shm_bytes: int | None = None
+    output_repository: Path | None = None
+
+
+def ma_config(request: MARequest, ports: tuple[int, int, int], backend_dir: Path,
+              perf_analyzer: Path) -> dict[str, Any]:
+    """Model Analyzer's YAML config: same model, budget, server binary and perf_analyzer as our search."""
+    r = request
     http, grpc, metrics = ports
     pa_flags: dict[str, str] = {}
-    if shared_memory != "none":
-        pa_flags["shared-memory"] = shared_memory
-        if output_shm_bytes:
-            pa_flags["output-shared-memory-size"] = str(output_shm_bytes)
-    model: dict[str, Any] = {"cpu_only": cpu_only}
+    if r.shared_memory != "none":
+        pa_flags["shared-memory"] = r.shared_memory
+        if r.output_shm_bytes:
+            pa_flags["output-shared-memory-size"] = str(r.output_shm_bytes)
+    model: dict[str, Any] = {"cpu_only": r.cpu_only}
     if pa_flags:
         model["perf_analyzer_flags"] = pa_flags
     return {
-        "model_repository": str(repository),
-        "profile_models": {model_name: model},
-        "run_config_search_mode": search_mode,
-        "latency_budget": int(max(1, round(budget_ms))),
+        "model_repository": str(r.repository),
+        "profile_models": {r.model_name: model},
+        "run_config_search_mode": r.search_mode,
+        "latency_budget": int(max(1, round(r.budget_ms))),
         "client_protocol": "grpc",
         "triton_server_flags": {"backend-directory": str(backend_dir), "http-port": str(http),
                                 "grpc-port": str(grpc), "metrics-port": str(metrics),
@@ -108,11 +125,11 @@ def ma_config(*, model_name: str, repository: Path, work_dir: Path, budget_ms: f
         "triton_grpc_endpoint": f"127.0.0.1:{grpc}",
         "triton_metrics_url": f"http://127.0.0.1:{metrics}/metrics",
         "perf_analyzer_path": str(perf_analyzer),
-        "output_model_repository_path": str(output_repository or work_dir / "output_repository"),
+        "output_model_repository_path": str(r.output_repository or r.work_dir / "output_repository"),
         "override_output_model_repository": True,
-        "export_path": str(work_dir / "export"),
-        "checkpoint_directory": str(work_dir / "checkpoints"),
-        "triton_output_path": str(work_dir / "tritonserver.log"),
+        "export_path": str(r.work_dir / "export"),
+        "checkpoint_directory": str(r.work_dir / "checkpoints"),
+        "triton_output_path": str(r.work_dir / "tritonserver.log"),
     }
 
 
@@ -155,21 +172,21 @@ def explain_failure(output: str, returncode: int | None) -> str:
     return f"exit code {returncode}: " + " | ".join(tail)[-800:]
 
 
-def run_model_analyzer(*, binary: Path | None, model_name: str, repository: Path, work_dir: Path, budget_ms: float,
-                       max_minutes: float, cpu_only: bool, search_mode: str = "quick", shared_memory: str = "none",
-                       output_shm_bytes: int | None = None, output_repository: Path | None = None) -> MAResult:
+def run_model_analyzer(request: MARequest) -> MAResult:
     """Run Model Analyzer's profile with a time limit; never raises for its failures, reports them."""
     import yaml
 
     from ..binaries import find_perf_analyzer
     from ..server.local import backend_directory, find_installation, free_port
 
-    if binary is None:
+    if request.binary is None:
         return MAResult(ran=False, error=f"Model Analyzer is not installed: {INSTALL_HINT}")
-    work_dir, repository = work_dir.resolve(), repository.resolve()  # it runs in work_dir: no relative paths
-    output_repository = (output_repository or work_dir / "output_repository").resolve()
+    work_dir = request.work_dir.resolve()  # it runs in work_dir: no relative paths
+    request = replace(request, work_dir=work_dir, repository=request.repository.resolve(),
+                      output_repository=(request.output_repository or work_dir / "output_repository").resolve())
+    binary, max_minutes = request.binary, request.max_minutes
     work_dir.mkdir(parents=True, exist_ok=True)
-    shutil.rmtree(output_repository, ignore_errors=True)
+    shutil.rmtree(request.output_repository, ignore_errors=True)
     for stale in ("checkpoints", "export"):
         shutil.rmtree(work_dir / stale, ignore_errors=True)
     (work_dir / "export").mkdir()
@@ -177,10 +194,7 @@ def run_model_analyzer(*, binary: Path | None, model_name: str, repository: Path
     ports = (free_port(), free_port(), free_port())
     while len(set(ports)) < 3:
         ports = (free_port(), free_port(), free_port())
-    cfg = ma_config(model_name=model_name, repository=repository, work_dir=work_dir, budget_ms=budget_ms,
-                    cpu_only=cpu_only, ports=ports, backend_dir=backend_directory(inst),
-                    perf_analyzer=find_perf_analyzer(), search_mode=search_mode, shared_memory=shared_memory,
-                    output_shm_bytes=output_shm_bytes, output_repository=output_repository)
+    cfg = ma_config(request, ports, backend_directory(inst), find_perf_analyzer())
     config_path = work_dir / "model_analyzer.yaml"
     config_path.write_text(yaml.safe_dump(cfg, sort_keys=False))
     cmd = ma_command(binary, config_path, inst.binary)
@@ -228,5 +242,5 @@ def _stop_group(proc: subprocess.Popen) -> None:
             continue
 
 
-__all__ = ["MAResult", "MAMeasurement", "find_model_analyzer", "ma_config", "ma_command", "ma_environment",
+__all__ = ["MARequest", "MAResult", "MAMeasurement", "find_model_analyzer", "ma_config", "ma_command", "ma_environment",
            "read_checkpoint", "explain_failure", "run_model_analyzer", "INSTALL_HINT"]

@@ -219,9 +219,11 @@ def plot_frontier(outcome: SearchOutcome, path: Path, title: str) -> Path | None
 # ---- markdown ------------------------------------------------------------------------------------
 
 def write_markdown(outcome: SearchOutcome, result_dir: Path, *, title: str, host: str, command: str,
-                   written: Path | None, plot: Path | None, reused_failures: int = 0, store=None) -> Path:
-    """search.md (and search.html for the report); `store` (the checkpoint) adds the memory per instance count."""
+                   written: Path | None, plot: Path | None, store=None) -> Path:
+    """search.md (and search.html for the report); `store` (the checkpoint) adds the refused or failed configs it
+    remembered and the memory per instance count."""
     s, d = outcome.settings, outcome.decision
+    reused_failures = store.reused_failures if store is not None else 0
     md = [f"# {title}", "",
           f"Host: {host}; budget p99 <= {s.budget_ms:g} ms; objective: {s.objective_name}; "
           f"threads x instances capped at {s.cores} cores"

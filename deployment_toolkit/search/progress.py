@@ -2,12 +2,15 @@
 --max-minutes (tqdm's ETA assumes every config runs), and its log lines."""
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import time
 from typing import Callable
 
 from .stats import Noise
+
+log = logging.getLogger(__name__)
 
 
 class Progress:
@@ -55,7 +58,7 @@ class Progress:
         elif self._bar is not None:
             self._bar.write(text, file=sys.stderr)
         else:
-            print(text, file=sys.stderr, flush=True)
+            log.info(text)
 
 
 def noisy_host_warning(noise: Noise, cores: int) -> str:

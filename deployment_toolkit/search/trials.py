@@ -6,9 +6,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..config import check_numbers, setting
-from ..config.fields import int_list
+from ..config import Objective, check_numbers, setting
+from ..config.fields import MAX_LATENCY_MS, int_list
 from ..errors import ToolkitError, UserError, UserInputError
+from ..sizing.ratepoint import AUTO_WINDOW_MS
 from ..repository.config import ConfigError, build_config
 from ..spec import Manifest
 from .space import DEFAULT_QUEUE_DELAYS_US, Candidate, host_cores
@@ -48,20 +49,49 @@ class FormatInfo:
     error: str = ""
 
 
+SEARCH_MAX_MINUTES = 20.0  # `search` and dt.search_config: the time limit unless given one
+PLAN_MAX_MINUTES = 8.0  # `plan` and dt.plan: the search's share of a plan
+
+
+OBJECTIVE_CHOICES = ("capacity", "closed-loop", "throughput", "latency")  # --objective; throughput is closed-loop
+
+
+def objective_choice(text: str) -> Objective:
+    """--objective's value; `throughput` is the older name of closed-loop."""
+    if text == "throughput":
+        return Objective.CLOSED_LOOP
+    try:
+        return Objective(text)
+    except ValueError:
+        raise UserInputError(f"objective {text!r}: choose one of {', '.join(OBJECTIVE_CHOICES)}") from None
+
+
+def rate_point_estimate(open_loop_window_ms: int | None) -> float:
+    """An open-loop rate's time before one is measured: 3 to 6 windows and its start (7 s at 1-s windows here).
+    Windows sized to the rate (None) are counted at their shortest until the rate is known (capacity.expect_rates)."""
+    window_ms = open_loop_window_ms or AUTO_WINDOW_MS[0]
+    return 5.0 * window_ms / 1000.0 + 2.0
+
+
 @dataclass
 class SearchSettings:
-    """What a search explores and how long; each field's flag, default and range written once (the search and
-    plan commands build their flags from these fields, the Python API takes the same fields)."""
+    """What a search explores, how it ranks and how long; each field's flag, default and range written once (the
+    search and plan commands build their flags from these fields, the Python API takes the same dataclass)."""
 
-    budget_ms: float = setting(flag="--p99-ms", unit="ms", low=0, low_open=True, high=3_600_000,
+    budget_ms: float = setting(flag="--p99-ms", unit="ms", low=0, low_open=True, high=MAX_LATENCY_MS,
                                help="p99 latency budget: a point counts only within it")
-    objective: str = "throughput"  # the closed-loop exploration's: throughput | latency (objective_fields)
+    objective: Objective = setting(
+        Objective.CAPACITY, flag="--objective", type=str, choices=OBJECTIVE_CHOICES,
+        metavar="{" + ",".join(OBJECTIVE_CHOICES) + "}",
+        help="capacity: the finalists ranked by open-loop capacity, the highest Poisson arrival rate one replica "
+             "sustains within the budget (what a fleet plan uses); closed-loop (or throughput): most inferences/s "
+             "at a concurrency within the budget; latency: lowest p99")
     cores: int = field(default_factory=host_cores)
     allow_oversubscribe: bool = setting(False, flag="--allow-oversubscribe", action="store_true",
                                         help="also measure configs with instances x threads > the usable cores")
-    max_minutes: float | None = setting(None, flag="--max-minutes", unit="min", low=0, low_open=True, high=10_080,
-                                        help="time limit from the command's start: the server's start-up and the "
-                                             "final re-measurement included")
+    max_minutes: float | None = setting(SEARCH_MAX_MINUTES, flag="--max-minutes", unit="min", low=0, low_open=True,
+                                        high=10_080, help="time limit from the command's start: the server's "
+                                                          "start-up and the final re-measurement included")
     max_configs: int | None = setting(None, flag="--max-configs", low=1, high=100_000,
                                       help="stop exploring after this many measured configs")
     noise_repeats: int = setting(2, flag="--noise-repeats", low=0, high=100,
@@ -78,39 +108,38 @@ class SearchSettings:
                                                help="max queue delays to try, comma-separated")
     min_noise: float = setting(MIN_NOISE, flag="--min-noise", low=0, high=1,
                                help="floor of the relative noise: smaller gains never count")
-    finish_reserve_s: float = 0.0  # kept at the end of --max-minutes for what the command does after the search
-    rank_by: str = "closed-loop"  # closed-loop | capacity (the finalists' open-loop capacity: search/capacity.py)
+    finish_reserve_s: float = 0.0  # kept at the end of --max-minutes for what the caller does after the search
     capacity_trials: int = setting(3, flag="--capacity-trials", low=1, high=20,
                                    help="open-loop capacity searches per finalist under --objective capacity; their "
                                         "spread is the capacity's")
-    rate_point_s: float = 6.0  # the time of one open-loop rate (the time reserve's estimate until one is measured)
+    # the time of one open-loop rate (the time reserve's estimate until one is measured; None: from the window)
+    rate_point_s: float | None = None
     open_loop_window_ms: int | None = setting(
         None, flag="--open-loop-window-ms", unit="ms", low=100, high=600_000,
         help="perf_analyzer window of an open-loop rate (3 to 6 windows a rate; default: about 100 requests at the "
              "rate, 300 to 1000 ms)")
 
     def __post_init__(self) -> None:
+        self.objective = objective_choice(str(self.objective))
         self.queue_delays_us = tuple(self.queue_delays_us)
         check_numbers(self)
+        if self.rate_point_s is None:
+            self.rate_point_s = rate_point_estimate(self.open_loop_window_ms)
+
+    @property
+    def rank_by(self) -> str:
+        """What the finalists are ranked by: their open-loop capacity, or their closed-loop re-measurement."""
+        return "capacity" if self.objective == Objective.CAPACITY else "closed-loop"
+
+    @property
+    def explore(self) -> str:
+        """What the closed-loop exploration maximises: throughput, or (minimises) the p99 latency."""
+        return "latency" if self.objective == Objective.LATENCY else "throughput"
 
     @property
     def objective_name(self) -> str:
         """What the search ranks by, as --objective names it."""
-        if self.rank_by == "capacity":
-            return "capacity"
-        return "closed-loop" if self.objective == "throughput" else self.objective
-
-
-OBJECTIVES = ("capacity", "closed-loop", "throughput", "latency")  # --objective; throughput is closed-loop
-
-
-def objective_fields(objective: str) -> dict[str, str]:
-    """The SearchSettings fields --objective sets: what the finalists are ranked by and what the closed-loop
-    exploration maximises."""
-    if objective not in OBJECTIVES:
-        raise UserInputError(f"objective {objective!r}: choose one of {', '.join(OBJECTIVES)}")
-    return {"rank_by": "capacity" if objective == "capacity" else "closed-loop",
-            "objective": "latency" if objective == "latency" else "throughput"}
+        return self.objective.value
 
 
 @dataclass
@@ -168,25 +197,30 @@ class SearchOutcome:
 
 @dataclass
 class SearchRun:
-    """What one search step gives its caller in memory: the outcome, where it wrote, the exit code it implies."""
+    """What one search gives its caller in memory: the outcome, the files it wrote and the artifacts it searched.
+    A search that cannot start raises a SearchError (or a UserError for bad input) instead; one that ran and found
+    no config within the budget is a result (`found` is False), with every file written."""
 
-    outcome: SearchOutcome | None  # None when the search could not start (`error` says why)
+    outcome: SearchOutcome
     result_dir: Path
-    code: int
     wall_s: float
     csv_path: Path | None = None
     written: Path | None = None  # the winner's config in the model repository
     report: Path | None = None
-    error: str = ""
     model_name: str = ""  # the winner's name in the model repository
     formats: list[FormatInfo] = field(default_factory=list)  # the verified artifacts searched
     options: Any = None  # perf.analyzer.PerfOptions the points were measured with (the user's samples as its input)
 
+    @property
+    def found(self) -> bool:
+        """A config met the budget (the winner)."""
+        return self.outcome.decision.winner is not None
+
     def winner(self) -> tuple[Candidate, int] | None:
         """The winner and the concurrency of its final re-measurement (of its best level within the budget when
         it was ranked by open-loop capacity)."""
-        d = self.outcome.decision if self.outcome else None
-        if d is None or d.winner is None:
+        d = self.outcome.decision
+        if d.winner is None:
             return None
         if d.winner.confirmation is not None:
             return d.winner.candidate, d.winner.confirmation.concurrency

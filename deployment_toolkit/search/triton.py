@@ -12,25 +12,26 @@ request, peak host and GPU memory), so the memory each instance count used is kn
 """
 from __future__ import annotations
 
+import logging
 import math
 import shutil
-import sys
 import time
 import warnings
+from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..binaries import check_perf_analyzer
 from ..client import ServerNotReady, TritonClient
 from ..perf import telemetry
-from ..perf.analyzer import PerfAnalyzerError, PerfOptions, run_point
+from ..perf.analyzer import Concurrency, PerfAnalyzerError, PerfOptions, PerfTarget, run_point
 from ..results.schema import MEASURE_COLUMNS
 from ..repository.config import ConfigError
 from ..repository.layout import write_model
 from ..repository.names import check_model_name
 from ..server.errors import ModelLoadError, ServerError
 from ..server.local import LocalTritonServer, ServerConfig, explain_lines
-from ..server.startup import DEFAULT_START_TIMEOUT_S
+from .request import SearchServer
 from .trials import CandidateFailed, CandidateRefused, FormatInfo
 from .space import Candidate
 from .store import Point
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     from ..sizing.ratepoint import RatePoint
 
 
+log = logging.getLogger(__name__)
 RATE_FILE = "search_openloop.csv"  # the open-loop rates of --objective capacity, in the result folder
 TELEMETRY_KIND = "search"  # search_server.csv and telemetry/search_series.csv in the result folder
 POINT_KEYS = ("config", "concurrency", "sample")
@@ -63,30 +65,28 @@ class TritonMeasurer:
     """`with TritonMeasurer(...) as m:` starts the server; `load/measure/release` serve the engine."""
 
     def __init__(self, formats: dict[str, FormatInfo], base_name: str, work_dir: str | Path, options: PerfOptions,
-                 *, http_port: int = 0, grpc_port: int = 0, metrics_port: int = 0, log_verbose: int = 0,
-                 load_timeout_s: float = 180.0, metrics_period_s: float | None = telemetry.DEFAULT_PERIOD_S,
-                 rate_store: Any = None, open_loop_window_ms: int | None = None,
-                 start_timeout_s: float = DEFAULT_START_TIMEOUT_S):
-        """`metrics_period_s`: how often the metrics endpoint is scraped during a point (None or 0: never).
-        `rate_store`: where open-loop rates are stored and resumed (a sizing RateStore; default: the work folder's
-        search_openloop.csv); `open_loop_window_ms`: the perf_analyzer window of an open-loop rate (None: sized to
-        the rate, sizing.ratepoint.auto_window_ms)."""
+                 *, server: SearchServer | None = None, rate_store: Any = None, open_loop_window_ms: int | None = None,
+                 load_timeout_s: float = 180.0):
+        """`server`: its ports, log level, how often its metrics endpoint is scraped during a point (None or 0:
+        never) and its start-up limit. `rate_store`: where open-loop rates are stored and resumed (a sizing
+        RateStore; default: the work folder's search_openloop.csv); `open_loop_window_ms`: the perf_analyzer
+        window of an open-loop rate (None: sized to the rate, sizing.ratepoint.auto_window_ms)."""
+        server = server or SearchServer()
         self.formats = formats
         self.base_name = check_model_name(base_name)
         self.work_dir = Path(work_dir)
         self.repository = self.work_dir / "scratch_repository"
         self.raw_dir = self.work_dir / "raw"
         self.options = options
-        self.ports = dict(http_port=http_port, grpc_port=grpc_port, metrics_port=metrics_port)
-        self.log_verbose = log_verbose
+        self.settings = server
         self.load_timeout_s = load_timeout_s
         self.server: LocalTritonServer | None = None
+        self._running = ExitStack()  # the server now running: closing it stops that server
         self.binary: Path | None = None
         self.restarts = 0
-        self.metrics_period_s = metrics_period_s or None
+        self.metrics_period_s = server.metrics_period_s or None
         self._rate_store = rate_store
         self.open_loop_window_ms = open_loop_window_ms
-        self.start_timeout_s = start_timeout_s  # --server-timeout
 
     # ---- server lifecycle -------------------------------------------------------------------
     def __enter__(self) -> "TritonMeasurer":
@@ -98,15 +98,20 @@ class TritonMeasurer:
         return self
 
     def __exit__(self, *exc) -> None:
-        if self.server is not None:
-            self.server.stop()
-            self.server = None
+        self._stop()
         shutil.rmtree(self.repository, ignore_errors=True)
 
     def _start(self) -> None:
+        s = self.settings
         cfg = ServerConfig(self.repository, model_control_mode="explicit", log_dir=self.work_dir / "logs",
-                           log_verbose=self.log_verbose, start_timeout_s=self.start_timeout_s, **self.ports)
-        self.server = LocalTritonServer(cfg).start()
+                           log_verbose=s.log_verbose, start_timeout_s=s.start_timeout_s, http_port=s.http_port,
+                           grpc_port=s.grpc_port, metrics_port=s.metrics_port)
+        self.server = self._running.enter_context(LocalTritonServer(cfg))
+
+    def _stop(self) -> None:
+        self._running.close()
+        self._running = ExitStack()
+        self.server = None
 
     @property
     def url(self) -> str:
@@ -144,8 +149,8 @@ class TritonMeasurer:
         try:
             with telemetry.scrape_during(metrics, name, self.metrics_period_s or telemetry.DEFAULT_PERIOD_S,
                                          log=_warn) as scraper:
-                result = run_point(name, self.url, 1, concurrency, info.manifest, self.options, csv_path,
-                                   binary=self.binary)
+                result = run_point(PerfTarget(name, self.url, info.manifest, binary=self.binary), 1,
+                                   Concurrency(concurrency), self.options, csv_path)
         except PerfAnalyzerError as err:
             died = self._restart_if_dead()
             what = "the server died" if died else "perf_analyzer failed"
@@ -208,17 +213,16 @@ class TritonMeasurer:
         if self.server is not None and self.server.is_alive():
             return False
         why = "\n".join(explain_lines(self.server.log_text())[-5:]) if self.server else ""
-        if self.server is not None:
-            self.server.stop()
+        self._stop()
         self.restarts += 1
         self._start()
         if why:
-            print(f"warning: tritonserver died and was restarted; its log said:\n{why}")
+            log.warning(f"warning: tritonserver died and was restarted; its log said:\n{why}")
         return True
 
 
 def _warn(message: str) -> None:
-    print(f"warning: {message}", file=sys.stderr, flush=True)
+    log.warning(f"warning: {message}")
 
 
 def _first_lines(text: str, n: int = 4) -> str:

@@ -2,28 +2,87 @@
 the budget and wall time of each, side by side (a benchmark, not a test)."""
 from __future__ import annotations
 
+import argparse
 import json
+import logging
 import statistics
 import time
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+from ..config import Format, check_numbers, setting
+from ..config.fields import MAX_LATENCY_MS
+from ..errors import UserError, UserInputError
 from ..spec import atomic_write_text
 from ..tables import markdown_table
 from .head_to_head import Contender, capacity_ratio, remeasure, remeasured, table
-from .model_analyzer import MAResult, find_model_analyzer, run_model_analyzer
+from .model_analyzer import MAResult, MARequest, find_model_analyzer, run_model_analyzer
+from .request import format_list, formats_of
 from .space import Candidate, default_candidate
 from .trials import SearchRun
-from ..committed import is_allowed
-from ..errors import UserInputError
 
+log = logging.getLogger(__name__)
 OURS, THEIRS = "this toolkit's search", "Model Analyzer"  # the two sides, as the tables name them
+EXIT_NO_WINNER, EXIT_NOT_STARTED = 1, 2  # OurResult.returncode: the search command's exit code for the same run
+
+
+def minutes_or_half(text: str) -> float | str:
+    if text == "half":
+        return text
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected minutes or 'half', got {text!r}") from None
+
+
+@dataclass
+class Comparison:
+    """One comparison of our search with Model Analyzer's: each field's flag and default written once (the
+    benchmark command builds its flags from these fields)."""
+
+    model: str = setting(flag="--model", help="a zoo model name")
+    budget_ms: float = setting(flag="--p99-ms", unit="ms", low=0, low_open=True, high=MAX_LATENCY_MS,
+                               help="p99 budget in ms, the same for both sides")
+    preset: str = setting("small", flag="--preset", help="small (CI size) or full (benchmark size)")
+    max_minutes: float = setting(10.0, flag="--max-minutes", unit="min", low=0, low_open=True, high=10_080,
+                                 help="time limit of each side")
+    # minutes, None for --max-minutes, or "half": half of Model Analyzer's wall time (Model Analyzer then runs first)
+    our_max_minutes: float | str | None = setting(
+        None, flag="--our-max-minutes", type=minutes_or_half, metavar="MIN|half", low=0, low_open=True,
+        help="our search's limit: minutes, or 'half' for half of Model Analyzer's wall time (Model Analyzer then "
+             "runs first); default: --max-minutes")
+    formats: tuple[Format, ...] = setting((Format.ONNX,), flag="--formats", type=format_list, show_default=False,
+                                          metavar="FORMAT,...",
+                                          help="our side's formats; Model Analyzer gets the first (default: onnx)")
+    workspace: Path | None = setting(None, flag="--workspace", type=Path,
+                                     help="artifacts (default workspace/<model>-<preset>)")
+    result_dir: Path | None = None  # --result-path: default results/search-vs-ma-<model>-<preset>
+    ma_binary: str | None = setting(None, flag="--model-analyzer", metavar="PATH",
+                                    help="the model-analyzer CLI (default: /tmp/ma-venv/bin/model-analyzer, then PATH)")
+    ma_mode: str = setting("quick", flag="--ma-search-mode", choices=("quick", "brute", "optuna"))
+    skip_ma: bool = setting(False, flag="--skip-model-analyzer", action="store_true", help="run our side alone")
+    shared_memory: str = setting("system", flag="--shared-memory", choices=("system", "none"),
+                                 help="tensor transport of perf_analyzer on both sides")
+    measurement_interval_ms: int = setting(
+        2000, flag="--measurement-interval", unit="ms", low=100, high=600_000,
+        help="the head-to-head re-measurement's perf_analyzer window (ms); our search measures with its own "
+             "defaults, as a user's search would")
+    rounds: int = setting(3, flag="--rounds", low=0, high=100,
+                          help="head-to-head: times each side's winner is re-measured, in turns (0: skip)")
+
+    def __post_init__(self) -> None:
+        self.formats = formats_of(self.formats)
+        if self.our_max_minutes not in (None, "half") and not isinstance(self.our_max_minutes, (int, float)):
+            raise UserInputError(f"--our-max-minutes {self.our_max_minutes!r}: minutes, or 'half'")
+        check_numbers(self)
+        self.result_dir = Path(self.result_dir or Path("results") / f"search-vs-ma-{self.model}-{self.preset}")
+        self.workspace = Path(self.workspace or Path("workspace") / f"{self.model}-{self.preset}")
 
 
 @dataclass
 class OurResult:
-    returncode: int
+    returncode: int  # what the search command would exit with: 0 a winner, 1 none, 2 it could not start
     wall_s: float
     configs: int
     best_throughput: float | None  # best single point within budget, any config (as Model Analyzer reports)
@@ -37,21 +96,44 @@ class OurResult:
     notes: tuple[str, ...] = ()  # the search's own account of how it went (run.json), e.g. why it ran over
 
 
-def run_ours(argv: list[str]) -> tuple[OurResult, SearchRun]:
-    """Run our search step in-process on a fresh checkpoint (the wall time must be honest); the result comes back
-    in memory."""
-    from .cli import build_parser, request_from_args, search_step
+def run_ours(config: Comparison, limit_minutes: float) -> tuple[OurResult, SearchRun | None]:
+    """Run our search step in-process on a fresh checkpoint (the wall time must be honest), as a user's search
+    with its defaults would run; the result comes back in memory."""
+    from ..sources import parse_reference
+    from .request import DEFAULT_PERF_OPTIONS, SearchJob, SearchRequest
+    from .orchestration import search_step
+    from .trials import SearchSettings
 
+    ours_dir = config.result_dir / "ours"
+    repository = config.workspace / "vs_model_analyzer" / "ours_repository"  # model copies stay out of results
+    shown = ["--model", config.model, "--preset", config.preset, "--p99-ms", f"{config.budget_ms:g}", "--max-minutes",
+             f"{limit_minutes:g}", "--formats", ",".join(config.formats), "--workspace", str(config.workspace),
+             "--result-path", str(ours_dir), "--model-repository", str(repository), "--shared-memory",
+             config.shared_memory, "--no-progress", "--fresh"]
+    command = " ".join(["deployment-toolkit", "search", *shown])
+    log.info(f"== our search: {' '.join(shown)}")
+    request = SearchRequest(
+        source=parse_reference(config.model, preset=config.preset),
+        settings=SearchSettings(budget_ms=config.budget_ms, max_minutes=limit_minutes),
+        job=SearchJob(preset=config.preset, formats=config.formats, workspace=config.workspace,
+                      model_repository=repository, result_dir=ours_dir, fresh=True, progress=False, command=command),
+        options=replace(DEFAULT_PERF_OPTIONS, shared_memory=config.shared_memory))
     t0 = time.monotonic()
-    run = search_step(request_from_args(build_parser().parse_args([*argv, "--fresh"])))
+    try:
+        run = search_step(request)
+    except UserError as err:  # the search could not start: the comparison still reports Model Analyzer's side
+        return our_failure(str(err), time.monotonic() - t0), None
     return our_result(run, time.monotonic() - t0), run
+
+
+def our_failure(error: str, wall_s: float) -> OurResult:
+    """Our side when the search could not start."""
+    return OurResult(EXIT_NOT_STARTED, wall_s, 0, None, "", None, None, "", "", error)
 
 
 def our_result(run: SearchRun, wall_s: float) -> OurResult:
     """The figures the comparison reports, from the search's outcome: the best single point within the budget
     of any config (as Model Analyzer reports), the winner and its final re-measurement."""
-    if run.outcome is None:
-        return OurResult(run.code, wall_s, 0, None, "", None, None, "", "", run.error or f"exit code {run.code}")
     measured = [t for t in run.outcome.trials if t.status == "measured"]
     best = max((t for t in measured if t.best is not None), key=lambda t: t.best.throughput, default=None)
     win = run.outcome.decision.winner
@@ -60,10 +142,11 @@ def our_result(run: SearchRun, wall_s: float) -> OurResult:
     confirmed = (f"{conf.throughput.median:.1f} [{conf.throughput.low:.1f}..{conf.throughput.high:.1f}] inf/s at "
                  f"concurrency {conf.concurrency}") if conf else \
         f"open-loop capacity {cap.text()} inf/s" if cap is not None else ""
-    return OurResult(run.code, wall_s, len(measured), best.best.throughput if best else None,
+    code = 0 if run.found else EXIT_NO_WINNER
+    return OurResult(code, wall_s, len(measured), best.best.throughput if best else None,
                      best.candidate.slug if best else "", best.best.concurrency if best else None,
                      best.best.p99_ms if best else None, win.candidate.slug if win else "", confirmed,
-                     "" if run.code == 0 else f"exit code {run.code}", notes=tuple(run.outcome.notes))
+                     "" if code == 0 else f"exit code {code}", notes=tuple(run.outcome.notes))
 
 
 def prepare_ma_repository(info, model_name: str, repository: Path) -> None:
@@ -76,74 +159,68 @@ def prepare_ma_repository(info, model_name: str, repository: Path) -> None:
                     default_candidate(info.format, info.manifest.max_batch_size).config_options(model_name))
 
 
-def compare(*, model: str, preset: str, budget_ms: float, max_minutes: float, formats: list[str], workspace: Path,
-            result_dir: Path, our_extra: list[str], ma_binary: str | None, ma_mode: str, skip_ma: bool,
-            shared_memory: str, measurement_interval_ms: int = 2000, rounds: int = 3,
-            our_max_minutes: float | str | None = None) -> tuple[OurResult, MAResult, list[Contender]]:
-    """`max_minutes` limits Model Analyzer, `our_max_minutes` our search: minutes, None for the same limit, or
-    "half" for half of Model Analyzer's wall time (then Model Analyzer runs first)."""
+def _run_ma(config: Comparison, info) -> MAResult:
+    """Model Analyzer's side on the first usable format's default config."""
     from ..perf.analyzer import output_shared_memory_size
     from ..repository.config import host_has_gpu
+
+    if config.skip_ma:
+        return MAResult(ran=False, error="skipped (--skip-model-analyzer)")
+    binary = find_model_analyzer(config.ma_binary)
+    name, scratch = f"{config.model}_ma", config.workspace / "vs_model_analyzer"
+    prepare_ma_repository(info, name, scratch / "ma_repository")
+    log.info(f"== Model Analyzer ({config.ma_mode} search, {config.max_minutes:g} min limit): "
+             f"{binary or 'not found'}")
+    shm = config.shared_memory
+    result = run_model_analyzer(MARequest(
+        binary=binary, model_name=name, repository=scratch / "ma_repository",
+        work_dir=config.result_dir / "model_analyzer", budget_ms=config.budget_ms, max_minutes=config.max_minutes,
+        cpu_only=not host_has_gpu(), search_mode=config.ma_mode, shared_memory=shm,
+        output_shm_bytes=output_shared_memory_size(info.manifest.outputs) if shm != "none" else None,
+        output_repository=scratch / "ma_output_repository"))
+    result.limit_minutes = config.max_minutes
+    return result
+
+
+def compare(config: Comparison) -> tuple[OurResult, MAResult, list[Contender]]:
+    """Both searches, then both winners re-measured by one harness, then vs_model_analyzer.md/json and run.json.
+    `config.max_minutes` limits Model Analyzer, `config.our_max_minutes` our search (None: the same limit; "half":
+    half of Model Analyzer's wall time, and Model Analyzer runs first)."""
     from .artifacts import prepare_formats
 
-    infos = prepare_formats(model, preset, formats, workspace)
+    infos = prepare_formats(config.model, config.preset, list(config.formats), config.workspace)
     usable = [i for i in infos if not i.error]
     if not usable:
         raise UserInputError("no format could be prepared: " + "; ".join(f"{i.format}: {i.error}" for i in infos))
-    half = our_max_minutes == "half"
-    if half and skip_ma:
+    half = config.our_max_minutes == "half"
+    if half and config.skip_ma:
         raise UserInputError("--our-max-minutes half needs Model Analyzer's wall time: do not skip Model Analyzer")
-    ours_dir = result_dir / "ours"
-    scratch = workspace / "vs_model_analyzer"  # model copies stay out of the results folder
-    searched: dict[str, SearchRun] = {}  # our search's result, in memory
-
-    def run_ma() -> MAResult:
-        if skip_ma:
-            return MAResult(ran=False, error="skipped (--skip-model-analyzer)")
-        binary = find_model_analyzer(ma_binary)
-        info = usable[0]
-        name = f"{model}_ma"
-        prepare_ma_repository(info, name, scratch / "ma_repository")
-        print(f"== Model Analyzer ({ma_mode} search, {max_minutes:g} min limit): {binary or 'not found'}", flush=True)
-        result = run_model_analyzer(
-            binary=binary, model_name=name, repository=scratch / "ma_repository",
-            work_dir=result_dir / "model_analyzer", budget_ms=budget_ms, max_minutes=max_minutes, cpu_only=not host_has_gpu(), search_mode=ma_mode,
-            shared_memory=shared_memory,
-            output_shm_bytes=output_shared_memory_size(info.manifest.outputs) if shared_memory != "none" else None,
-            output_repository=scratch / "ma_output_repository")
-        result.limit_minutes = max_minutes
-        return result
-
-    def run_our_side(limit: float) -> OurResult:
-        argv = ["--model", model, "--preset", preset, "--p99-ms", f"{budget_ms:g}", "--max-minutes", f"{limit:g}",
-                "--formats", ",".join(formats), "--workspace", str(workspace), "--result-path", str(ours_dir),
-                "--model-repository", str(scratch / "ours_repository"), "--shared-memory", shared_memory, *our_extra]
-        if is_allowed():  # parsing our search's flags would otherwise take back the comparison's --update-committed
-            argv.append("--update-committed")
-        print(f"== our search: {' '.join(argv)}", flush=True)
-        result, searched["run"] = run_ours(argv)
-        result.limit_minutes = limit
-        return result
-
     if half:
-        ma = run_ma()
+        ma = _run_ma(config, usable[0])
         if not ma.ran or ma.wall_s <= 0:
-            raise RuntimeError(f"Model Analyzer did not run, so half its time is unknown: {ma.error}")
-        ours = run_our_side(round(ma.wall_s / 60.0 / 2.0, 2))
+            raise UserError(f"Model Analyzer did not run, so half its time is unknown: {ma.error}")
+        ours, searched = _our_side(config, round(ma.wall_s / 60.0 / 2.0, 2))
     else:
-        ours = run_our_side(max_minutes if our_max_minutes is None else float(our_max_minutes))
-        ma = run_ma()
-    contenders = winners(searched.get("run"), ma, usable[0].format, budget_ms)
-    if contenders and rounds > 0:  # also one (the same pick): whether it holds the budget is a target too
+        limit = config.max_minutes if config.our_max_minutes is None else float(config.our_max_minutes)
+        ours, searched = _our_side(config, limit)
+        ma = _run_ma(config, usable[0])
+    contenders = winners(searched, ma, usable[0].format, config.budget_ms)
+    if contenders and config.rounds > 0:  # also one (the same pick): whether it holds the budget is a target too
         from ..perf.analyzer import PerfOptions
 
-        print(f"== both winners re-measured by one harness, {rounds} rounds in turns", flush=True)
-        options = PerfOptions(protocol="grpc", shared_memory=shared_memory,
-                              measurement_interval_ms=measurement_interval_ms, max_trials=6, max_attempts=2)
-        remeasure(contenders, {i.format: i for i in usable}, result_dir / "head_to_head", options, rounds,
-                  budget_ms=budget_ms)
-    write_summary(result_dir, budget_ms, ours, ma, contenders)
+        log.info(f"== both winners re-measured by one harness, {config.rounds} rounds in turns")
+        options = PerfOptions(protocol="grpc", shared_memory=config.shared_memory,
+                              measurement_interval_ms=config.measurement_interval_ms, max_trials=6, max_attempts=2)
+        remeasure(contenders, {i.format: i for i in usable}, config.result_dir / "head_to_head", options,
+                  config.rounds, budget_ms=config.budget_ms)
+    write_summary(config.result_dir, config.budget_ms, ours, ma, contenders)
     return ours, ma, contenders
+
+
+def _our_side(config: Comparison, limit: float) -> tuple[OurResult, SearchRun | None]:
+    result, run = run_ours(config, limit)
+    result.limit_minutes = limit
+    return result, run
 
 
 def winners(ours: SearchRun | None, ma: MAResult, ma_format: str, budget_ms: float) -> list[Contender]:
@@ -284,14 +361,13 @@ def write_summary(result_dir: Path, budget_ms: float, ours: OurResult, ma: MARes
         lines.append("")
     path = result_dir / "vs_model_analyzer.md"
     atomic_write_text(path, "\n".join(lines))
-    from ..results.runinfo import run_metadata, write_run_json
+    from ..results.run_folder import RunFolder
 
     head_to_head = [{"side": c.side, "config": c.candidate.key, "candidate": c.candidate.to_dict(),
                      "concurrency": c.concurrency, "throughputs": c.throughputs, "p99s_ms": c.p99s,
                      "capacities": c.capacities, "error": c.error} for c in measured]
-    write_run_json(result_dir, run_metadata({"kind": "search-vs-model-analyzer", "budget_ms": budget_ms,
-                                             "ours": ours.__dict__, "model_analyzer_error": ma.error,
-                                             "head_to_head": head_to_head}))
+    RunFolder(result_dir).record({"kind": "search-vs-model-analyzer", "budget_ms": budget_ms, "ours": ours.__dict__,
+                                  "model_analyzer_error": ma.error, "head_to_head": head_to_head})
     atomic_write_text(result_dir / "vs_model_analyzer.json", json.dumps({
         "budget_ms": budget_ms, "ours": ours.__dict__,
         "model_analyzer": {"ran": ma.ran, "wall_s": ma.wall_s, "returncode": ma.returncode, "timed_out": ma.timed_out,

@@ -9,15 +9,17 @@ The one time limit of a start is `DEFAULT_START_TIMEOUT_S`, given longer with `-
 from __future__ import annotations
 
 import argparse
+import logging
 import math
 import re
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import UserInputError
+
+log = logging.getLogger(__name__)
 
 DEFAULT_START_TIMEOUT_S = 120.0
 TIMEOUT_FLAG = "--server-timeout"
@@ -186,5 +188,6 @@ def suggest(timeout_s: float) -> int:
 
 
 def stderr_line(text: str) -> None:
-    """Progress goes to stderr: stdout carries what a command answers (serve's 'ready' line, a table)."""
-    print(text, file=sys.stderr, flush=True)
+    """Progress is logged as a warning, which a command shows on stderr: stdout carries what a command answers
+    (serve's 'ready' line, a table)."""
+    log.warning(text)

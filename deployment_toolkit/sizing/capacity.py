@@ -204,8 +204,7 @@ def repeat_search(measure_at: Callable[[float, int], RatePoint], seed_rate: floa
 
 
 def measure_capacity(target: Target, seed_rate: float, slo_ms: float, store: RateStore, out_dir: Path,
-                     trials: int = 3, resolution: float = DEFAULT_RESOLUTION, max_points: int = 10,
-                     tag: str = "") -> list[Search]:
+                     trials: int = 3, resolution: float = DEFAULT_RESOLUTION, max_points: int = 10) -> list[Search]:
     """repeat_search against a live target, every point stored (and resumed) in `store`."""
-    return repeat_search(lambda r, t: measure(target, r, store, out_dir, t, tag), seed_rate, slo_ms, target.batch,
+    return repeat_search(lambda r, t: measure(target, r, store, out_dir, t), seed_rate, slo_ms, target.batch,
                          trials, resolution, max_points)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..perf.analyzer import Schedule, read_schedule
+from ..perf.analyzer import Arrivals, read_schedule
 from ..perf.analyzer.profile_summary import (GZ_SUFFIX, RAW_SUFFIX, finish_point, gzip_file, schedule_record, stem,
                                              summarise, summary_path, write_gzip, write_summary)
 from .ratestore import read_rows
@@ -55,7 +55,7 @@ def rows_naming_exports(run_dir: Path) -> dict[tuple[str, str], dict[str, Any]]:
     return found
 
 
-def _schedule_info(schedule: Schedule, row: dict[str, Any] | None) -> dict[str, Any]:
+def _schedule_info(schedule: Arrivals, row: dict[str, Any] | None) -> dict[str, Any]:
     """The schedule's record, with the rate, distribution and seed its row says drew it."""
     if row is None:
         return schedule_record(schedule)

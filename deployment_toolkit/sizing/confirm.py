@@ -29,12 +29,8 @@ from .ratepoint import ClientLimited, RatePoint, Target, client_limit_message, m
 from .plan import Plan, derate
 from .runs import SizingError
 from .ratestore import FreshStore, RateStore
+from .request import DEFAULT_BURST_FACTOR, DEFAULT_BURST_SECONDS, DEFAULT_ROUNDS, DEFAULT_TRIALS
 from ..errors import UserInputError
-
-DEFAULT_ROUNDS = 3
-DEFAULT_TRIALS = 3
-DEFAULT_BURST_FACTOR = 1.5
-DEFAULT_BURST_SECONDS = 6.0
 
 
 def signature_of(plan_or_run: Any) -> ModelSignature | Manifest:
@@ -57,15 +53,15 @@ def run_model(run: Any, model_name: str | None = None) -> tuple[str, str]:
     return name, version
 
 
-def target_for(run: Any, url: str, options: PerfOptions, distribution: str, batch: int, config: str | None = None,
-               model_name: str | None = None, binary: str | Path | None = None,
-               metrics_url: str | None = None) -> Target:
-    """`metrics_url`: default Triton's metrics port on the server's host (perf.telemetry.metrics_url_for; a host
-    without one is said once and the points are measured without it)."""
+def target_for(run: Any, url: str, options: PerfOptions, distribution: str, batch: int,
+               model_name: str | None = None, metrics_url: str | None = None) -> Target:
+    """The run's model at `url`, its points keyed by the run's name. `metrics_url`: default Triton's metrics port on
+    the server's host (perf.telemetry.metrics_url_for; a host without one is said once and the points are measured
+    without it)."""
     from ..perf.telemetry import metrics_url_for
 
     name, version = run_model(run, model_name)
-    return Target(config or run.name, name, url, batch, signature_of(run), options, distribution, version, binary,
+    return Target(run.name, name, url, batch, signature_of(run), options, distribution, version,
                   metrics_url=metrics_url or (metrics_url_for(url) if url else None))
 
 

@@ -33,6 +33,7 @@ from typing import Any, Callable, Sequence
 from .capacity import DEFAULT_RESOLUTION, Search, search
 from .ratepoint import Target, measure
 from .ratestore import RateStore
+from .request import FleetCheckSpec
 from ..errors import UserError, UserInputError
 
 NGINX_HINT = ("install Debian's nginx (`apt-get update && apt-get install -y nginx`, or `make system-deps` as "
@@ -333,17 +334,17 @@ def _measured(s: Search) -> Measured:
     return Measured(s, cpu, wall)
 
 
-def check_fleet(n: int, repository: str | Path, target: Target, seed_rate: float, slo_ms: float,
-                out_dir: str | Path, resolution: float = DEFAULT_RESOLUTION, max_points: int = 8,
-                log_dir: str | Path | None = None, nginx: str | Path | None = None) -> FleetCheck:
-    """Start n servers on `repository` (only target.model_name loaded) and nginx in front; measure one replica
-    alone, then the fleet; stop everything. `seed_rate` (requests/s) seeds the single-replica search.
-    Points are measured fresh (their CPU seconds belong to this run) and recorded in <out_dir>/fleet.csv."""
+def check_fleet(spec: FleetCheckSpec, target: Target, seed_rate: float, slo_ms: float, out_dir: str | Path,
+                resolution: float = DEFAULT_RESOLUTION, log_dir: str | Path | None = None) -> FleetCheck:
+    """Start `spec.replicas` servers on `spec.model_repository` (only target.model_name loaded) and nginx in front;
+    measure one replica alone, then the fleet; stop everything. `seed_rate` (requests/s) seeds the single-replica
+    search. Points are measured fresh (their CPU seconds belong to this run) and recorded in <out_dir>/fleet.csv."""
     from dataclasses import replace
 
     from ..server.local import LocalTritonServer, ServerConfig
     from .ratestore import FreshStore
 
+    n, repository, max_points, nginx = spec.replicas or 0, spec.model_repository, spec.max_points, spec.nginx
     if n < 2:
         raise UserInputError(f"--confirm-fleet {n}: a fleet behind a balancer needs at least 2 replicas")
     find_nginx(nginx)  # fail before starting servers

@@ -1,13 +1,12 @@
 """sizing.md, sizing.csv and the cost-frontier plot (sizing.png) of a Sizing."""
 from __future__ import annotations
 
-import csv
-import io
 import math
 from pathlib import Path
 from typing import Any, Sequence
 
 from ..report.sections import markdown_to_html
+from ..results.rows import RowSchema, to_csv
 from ..spec import atomic_write_text
 from .frontier import FrontierStep, scaling_tables
 from .memory import csv_cells as memory_cells, markdown as memory_markdown
@@ -94,13 +93,12 @@ def _g(v: float | None) -> Any:
     return f"{v:.6g}"
 
 
+# sizing.csv as results.rows writes it: one row per plan in ranking order, floats as Python prints them
+SCHEMA = RowSchema(columns=CSV_COLUMNS, float_format=repr)
+
+
 def sizing_csv(sizing: Sizing) -> str:
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=list(CSV_COLUMNS), lineterminator="\n")
-    w.writeheader()
-    for row in csv_rows(sizing):
-        w.writerow(row)
-    return buf.getvalue()
+    return to_csv(SCHEMA, csv_rows(sizing))
 
 
 def sizing_markdown(sizing: Sizing, runs: Sequence[Run], plot_name: str | None = "sizing.png",

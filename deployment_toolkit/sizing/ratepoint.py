@@ -31,6 +31,7 @@ same rate, and a rerun the same ones.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import re
 import statistics
@@ -43,7 +44,8 @@ from typing import Any, Callable, Sequence
 from .. import committed
 from ..errors import UserError, UserInputError
 from ..perf import telemetry
-from ..perf.analyzer import ARRIVALS, PerfOptions, ScheduleLatency, run_point, write_schedule
+from ..perf.analyzer import (ARRIVALS, PerfOptions, PerfTarget, Schedule, ScheduleLatency, run_point,
+                             write_schedule)
 from ..perf.analyzer.profile_summary import drop_raw, finish_point, schedule_record, summary_path
 from .ratestore import RateKey, RateStore, options_key
 
@@ -337,9 +339,9 @@ def measure(target: Target, rate: float, store: RateStore, out_dir: Path, trial:
     before = target.cpu_probe() if target.cpu_probe else None
     started = datetime.now(timezone.utc)
     with telemetry.scrape_during(target.metrics_url, target.model_name, log=_warn) as scraper:
-        result = run_point(target.model_name, target.url, target.batch, None, target.signature, target.options,
-                           out_dir / f"{safe}.csv", request_rate=rate, model_version=target.model_version,
-                           binary=target.binary, request_intervals=schedule.path, profile_export=export)
+        result = run_point(PerfTarget(target.model_name, target.url, target.signature, target.model_version,
+                                      binary=target.binary), target.batch, Schedule(schedule.path, rate),
+                           target.options, out_dir / f"{safe}.csv", profile_export=export)
     wall = (datetime.now(timezone.utc) - started).total_seconds()
     after = target.cpu_probe() if target.cpu_probe else None
     text = result.log_path.read_text() if result.log_path and result.log_path.exists() else ""
@@ -369,9 +371,7 @@ def measure(target: Target, rate: float, store: RateStore, out_dir: Path, trial:
 
 
 def _warn(message: str) -> None:
-    import sys
-
-    print(f"warning: {message}", file=sys.stderr, flush=True)
+    logging.getLogger(__name__).warning(f"warning: {message}")
 
 
 def _server_view(scraper, out_dir: Path, key: RateKey, answered: Any) -> dict[str, Any]:

@@ -12,6 +12,12 @@ from pathlib import Path
 
 from .plan import EARTH_LAND_KM2
 
+# the confirmation's defaults (ConfirmSpec, sizing.confirm, the plan's Checks): written here, once
+DEFAULT_ROUNDS = 3  # confirm, derate on failure, confirm again: at most this often
+DEFAULT_TRIALS = 3  # open-loop runs per round; a round passes when most of them pass
+DEFAULT_BURST_FACTOR = 1.5  # the burst check at peak x this after a passing confirmation (0 skips it)
+DEFAULT_BURST_SECONDS = 6.0
+
 
 @dataclass
 class DemandSpec:
@@ -75,10 +81,10 @@ class ConfirmSpec:
     stability_percentage: float = 30.0
     shared_memory: str = "none"
     input_data: str | None = None  # random|zero|PATH (default: the run's own samples when they still exist)
-    rounds: int = 3
-    trials: int = 3
-    burst_factor: float = 1.5  # 0 skips the burst check
-    burst_seconds: float = 6.0
+    rounds: int = DEFAULT_ROUNDS
+    trials: int = DEFAULT_TRIALS
+    burst_factor: float = DEFAULT_BURST_FACTOR  # 0 skips the burst check
+    burst_seconds: float = DEFAULT_BURST_SECONDS
 
 
 @dataclass
@@ -127,5 +133,6 @@ class SizeRequest:
     command: str | None = None  # the equivalent command, shown in sizing.md
 
 
-__all__ = ["CapacitySpec", "ConfirmSpec", "CostSpec", "CoverageSpec", "DemandSpec", "FleetCheckSpec", "K8sSpec",
-           "MemorySpec", "SizeRequest"]
+__all__ = ["DEFAULT_BURST_FACTOR", "DEFAULT_BURST_SECONDS", "DEFAULT_ROUNDS", "DEFAULT_TRIALS", "CapacitySpec",
+           "ConfirmSpec", "CostSpec", "CoverageSpec", "DemandSpec", "FleetCheckSpec", "K8sSpec", "MemorySpec",
+           "SizeRequest"]

@@ -3,23 +3,27 @@ open-loop capacity per run -> headroom -> plans and their ranking -> confirmatio
 replicas behind nginx -> sizing.md/csv/png and run.json -> Kubernetes manifests and their autoscaling section.
 
 `deployment-toolkit size` parses flags into the request and calls this; so can a composite step or a Python
-caller. The step prints nothing itself: every line the command shows is a `Line` in the result, handed to `echo`
-as it is produced, so a command that echoes them prints what it printed before, in the same order, even when a
-later stage stops with an error. Bad input raises a UserError (one line, exit 2) where the command always found it:
-what the request and the runs alone show, before anything is measured."""
+caller. The step prints nothing itself: every line the command shows is logged (`deployment_toolkit.sizing.step`:
+INFO, and WARNING for what went to stderr) as it is produced, and kept as a `Line` in the result (also handed to
+`echo`, where given), so the command shows what it showed before, in the same order, even when a later stage stops
+with an error. Bad input raises a UserError (one line, exit 2) where the command always found it: what the request
+and the runs alone show, before anything is measured. The result says whether the plan is met; the command maps
+that to its exit code."""
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from ..cli import EXIT_NOT_MET
 from ..committed import refuse_committed
 from ..errors import UserInputError
 from .memory import MemoryBudget
-from .plan import Demand, Plan, Prices, Sizing, load_prices, size
+from .plan import Demand, Plan, Sizing, size
 from .request import SizeRequest
 from .runs import Run, load_runs
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:  # the measuring modules load when a stage needs them
     from ..perf.analyzer import PerfOptions
@@ -49,10 +53,9 @@ class SizeResult:
     headroom_note: str | None
     steps: list[FrontierStep]  # the cost frontier across SLOs
     out_dir: Path
-    code: int = 0  # 0 met, cli.EXIT_NOT_MET (1) no plan meets the SLO or the confirmation failed, 2 fleet not run
     confirmation: Confirmation | None = None
     fleet: FleetCheck | None = None
-    fleet_skipped: str = ""  # why the fleet check was not run (exit 2)
+    fleet_skipped: str = ""  # why the fleet check asked for was not run (the command exits 2)
     files: dict[str, Path] = field(default_factory=dict)  # sizing.md/csv/png and run.json
     k8s_plan: Plan | None = None
     manifests: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -63,9 +66,15 @@ class SizeResult:
     def recommendation(self) -> Plan | None:
         return self.sizing.recommendation
 
+    @property
+    def met(self) -> bool:
+        """A plan meets the SLO, and held under open-loop traffic where it was confirmed."""
+        return self.recommendation is not None and (self.confirmation is None or self.confirmation.passed)
+
 
 class _Console:
-    """say(text[, err]): keeps the line in the result and hands it to echo at once (progress stays live)."""
+    """say(text[, err]): logs the line (a warning where it went to stderr), keeps it in the result and hands it to
+    echo at once (progress stays live)."""
 
     def __init__(self, lines: list[Line], echo: Echo | None) -> None:
         self.lines, self.echo = lines, echo
@@ -73,6 +82,7 @@ class _Console:
     def __call__(self, text: str, err: bool = False) -> None:
         line = Line(text, err)
         self.lines.append(line)
+        log.log(logging.WARNING if err else logging.INFO, text)
         if self.echo is not None:
             self.echo(line)
 
@@ -181,7 +191,8 @@ def _served(request: SizeRequest, plan: Plan) -> tuple[str, str | None, int]:
 
 def _confirm(request: SizeRequest, sizing: Sizing, out_dir: Path, say: _Console) -> Confirmation:
     """The plan in open loop at its per-replica rate, derated and confirmed again on failure."""
-    from .confirm import confirm, server_instances, target_for
+    from .confirm import server_instances, target_for
+    from .fleetplan import confirm_step
 
     c = request.confirm
     plan = pick(sizing.plans, c.run, sizing, "confirm")
@@ -196,11 +207,7 @@ def _confirm(request: SizeRequest, sizing: Sizing, out_dir: Path, say: _Console)
     target = target_for(plan.run, c.url, options, request.distribution, batch, model_name=model)
     if c.trials < 1:
         raise UserInputError(f"--confirm-trials {c.trials}: at least 1 (3 lets one stall of the host pass)")
-    result = confirm(plan, target, out_dir / "confirm", c.rounds, c.burst_factor or None, c.burst_seconds, c.trials)
-    if result.derated:
-        sizing.reason += (f" The open-loop confirmation derated {plan.run.name} to {plan.replicas} replicas of "
-                          f"{plan.replica_capacity:.1f} inf/s (confirmed); the table and the manifests use that "
-                          "(see the confirmation below; the ranking was not recomputed).")
+    result = confirm_step(sizing, plan, target, out_dir, c)
     say(result.summary())
     return result
 
@@ -219,21 +226,16 @@ def _fleet(request: SizeRequest, plan: Plan, slo_ms: float, out_dir: Path) -> Fl
                        _input_data(request, plan))
     target = target_for(plan.run, "", options, request.distribution, batch, model_name=model)
     seed = (plan.replica_capacity or plan.sustainable.throughput) / batch
-    return check_fleet(f.replicas, f.model_repository, target, seed, slo_ms, out_dir / "fleet",
-                       request.capacity.resolution, f.max_points, nginx=f.nginx)
+    return check_fleet(f, target, seed, slo_ms, out_dir / "fleet", request.capacity.resolution)
 
 
 def _k8s(request: SizeRequest, sizing: Sizing, out_dir: Path, result: SizeResult, say: _Console) -> None:
     """The manifests of the chosen plan, validated and written; the HPA's metric added to sizing.md."""
-    from .fleetplan import emit_manifests
-    from .k8s import FleetSpec
+    from .fleetplan import manifests_for
 
     k = request.k8s
     plan = pick(sizing.plans, k.run, sizing, "deploy")
-    spec = FleetSpec(name=k.name or f"triton-{plan.run.model}", pvc=k.pvc, repository_subpath=k.repository_subpath,
-                     namespace=k.namespace, max_replicas=k.max_replicas, memory=k.memory, cpu=k.cpu,
-                     autoscale=k.autoscale_on, **({"image": k.image} if k.image else {}))
-    emitted = emit_manifests(plan, spec, k.out_dir, k.version)
+    emitted = manifests_for(plan, k)
     result.k8s_plan, result.manifests = plan, emitted.documents
     for line in emitted.checks:
         say(f"  {line}")
@@ -268,9 +270,9 @@ def _check_input(request: SizeRequest) -> None:
 
 
 def size_fleet(request: SizeRequest, echo: Echo | None = None) -> SizeResult:
-    """Size the fleet the request describes; `echo` gets each console line as it is produced (the command
-    prints it). Raises a UserError for bad input (before measuring) and lets perf_analyzer errors through."""
-    from .fleetplan import plan_on_capacities
+    """Size the fleet the request describes; each console line is logged as it is produced (and handed to `echo`,
+    where given). Raises a UserError for bad input (before measuring) and lets perf_analyzer errors through."""
+    from .fleetplan import memory_budget, plan_on_capacities, prices_of
     from .output import write_outputs
 
     _check_input(request)
@@ -278,8 +280,7 @@ def size_fleet(request: SizeRequest, echo: Echo | None = None) -> SizeResult:
     runs = [r for path in request.runs for r in load_runs(path)]
     probe = Demand(d.peak_rps, d.p99_ms, d.headroom if d.headroom is not None else 0.0,
                    d.gpus_per_node)  # validates the demand before anything is measured
-    budget = MemoryBudget(request.memory.gpu_gb, request.memory.host_gb)
-    budget.check(runs)
+    budget = memory_budget(request.memory, runs)
     # memory is read at the closed-loop point, so a config that does not fit is known before measuring anything
     closed_loop = size(runs, probe, memory_budget=budget, include_unreliable=d.include_unreliable) if budget else None
     if closed_loop is not None and closed_loop.recommendation is None and closed_loop.rejected:
@@ -293,9 +294,7 @@ def size_fleet(request: SizeRequest, echo: Echo | None = None) -> SizeResult:
     if not measured:
         say("warning: no open-loop capacity measured (--capacity URL): planning on closed-loop points, which "
             "overstate what a replica sustains under real traffic", err=True)
-    costs = request.costs
-    prices = Prices(load_prices(costs.prices_file) if costs.prices_file else {}, costs.gpu_hour, costs.host_hour)
-    planned = plan_on_capacities(runs, d, prices, measured, budget, request.coverage.gsd_m,
+    planned = plan_on_capacities(runs, d, prices_of(request.costs), measured, budget, request.coverage.gsd_m,
                                  request.coverage.area_km2)
     sizing, demand, headroom, headroom_note, steps = (planned.sizing, planned.demand, planned.demand.headroom,
                                                       planned.headroom_note, planned.frontier)
@@ -303,8 +302,7 @@ def size_fleet(request: SizeRequest, echo: Echo | None = None) -> SizeResult:
         raise UserInputError(sizing.reason)  # what meets the SLO does not fit the device
     out_dir = Path(request.output) if request.output else runs[0].path
     refuse_committed(out_dir, "--output" if request.output else "the first RUN, where sizing goes without --output")
-    result = SizeResult(runs, sizing, capacities, headroom, headroom_note, steps, out_dir, lines=lines,
-                        code=0 if sizing.recommendation else EXIT_NOT_MET)  # no plan meets the SLO
+    result = SizeResult(runs, sizing, capacities, headroom, headroom_note, steps, out_dir, lines=lines)
     for text in ranking_lines(sizing, budget):
         say(text)
 
@@ -317,8 +315,6 @@ def size_fleet(request: SizeRequest, echo: Echo | None = None) -> SizeResult:
     if confirm_url:
         result.confirmation = _confirm(request, sizing, out_dir, say)
         confirmation = result.confirmation.text()
-        if not result.confirmation.passed:
-            result.code = 1
     plan = pick(sizing.plans, request.fleet.run or request.confirm.run, sizing, "put behind a balancer") \
         if fleet_n else None
     if plan is not None and not plan.reachable:
@@ -334,17 +330,18 @@ def size_fleet(request: SizeRequest, echo: Echo | None = None) -> SizeResult:
     result.files = write_outputs(sizing, runs, steps, out_dir, confirmation, command=request.command,
                                  headroom_note=headroom_note, sections=sections)
     if all(out_dir.resolve() != Path(r.path).resolve() for r in runs):  # a run folder keeps its own run.json
-        from ..results.runinfo import run_metadata, write_run_json
+        from ..results.run_folder import RunFolder
 
-        result.files["run.json"] = write_run_json(out_dir, run_metadata({
+        folder = RunFolder(out_dir)
+        folder.record({
             "kind": "fleet-sizing", "runs": [str(r.path) for r in runs], "peak_rps": d.peak_rps,
             "p99_ms": d.p99_ms, "headroom": headroom, "headroom_given": d.headroom is not None,
             "capacity": request.capacity.url, "distribution": request.distribution, "confirm": confirm_url,
-            "confirm_fleet": fleet_n, "passed": result.code == 0}))
+            "confirm_fleet": fleet_n, "passed": result.met})
+        result.files["run.json"] = folder.run_json_path
     say("wrote " + ", ".join(str(p) for p in result.files.values()))
     if result.fleet_skipped:
         say(f"error: {result.fleet_skipped}", err=True)
-        result.code = 2
     if emit_k8s:
         _k8s(request, sizing, out_dir, result, say)
     return result

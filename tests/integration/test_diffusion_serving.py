@@ -19,13 +19,13 @@ import numpy as np
 import pytest
 
 from deployment_toolkit.client import InferenceError, TritonClient
-from deployment_toolkit.diffusion.latency import measure
+from deployment_toolkit.diffusion.latency import LatencyPlan, measure
 from deployment_toolkit.diffusion.runtime import InProcessPipeline
 from deployment_toolkit.diffusion.targets import HttpFormTarget, parse_form
 from deployment_toolkit.export import convert
 from deployment_toolkit.repository import ConfigOptions
 from deployment_toolkit.diffusion.pipeline import (
-    settings_from_manifest, write_diffusion_pipeline, write_sampler_model,
+    PipelineOptions, settings_from_manifest, write_diffusion_pipeline, write_sampler_model,
 )
 from deployment_toolkit.server import LocalTritonServer, ServerConfig
 
@@ -42,8 +42,8 @@ def served(tmp_path_factory):
     manifest = convert("sd_unet", "onnx", base / "artifact")
     repo = base / "repo"
     opts = ConfigOptions("unused", host_has_gpu=False, max_batch_size=DENOISER_MAX_BATCH)
-    paths = write_diffusion_pipeline(repo, base / "artifact", "sd", "ddim", MAX_SAMPLES, denoiser_options=opts,
-                                     max_conditionings=2)
+    paths = write_diffusion_pipeline(repo, base / "artifact", "sd", PipelineOptions(
+        "ddim", MAX_SAMPLES, max_conditionings=2, denoiser_options=opts))
     # a second sampler on the same denoiser model: one artifact serves every sampler
     edm = settings_from_manifest(manifest, "sd_denoiser", "edm_heun", MAX_SAMPLES, 2, DENOISER_MAX_BATCH)
     write_sampler_model(repo, "sd_edm", edm)
@@ -173,8 +173,8 @@ def test_v1_infer_form_client(served):
             got = np.load(io.BytesIO(tar.extractfile("output.npy").read()))
         # the same request through Triton gives the same latents
         assert got.tobytes() == infer(served["client"], cond=cond, steps=3, seed=5, samples=2).tobytes()
-        points = measure([target], [2], samples=1, seed=0, burn_in=1, trials=2, runs=2, devices=["test host"],
-                         samplers=[""], progress=None)
+        points = measure([target], LatencyPlan((2,), samples=1, seed=0, burn_in=1, trials=2, runs=2),
+                         devices=["test host"], samplers=[""], progress=False)
         assert points[0].target == "http" and len(points[0].latencies) == 4 and points[0].mean > 0
         with pytest.raises(RuntimeError, match="HTTP 400.*steps must be in 1..1000"):
             target(steps=0, seed=0, samples=1)

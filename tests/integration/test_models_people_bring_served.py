@@ -20,7 +20,7 @@ MODELS = ["hf-bert-qa", "tv-deeplabv3", "torch-set-attention", "torch-lazy-mlp",
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
     work = tmp_path_factory.mktemp("corpus")
-    rows = run_corpus(MODELS, work, formats=("onnx",), perf_window_ms=800, log=lambda _: None)
+    rows = run_corpus(MODELS, work, formats=("onnx",), perf_window_ms=800, say=lambda _: None)
     return {r.model: r for r in rows}, work
 
 

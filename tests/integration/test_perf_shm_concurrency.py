@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from deployment_toolkit.perf.analyzer import PerfOptions, run_point
+from deployment_toolkit.perf.analyzer import Concurrency, PerfOptions, PerfTarget, run_point
 from deployment_toolkit.server import LocalTritonServer, ServerConfig
 from deployment_toolkit.spec import ModelSignature, TensorSpec
 
@@ -43,7 +43,8 @@ def measure(url: str, batch: int, out_dir: str, results) -> None:
     """One point in a separate process, as a second sweep would be."""
     sys.path.insert(0, str(ROOT))
     try:
-        point = run_point("identity", url, batch, 1, SIGNATURE, OPTIONS, Path(out_dir) / "point.csv")
+        point = run_point(PerfTarget("identity", url, SIGNATURE), batch, Concurrency(1), OPTIONS,
+                          Path(out_dir) / "point.csv")
         results.put((batch, "ok", point.values["Inferences/second"]))
     except Exception as err:  # reported to the test, which prints it
         results.put((batch, "error", str(err)))

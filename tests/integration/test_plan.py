@@ -68,6 +68,7 @@ def test_the_python_api_plans_from_the_commands_points(planned):
     points the command measured (same run identity: the same search, not a second implementation) and plans the
     same winner; dt.search_config on the same request answers the same way."""
     import deployment_toolkit as dt
+    from deployment_toolkit.config import StepStatus
     from deployment_toolkit.perf.analyzer import PerfOptions
 
     out, ws, proc = planned
@@ -83,14 +84,19 @@ def test_the_python_api_plans_from_the_commands_points(planned):
     import shutil
 
     shutil.copytree(out / "search", api_out / "search")
-    result = dt.plan("resnet18", peak_rps=300, p99_ms=200, result_dir=api_out, preset="small", workspace=ws,
-                     options=options, open_loop_window_ms=500, confirm=False, host_hour_cost=0.4, **settings)
+    result = dt.plan("resnet18", dt.Demand(peak_rps=300, p99_ms=200, host_hour_cost=0.4),
+                     dt.SearchSettings(budget_ms=200, open_loop_window_ms=500, **settings),
+                     dt.SearchJob(preset="small", workspace=ws, result_dir=api_out), options=options,
+                     checks=dt.Checks(confirm=False))
     command_plan = json.loads((out / "search" / "run.json").read_text())["config"]["winner"]
     assert result.search.outcome.measured_points == 0, "the API measured again: its request differs from the command's"
     assert result.search.outcome.decision.winner.candidate.to_dict() == command_plan
     assert result.plan is not None and result.plan.replicas >= 1 and (api_out / "plan.md").is_file()
     assert set(result.manifests) and (api_out / "k8s" / "deployment.yaml").is_file()
-    run = dt.search_config("resnet18", p99_ms=200, result_dir=api_out / "search", preset="small", workspace=ws,
-                    options=options, open_loop_window_ms=500, model_repository=api_out / "repo", **settings)
-    assert run.code == 0 and run.outcome.measured_points == 0 and run.written.name == "config.pbtxt"
+    skipped = result.stage("confirmation under open-loop traffic (and the burst check)")
+    assert result.confirmed is None and skipped is StepStatus.SKIPPED  # --no-confirm: a stage skipped, with why
+    run = dt.search_config("resnet18", dt.SearchSettings(budget_ms=200, open_loop_window_ms=500, **settings),
+                           dt.SearchJob(result_dir=api_out / "search", preset="small", workspace=ws,
+                                        model_repository=api_out / "repo"), options=options)
+    assert run.found and run.outcome.measured_points == 0 and run.written.name == "config.pbtxt"
     assert run.written.is_file() and run.written.parent.parent == api_out / "repo"

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from deployment_toolkit.search.cli import EXIT_NO_CONFIG, main
+from deployment_toolkit.commands.search_config import EXIT_NO_CONFIG, main
 
 pytestmark = pytest.mark.integration
 FAST = ["--measurement-mode", "time_windows", "--measurement-interval", "500", "--stability-percentage", "100",

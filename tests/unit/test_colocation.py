@@ -41,7 +41,7 @@ def test_a_group_that_cannot_share_is_priced_out_with_its_reason():
 
 def test_max_replicas_refuses_with_the_number_needed():
     d = decide({"a": 1000}, {"a": 100}, 0.0, 1.0, lambda g: GroupCapacity(1.0), max_replicas=5)
-    assert d.chosen is None and "needs 10 replicas, more than --max-replicas 5" in d.reason
+    assert d.chosen is None and "needs 10 replicas, more than limits.max_replicas 5" in d.reason
 
 
 def test_time_sharing_estimate():

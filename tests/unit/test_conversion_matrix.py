@@ -6,7 +6,7 @@ import os
 import pytest
 
 from deployment_toolkit.export import ConversionError, FormatUnavailable, VerificationError
-from deployment_toolkit.export.matrix import COLUMNS, MatrixRow, read_rows, run_matrix, write_rows
+from deployment_toolkit.export.matrix import COLUMNS, MatrixRow, MatrixSettings, read_rows, run_matrix, write_rows
 from deployment_toolkit.spec import Manifest
 
 FORMATS = ["onnx", "ts-trace", "trt"]
@@ -17,6 +17,10 @@ def _csv(path):
         return list(csv.DictReader(fh))
 
 
+def _settings(models, formats, out, **kw) -> MatrixSettings:
+    return MatrixSettings(models=models, formats=formats, output_csv=out, progress=False, **kw)
+
+
 def _never(*_args):
     raise AssertionError("a row already in the CSV was converted again")
 
@@ -24,7 +28,7 @@ def _never(*_args):
 @pytest.fixture(scope="module")
 def resnet18_matrix(tmp_path_factory):
     out = tmp_path_factory.mktemp("matrix") / "conversion_matrix.csv"
-    return run_matrix(["resnet18"], FORMATS, None, out, progress=False)
+    return run_matrix(_settings(["resnet18"], FORMATS, out))
 
 
 def test_one_row_per_format_with_errors_agreement_and_skip(resnet18_matrix, table_rows):
@@ -54,7 +58,7 @@ def test_one_row_per_format_with_errors_agreement_and_skip(resnet18_matrix, tabl
 def test_rerun_skips_rows_already_present(resnet18_matrix, tmp_path, capsys):
     copy = tmp_path / "m.csv"
     copy.write_text(resnet18_matrix.csv_path.read_text())
-    res = run_matrix(["resnet18"], FORMATS, None, copy, progress=False, converter=_never, run_json=False)
+    res = run_matrix(_settings(["resnet18"], FORMATS, copy, run_json=False), converter=_never)
     assert (res.new, res.resumed) == (0, 3)
     assert "3 of 3 rows already present" in capsys.readouterr().err
     assert copy.read_text() == resnet18_matrix.csv_path.read_text()
@@ -68,14 +72,14 @@ def test_rerun_skips_rows_already_present(resnet18_matrix, tmp_path, capsys):
         calls.append((model, fmt, opts.preset))
         raise FormatUnavailable("pretend")
 
-    res = run_matrix(["resnet18"], FORMATS, None, copy, progress=False, converter=fake, run_json=False)
+    res = run_matrix(_settings(["resnet18"], FORMATS, copy, run_json=False), converter=fake)
     assert calls == [("resnet18", "ts-trace", "small")] and (res.new, res.resumed) == (1, 2)
     assert [r.format for r in read_rows(copy)] == ["onnx", "trt", "ts-trace"]
 
 
 def test_failure_is_recorded_with_its_cause_and_the_sweep_goes_on(tmp_path):
     out = tmp_path / "fail.csv"
-    res = run_matrix(["sd_unet", "resnet18"], ["ts-script"], None, out, progress=False, run_json=False)
+    res = run_matrix(_settings(["sd_unet", "resnet18"], ["ts-script"], out, run_json=False))
     sd, r18 = read_rows(out)
     assert sd.model == "sd_unet" and sd.status == "failed"
     assert "torch.jit.script failed" in sd.reason and "not supported" in sd.reason  # names the cause
@@ -103,8 +107,8 @@ def test_verification_error_is_failed_with_measured_errors(tmp_path):
         raise ConversionError(f"ONNX export failed (opset 17): RuntimeError: unsupported op\nline two of {fmt}")
 
     out = tmp_path / "v.csv"
-    run_matrix(["resnet18"], ["onnx"], None, out, progress=False, converter=disagrees, run_json=False)
-    run_matrix(["resnet18"], ["ts-trace"], None, out, progress=False, converter=crashes, run_json=False)
+    run_matrix(_settings(["resnet18"], ["onnx"], out, run_json=False), converter=disagrees)
+    run_matrix(_settings(["resnet18"], ["ts-trace"], out, run_json=False), converter=crashes)
     v, c = read_rows(out)
     assert (v.status, v.max_abs_err, v.max_rel_err, v.agreement, v.export_seconds) == (
         "failed", "0.5", "0.02", "top1_agreement=0.5000", "1.25")
@@ -118,19 +122,19 @@ def _dies(model, fmt, out_dir, opts):  # module level: picklable for the isolate
 
 def test_isolated_cell_that_dies_is_a_failed_row(tmp_path):
     out = tmp_path / "iso.csv"
-    res = run_matrix(["resnet18"], ["onnx"], None, out, progress=False, isolate=True, converter=_dies, run_json=False)
+    res = run_matrix(_settings(["resnet18"], ["onnx"], out, isolate=True, run_json=False), converter=_dies)
     (row,) = res.rows
     assert row.status == "failed" and "process died" in row.reason
 
 
 def test_bad_arguments_fail_before_any_work(tmp_path):
     with pytest.raises(ValueError, match="unknown format"):
-        run_matrix(["resnet18"], ["tflite"], None, tmp_path / "x.csv", progress=False)
+        run_matrix(_settings(["resnet18"], ["tflite"], tmp_path / "x.csv"))
     with pytest.raises(KeyError, match="resnet19"):
-        run_matrix(["resnet19"], ["onnx"], None, tmp_path / "x.csv", progress=False)
+        run_matrix(_settings(["resnet19"], ["onnx"], tmp_path / "x.csv"))
     (tmp_path / "other.csv").write_text("a,b\n1,2\n")
     with pytest.raises(ValueError, match="not a conversion-matrix CSV"):
-        run_matrix(["resnet18"], ["onnx"], None, tmp_path / "other.csv", progress=False, converter=_never)
+        run_matrix(_settings(["resnet18"], ["onnx"], tmp_path / "other.csv"), converter=_never)
     assert not (tmp_path / "x.csv").exists()
 
 
@@ -153,8 +157,8 @@ def test_rows_made_under_another_identity_are_moved_aside_and_redone(resnet18_ma
         calls.append((model, fmt, opts.opset))
         raise FormatUnavailable("pretend")
 
-    res = run_matrix(["resnet18"], ["onnx"], None, copy, progress=False, converter=fake, run_json=False,
-                     options=ConvertOptions(opset=18))
+    res = run_matrix(_settings(["resnet18"], ["onnx"], copy, run_json=False, options=ConvertOptions(opset=18)),
+                     converter=fake)
     assert calls == [("resnet18", "onnx", 18)] and (res.new, res.resumed) == (1, 0)
     assert "convert_options.opset: stored 17, now 18" in capsys.readouterr().err
     (kept,) = (tmp_path / "superseded").glob("*/m.csv")

@@ -27,6 +27,8 @@ NOT_DECLARED = {
     "triton_python_backend_utils": "Triton's Python backend provides it inside the model's stub process",
     "runtimes": "deployment_toolkit/runtimes/artifact.py, copied beside the Python backend model as runtimes.py",
     "samplers": "diffusion/samplers.py, copied beside the sampler model",
+    "step_runtime": "pipeline/step_runtime.py, copied beside a pipeline step's Python backend model",
+    "user_step": "the user's pre/post-processing file, copied beside its step's model as user_step.py",
     "deployment_toolkit": "this package",
 }
 

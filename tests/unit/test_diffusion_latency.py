@@ -126,8 +126,9 @@ class FakeTarget:
 
 def test_measure_burns_in_then_takes_turns_request_by_request():
     log = []
-    points = L.measure([FakeTarget("a", log), FakeTarget("b", log)], [2, 4], samples=1, seed=0, burn_in=1, trials=2,
-                       runs=2, devices=["cpu", "cpu"], samplers=["edm_heun", ""], progress=None)
+    plan = L.LatencyPlan((2, 4), samples=1, seed=0, burn_in=1, trials=2, runs=2)
+    points = L.measure([FakeTarget("a", log), FakeTarget("b", log)], plan, devices=["cpu", "cpu"],
+                       samplers=["edm_heun", ""], progress=False)
     one_run = [("a", 2), ("b", 2)] + [("a", 2), ("b", 2)] * 2  # burn-in a, b; then trials alternate
     assert log[:12] == one_run * 2 and len(log) == 24
     assert len(points[0].runs) == 2 and all(len(r) == 2 for r in points[0].runs)

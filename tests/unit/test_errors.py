@@ -19,7 +19,8 @@ from deployment_toolkit.errors import ToolkitError, UserError, UserFileNotFoundE
 ROOT = Path(__file__).resolve().parents[2]
 # Files copied beside a Python backend model: they run in Triton's stub process, without this package.
 STANDALONE = ("deployment_toolkit.repository.python_runtime", "deployment_toolkit.diffusion.samplers",
-              "deployment_toolkit.diffusion.sampler_model")
+              "deployment_toolkit.diffusion.sampler_model", "deployment_toolkit.pipeline.step_model",
+              "deployment_toolkit.pipeline.step_runtime")
 
 
 def _toolkit_exceptions() -> dict[str, type]:

@@ -163,12 +163,12 @@ def test_artifact_files_must_start_with_the_artifact_and_stay_inside(tmp_path):
 
 
 def test_diffusion_pipeline_denoiser_gets_its_external_data(tmp_path):
-    from deployment_toolkit.diffusion.pipeline import read_pipeline, write_diffusion_pipeline
+    from deployment_toolkit.diffusion.pipeline import PipelineOptions, read_pipeline, write_diffusion_pipeline
 
     src = tmp_path / "onnx"
     convert("sd_unet", "onnx", src, ConvertOptions(onnx_external_data_threshold=0, verify=False))
-    write_diffusion_pipeline(tmp_path / "repo", src, "sd", denoiser_options=ConfigOptions("sd_denoiser",
-                                                                                          host_has_gpu=False))
+    write_diffusion_pipeline(tmp_path / "repo", src, "sd", PipelineOptions(
+        denoiser_options=ConfigOptions("sd_denoiser", host_has_gpu=False)))
     _, version_dir = read_pipeline(tmp_path / "repo", "sd")
     assert (version_dir / "model.onnx.data").is_file()
     shutil.rmtree(src)

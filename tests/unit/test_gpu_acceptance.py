@@ -14,7 +14,7 @@ import pytest
 from deployment_toolkit.acceptance.plan import DEFAULT_BUDGETS, PlanOptions, Step, build_plan
 from deployment_toolkit.acceptance.report import build_readme
 from deployment_toolkit.acceptance.runner import SERVER_STEP, Runner
-from deployment_toolkit.acceptance.seed_tables import SEED_CSV, load_seed_rows, parse_online_tables, to_csv
+from deployment_toolkit.acceptance.seed_tables import SEED_CSV, load_seed_rows, parse_online_tables, seed_csv
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "gpu_acceptance"
@@ -186,10 +186,14 @@ def test_runner_records_ok_failed_skipped_and_goes_on_after_a_failure(tmp_path):
 
 def test_runner_stops_at_the_deadline_and_fills_the_server_url(tmp_path):
     class Server:
+        """Entered by the runner when a step needs it, left once none does (as check._server_factory's is)."""
         grpc_url = "127.0.0.1:1234"
         stopped = False
 
-        def stop(self):
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
             Server.stopped = True
 
     rel = str((FIXTURES / "step.py").relative_to(ROOT))
@@ -249,7 +253,7 @@ def test_seed_tables_parse_the_seed_layout():
 
 @pytest.mark.skipif(not SEED_001, reason="the seed text (../shared/seeds/001_*.txt) is not on this host")
 def test_committed_seed_csv_is_what_the_command_makes_from_the_seed_text():
-    assert SEED_CSV.read_text() == to_csv(parse_online_tables(SEED_001[0].read_text()))
+    assert SEED_CSV.read_text() == seed_csv(parse_online_tables(SEED_001[0].read_text()))
 
 
 def test_seed_csv_has_the_a100_and_t4_fp16_rows():

@@ -14,6 +14,7 @@ from deployment_toolkit.data.dump import DumpMismatchError, DumpWriter, load_dum
 from deployment_toolkit.data.ragged import RaggedError, from_samples
 from deployment_toolkit.metrics import (
     MetricInputError,
+    MetricOptions,
     MetricsError,
     Threshold,
     ThresholdsFailed,
@@ -292,7 +293,7 @@ def test_segmentation_dump_metrics(tmp_path):
     assert m["dice_class_2"] == pytest.approx((1 / 3 + 1) / 2)
     assert m["dice_agreement_class_1"] == pytest.approx((8 / 9 + 1) / 2)
     assert m["dice_mean"] == pytest.approx(((8 / 9 + 1) / 2 + (1 / 3 + 1) / 2) / 2)
-    bg = compute_metrics(load_dump(d), task="segmentation", include_background=True)
+    bg = compute_metrics(load_dump(d), task="segmentation", options=MetricOptions(include_background=True))
     assert bg["dice_mean"] == pytest.approx(np.mean([(h + 1) / 2 for h in HAND_DICE]))
 
 
@@ -326,7 +327,7 @@ def test_selection_errors(tmp_path):
     with pytest.raises(MetricsError, match="unknown task 'detection'"):
         compute_metrics(d, task="detection")
     with pytest.raises(MetricsError, match="output 'probs' is not in"):
-        compute_metrics(d, d, output="probs")
+        compute_metrics(d, d, options=MetricOptions(output="probs"))
     fewer = load_dump(_dump(tmp_path / "f", [0], {"logits": SCORES[:1]}))
     with pytest.raises(DumpMismatchError, match="1 ids of .* missing"):
         compute_metrics(d, fewer)

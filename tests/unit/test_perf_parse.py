@@ -16,8 +16,11 @@ import pytest
 from deployment_toolkit import binaries
 from deployment_toolkit.binaries import PerfAnalyzerNotFound
 from deployment_toolkit.perf.analyzer import (
+    Concurrency,
     PerfAnalyzerError,
     PerfOptions,
+    PerfTarget,
+    RequestRate,
     build_command,
     diagnose_output,
     output_shared_memory_size,
@@ -139,8 +142,8 @@ def test_errors_are_classified(name, connection):
 # ---- command -----------------------------------------------------------------------------------
 
 def test_build_command_basics():
-    cmd = build_command("m", "127.0.0.1:8001", 4, 2, SIG, PerfOptions(shared_memory="system"), "out.csv",
-                        model_version="3", binary="/x/perf_analyzer")
+    cmd = build_command(PerfTarget("m", "127.0.0.1:8001", SIG, model_version="3", binary="/x/perf_analyzer"), 4,
+                        Concurrency(2), PerfOptions(shared_memory="system"), "out.csv")
     assert cmd[0] == "/x/perf_analyzer"
     joined = " ".join(cmd)
     for part in ("-m m", "-u 127.0.0.1:8001", "-i grpc", "-b 4", "--concurrency-range 2:2:1", "-x 3",
@@ -148,16 +151,16 @@ def test_build_command_basics():
                  "--output-shared-memory-size 102400", "--input-data random"):
         assert part in joined
     assert "--verbose-csv" in cmd and "--shape" not in cmd
-    http = build_command("m", "h:8000", 1, None, SIG, PerfOptions(protocol="http", measurement_mode="count_windows",
-                         measurement_request_count=80, percentile=99, async_mode=True, extra_args=("--max-threads", "4")),
-                         "o.csv", request_rate=250.0, binary="pa")
+    http = build_command(PerfTarget("m", "h:8000", SIG, binary="pa"), 1, RequestRate(250.0),
+                         PerfOptions(protocol="http", measurement_mode="count_windows", measurement_request_count=80,
+                                     percentile=99, async_mode=True, extra_args=("--max-threads", "4")), "o.csv")
     joined = " ".join(http)
     for part in ("-i http", "--request-rate-range 250:250:1", "--measurement-request-count 80", "--percentile 99",
                  "--async", "--max-threads 4"):
         assert part in joined
     assert "--shared-memory" not in http and "--measurement-interval" not in http
-    with pytest.raises(ValueError):
-        build_command("m", "u", 1, 1, SIG, PerfOptions(), "o.csv", request_rate=1.0, binary="pa")
+    with pytest.raises(TypeError):  # one load level is one tagged value: a bare number is not one
+        build_command(PerfTarget("m", "u", SIG, binary="pa"), 1, 1.0, PerfOptions(), "o.csv")
 
 
 def test_dynamic_dims_get_shape_and_fixed_values_need_a_json_file(tmp_path):
@@ -166,13 +169,15 @@ def test_dynamic_dims_get_shape_and_fixed_values_need_a_json_file(tmp_path):
         outputs=(TensorSpec("y", (8, -1, -1), example_shape=(8, 32, 48)),),
     )
     with pytest.raises(ValueError, match="fixed values"):
-        build_command("m", "u", 1, 1, sig, PerfOptions(), "o.csv", binary="pa")
+        build_command(PerfTarget("m", "u", sig, binary="pa"), 1, Concurrency(1), PerfOptions(), "o.csv")
     data = write_input_data_json(sig, tmp_path / "in.json")
-    cmd = build_command("m", "u", 2, 1, sig, PerfOptions(), "o.csv", input_data=str(data), binary="pa")
+    cmd = build_command(PerfTarget("m", "u", sig, input_data=str(data), binary="pa"), 2, Concurrency(1), PerfOptions(),
+                        "o.csv")
     assert "--shape" not in cmd, "the JSON's entries carry their shapes; a --shape beside them conflicts"
     assert cmd[cmd.index("--input-data") + 1] == str(data)
     plain = ModelSignature(inputs=(TensorSpec("x", (3, -1, -1), example_shape=(3, 32, 48)),), outputs=sig.outputs)
-    cmd = build_command("m", "u", 2, 1, plain, PerfOptions(), "o.csv", binary="pa")  # perf_analyzer's random data
+    cmd = build_command(PerfTarget("m", "u", plain, binary="pa"), 2, Concurrency(1), PerfOptions(),
+                        "o.csv")  # perf_analyzer's random data
     assert cmd[cmd.index("--shape") + 1] == "x:3,32,48"
     entry = json.loads(data.read_text())["data"][0]
     wl = np.frombuffer(base64.b64decode(entry["wl"]["b64"]), dtype=np.float32)
@@ -189,7 +194,8 @@ def test_real_samples_of_varying_length_get_no_example_shape(tmp_path):
     path = tmp_path / "real.json"
     path.write_text(json.dumps({"data": [{"input_ids": {"content": [1] * 12, "shape": [12]}},
                                          {"input_ids": {"content": [1] * 16, "shape": [16]}}]}))
-    cmd = build_command("m", "u", 1, 1, sig, PerfOptions(), "o.csv", input_data=str(path), binary="pa")
+    cmd = build_command(PerfTarget("m", "u", sig, input_data=str(path), binary="pa"), 1, Concurrency(1), PerfOptions(),
+                        "o.csv")
     assert "--shape" not in cmd
 
 
@@ -275,8 +281,8 @@ def _flag(call: list[str], flag: str) -> str:
 def test_unstable_point_is_retried_with_longer_windows(fake_pa, tmp_path):
     binary, plan = fake_pa
     calls = plan("unstable", "unstable", "stable")
-    res = run_point("m", "u:1", 1, 3, SIG, PerfOptions(measurement_interval_ms=500), tmp_path / "raw" / "p.csv",
-                    binary=binary)
+    res = run_point(PerfTarget("m", "u:1", SIG, binary=binary), 1, Concurrency(3),
+                    PerfOptions(measurement_interval_ms=500), tmp_path / "raw" / "p.csv")
     assert res.stable and res.attempts == 3
     assert [_flag(c, "--measurement-interval") for c in calls()] == ["500", "2500", "4500"]
     assert res.values["Inferences/second"] == pytest.approx(2507.3)
@@ -289,7 +295,7 @@ def test_point_that_never_stabilises_is_marked_not_dropped(fake_pa, tmp_path):
     binary, plan = fake_pa
     calls = plan("unstable", "unstable", "stable")  # third call is the relaxed run
     opts = PerfOptions(measurement_mode="count_windows", measurement_request_count=50, max_attempts=2)
-    res = run_point("m", "u:1", 1, 2, SIG, opts, tmp_path / "p.csv", binary=binary)
+    res = run_point(PerfTarget("m", "u:1", SIG, binary=binary), 1, Concurrency(2), opts, tmp_path / "p.csv")
     assert res.stable is False
     assert "unstable after 2 attempt(s)" in res.note and "stability check off" in res.note
     assert res.values["P99 Latency"] == pytest.approx(0.677)
@@ -302,7 +308,8 @@ def test_point_that_never_stabilises_is_marked_not_dropped(fake_pa, tmp_path):
 def test_unstable_without_relaxed_numbers_keeps_last_window(fake_pa, tmp_path):
     binary, plan = fake_pa
     plan("unstable")
-    res = run_point("m", "u:1", 1, 3, SIG, PerfOptions(max_attempts=2), tmp_path / "p.csv", binary=binary)
+    res = run_point(PerfTarget("m", "u:1", SIG, binary=binary), 1, Concurrency(3), PerfOptions(max_attempts=2),
+                    tmp_path / "p.csv")
     assert res.stable is False and "last measurement window" in res.note
     assert res.values["Inferences/second"] == pytest.approx(5139.63)
     assert res.values["Avg Latency"] == pytest.approx(0.578)
@@ -313,7 +320,7 @@ def test_connection_loss_raises_with_output(fake_pa, tmp_path):
     binary, plan = fake_pa
     calls = plan("down")
     with pytest.raises(PerfAnalyzerError) as info:
-        run_point("m", "u:1", 1, 1, SIG, PerfOptions(), tmp_path / "p.csv", binary=binary)
+        run_point(PerfTarget("m", "u:1", SIG, binary=binary), 1, Concurrency(1), PerfOptions(), tmp_path / "p.csv")
     assert info.value.connection and info.value.returncode == 99
     assert "Socket closed" in str(info.value)
     assert len(calls()) == 1, "a failure that is not instability is not retried"
@@ -494,6 +501,6 @@ def test_output_shared_memory_grows_with_the_real_samples_dynamic_axes(tmp_path)
     data.write_text(_json.dumps({"data": [{"input_ids": {"content": {"b64": ""}, "shape": [n]}} for n in (12, 24, 16)]}))
     assert dynamic_axis_growth(sig, data) == 2.0 and dynamic_axis_growth(sig, None) == 1.0
     assert output_shared_memory_size(sig.outputs, axis_growth=2.0) >= 24 * 4096 * 4
-    cmd = build_command("m", "u", 1, 1, sig, PerfOptions(shared_memory="system"), "o.csv", input_data=str(data),
-                        binary="pa")
+    cmd = build_command(PerfTarget("m", "u", sig, input_data=str(data), binary="pa"), 1, Concurrency(1),
+                        PerfOptions(shared_memory="system"), "o.csv")
     assert int(cmd[cmd.index("--output-shared-memory-size") + 1]) >= 24 * 4096 * 4

@@ -129,8 +129,8 @@ def _measure(tmp_path: Path, monkeypatch) -> dict:
     from deployment_toolkit.sizing import ratepoint
     from deployment_toolkit.sizing.ratestore import RateStore
 
-    def fake_run_point(*args, profile_export=None, request_intervals=None, **kw):
-        assert Path(request_intervals).is_file()  # perf_analyzer gets its schedule file
+    def fake_run_point(target, batch, load, *args, profile_export=None, **kw):
+        assert Path(load.intervals).is_file()  # perf_analyzer gets its schedule file
         shutil.copy(RECORDED, profile_export)
         return PointResult(1, None, {"Inferences/second": 40.0, "P99 Latency": 12.0, "P50 Latency": 5.0,
                                      "Avg Latency": 6.0}, True, 1, request_rate=40.0,

@@ -39,3 +39,66 @@ def test_importing_the_package_does_not_import_the_api():
     code = "import sys, deployment_toolkit; print('deployment_toolkit.api' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "False"
+
+
+# ---- the commands are skins over the API (issue 37) ------------------------------------------------------------
+
+class Called(Exception):
+    """What a stand-in API function raises: the arguments the command handed it."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__("called")
+        self.args_, self.kwargs = args, kwargs
+
+
+def _stand_in(*args, **kwargs):
+    raise Called(*args, **kwargs)
+
+
+def test_the_search_command_calls_the_apis_search_config_with_the_defaults_the_api_has(monkeypatch, tmp_path):
+    import pytest
+
+    from deployment_toolkit.commands import search_config as command
+
+    monkeypatch.setattr(api, "search_config", _stand_in)
+    with pytest.raises(Called) as called:
+        command.main(["--model", "resnet18", "--p99-ms", "50", "--result-path", str(tmp_path / "r")])
+    source, settings, job = called.value.args_
+    assert source.ref == "resnet18" and source.preset == "small"
+    # every default written once: the flags' defaults are the dataclasses' own, as dt.search_config gets them
+    assert settings == dt.SearchSettings(budget_ms=50)
+    assert job == dt.SearchJob(result_dir=tmp_path / "r", command=job.command)
+    assert job.server == dt.SearchServer() and settings.objective is dt.Objective.CAPACITY
+    from deployment_toolkit.search.request import DEFAULT_PERF_OPTIONS
+
+    assert called.value.kwargs["options"] == DEFAULT_PERF_OPTIONS  # what dt.search_config measures with by default
+
+
+def test_the_plan_command_calls_the_apis_plan_with_the_defaults_the_api_has(monkeypatch, tmp_path):
+    import pytest
+
+    from deployment_toolkit.commands import plan_fleet as command
+    from deployment_toolkit.search.trials import PLAN_MAX_MINUTES
+
+    monkeypatch.setattr(api, "plan", _stand_in)
+    with pytest.raises(Called) as called:
+        command.main(["--model", "resnet18", "--p99-ms", "50", "--peak-rps", "100", "--result-path", str(tmp_path)])
+    source, demand, settings, job = called.value.args_
+    assert demand == dt.Demand(peak_rps=100, p99_ms=50) and source.ref == "resnet18"
+    assert settings == dt.SearchSettings(budget_ms=50, max_minutes=PLAN_MAX_MINUTES)  # what dt.plan defaults to
+    assert called.value.kwargs["checks"] == dt.Checks() and called.value.kwargs["deploy"] == dt.Deploy()
+    assert job.result_dir == tmp_path and job.model_repository is None
+
+
+def test_the_settings_refuse_a_bad_value_in_one_line_naming_the_flag():
+    import pytest
+
+    from deployment_toolkit.errors import UserInputError
+
+    with pytest.raises(UserInputError, match="--p99-ms must be > 0"):
+        dt.SearchSettings(budget_ms=0)
+    with pytest.raises(UserInputError, match="unknown format 'onx'"):
+        dt.SearchJob(formats=("onx",))
+    with pytest.raises(UserInputError, match="objective 'fast'"):
+        dt.SearchSettings(budget_ms=50, objective="fast")
+    assert dt.SearchSettings(budget_ms=50, objective="throughput").objective is dt.Objective.CLOSED_LOOP

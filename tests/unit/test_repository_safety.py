@@ -148,13 +148,14 @@ def test_unreadable_manifest_is_one_clear_error(tmp_path, content, what):
 def test_every_writer_checks_the_name_first(tmp_path):
     """The other places a name meets the filesystem: the diffusion pipeline, the search, the demo."""
     from deployment_toolkit.demo import main as demo_main
-    from deployment_toolkit.diffusion.pipeline import read_pipeline, write_diffusion_pipeline
+    from deployment_toolkit.diffusion.pipeline import PipelineOptions, read_pipeline, write_diffusion_pipeline
     from deployment_toolkit.search.triton import TritonMeasurer
 
     with pytest.raises(ModelNameError):
         write_diffusion_pipeline(tmp_path / "repo", tmp_path / "missing", "../sd")
     with pytest.raises(ModelNameError):
-        write_diffusion_pipeline(tmp_path / "repo", tmp_path / "missing", "sd", denoiser_name="/abs/denoiser")
+        write_diffusion_pipeline(tmp_path / "repo", tmp_path / "missing", "sd",
+                                 PipelineOptions(denoiser_name="/abs/denoiser"))
     with pytest.raises(ModelNameError):
         read_pipeline(tmp_path / "repo", "../sd")
     with pytest.raises(ModelNameError):

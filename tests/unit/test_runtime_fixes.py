@@ -16,7 +16,8 @@ import pytest
 
 from deployment_toolkit.perf.analyzer import shm_lock
 from deployment_toolkit.perf.analyzer import (
-    PerfAnalyzerError, PerfOptions, ShmRun, concurrent_message, conflicting_runs, parse_shm_run, run_point,
+    Concurrency, PerfAnalyzerError, PerfOptions, PerfTarget, ShmRun, concurrent_message, conflicting_runs,
+    parse_shm_run, run_point,
     running_shm_runs, shared_memory_guard, sigbus_message,
 )
 from deployment_toolkit.runtimes.artifact import (
@@ -258,7 +259,7 @@ def test_sigbus_exit_becomes_a_clear_error(tmp_path, monkeypatch):
     fake.chmod(0o755)
     sig = ModelSignature(inputs=(TensorSpec("input__0", (4,)),), outputs=(TensorSpec("output__0", (4,)),))
     with pytest.raises(PerfAnalyzerError, match="killed by SIGBUS.*batch 2, concurrency 1") as info:
-        run_point("m", "127.0.0.1:8001", 2, 1, sig, PerfOptions(shared_memory="system"), tmp_path / "p.csv",
-                  binary=fake)
+        run_point(PerfTarget("m", "127.0.0.1:8001", sig, binary=fake), 2, Concurrency(1),
+                  PerfOptions(shared_memory="system"), tmp_path / "p.csv")
     assert info.value.returncode == -signal.SIGBUS
     assert "--shared-memory none" in str(info.value)

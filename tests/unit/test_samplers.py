@@ -101,7 +101,8 @@ def test_ddim_matches_diffusers_scheduler(spacing):
     )
     steps, samples = 10, 2  # 10 divides 1000: diffusers' prev = t - 1000 // steps agrees with the list
     sched.set_timesteps(steps)
-    ours = S.ddim_sample(toy_denoiser, COND, steps=steps, seed=3, samples=samples, shape=SHAPE, spacing=spacing)
+    ours = S.ddim_sample(toy_denoiser, COND, steps=steps, seed=3, samples=samples, shape=SHAPE,
+                         options=S.DDIMOptions(spacing=spacing))
     x = torch.from_numpy(np.random.default_rng(3).standard_normal((6, *SHAPE)))
     cond = np.repeat(COND, samples, axis=0)
     for t in sched.timesteps:
@@ -111,9 +112,9 @@ def test_ddim_matches_diffusers_scheduler(spacing):
 
 
 def test_ddim_eta_adds_seeded_noise():
-    a = S.ddim_sample(toy_denoiser, COND, steps=3, seed=1, shape=SHAPE, eta=1.0)
-    b = S.ddim_sample(toy_denoiser, COND, steps=3, seed=1, shape=SHAPE, eta=1.0)
-    c = S.ddim_sample(toy_denoiser, COND, steps=3, seed=1, shape=SHAPE, eta=0.0)
+    a = S.ddim_sample(toy_denoiser, COND, steps=3, seed=1, shape=SHAPE, options=S.DDIMOptions(eta=1.0))
+    b = S.ddim_sample(toy_denoiser, COND, steps=3, seed=1, shape=SHAPE, options=S.DDIMOptions(eta=1.0))
+    c = S.ddim_sample(toy_denoiser, COND, steps=3, seed=1, shape=SHAPE, options=S.DDIMOptions(eta=0.0))
     assert a.tobytes() == b.tobytes() and np.abs(a - c).max() > 1e-3
 
 
@@ -137,7 +138,8 @@ def test_edm_heun_point_mass_converges_to_the_point():
         c_skip, c_out, c_in, _ = S.edm_preconditioning(sigma)
         return ((x0 - c_skip * (x_in / c_in)) / c_out).astype(np.float32)
 
-    out = S.edm_heun_sample(ideal_D, COND, steps=6, seed=0, samples=2, shape=SHAPE, precondition=False)
+    out = S.edm_heun_sample(ideal_D, COND, steps=6, seed=0, samples=2, shape=SHAPE,
+                            options=S.EDMOptions(precondition=False))
     np.testing.assert_allclose(out, np.broadcast_to(x0, out.shape), atol=1e-6)
     out = S.edm_heun_sample(ideal_raw, COND, steps=6, seed=0, samples=2, shape=SHAPE)
     np.testing.assert_allclose(out, np.broadcast_to(x0, out.shape), atol=1e-3)
@@ -155,7 +157,8 @@ def test_edm_heun_is_second_order_on_gaussian_data():
     exact = x_T * s / np.sqrt(s**2 + sigma_max**2)
 
     def err(steps):
-        out = S.edm_heun_sample(D, COND, steps=steps, seed=2, shape=SHAPE, sigma_max=sigma_max, precondition=False)
+        out = S.edm_heun_sample(D, COND, steps=steps, seed=2, shape=SHAPE,
+                                options=S.EDMOptions(sigma_max=sigma_max, precondition=False))
         return np.abs(out - exact).max() / np.abs(exact).max()
 
     e32, e64 = err(32), err(64)
@@ -170,3 +173,10 @@ def test_chunked_denoiser_gives_identical_samples():
     assert full.tobytes() == chunked.tobytes()
     assert counter.calls == 3 * S.evaluations("edm_heun", 3)  # 9 rows -> 4 + 4 + 1
     assert max(shape[0] for shape, *_ in counter.seen) == 4
+
+
+def test_options_are_read_from_their_fields_and_unknown_ones_are_named():
+    assert S.options_for("ddim", {"eta": 0.5}) == S.DDIMOptions(eta=0.5)
+    assert S.options_for("edm_heun") == S.EDMOptions()
+    with pytest.raises(ValueError, match="edm_heun has no option eta; its options are sigma_min"):
+        S.options_for("edm_heun", {"eta": 0.5})

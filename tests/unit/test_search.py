@@ -86,6 +86,8 @@ class FakeMeasurer:
 def run(tmp_path, measurer=None, budget=500.0, store=None, log=lambda m: None, **kw):
     measurer = measurer or FakeMeasurer()
     store = store or SearchStore(tmp_path, {"model": "toy"}).open()
+    kw.setdefault("objective", "closed-loop")  # the closed-loop ranking; the capacity one has its own fakes
+    kw.setdefault("max_minutes", None)
     settings = SearchSettings(budget_ms=budget, cores=kw.pop("cores", CORES), **kw)
     info = FormatInfo("onnx", manifest(), Path("."), "abc123")
     outcome = Search([info], measurer, store, settings, progress=False, log=log).run()
@@ -540,10 +542,10 @@ def test_model_analyzer_checkpoint_is_read_and_budget_applied(tmp_path):
 
 
 def test_model_analyzer_config_matches_our_server_and_budget(tmp_path):
-    from deployment_toolkit.search.model_analyzer import explain_failure, ma_command, ma_config
+    from deployment_toolkit.search.model_analyzer import MARequest, explain_failure, ma_command, ma_config
 
-    cfg = ma_config(model_name="m", repository=tmp_path / "repo", work_dir=tmp_path, budget_ms=500.0, cpu_only=True,
-                    ports=(8100, 8101, 8102), backend_dir=Path("/b"), perf_analyzer=Path("/pa"))
+    cfg = ma_config(MARequest(binary=None, model_name="m", repository=tmp_path / "repo", work_dir=tmp_path,
+                              budget_ms=500.0, cpu_only=True), (8100, 8101, 8102), Path("/b"), Path("/pa"))
     assert cfg["latency_budget"] == 500 and cfg["run_config_search_mode"] == "quick"
     assert cfg["profile_models"]["m"]["cpu_only"] is True
     assert cfg["triton_server_flags"]["backend-directory"] == "/b"
@@ -556,10 +558,10 @@ def test_model_analyzer_config_matches_our_server_and_budget(tmp_path):
 
 
 def test_model_analyzer_missing_says_how_to_install(tmp_path):
-    from deployment_toolkit.search.model_analyzer import run_model_analyzer
+    from deployment_toolkit.search.model_analyzer import MARequest, run_model_analyzer
 
-    result = run_model_analyzer(binary=None, model_name="m", repository=tmp_path, work_dir=tmp_path, budget_ms=1.0,
-                                max_minutes=1.0, cpu_only=True)
+    result = run_model_analyzer(MARequest(binary=None, model_name="m", repository=tmp_path, work_dir=tmp_path,
+                                          budget_ms=1.0, max_minutes=1.0, cpu_only=True))
     assert not result.ran and "pip install triton-model-analyzer" in result.error
 
 
@@ -630,8 +632,8 @@ def test_an_unavailable_format_is_listed_with_its_reason(tmp_path):
     store = SearchStore(tmp_path, {"model": "toy"}).open()
     infos = [FormatInfo("trt", error="format unavailable on this host: no GPU"),
              FormatInfo("onnx", manifest(), Path("."), "abc123")]
-    outcome = Search(infos, FakeMeasurer(), store, SearchSettings(budget_ms=500.0, cores=CORES), progress=False,
-                     log=lambda m: None).run()
+    settings = SearchSettings(budget_ms=500.0, cores=CORES, objective="closed-loop")
+    outcome = Search(infos, FakeMeasurer(), store, settings, progress=False, log=lambda m: None).run()
     trt = trial(outcome, format="trt")
     assert trt.verdict == "unavailable" and "no GPU" in trt.detail
     assert outcome.decision.winner.candidate.format == "onnx"
@@ -904,7 +906,7 @@ def test_capacity_ranks_the_finalists_by_open_loop_capacity(tmp_path):
     closed, _, _ = run(tmp_path / "closed")
     closed_top = closed.decision.winner
     share = {closed_top.candidate.key: 0.3}  # the closed-loop winner queues badly under Poisson arrivals
-    outcome, fake, _ = run(tmp_path / "open", measurer=OpenLoopFake(share), rank_by="capacity", capacity_trials=2)
+    outcome, fake, _ = run(tmp_path / "open", measurer=OpenLoopFake(share), objective="capacity", capacity_trials=2)
     winner = outcome.decision.winner
     assert winner is not None and winner.candidate != closed_top.candidate
     assert winner.capacity.spread.median > closed_top.capacity.spread.median if closed_top.capacity else True
@@ -918,7 +920,7 @@ def test_capacity_ranks_the_finalists_by_open_loop_capacity(tmp_path):
 
 def test_capacity_with_a_budget_no_rate_meets_names_the_closest(tmp_path):
     outcome, _, _ = run(tmp_path, measurer=OpenLoopFake({}, perf=lambda c, n: (100.0, 30.0 + n)), budget=40.0,
-                        rank_by="capacity", capacity_trials=1)
+                        objective="capacity", capacity_trials=1)
     assert outcome.decision.winner is None
     assert "no configuration sustains an open-loop rate with p99 <= 40 ms: the closest" in outcome.decision.message
 
@@ -927,7 +929,7 @@ def test_capacity_needs_a_measurer_of_rates(tmp_path):
     from deployment_toolkit.search import SearchError
 
     with pytest.raises(SearchError, match="open-loop rates"):
-        run(tmp_path, rank_by="capacity")
+        run(tmp_path, objective="capacity")
 
 
 def test_capacity_stage_is_planned_within_half_the_limit_and_keeps_at_least_one_search():
@@ -973,7 +975,7 @@ def test_a_rate_is_estimated_from_the_closed_loop_points_and_searches_shrink_to_
     assert capacity.points_that_fit(clock, 4) == 5
     clock.started -= 1000
     assert capacity.points_that_fit(clock, 4) == capacity.MIN_POINTS
-    unlimited = SearchClock(SearchSettings(budget_ms=500))
+    unlimited = SearchClock(SearchSettings(budget_ms=500, max_minutes=None))
     unlimited.start()
     assert capacity.points_that_fit(unlimited, 4) == capacity.MAX_POINTS
 

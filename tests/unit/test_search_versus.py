@@ -22,19 +22,19 @@ def test_our_side_comes_from_the_search_outcome_in_memory(tmp_path):
     from test_search import run
 
     from deployment_toolkit.search.trials import SearchRun
-    from deployment_toolkit.search.versus import our_result
+    from deployment_toolkit.search.versus import our_failure, our_result
 
     outcome, _, _ = run(tmp_path)
-    searched = SearchRun(outcome, tmp_path, 0, 1.0)
+    searched = SearchRun(outcome, tmp_path, 1.0)
     winner = outcome.decision.winner
     assert winner is not None and winner.confirmation is not None
     assert searched.winner() == (winner.candidate, winner.confirmation.concurrency)
     ours = our_result(searched, 12.0)
     assert ours.winner == winner.candidate.slug and ours.wall_s == 12.0 and ours.configs >= 1
     assert ours.best_throughput == max(t.best.throughput for t in outcome.trials if t.best is not None)
-    failed = our_result(SearchRun(None, tmp_path, 2, 0.5, error="nothing to search"), 0.5)
-    assert failed.error == "nothing to search" and failed.best_throughput is None
-    assert SearchRun(None, tmp_path, 2, 0.5).winner() is None
+    assert ours.returncode == 0 and searched.found
+    failed = our_failure("nothing to search", 0.5)  # the search could not start (search_step raised)
+    assert failed.error == "nothing to search" and failed.best_throughput is None and failed.returncode == 2
 
 
 def _ma(*measurements):
@@ -179,3 +179,28 @@ def test_the_same_config_picked_by_both_has_one_capacity():
     other = Contender(THEIRS, Candidate("onnx", 1, 0, 4), 8, theirs.throughputs, theirs.p99s,
                       capacities=theirs.capacities)
     assert target_lines(50, ours, ma, [mine, other])[3].endswith("= 1.235x (target: at least 1x): met")
+
+
+def test_our_side_runs_the_search_a_user_would_run_with_those_flags(monkeypatch, tmp_path):
+    """The comparison builds our search's typed request directly (no second parse of the search's flags): it is the
+    request the search command builds from the flags it shows, so its wall time and pick are a user's search's."""
+    from deployment_toolkit.commands.search_config import build_parser, request_from_args
+    from deployment_toolkit.search import orchestration
+    from deployment_toolkit.search.trials import SearchError
+    from deployment_toolkit.search.versus import Comparison, run_ours
+
+    asked = []
+
+    def stand_in(request):
+        asked.append(request)
+        raise SearchError("stand-in: nothing measured")
+
+    monkeypatch.setattr(orchestration, "search_step", stand_in)
+    config = Comparison(model="resnet18", budget_ms=50.0, workspace=tmp_path / "ws", result_dir=tmp_path / "out")
+    ours, run = run_ours(config, 2.5)
+    assert run is None and ours.returncode == 2 and "stand-in" in ours.error  # could not start: said, not raised
+    (request,) = asked
+    flags = request.job.command.split(" ", 2)[2].split(" ")  # deployment-toolkit search <flags>
+    same = request_from_args(build_parser().parse_args(flags), request.job.command)
+    assert request.settings == same.settings and request.options == same.options
+    assert request.job == same.job and request.source.ref == same.source.ref

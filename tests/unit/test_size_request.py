@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from deployment_toolkit.commands.size_fleet import _build_parser, request_from_args
+from deployment_toolkit.commands.size_fleet import _build_parser, exit_code, request_from_args
 from deployment_toolkit.perf.analyzer import PerfOptions
 from deployment_toolkit.sizing import load_runs, sustainable
 from deployment_toolkit.sizing.capacity import repeat_search
@@ -116,7 +116,7 @@ def test_size_fleet_plans_on_stored_open_loop_points(tmp_path):
                           k8s=K8sSpec(out_dir=tmp_path / "k8s"))
     result = size_fleet(request, echo=echoed.append)
 
-    assert isinstance(result, SizeResult) and result.code == 0
+    assert isinstance(result, SizeResult) and result.met and exit_code(result) == 0
     caps = {name: c.capacity for name, c in result.capacities.items()}
     assert caps.keys() == {"resnet18_i1/online", "resnet18_i2/online"}
     assert 0.95 * 100 <= caps["resnet18_i1/online"] <= 100 and 0.95 * 250 <= caps["resnet18_i2/online"] <= 250
@@ -152,7 +152,7 @@ def test_size_fleet_without_open_loop_points_plans_on_closed_loop_and_warns(tmp_
     run = _copy_run("resnet18_i1", tmp_path)
     result = size_fleet(SizeRequest(runs=(run,), demand=DemandSpec(peak_rps=400.0, p99_ms=SLO_MS)))
     assert result.capacities == {"resnet18_i1/online": None} and result.headroom == 0.2
-    assert result.recommendation.basis == "closed loop" and result.code == 0
+    assert result.recommendation.basis == "closed loop" and exit_code(result) == 0
     assert result.out_dir == run and "run.json" not in result.files  # a run folder keeps its own run.json
     (warning,) = [line for line in result.lines if line.err]
     assert warning.text.startswith("warning: no open-loop capacity measured (--capacity URL)")
@@ -162,6 +162,6 @@ def test_no_plan_meeting_the_slo_is_exit_1_and_nothing_to_deploy(tmp_path):
     run = _copy_run("resnet18_i1", tmp_path)
     result = size_fleet(SizeRequest(runs=(run,), demand=DemandSpec(peak_rps=400.0, p99_ms=0.01),
                                     output=tmp_path / "out", k8s=K8sSpec(out_dir=tmp_path / "k8s")))
-    assert result.recommendation is None and result.code == 1
+    assert result.recommendation is None and not result.met and exit_code(result) == 1
     assert Line("no configuration meets the SLO: nothing to confirm or deploy", err=True) in result.lines
     assert not result.manifest_files and not (tmp_path / "k8s").exists()

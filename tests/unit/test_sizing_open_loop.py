@@ -229,20 +229,20 @@ def test_the_slo_is_checked_on_the_p99_from_the_intended_send():
 
 
 def test_open_loop_points_are_driven_by_a_seeded_schedule_and_keyed_apart_from_the_old_ones():
-    from deployment_toolkit.perf.analyzer import build_command
+    from deployment_toolkit.perf.analyzer import PerfTarget, Schedule, build_command
     from deployment_toolkit.sizing.ratepoint import DRIVING, point_seed
     from deployment_toolkit.spec import ModelSignature, TensorSpec
 
     opts = open_loop_options(PerfOptions(protocol="grpc"), "poisson", 700, 50.0)
     assert "--request-distribution" not in opts.extra_args
     sig = ModelSignature(inputs=(TensorSpec("x", (4,)),), outputs=(TensorSpec("y", (4,)),))
-    cmd = build_command("m", "u", 1, None, sig, opts, "o.csv", request_rate=40.0, request_intervals="r40.intervals",
-                        profile_export="r40.profile.json", binary="pa")
+    cmd = build_command(PerfTarget("m", "u", sig, binary="pa"), 1, Schedule("r40.intervals", 40.0), opts, "o.csv",
+                        profile_export="r40.profile.json")
     assert cmd[cmd.index("--request-intervals") + 1] == "r40.intervals"
     assert cmd[cmd.index("--profile-export-file") + 1] == "r40.profile.json"
     assert "--request-rate-range" not in cmd and "--request-distribution" not in cmd  # perf_analyzer refuses both
-    with pytest.raises(ValueError, match="request_rate"):
-        build_command("m", "u", 1, 1, sig, opts, "o.csv", request_intervals="r40.intervals", binary="pa")
+    with pytest.raises(TypeError):  # a schedule file drives a nominal rate: the load value cannot lack it
+        Schedule("r40.intervals")
     target = Target("m/online", "m", "", 1, sig, opts, "poisson")
     key = point_key(target, 40.0, 1)
     assert json.loads(key.options)["driving"] == DRIVING and json.loads(key.options)["schedule_seed"] == 0

@@ -81,4 +81,4 @@ def test_a_stop_signal_is_recorded_as_stopped_not_as_a_crash():
 
         with pytest.raises(type(err)):
             steps.call("sweep", stop)
-        assert (steps.results[-1].status, steps.results[-1].reason) == ("failed", why)
+        assert (steps.results[-1].status, steps.results[-1].reason) == ("stopped", why)

@@ -13,7 +13,7 @@ import pytest
 
 from deployment_toolkit.data.perf_input import build_perf_input, input_data_digest, write_perf_input_data
 from deployment_toolkit.data.user import DataError, UserData, parse_key_values
-from deployment_toolkit.export.verify import verify
+from deployment_toolkit.export.verify import VerifyPlan, verify
 from deployment_toolkit.spec import ModelSignature, TensorSpec
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -197,7 +197,7 @@ def test_real_samples_catch_what_random_inputs_miss():
     converted = lambda inputs: {"y": np.clip(inputs["x"], -10, 10) * 2.0}  # noqa: E731
     assert verify(reference, converted, sig, "embedding").passed
     real = [{"x": np.full((2, 4), 50.0, np.float32)}]
-    result = verify(reference, converted, sig, "embedding", samples=real)
+    result = verify(reference, converted, sig, "embedding", VerifyPlan(samples=real))
     assert not result.passed and "real-sample batch 0" in result.message and result.samples_checked == 2
 
 
@@ -225,14 +225,15 @@ def _manifest(signature: ModelSignature):
 
 def test_search_writes_the_real_samples_and_its_identity_follows_them(tmp_path):
     from deployment_toolkit.perf.analyzer import perf_options_from_args
-    from deployment_toolkit.search.cli import _with_real_input_data, build_parser, request_from_args, search_identity
+    from deployment_toolkit.commands.search_config import build_parser, request_from_args
+    from deployment_toolkit.search.orchestration import _with_real_input_data, search_identity
     from deployment_toolkit.search.engine import FormatInfo
 
     np.savez(tmp_path / "d.npz", input__0=images(5))
     args = build_parser().parse_args(["--model", "m", "--p99-ms", "100", "--data-dir", str(tmp_path),
                                       "--perf-samples", "3"])
     request = request_from_args(args)  # the typed request carries the samples and how many go to perf_analyzer
-    assert request.data.data_dir == str(tmp_path) and request.perf_samples == 3
+    assert request.data.data_dir == str(tmp_path) and request.job.perf_samples == 3
     base = perf_options_from_args(args, shared_memory="none")
     info = FormatInfo("onnx", _manifest(SIG), tmp_path, "digest")
     options = _with_real_input_data(request, base, [info], tmp_path / "run")

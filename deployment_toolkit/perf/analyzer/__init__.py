@@ -16,13 +16,14 @@ Facts this module is built on (checked against the perf_analyzer that ships in t
   memory at once corrupt each other (one dies of SIGBUS), so runs here take a lock and refuse to start next to
   a foreign one (`shm_lock.shared_memory_guard`).
 """
-from .command import (DEFAULT_OUTPUT_SHM_BYTES, HasSignature, PerfOptions, build_command, needs_input_file,
-                      output_shared_memory_size, shape_args, write_input_data_json)
+from ...config.load import Concurrency, Load, RequestRate, Schedule  # the load levels run_point takes
+from .command import (DEFAULT_OUTPUT_SHM_BYTES, HasSignature, MeasurementMode, PerfOptions, PerfTarget, build_command,
+                      load_args, needs_input_file, output_shared_memory_size, shape_args, write_input_data_json)
 from .errors import PerfAnalyzerError
-from .flags import add_perf_arguments, perf_options_from_args, real_input_data
+from .flags import add_perf_arguments, perf_options_from_args, real_input_data, shared_memory_for
 from .parse import CSV_TO_SEED, OutputDiagnosis, diagnose_output, parse_csv
 from .point import PointResult, run_point
-from .schedule import (ARRIVALS, LATE_TOLERANCE_MS, ProfileExport, Schedule, ScheduleLatency, intended_send_ns,
+from .schedule import (ARRIVALS, LATE_TOLERANCE_MS, Arrivals, ProfileExport, ScheduleLatency, intended_send_ns,
                        make_schedule, read_profile_export, read_schedule, schedule_latency, trim_profile_export,
                        write_schedule)
 from .shm_lock import (SHM_DIR, SHM_LOCK_NAME, ShmRun, concurrent_message, conflicting_runs, parse_shm_run,
@@ -30,11 +31,13 @@ from .shm_lock import (SHM_DIR, SHM_LOCK_NAME, ShmRun, concurrent_message, confl
                        sigbus_message)
 
 __all__ = [
-    "ARRIVALS", "LATE_TOLERANCE_MS", "ProfileExport", "Schedule", "ScheduleLatency", "intended_send_ns",
+    "Concurrency", "Load", "RequestRate", "Schedule",
+    "ARRIVALS", "LATE_TOLERANCE_MS", "Arrivals", "ProfileExport", "ScheduleLatency", "intended_send_ns",
     "make_schedule", "read_profile_export", "read_schedule", "schedule_latency", "trim_profile_export",
     "write_schedule",
     "CSV_TO_SEED", "DEFAULT_OUTPUT_SHM_BYTES", "SHM_DIR", "SHM_LOCK_NAME", "HasSignature", "OutputDiagnosis",
-    "PerfAnalyzerError", "PerfOptions", "PointResult", "ShmRun", "add_perf_arguments", "build_command",
+    "MeasurementMode", "PerfAnalyzerError", "PerfOptions", "PerfTarget", "PointResult", "ShmRun", "add_perf_arguments",
+    "build_command", "load_args", "shared_memory_for",
     "concurrent_message", "conflicting_runs", "diagnose_output", "needs_input_file", "output_shared_memory_size",
     "parse_csv", "parse_shm_run", "perf_options_from_args", "perf_regions_removed", "real_input_data", "run_point",
     "running_shm_runs", "shape_args", "shared_memory_guard", "shm_free_bytes", "shm_lock_path", "sigbus_message",

@@ -1,25 +1,29 @@
-"""perf_analyzer's options and its command line: what to measure and how, as argv (never a shell string)."""
+"""perf_analyzer's options and its command line: what to measure and how, as argv (never a shell string). The
+load level is one tagged value (config.Load: Concurrency | RequestRate | Schedule), matched on its kind here, so
+"exactly one of concurrency or request rate" is a type, not a check at run time."""
 from __future__ import annotations
 
 import base64
+import enum
 import functools
 import json
 import math
+import typing
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Iterable, Protocol, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 
 from ...binaries import find_perf_analyzer
-from ...config import check_numbers, setting
+from ...config import Choice, Concurrency, Load, Protocol, RequestRate, Schedule, SharedMemory, check_numbers, setting
 from ...errors import UserInputError
 from ...spec import TensorSpec, atomic_write_text
 
 
 DEFAULT_OUTPUT_SHM_BYTES = 100 * 1024  # perf_analyzer's own default
 
-class HasSignature(Protocol):
+class HasSignature(typing.Protocol):
     """A Manifest or a ModelSignature: anything with inputs and outputs."""
 
     @property
@@ -29,17 +33,32 @@ class HasSignature(Protocol):
     def outputs(self) -> Sequence[TensorSpec]: ...
 
 
+class MeasurementMode(Choice):
+    """How perf_analyzer delimits a measurement window: by time or by a number of requests."""
+    TIME_WINDOWS = "time_windows"
+    COUNT_WINDOWS = "count_windows"
+
+
+def _choice(kind: type[Choice], name: str, value: Any) -> Choice:
+    """`value` as the enum `kind` (a member, or the string a flag or an older caller gives), else one line."""
+    try:
+        return kind(value)
+    except ValueError:
+        raise UserInputError(f"{name}={value!r}: choose one of {', '.join(kind.values())}") from None
+
+
 @dataclass(frozen=True)
 class PerfOptions:
-    """How perf_analyzer measures a point. Fields that change the numbers go into a sweep's fingerprint."""
+    """How perf_analyzer measures a point. Fields that change the numbers go into a sweep's fingerprint. Each
+    default is written here once; the command-line flags (flags.add_perf_arguments) take theirs from these fields."""
 
-    protocol: str = "grpc"  # grpc | http
-    shared_memory: str = "none"  # system | cuda | none
+    protocol: Protocol = setting(Protocol.GRPC, flag="--protocol", help="perf_analyzer -i")
+    shared_memory: SharedMemory = setting(SharedMemory.NONE, flag="--shared-memory", help="tensor transport")
     # bytes per sample; None = from the manifest
     output_shared_memory_size: int | None = setting(None, flag="--output-shared-memory-size", unit="bytes", low=1,
                                                     high=1 << 40)
-    input_data: str = "random"  # random | zero | path to a JSON file or directory
-    measurement_mode: str = "time_windows"  # time_windows | count_windows
+    input_data: str = setting("random", flag="--input-data", metavar="random|zero|PATH")
+    measurement_mode: MeasurementMode = setting(MeasurementMode.TIME_WINDOWS, flag="--measurement-mode")
     measurement_interval_ms: int = setting(5000, flag="--measurement-interval", unit="ms", low=1, high=3_600_000)
     measurement_request_count: int = setting(50, flag="--measurement-request-count", low=1, high=10_000_000)
     # the relaxed final run sets 100000: stability unchecked
@@ -48,7 +67,7 @@ class PerfOptions:
     max_trials: int = setting(10, flag="--max-trials", low=1, high=1000)
     # stabilise on this latency percentile instead of the average
     percentile: int | None = setting(None, flag="--percentile", low=1, high=99)
-    async_mode: bool = False
+    async_mode: bool = setting(False, flag="--async", action="store_true")
     extra_args: tuple[str, ...] = ()
     # retries of an unstable point (not part of the measurement definition)
     max_attempts: int = setting(5, flag="--max-attempts", low=1, high=100)
@@ -59,14 +78,10 @@ class PerfOptions:
     timeout_s: float | None = setting(None, flag="timeout_s", unit="s", low=0, low_open=True, high=86_400)
 
     def __post_init__(self) -> None:
-        checks = {
-            "protocol": (self.protocol, ("grpc", "http")),
-            "shared_memory": (self.shared_memory, ("system", "cuda", "none")),
-            "measurement_mode": (self.measurement_mode, ("time_windows", "count_windows")),
-        }
-        for name, (value, allowed) in checks.items():
-            if value not in allowed:
-                raise UserInputError(f"{name}={value!r}: choose one of {', '.join(allowed)}")
+        # strings from flags and older callers are still taken: each becomes its enum (which equals that string)
+        for name, kind in (("protocol", Protocol), ("shared_memory", SharedMemory),
+                           ("measurement_mode", MeasurementMode)):
+            object.__setattr__(self, name, _choice(kind, name, getattr(self, name)))
         check_numbers(self)  # each number finite and in its range, said with its flag and unit
         object.__setattr__(self, "extra_args", tuple(self.extra_args))
         # one value, one identity: stability 100 from Python and 100.0 from a flag must name the same measurement
@@ -77,25 +92,48 @@ class PerfOptions:
     def measurement_fields(self) -> dict[str, Any]:
         """The fields that define what is measured (for fingerprints and run.json)."""
         skip = {"max_attempts", "retry_interval_step_ms", "retry_request_count_step", "relaxed_fallback", "timeout_s"}
-        return {k: v if not isinstance(v, tuple) else list(v) for k, v in asdict(self).items() if k not in skip}
+        return {k: _plain(v) for k, v in asdict(self).items() if k not in skip}
 
     def lengthened(self) -> "PerfOptions":
         """The next retry's options: a longer window, as the DLE runner does (+2000 ms or +50 requests)."""
-        if self.measurement_mode == "time_windows":
+        if self.measurement_mode == MeasurementMode.TIME_WINDOWS:
             return replace(self, measurement_interval_ms=self.measurement_interval_ms + self.retry_interval_step_ms)
         return replace(self, measurement_request_count=self.measurement_request_count + self.retry_request_count_step)
 
     def window_label(self) -> str:
-        if self.measurement_mode == "time_windows":
+        if self.measurement_mode == MeasurementMode.TIME_WINDOWS:
             return f"{self.measurement_interval_ms} ms windows"
         return f"{self.measurement_request_count}-request windows"
 
     def call_timeout_s(self) -> float:
         if self.timeout_s is not None:
             return self.timeout_s
-        if self.measurement_mode == "time_windows":
+        if self.measurement_mode == MeasurementMode.TIME_WINDOWS:
             return 60.0 + 3.0 * self.max_trials * self.measurement_interval_ms / 1000.0
         return 600.0
+
+
+def _plain(value: Any) -> Any:
+    """A field as run.json and fingerprints hold it: an enum's value, a tuple as a list."""
+    if isinstance(value, enum.Enum):
+        return value.value
+    return list(value) if isinstance(value, tuple) else value
+
+
+@dataclass(frozen=True)
+class PerfTarget:
+    """The model perf_analyzer drives: its name and version on the server at `url`, its tensors (a Manifest or a
+    ModelSignature), the `--input-data` file to send (None: the options' random|zero|path) and the binary."""
+
+    model_name: str
+    url: str
+    signature: HasSignature
+    model_version: str = ""
+    input_data: str | None = None
+    binary: str | Path | None = None
+
+    def data(self, options: PerfOptions) -> str:
+        return str(self.input_data or options.input_data)
 
 
 def output_shared_memory_size(outputs: Iterable[TensorSpec], headroom: float = 1.25, axis_growth: float = 1.0) -> int:
@@ -191,33 +229,23 @@ def _shaped(path: str, _mtime_ns: int) -> frozenset[str]:
     return frozenset(name for name, v in first.items() if isinstance(v, dict) and "shape" in v)
 
 
-def build_command(
-    model_name: str,
-    url: str,
-    batch_size: int,
-    concurrency: int | None,
-    signature: HasSignature,
-    options: PerfOptions,
-    csv_path: str | Path,
-    *,
-    request_rate: float | None = None,
-    model_version: str = "",
-    input_data: str | None = None,
-    binary: str | Path | None = None,
-    request_intervals: str | Path | None = None,
-    profile_export: str | Path | None = None,
-) -> list[str]:
-    """The perf_analyzer argument list for one load level (a concurrency or a request rate).
+def load_args(load: Load) -> list[str]:
+    """The flags of one load level, matched on its kind (perf_analyzer refuses a schedule file beside a range)."""
+    if isinstance(load, Concurrency):
+        return ["--concurrency-range", f"{int(load.clients)}:{int(load.clients)}:1"]
+    if isinstance(load, Schedule):
+        return ["--request-intervals", str(load.intervals)]
+    if isinstance(load, RequestRate):
+        return ["--request-rate-range", f"{load.per_second:g}:{load.per_second:g}:1"]
+    raise TypeError(f"a load is Concurrency, RequestRate or Schedule, not {type(load).__name__}")
 
-    With `request_intervals` (a schedule file, see schedule.py) the rate is driven by that file instead of
-    `--request-rate-range` (perf_analyzer refuses both at once); `request_rate` is then its nominal rate.
-    `profile_export`: where perf_analyzer writes every request's send and response times.
-    """
-    if (concurrency is None) == (request_rate is None):
-        raise ValueError("give exactly one of concurrency or request_rate")
-    if request_intervals is not None and request_rate is None:
-        raise ValueError("request_intervals drive a request rate: give request_rate (its nominal rate) too")
-    data = input_data or options.input_data
+
+def build_command(target: PerfTarget, batch_size: int, load: Load, options: PerfOptions, csv_path: str | Path,
+                  profile_export: str | Path | None = None) -> list[str]:
+    """The perf_analyzer argument list for one load level: `Concurrency` (closed loop), `RequestRate` or `Schedule`
+    (open loop; a schedule file of send intervals drives the rate instead of `--request-rate-range`).
+    `profile_export`: where perf_analyzer writes every request's send and response times."""
+    signature, data = target.signature, target.data(options)
     if data in ("random", "zero") and needs_input_file(signature):
         fixed = [t.name for t in signature.inputs if t.value is not None or np.dtype(t.dtype).kind in "iub"]
         raise UserInputError(
@@ -225,37 +253,32 @@ def build_command(
             "so perf_analyzer does not send random numbers there"
         )
     cmd = [
-        str(binary or find_perf_analyzer()),
-        "-m", model_name,
-        "-u", url,
-        "-i", options.protocol,
+        str(target.binary or find_perf_analyzer()),
+        "-m", target.model_name,
+        "-u", target.url,
+        "-i", options.protocol.value,
         "-b", str(int(batch_size)),
-        "--input-data", str(data),
-        "--measurement-mode", options.measurement_mode,
+        "--input-data", data,
+        "--measurement-mode", options.measurement_mode.value,
         "--stability-percentage", f"{options.stability_percentage:g}",
         "--max-trials", str(options.max_trials),
         "-f", str(csv_path),
         "--verbose-csv",
         "-v",
     ]
-    if model_version:
-        cmd += ["-x", str(model_version)]
-    if concurrency is not None:
-        cmd += ["--concurrency-range", f"{int(concurrency)}:{int(concurrency)}:1"]
-    elif request_intervals is not None:
-        cmd += ["--request-intervals", str(request_intervals)]
-    else:
-        cmd += ["--request-rate-range", f"{request_rate:g}:{request_rate:g}:1"]
+    if target.model_version:
+        cmd += ["-x", str(target.model_version)]
+    cmd += load_args(load)
     if profile_export is not None:
         cmd += ["--profile-export-file", str(profile_export)]
-    if options.measurement_mode == "time_windows":
+    if options.measurement_mode == MeasurementMode.TIME_WINDOWS:
         cmd += ["--measurement-interval", str(options.measurement_interval_ms)]
     else:
         cmd += ["--measurement-request-count", str(options.measurement_request_count)]
-    if options.shared_memory != "none":
+    if options.shared_memory != SharedMemory.NONE:
         size = options.output_shared_memory_size or output_shared_memory_size(
             signature.outputs, axis_growth=dynamic_axis_growth(signature, data))
-        cmd += ["--shared-memory", options.shared_memory, "--output-shared-memory-size", str(size)]
+        cmd += ["--shared-memory", options.shared_memory.value, "--output-shared-memory-size", str(size)]
     if options.percentile is not None:
         cmd += ["--percentile", str(options.percentile)]
     if options.async_mode:

@@ -1,5 +1,5 @@
-"""One measurement point: run perf_analyzer, retry an unstable level (up to max_attempts), pick the row of the
-requested level, keep the raw CSV and log."""
+"""One measurement point: run perf_analyzer at one load level (config.Load), retry an unstable level (up to
+max_attempts), pick the row of the requested level, keep the raw CSV and log."""
 from __future__ import annotations
 
 import math
@@ -12,8 +12,9 @@ from typing import Any
 from ...binaries import (INSTALL_HINT, PerfAnalyzerNotFound, check_perf_analyzer, find_perf_analyzer, missing_libraries,
                          perf_environment)
 from ...cleanup import dying_with_parent
+from ...config import Concurrency, Load, RequestRate, Schedule
 from ...results.schema import MEASURE_COLUMNS, THROUGHPUT
-from .command import HasSignature, PerfOptions, build_command, needs_input_file, write_input_data_json
+from .command import PerfOptions, PerfTarget, build_command, needs_input_file, write_input_data_json
 from .errors import PerfAnalyzerError
 from .parse import OutputDiagnosis, diagnose_output, parse_csv
 from .shm_lock import conflicting_runs, perf_regions_removed, shared_memory_guard, shm_free_bytes, sigbus_message
@@ -50,27 +51,17 @@ class PointResult:
             "note": self.note,
         }
 
+    @property
+    def load(self) -> Load:
+        """The level measured, as the tagged value (a schedule's file is not kept: its nominal rate is)."""
+        return Concurrency(self.concurrency) if self.concurrency is not None else RequestRate(self.request_rate)
 
-def run_point(
-    model_name: str,
-    url: str,
-    batch_size: int,
-    concurrency: int | None,
-    signature: HasSignature,
-    options: PerfOptions,
-    csv_path: str | Path,
-    *,
-    request_rate: float | None = None,
-    model_version: str = "",
-    input_data: str | None = None,
-    log_path: str | Path | None = None,
-    binary: str | Path | None = None,
-    request_intervals: str | Path | None = None,
-    profile_export: str | Path | None = None,
-) -> PointResult:
+
+def run_point(target: PerfTarget, batch_size: int, load: Load, options: PerfOptions, csv_path: str | Path, *,
+              log_path: str | Path | None = None, profile_export: str | Path | None = None) -> PointResult:
     """Measure one load level; retry an unstable one with longer windows; never hide instability.
 
-    `request_intervals`: drive `request_rate` from this schedule file (schedule.py) instead of
+    A `Schedule` load drives its nominal rate from its file of send intervals (schedule.py) instead of
     `--request-rate-range`. `profile_export`: have perf_analyzer write every request's send and response times
     there (each attempt replaces it; perf_analyzer refuses a path that exists).
 
@@ -81,64 +72,28 @@ def run_point(
     csv_path.parent.mkdir(parents=True, exist_ok=True)
     log_path = Path(log_path) if log_path else csv_path.with_suffix(".log")
     log_path.unlink(missing_ok=True)
-    binary = binary or find_perf_analyzer()
-    if input_data is None and needs_input_file(signature) and options.input_data in ("random", "zero"):
-        input_data = str(write_input_data_json(signature, csv_path.parent / "input_data.json", options.input_data))
-    level = {"concurrency": concurrency, "request_rate": request_rate}
+    target = replace(target, binary=target.binary or find_perf_analyzer())
+    if target.input_data is None and needs_input_file(target.signature) and options.input_data in ("random", "zero"):
+        target = replace(target, input_data=str(write_input_data_json(
+            target.signature, csv_path.parent / "input_data.json", options.input_data)))
     export = Path(profile_export) if profile_export is not None else None
-
-    def attempt(opts: PerfOptions, tag: str) -> tuple[dict[str, Any] | None, OutputDiagnosis, list[str], int]:
-        cmd = build_command(model_name, url, batch_size, concurrency, signature, opts, csv_path,
-                            request_rate=request_rate, model_version=model_version, input_data=input_data, binary=binary,
-                            request_intervals=request_intervals, profile_export=export)
-        csv_path.unlink(missing_ok=True)
-        if export is not None:
-            export.unlink(missing_ok=True)
-        with shared_memory_guard(opts.shared_memory, url, wait_s=opts.call_timeout_s()), \
-                perf_regions_removed(opts.shared_memory, signature):
-            rc, output = _execute(cmd, opts.call_timeout_s())
-        with open(log_path, "a") as fh:
-            fh.write(f"### {tag}: {' '.join(cmd)}\n### exit code {rc}\n{output}\n")
-        if rc == -signal.SIGBUS:
-            raise PerfAnalyzerError(
-                sigbus_message(opts.shared_memory, f"batch {batch_size}, {_level_text(**level)}",
-                               conflicting_runs(opts.shared_memory, url), shm_free_bytes())
-                + f"\ncommand: {' '.join(cmd)}\nfull output: {log_path}",
-                returncode=rc, output=output,
-            )
-        diag = diagnose_output(output)
-        rows = parse_csv(csv_path) if csv_path.exists() else []
-        # with a schedule file the CSV's "Request Rate" is the file's mean rate truncated to an integer: one level,
-        # one row
-        row = (rows[0] if len(rows) == 1 else None) if request_intervals is not None else \
-            _pick_row(rows, concurrency, request_rate)
-        if row is None and not diag.unstable:
-            what = "\n".join(diag.errors) or output.strip()[-2000:]
-            raise PerfAnalyzerError(
-                f"perf_analyzer failed at batch {batch_size}, {_level_text(**level)} (exit {rc}):\n{what}\n"
-                f"command: {' '.join(cmd)}\nfull output: {log_path}",
-                returncode=rc, output=output, connection=diag.connection_error,
-            )
-        return row, diag, cmd, rc
+    run = _Run(target, batch_size, load, csv_path, log_path, export)
 
     opts = options
     last_diag = OutputDiagnosis()
-    cmd: list[str] = []
     for n in range(1, options.max_attempts + 1):
-        row, last_diag, cmd, _ = attempt(opts, f"attempt {n} ({opts.window_label()})")
+        row, last_diag = run.attempt(opts, f"attempt {n} ({opts.window_label()})")
         if row is not None and not last_diag.unstable:
-            return _result(batch_size, concurrency, request_rate, row, True, n, "", opts, cmd, csv_path, log_path,
-                           export)
+            return run.result(row, True, n, "", opts)
         if n < options.max_attempts:
             opts = opts.lengthened()
     note = f"unstable after {options.max_attempts} attempt(s) up to {opts.window_label()}"
     if options.relaxed_fallback:
         relaxed = replace(opts, stability_percentage=100000.0, max_trials=3)
-        row, diag, cmd, _ = attempt(relaxed, "relaxed run (stability not checked)")
+        row, diag = run.attempt(relaxed, "relaxed run (stability not checked)")
         if row is not None:
-            return _result(batch_size, concurrency, request_rate, row, False, options.max_attempts + 1,
-                           note + "; numbers from a final run with the stability check off", opts, cmd, csv_path, log_path,
-                           export)
+            return run.result(row, False, options.max_attempts + 1,
+                              note + "; numbers from a final run with the stability check off", opts)
         last_diag = diag if diag.last_pass else last_diag
     values = {c: math.nan for c in MEASURE_COLUMNS}
     if last_diag.last_pass:
@@ -147,34 +102,87 @@ def run_point(
         if key in values:
             values[key] = last_diag.last_pass["latency_ms"]
         note += "; numbers from the last measurement window only"
-    return PointResult(batch_size, concurrency, values, False, options.max_attempts, False, request_rate, note,
-                       opts.window_label(), cmd, None, log_path, _written(export))
+    concurrency, rate = _level(load)
+    return PointResult(batch_size, concurrency, values, False, options.max_attempts, False, rate, note,
+                       opts.window_label(), run.cmd, None, log_path, _written(export))
+
+
+@dataclass
+class _Run:
+    """One point's perf_analyzer calls: where each writes, and the last command run."""
+
+    target: PerfTarget
+    batch_size: int
+    load: Load
+    csv_path: Path
+    log_path: Path
+    export: Path | None
+    cmd: list[str] = field(default_factory=list)
+
+    def attempt(self, opts: PerfOptions, tag: str) -> tuple[dict[str, Any] | None, OutputDiagnosis]:
+        """One perf_analyzer call: its row of the level (None when unstable) and what its output says."""
+        url, signature = self.target.url, self.target.signature
+        cmd = self.cmd = build_command(self.target, self.batch_size, self.load, opts, self.csv_path, self.export)
+        self.csv_path.unlink(missing_ok=True)
+        if self.export is not None:
+            self.export.unlink(missing_ok=True)
+        with shared_memory_guard(opts.shared_memory, url, wait_s=opts.call_timeout_s()), \
+                perf_regions_removed(opts.shared_memory, signature):
+            rc, output = _execute(cmd, opts.call_timeout_s())
+        with open(self.log_path, "a") as fh:
+            fh.write(f"### {tag}: {' '.join(cmd)}\n### exit code {rc}\n{output}\n")
+        where = f"batch {self.batch_size}, {_level_text(self.load)}"
+        if rc == -signal.SIGBUS:
+            raise PerfAnalyzerError(
+                sigbus_message(opts.shared_memory, where, conflicting_runs(opts.shared_memory, url), shm_free_bytes())
+                + f"\ncommand: {' '.join(cmd)}\nfull output: {self.log_path}",
+                returncode=rc, output=output,
+            )
+        diag = diagnose_output(output)
+        rows = parse_csv(self.csv_path) if self.csv_path.exists() else []
+        # with a schedule file the CSV's "Request Rate" is the file's mean rate truncated to an integer: one level,
+        # one row
+        row = (rows[0] if len(rows) == 1 else None) if isinstance(self.load, Schedule) else _pick_row(rows, self.load)
+        if row is None and not diag.unstable:
+            what = "\n".join(diag.errors) or output.strip()[-2000:]
+            raise PerfAnalyzerError(
+                f"perf_analyzer failed at {where} (exit {rc}):\n{what}\n"
+                f"command: {' '.join(cmd)}\nfull output: {self.log_path}",
+                returncode=rc, output=output, connection=diag.connection_error,
+            )
+        return row, diag
+
+    def result(self, row: dict[str, Any], stable: bool, attempts: int, note: str, opts: PerfOptions) -> PointResult:
+        values = {c: row.get(c, math.nan) for c in MEASURE_COLUMNS}
+        if row.get("residual_clamped"):
+            note = "; ".join(filter(None, [note, "Network+server Send/recv clamped to 0 (window too short?)"]))
+        concurrency, rate = _level(self.load)
+        return PointResult(self.batch_size, concurrency, values, stable, attempts, bool(row.get("residual_clamped")),
+                           rate, note, opts.window_label(), self.cmd, self.csv_path, self.log_path,
+                           _written(self.export))
 
 
 def _written(path: Path | None) -> Path | None:
     return path if path is not None and path.exists() else None
 
 
-def _result(batch, concurrency, rate, row, stable, attempts, note, opts, cmd, csv_path, log_path,
-            export: Path | None = None) -> PointResult:
-    values = {c: row.get(c, math.nan) for c in MEASURE_COLUMNS}
-    if row.get("residual_clamped"):
-        note = "; ".join(filter(None, [note, "Network+server Send/recv clamped to 0 (window too short?)"]))
-    return PointResult(batch, concurrency, values, stable, attempts, bool(row.get("residual_clamped")), rate, note,
-                       opts.window_label(), cmd, csv_path, log_path, _written(export))
+def _level(load: Load) -> tuple[int | None, float | None]:
+    """(concurrency, request rate) as a PointResult keeps them: one of the two."""
+    return (load.clients, None) if isinstance(load, Concurrency) else (None, float(load.per_second))
 
 
-def _pick_row(rows: list[dict[str, Any]], concurrency: int | None, rate: float | None) -> dict[str, Any] | None:
+def _pick_row(rows: list[dict[str, Any]], load: Load) -> dict[str, Any] | None:
     for row in rows:
-        if concurrency is not None and row.get("Concurrent client requests") == concurrency:
+        if isinstance(load, Concurrency) and row.get("Concurrent client requests") == load.clients:
             return row
-        if rate is not None and math.isclose(row.get("Request rate", math.nan), rate, rel_tol=1e-6):
+        if isinstance(load, RequestRate) and math.isclose(row.get("Request rate", math.nan), load.per_second,
+                                                          rel_tol=1e-6):
             return row
     return None
 
 
-def _level_text(concurrency: int | None, request_rate: float | None) -> str:
-    return f"concurrency {concurrency}" if concurrency is not None else f"request rate {request_rate:g}/s"
+def _level_text(load: Load) -> str:
+    return f"concurrency {load.clients}" if isinstance(load, Concurrency) else f"request rate {load.per_second:g}/s"
 
 
 def _execute(cmd: list[str], timeout_s: float) -> tuple[int, str]:

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from ...spec import atomic_write, atomic_write_text
-from .schedule import (LATE_TOLERANCE_MS, REPORTED_WINDOWS, ProfileExport, Schedule, ScheduleLatency,
+from .schedule import (LATE_TOLERANCE_MS, REPORTED_WINDOWS, Arrivals, ProfileExport, ScheduleLatency,
                        intended_send_ns, load_export, make_schedule, profile_export_from, schedule_latency,
                        times_only)
 
@@ -95,7 +95,7 @@ class ProfileSummary:
                               data.get("source") or {}, data.get("schedule") or {}, str(data.get("derived_by", "")))
 
 
-def window_latency(schedule: Schedule, export: ProfileExport) -> dict[str, list[Any]]:
+def window_latency(schedule: Arrivals, export: ProfileExport) -> dict[str, list[Any]]:
     """Per measurement window (requests whose last response falls within it, perf_analyzer's rule; the last
     window's end inclusive): the count and the percentiles from the intended and the actual send, and how late."""
     intended = intended_send_ns(schedule, export)
@@ -122,7 +122,7 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def schedule_record(schedule: Schedule, seed: int | None = None, rate: float | None = None,
+def schedule_record(schedule: Arrivals, seed: int | None = None, rate: float | None = None,
                     distribution: str | None = None) -> dict[str, Any]:
     """What identifies the arrivals (`<point>.intervals`): its length and digest, and what drew it where known
     (a run measured before summaries records its seed in the row, not in the schedule file)."""
@@ -134,7 +134,7 @@ def schedule_record(schedule: Schedule, seed: int | None = None, rate: float | N
     return rec
 
 
-def regenerate_schedule(record: dict[str, Any]) -> Schedule:
+def regenerate_schedule(record: dict[str, Any]) -> Arrivals:
     """The schedule a summary's record describes, drawn again (make_schedule with its rate, distribution and seed,
     cut to its length: the draws of a longer schedule start with those of a shorter one). ValueError when the
     record lacks what drew it or the result's digest is not the recorded one."""
@@ -144,7 +144,7 @@ def regenerate_schedule(record: dict[str, Any]) -> Schedule:
     except (KeyError, TypeError, ValueError):
         raise ValueError(f"the schedule record {record} does not say what drew it (rate, distribution, seed)")
     drawn = make_schedule(rate, (n + 1) / rate, distribution, seed).intervals_us[:n]
-    schedule = Schedule(drawn, seed, rate, distribution)
+    schedule = Arrivals(drawn, seed, rate, distribution)
     if len(drawn) < n or schedule_record(schedule)["sha256"] != record.get("sha256"):
         raise ValueError(f"the schedule drawn again from {record} is not the one recorded (its digest differs)")
     return schedule
@@ -156,7 +156,7 @@ def _read(raw: Path) -> tuple[ProfileExport, bytes]:
     return profile_export_from(data, raw), times_only(data).encode()
 
 
-def summary_of(schedule: Schedule, export: ProfileExport, times: bytes, derived_by: str,
+def summary_of(schedule: Arrivals, export: ProfileExport, times: bytes, derived_by: str,
                schedule_info: dict[str, Any] | None = None, windows: int = REPORTED_WINDOWS) -> ProfileSummary:
     """The summary of a read export against the schedule that drove it; `times`: its times-only JSON."""
     return ProfileSummary(schedule_latency(schedule, export, windows), window_latency(schedule, export),
@@ -166,7 +166,7 @@ def summary_of(schedule: Schedule, export: ProfileExport, times: bytes, derived_
                           schedule_info if schedule_info is not None else schedule_record(schedule), derived_by)
 
 
-def summarise(schedule: Schedule, raw: Path, derived_by: str, schedule_info: dict[str, Any] | None = None,
+def summarise(schedule: Arrivals, raw: Path, derived_by: str, schedule_info: dict[str, Any] | None = None,
               windows: int = REPORTED_WINDOWS) -> ProfileSummary:
     """The summary of the export at `raw` (plain or .gz) against the schedule that drove it."""
     export, times = _read(raw)
@@ -194,7 +194,7 @@ def compress_raw(raw: Path, times: bytes | None = None) -> Path:
     return out
 
 
-def finish_point(schedule: Schedule, raw: Path, keep_raw: bool, derived_by: str,
+def finish_point(schedule: Arrivals, raw: Path, keep_raw: bool, derived_by: str,
                  schedule_info: dict[str, Any] | None = None) -> ProfileSummary:
     """Summarise a point's export beside it, then keep the raw file compressed (keep_raw) or drop it. Raises
     ValueError/KeyError/OSError for an export that cannot be read (empty, cut): the raw file is left as it is and

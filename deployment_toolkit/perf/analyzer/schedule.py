@@ -45,8 +45,9 @@ REPORTED_WINDOWS = 3  # perf_analyzer reports (and stabilises on) the last three
 
 
 @dataclass(frozen=True)
-class Schedule:
-    """An arrival schedule as perf_analyzer reads it: intervals in integer microseconds, cycled when exhausted."""
+class Arrivals:
+    """An arrival schedule as perf_analyzer reads it: intervals in integer microseconds, cycled when exhausted.
+    (Named apart from config.Schedule, the load level that points perf_analyzer at such a file.)"""
 
     intervals_us: np.ndarray  # int64, one per request: the wait before it (the first one's from the start)
     seed: int  # what drew the Poisson gaps (recorded for constant arrivals too, where nothing is random)
@@ -71,7 +72,7 @@ class Schedule:
         return np.cumsum(np.resize(self.intervals_us.astype(np.int64), n)) * 1000
 
 
-def make_schedule(rate: float, duration_s: float, distribution: str = "poisson", seed: int = 0) -> Schedule:
+def make_schedule(rate: float, duration_s: float, distribution: str = "poisson", seed: int = 0) -> Arrivals:
     """`rate` requests/s for `duration_s`: Poisson (exponential gaps, seeded) or constant. Arrival times are rounded
     to whole microseconds before differencing, so rounding never drifts the mean rate."""
     if distribution not in ARRIVALS:
@@ -85,27 +86,27 @@ def make_schedule(rate: float, duration_s: float, distribution: str = "poisson",
         arrivals = np.cumsum(np.random.default_rng(seed).exponential(1e6 / rate, n))
     times = np.round(arrivals).astype(np.int64)
     intervals = np.diff(times, prepend=0)
-    return Schedule(np.maximum(intervals, 1), int(seed), float(rate), distribution)
+    return Arrivals(np.maximum(intervals, 1), int(seed), float(rate), distribution)
 
 
 def write_schedule(path: str | Path, rate: float, duration_s: float, distribution: str = "poisson",
-                   seed: int = 0) -> Schedule:
+                   seed: int = 0) -> Arrivals:
     """make_schedule written as a `--request-intervals` file (one integer µs per line), atomically."""
     sched = make_schedule(rate, duration_s, distribution, seed)
     path = Path(path)
     atomic_write_text(path, "\n".join(map(str, sched.intervals_us.tolist())) + "\n")
-    return Schedule(sched.intervals_us, sched.seed, sched.rate, sched.distribution, path)
+    return Arrivals(sched.intervals_us, sched.seed, sched.rate, sched.distribution, path)
 
 
 def read_schedule(path: str | Path, rate: float | None = None, seed: int = 0,
-                  distribution: str = "poisson") -> Schedule:
-    """A `--request-intervals` file back as a Schedule (the rate defaults to the file's mean rate)."""
+                  distribution: str = "poisson") -> Arrivals:
+    """A `--request-intervals` file back as Arrivals (the rate defaults to the file's mean rate)."""
     values = [int(line) for line in Path(path).read_text().split() if line.strip()]
     if not values:
         raise ValueError(f"{path}: no intervals")
     intervals = np.asarray(values, dtype=np.int64)
     mean = len(intervals) / (intervals.sum() / 1e6)
-    return Schedule(intervals, seed, float(rate if rate is not None else mean), distribution, Path(path))
+    return Arrivals(intervals, seed, float(rate if rate is not None else mean), distribution, Path(path))
 
 
 # ---- the profile export ----------------------------------------------------------------------------------------
@@ -196,7 +197,7 @@ class ScheduleLatency:
                                   "late_max_ms")}
 
 
-def intended_send_ns(schedule: Schedule, export: ProfileExport) -> np.ndarray:
+def intended_send_ns(schedule: Arrivals, export: ProfileExport) -> np.ndarray:
     """Each request's intended send time (ns since the epoch), requests matched to schedule slots in send order.
 
     Time zero is placed so that the most punctual request was exactly on time (perf_analyzer never sends early):
@@ -213,7 +214,7 @@ def intended_send_ns(schedule: Schedule, export: ProfileExport) -> np.ndarray:
     return anchor + offsets
 
 
-def schedule_latency(schedule: Schedule, export: ProfileExport, windows: int = REPORTED_WINDOWS,
+def schedule_latency(schedule: Arrivals, export: ProfileExport, windows: int = REPORTED_WINDOWS,
                      tolerance_ms: float = LATE_TOLERANCE_MS) -> ScheduleLatency:
     """Percentiles of latency from the intended and the actual send, over the requests perf_analyzer counts (last
     response within the last `windows` windows; all answered requests when the export has no boundaries)."""

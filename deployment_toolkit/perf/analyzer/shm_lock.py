@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import logging
 import os
 import re
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -20,8 +20,11 @@ from typing import Iterable, Iterator, Sequence
 
 from ...binaries import PERF_ANALYZER
 from ...cleanup import PerfShmRecord, perf_region_pattern
+from ...config import SharedMemory
 from .command import HasSignature
 from .errors import PerfAnalyzerError
+
+log = logging.getLogger(__name__)
 
 
 SHM_LOCK_NAME = "deployment_toolkit-perf_analyzer-shm.lock"
@@ -89,7 +92,7 @@ def _same_server(a: str, b: str) -> bool:
     return norm(a) == norm(b)
 
 
-def conflicting_runs(shared_memory: str, url: str, runs: Iterable[ShmRun] | None = None) -> list[ShmRun]:
+def conflicting_runs(shared_memory: SharedMemory | str, url: str, runs: Iterable[ShmRun] | None = None) -> list[ShmRun]:
     """The runs a new one with `shared_memory` against `url` would corrupt, or be corrupted by.
 
     System shared memory: any other system-shm run (region names are tensor names, the same for every
@@ -121,7 +124,8 @@ def shm_free_bytes(path: Path = SHM_DIR) -> int | None:
     return st.f_bavail * st.f_frsize
 
 
-def sigbus_message(shared_memory: str, where: str, runs: Sequence[ShmRun], free_bytes: int | None) -> str:
+def sigbus_message(shared_memory: SharedMemory | str, where: str, runs: Sequence[ShmRun],
+                   free_bytes: int | None) -> str:
     """Why perf_analyzer died of SIGBUS (exit -7) and what to do: the two causes are a region resized or
     removed by another run, and a full /dev/shm (Docker's default is 64 MiB)."""
     if shared_memory == "none":
@@ -163,7 +167,7 @@ def _note_once(said: set[str], what: str) -> None:
     """Say once per wait why nothing happens (a sweep otherwise looks hung)."""
     if what not in said:
         said.add(what)
-        print(f"waiting for {what} to finish: perf_analyzer runs with shared memory cannot overlap", file=sys.stderr)
+        log.warning(f"waiting for {what} to finish: perf_analyzer runs with shared memory cannot overlap")
 
 
 QUEUE_POLL_S = 0.05  # how often a waiter looks at the head of the queue (a check, not a fixed wait)
@@ -273,7 +277,7 @@ def _acquire(fd: int, queue: TicketQueue, wait_s: float, said: set[str], path: P
 
 
 @contextlib.contextmanager
-def perf_regions_removed(shared_memory: str, signature: HasSignature) -> Iterator[None]:
+def perf_regions_removed(shared_memory: SharedMemory | str, signature: HasSignature) -> Iterator[None]:
     """Remove the system shared-memory regions perf_analyzer created, however it ended: killed (our SIGTERM,
     Ctrl-C, a timeout) it never unlinks them. Only names that match its tensor-named regions and appeared
     during the run are removed (the run holds the shared-memory lock); a record beside the lock lets the
@@ -291,7 +295,8 @@ def perf_regions_removed(shared_memory: str, signature: HasSignature) -> Iterato
 
 
 @contextlib.contextmanager
-def shared_memory_guard(shared_memory: str, url: str, wait_s: float, lock_path: Path | None = None) -> Iterator[None]:
+def shared_memory_guard(shared_memory: SharedMemory | str, url: str, wait_s: float,
+                        lock_path: Path | None = None) -> Iterator[None]:
     """Run the body alone among perf_analyzer runs with shared memory on this host.
 
     Runs of this toolkit queue on a lock in arrival order (two sweeps at once interleave point by point instead

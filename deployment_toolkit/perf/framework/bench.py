@@ -2,13 +2,16 @@
 the run identity), measure group by group (isolated where asked) and write every row as it comes."""
 from __future__ import annotations
 
+import logging
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
+from ...config import Choice, Reuse
 from ...results.bench_store import BenchCSV, row_key
 from ...results.identity import RunIdentity, host_identity, library_versions, toolkit_version
+from ...results.run_folder import RunFolder
 from ...spec import atomic_write_text
 from .configs import STATUS_OK, STATUS_SKIPPED, BenchConfig
 from .host import HostCaps, device_slug, probe_host, skip_reason
@@ -16,6 +19,35 @@ from .isolation import run_group_isolated
 from .measuring import base_row, loadavg, run_group
 from .runners import BenchOptions
 from .summary import write_summary
+
+_log = logging.getLogger(__name__)
+
+
+class Isolation(Choice):
+    """Which groups run in a child process (a hang or an OOM kill then fails that configuration alone)."""
+    COMPILE = "compile"  # torch.compile groups
+    ALL = "all"
+    NONE = "none"  # fastest; a hang or an OOM kill then stops the bench
+
+
+@dataclass(frozen=True)
+class BenchRun:
+    """How a bench run goes, besides how each configuration is timed (BenchOptions): isolation, the per-configuration
+    limit of an isolated group, whether completed configurations are measured again, the progress bar, and
+    results.ledger's reuse policy (auto | resume | fresh)."""
+
+    isolate: Isolation = Isolation.COMPILE
+    timeout_s: float = 900.0
+    remeasure: bool = False
+    progress: bool = True
+    reuse: Reuse = Reuse.AUTO
+
+    def __post_init__(self) -> None:
+        try:
+            object.__setattr__(self, "isolate", Isolation(self.isolate))
+        except ValueError:
+            raise ValueError("isolate must be compile, all or none") from None
+        object.__setattr__(self, "reuse", Reuse(self.reuse))
 
 
 @dataclass
@@ -87,9 +119,12 @@ def write_hardware_json(path: Path, config: dict[str, Any], caps: HostCaps,
                                          "memory_gib": round(props.total_memory / 2**30, 1),
                                          "torch_cuda": torch.version.cuda}
     atomic_write_text(path, json.dumps(meta, indent=2, default=str) + "\n")
-    if identity is not None:  # the folder's run.json, like every results folder: the latest run, every identity
-        meta["identities"] = runinfo.read_run_json(path.parent).get("identities", {})
-    runinfo.write_run_json(path.parent, meta)
+    # the folder's run.json, like every results folder's (through its RunFolder): the latest run with the runs
+    # before it and what torch sees, and every identity whose rows the CSV holds
+    folder = RunFolder(path.parent, identity)
+    if identity is not None:
+        meta["identities"] = folder.identities()
+    folder.write_run_json(meta)
     if identity is not None:
         from ...results.ledger import register
 
@@ -105,29 +140,28 @@ def bench_identity(opts: BenchOptions) -> RunIdentity:
                        libraries=library_versions(), extra={"kind": "framework-bench"})
 
 
-def run_bench(configs: Sequence[BenchConfig], opts: BenchOptions, result_dir: str | Path, *,
-              caps: HostCaps | None = None, isolate: str = "compile", timeout_s: float = 900.0,
-              remeasure: bool = False, progress: bool = True, run_config: dict[str, Any] | None = None,
-              log: Callable[[str], None] | None = None, reuse: str = "auto") -> tuple[Path, list[dict[str, Any]], Plan]:
+def run_bench(configs: Sequence[BenchConfig], opts: BenchOptions, result_dir: str | Path,
+              run: BenchRun | None = None, *, caps: HostCaps | None = None, run_config: dict[str, Any] | None = None,
+              log: Callable[[str], None] | None = None, **fields: Any) -> tuple[Path, list[dict[str, Any]], Plan]:
     """Measure what is missing from `<result_dir>/<device_slug>.csv`; returns (csv path, this run's rows, plan).
 
     Rows are reused only under this run's identity (`bench_identity`); a CSV holding rows of another identity is
-    moved aside first (results.ledger; `reuse`: auto | resume | fresh).
+    moved aside first (results.ledger; `run.reuse`: auto | resume | fresh). `fields` set single BenchRun fields by
+    name (`isolate="none"`, `progress=False`, ...); `log` defaults to this module's logger.
 
     isolate: `compile` runs torch.compile groups in a child process with `timeout_s` per configuration,
     `all` every group, `none` nothing (fastest; a hang or an OOM kill then stops the bench).
     """
-    if isolate not in ("compile", "all", "none"):
-        raise ValueError("isolate must be compile, all or none")
-    log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    run = replace(run or BenchRun(), **fields)
+    log = log or _log.info
     slug = device_slug(opts.device)
     result_dir = Path(result_dir)
     store = BenchCSV(result_dir / f"{slug}.csv")
     identity = bench_identity(opts)
     hw_path = result_dir / f"{slug}_hardware.json"
-    store.reconcile(identity, reuse, [store.path.with_suffix(".md"), hw_path], say=log)  # moves the CSV aside if it must
+    store.reconcile(identity, run.reuse, [store.path.with_suffix(".md"), hw_path], say=log)  # may move the CSV aside
     measured = {row_key(r) for r in store.read() if r.get("status") == STATUS_OK}
-    needs_compile = any(c.compile_mode != "none" and (remeasure or tuple(map(str, c.key)) not in measured)
+    needs_compile = any(c.compile_mode != "none" and (run.remeasure or tuple(map(str, c.key)) not in measured)
                         for c in configs)
     if caps is None:
         log("probing the host (fp16/bf16 kernels, ONNX Runtime providers"
@@ -135,9 +169,10 @@ def run_bench(configs: Sequence[BenchConfig], opts: BenchOptions, result_dir: st
         caps = probe_host(opts.device, check_compile=needs_compile)
         if caps.compile_error and needs_compile:
             log(f"torch.compile is unavailable: {caps.compile_error}")
-    plan = plan_run(configs, caps, store.read(), opts.amp_dtype, remeasure)
+    plan = plan_run(configs, caps, store.read(), opts.amp_dtype, run.remeasure)
     log(plan.summary() + f" ({store.path})")
-    hw_config = {**(run_config or {}), "options": asdict(opts), "isolate": isolate, "timeout_s": timeout_s}
+    hw_config = {**(run_config or {}), "options": asdict(opts), "isolate": run.isolate.value,
+                 "timeout_s": run.timeout_s}
     if plan.todo or plan.unsupported or not hw_path.exists():  # a run that measures nothing leaves it alone
         write_hardware_json(hw_path, hw_config, caps, identity)
 
@@ -148,7 +183,7 @@ def run_bench(configs: Sequence[BenchConfig], opts: BenchOptions, result_dir: st
     run_rows += skipped_rows
 
     bar = None
-    if progress and plan.todo:
+    if run.progress and plan.todo:
         from tqdm import tqdm
 
         bar = tqdm(total=len(plan.todo), desc="framework bench", unit="config", dynamic_ncols=True)
@@ -173,8 +208,8 @@ def run_bench(configs: Sequence[BenchConfig], opts: BenchOptions, result_dir: st
         for group in groups_of(plan.todo):
             if bar is not None:
                 bar.set_postfix_str(group[0].label.rsplit(" b", 1)[0])
-            if isolate == "all" or (isolate == "compile" and group[0].compile_mode != "none"):
-                run_group_isolated(group, opts, emit, timeout_s)
+            if run.isolate == Isolation.ALL or (run.isolate == Isolation.COMPILE and group[0].compile_mode != "none"):
+                run_group_isolated(group, opts, emit, run.timeout_s)
             else:
                 run_group(group, opts, emit, log)
     finally:

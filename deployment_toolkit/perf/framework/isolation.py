@@ -2,6 +2,7 @@
 (the kernel's OOM killer) fails alone, and the bench goes on."""
 from __future__ import annotations
 
+import logging
 import sys
 from typing import Any, Callable, Sequence
 
@@ -15,10 +16,8 @@ def _worker(configs: list[BenchConfig], opts: BenchOptions, conn) -> None:
     """Child-process entry: run a group, send each row through the pipe. (The child imported this module to
     find the function, so the package's __init__, which hides the repo's triton/ scripts folder from torch, ran.)"""
 
-    def log(msg: str) -> None:
-        print(msg, file=sys.stderr, flush=True)
-
-    run_group(configs, opts, conn.send, log)
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)  # a fresh process: no handler
+    run_group(configs, opts, conn.send, logging.getLogger(__name__).info)
     conn.send(None)
     conn.close()
 

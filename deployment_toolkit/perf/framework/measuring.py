@@ -3,13 +3,13 @@ from __future__ import annotations
 
 import math
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from ...results.bench_store import as_float
+from ...runtimes.timing import Budget, time_call
 from .arithmetic import coverage_column, coverage_km2_per_s, latency_stats, tile_pixels, with_batch_halving
 from .configs import STATUS_FAILED, STATUS_OK, BenchConfig
 from .host import HostCaps, amp_dtype_for
@@ -37,8 +37,6 @@ def base_row(cfg: BenchConfig, device: str, status: str, reason: str = "") -> di
 
 def measure(prepared: Prepared, cfg: BenchConfig, opts: BenchOptions, log: Callable[[str], None]) -> dict[str, Any]:
     """Time one configuration (halving the batch on OOM) and return its CSV row."""
-    from ...export.speed import time_interleaved  # the colleague's per-call timer with a background-CPU probe
-
     def at(batch: int) -> dict[str, Any]:
         inputs = prepared.make_inputs(batch)
         memory = PeakMemory(opts.device)
@@ -48,11 +46,10 @@ def measure(prepared: Prepared, cfg: BenchConfig, opts: BenchOptions, log: Calla
             prepared.run(inputs)
             prepared.sync()
 
-        t0 = time.perf_counter()
-        call()  # the first call compiles (torch.compile, cuDNN autotune, ORT's first run): timed on its own
-        first = time.perf_counter() - t0
-        timing = time_interleaved({"run": call}, warmup=max(opts.warmup - 1, 0), iterations=sys.maxsize,
-                                  min_iterations=max(opts.min_iterations, 1), max_seconds=opts.duration_s)["run"]
+        # the first call compiles (torch.compile, cuDNN autotune, ORT's first run): timed on its own
+        first = time_call(call, Budget(iterations=1, background=False)).seconds[0]
+        timing = time_call(call, Budget.for_seconds(opts.duration_s, warmup=max(opts.warmup - 1, 0),
+                                                    min_iterations=max(opts.min_iterations, 1)))
         stats = latency_stats(timing.seconds, batch)
         return {**stats, "first_call_s": first, "peak_mem_mb": memory.peak_mb(), "peak_mem_metric": memory.metric,
                 "peak_rss_mb": memory.peak_rss_mb(),

@@ -1,0 +1,24 @@
+"""Pre- and post-processing around the model, served as a Triton ensemble (issue 36): the user's functions as
+Python-backend models (`<name>_preprocess`, `<name>_postprocess`), the network as the toolkit writes it (`<name>`)
+and the ensemble (`<name>_pipeline`, TYPE_STRING raw inputs); checked in-process on the user's raw samples before
+anything is written, verified served against in-process, measured with perf_analyzer on the raw samples.
+
+    run = deploy_pipeline(PipelineRequest(model="timm:resnet18", raw_data=Path("images"), result_path=Path("run"),
+                                           preprocess=Path("preprocess.py"), postprocess=Path("postprocess.py")))
+
+stepfile: the user's file and its declarations; ports: the tensors; raw: the raw samples; plan: the in-process run
+and its checks; wiring: which tensor feeds which; configs/write: the repository; verify, measure, speed, output:
+the served checks and the run folder; run: the whole run. A caller that serves the pipeline itself (a deployment of
+several models) takes the pieces: plan_request -> write_pipeline -> verify_served, write_input_json for perf."""
+from .configs import StepServing
+from .measure import write_input_json
+from .plan import PipelinePlan
+from .ports import Port
+from .run import PipelineRequest, PipelineRun, deploy_pipeline, plan_request
+from .stepfile import StepFile, StepKind, load_step
+from .verify import Verification, verify_served
+from .write import WrittenPipeline, write_pipeline
+
+__all__ = ["PipelinePlan", "PipelineRequest", "PipelineRun", "Port", "StepFile", "StepKind", "StepServing",
+           "Verification", "WrittenPipeline", "deploy_pipeline", "load_step", "plan_request", "verify_served",
+           "write_input_json", "write_pipeline"]

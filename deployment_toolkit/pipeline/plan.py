@@ -1,0 +1,210 @@
+"""The pipeline run in-process on the raw samples before anything is written: the preprocess on each sample (a
+failure names the sample file), its outputs checked against what it declares and against the model's inputs, the
+model (the framework predictor), the postprocess likewise. What comes out is the plan the repository is written from
+(each step's tensors, the ensemble's wiring) and the reference outputs the served ensemble is compared with."""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+
+from ..errors import UserInputError
+from ..repository.names import check_model_name
+from ..spec import Manifest
+from ..watchdog import user_stage
+from .ports import Port, port_of_arrays
+from .raw import DEFAULT_MAX_SAMPLES, RawData, read_raw
+from .stepfile import StepFile
+from .wiring import WiredStep, Wiring, check_preprocess, wire
+
+log = logging.getLogger(__name__)
+Arrays = dict[str, np.ndarray]
+Predict = Callable[[Arrays], Arrays]
+
+
+@dataclass(frozen=True)
+class PipelineNames:
+    """The models a pipeline named `name` writes: the network keeps the name, the steps and ensemble add suffixes."""
+
+    name: str
+
+    def __post_init__(self) -> None:
+        check_model_name(self.name, "the pipeline's name")
+        check_model_name(self.ensemble, "the ensemble's name")
+
+    @property
+    def model(self) -> str:
+        return self.name
+
+    @property
+    def preprocess(self) -> str:
+        return f"{self.name}_preprocess"
+
+    @property
+    def postprocess(self) -> str:
+        return f"{self.name}_postprocess"
+
+    @property
+    def ensemble(self) -> str:
+        return f"{self.name}_pipeline"
+
+
+@dataclass
+class SampleRun:
+    """One raw sample through the steps in-process: each stage's outputs (a batch of one)."""
+
+    name: str
+    raw: Arrays
+    pre: Arrays = field(default_factory=dict)
+    model: Arrays = field(default_factory=dict)
+    post: Arrays = field(default_factory=dict)
+
+    @property
+    def final(self) -> Arrays:
+        return self.post or self.model
+
+
+@dataclass(frozen=True)
+class PipelinePlan:
+    names: PipelineNames
+    manifest: Manifest
+    artifact_dir: Path
+    raw: RawData
+    wiring: Wiring
+    pre: StepFile | None
+    post: StepFile | None
+    runs: tuple[SampleRun, ...]  # the in-process reference, one per raw sample
+
+    @property
+    def max_batch_size(self) -> int:
+        return self.manifest.max_batch_size
+
+    def step(self, model: str) -> WiredStep:
+        return next(s for s in self.wiring.steps if s.model == model)
+
+
+def _outputs_port(step: StepFile, outputs: Sequence[Arrays], samples: Sequence[str]) -> tuple[Port, ...]:
+    """The step's output ports: read from what it returned on every sample, or checked against what it declares."""
+    names = list(outputs[0])
+    for out, sample in zip(outputs, samples):
+        if set(out) != set(names):
+            raise UserInputError(f"{step.name} returned {', '.join(out)} on raw sample {sample} but {', '.join(names)} "
+                                 f"on {samples[0]}: return the same names for every sample")
+    seen = tuple(port_of_arrays(n, (o[n] for o in outputs)) for n in names)
+    if step.declared_outputs is None:
+        return seen
+    by_name = {p.name: p for p in seen}
+    for declared in step.declared_outputs:
+        got = by_name.get(declared.name)
+        if got is None:
+            raise UserInputError(f"{step.path.name}: OUTPUTS declares {declared.describe()}, but {step.name} returned "
+                                 f"{', '.join(names)}: return it, or fix OUTPUTS")
+        if not got.fits(declared) or (declared.dtype != got.dtype and not (declared.is_string and got.is_string)):
+            raise UserInputError(f"{step.name} returned {got.describe()}, but {step.path.name} declares "
+                                 f"{declared.describe()}: return that dtype and shape, or fix OUTPUTS")
+    return step.declared_outputs
+
+
+def _run_step(step: StepFile, inputs: Sequence[Arrays], samples: Sequence[str]) -> list[Arrays]:
+    with user_stage(f"running {step.name} on {len(samples)} raw sample(s)"):
+        return [step.call(x, where=f"raw sample {s}") for x, s in zip(inputs, samples)]
+
+
+def _post_inputs(post: StepFile, providers: Sequence[tuple[str, Sequence[Port]]]) -> tuple[Port, ...]:
+    """The postprocess's input ports: declared, or those of the providers' tensors its parameters name."""
+    if post.declared_inputs is not None:
+        return post.declared_inputs
+    found = {}
+    for _, ports in reversed(providers):
+        found.update({p.name: p for p in ports})
+    model_outputs = list(dict(providers)["model"])
+    left = [o for o in model_outputs if o.name not in post.parameters]
+    out = []
+    for name in post.parameters:
+        if name not in found:
+            hint = f"name the parameter {left[0].name!r}" if left else "declare INPUTS"
+            raise UserInputError(f"postprocess takes {name!r}, which the model does not give (it gives "
+                                 f"{', '.join(p.describe() for p in model_outputs)}): {hint}")
+        out.append(found[name])
+    return tuple(out)
+
+
+@dataclass
+class Prepared:
+    """The raw samples read and, with a preprocess, run through it: all that needs no model (checked first, before
+    a model is converted)."""
+
+    raw: RawData
+    runs: list[SampleRun]
+    pre: StepFile | None = None
+    pre_outputs: tuple[Port, ...] = ()
+
+    @property
+    def samples(self) -> list[str]:
+        return [str(s.path) for s in self.raw.samples]
+
+
+def prepare(raw_folder: str | Path, pre: StepFile | None, model_inputs: Sequence[Port] = (),
+            max_samples: int = DEFAULT_MAX_SAMPLES) -> Prepared:
+    """Read the raw samples (as the preprocess takes them, else as the model's inputs) and run the preprocess on
+    each; a sample it fails on, or outputs that contradict what it declares, is one line."""
+    if pre is None:
+        raw = read_raw(raw_folder, [p.name for p in model_inputs], model_inputs, "the model", max_samples)
+        return Prepared(raw, [SampleRun(s.name, dict(s.inputs)) for s in raw.samples])
+    raw = read_raw(raw_folder, pre.input_names, pre.declared_inputs, "preprocess", max_samples)
+    prepared = Prepared(raw, [SampleRun(s.name, dict(s.inputs)) for s in raw.samples], pre)
+    for run, out in zip(prepared.runs, _run_step(pre, [r.raw for r in prepared.runs], prepared.samples)):
+        run.pre = out
+    prepared.pre_outputs = _outputs_port(pre, [r.pre for r in prepared.runs], prepared.samples)
+    return prepared
+
+
+def plan_pipeline(names: PipelineNames, artifact_dir: str | Path, prepared: Prepared, post: StepFile | None,
+                  predict: Predict) -> PipelinePlan:
+    """Check the preprocess against the model, run the model and the postprocess in-process on the prepared
+    samples, checking every hand-over; raises UserInputError with one line at the first mismatch."""
+    pre, raw, runs, samples = prepared.pre, prepared.raw, prepared.runs, prepared.samples
+    manifest = Manifest.load(artifact_dir)
+    if manifest.max_batch_size <= 0:
+        raise UserInputError(f"{manifest.model} is served with max_batch_size 0 (each request one whole batch); a "
+                             "pipeline batches samples: convert the model with --max-batch-size N")
+    model_in = tuple(Port.from_spec(t) for t in manifest.inputs)
+    model_out = tuple(Port.from_spec(t) for t in manifest.outputs)
+    pre_wired = None
+    if pre is not None:
+        check_preprocess(prepared.pre_outputs, model_in)
+        pre_wired = WiredStep(names.preprocess, raw.ports, prepared.pre_outputs)
+    feed = [r.pre if pre is not None else r.raw for r in runs]
+    with user_stage(f"running the model in-process on {len(runs)} raw sample(s)"):
+        for run, x, sample in zip(runs, feed, samples):
+            run.model = _predict(predict, {p.name: x[p.name] for p in model_in}, sample)
+    post_wired = None
+    if post is not None:
+        providers = [("model", model_out), ("preprocess", pre_wired.outputs if pre_wired else ()), ("raw", raw.ports)]
+        post_in = _post_inputs(post, providers)
+        wire(raw.ports, pre_wired, WiredStep(names.model, model_in, model_out),
+             WiredStep(names.postprocess, post_in, ()))  # checks the postprocess's inputs before running it
+        given = [{**r.raw, **r.pre, **r.model} for r in runs]
+        outs = _run_step(post, [{p.name: g[p.name] for p in post_in} for g in given], samples)
+        for run, out in zip(runs, outs):
+            run.post = out
+        post_wired = WiredStep(names.postprocess, post_in, _outputs_port(post, outs, samples))
+    wiring = wire(raw.ports, pre_wired, WiredStep(names.model, model_in, model_out), post_wired)
+    log.info("pipeline %s: %s -> %s", names.ensemble, ", ".join(p.describe() for p in wiring.inputs),
+             ", ".join(p.describe() for p in wiring.outputs))
+    return PipelinePlan(names, manifest, Path(artifact_dir), raw, wiring, pre, post, tuple(runs))
+
+
+def _predict(predict: Predict, inputs: Mapping[str, np.ndarray], sample: str) -> Arrays:
+    try:
+        return {k: np.asarray(v) for k, v in predict(dict(inputs)).items()}
+    except Exception as err:  # noqa: BLE001 - the model is the user's; say which sample it failed on
+        from ..sources.userfile import first_line
+
+        raise UserInputError(f"the model failed in-process on raw sample {sample}: {first_line(err)}") from err
+
+
+__all__ = ["PipelineNames", "PipelinePlan", "Prepared", "SampleRun", "plan_pipeline", "prepare"]
