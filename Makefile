@@ -51,8 +51,9 @@ demo: install
 test: install
 	$(PY) -m pytest -q -ra --durations=15 tests
 
+# the fast tier (under 3 minutes on 2 cores): unit tests without the `slow` ones; `make test` runs everything
 test-unit: install
-	$(PY) -m pytest -q -ra tests/unit
+	$(PY) -m pytest -q -ra -m "not slow" tests/unit
 
 test-integration: install
 	$(PY) -m pytest -q -ra tests/integration

@@ -24,7 +24,7 @@ def _hide_scripts_folder_named_triton() -> None:
     it (the cwd), pytest (tests/conftest.py), and the triton/*.py shims, which keep the seed's promise of running
     from a checkout without an install. Renaming the folder would break the seed's script paths. Only the
     scripts folder (recognised by its convert_model.py) is hidden: a real OpenAI Triton package is left alone
-    (tests/unit/test_offline_install.py).
+    (tests/unit/project/test_offline_install.py).
     """
     if "triton" in sys.modules:
         return

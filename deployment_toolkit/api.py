@@ -54,7 +54,7 @@ from .search.trials import SearchError, SearchRun, SearchSettings
 from .spec import Manifest, ModelSignature, TensorSpec
 
 # the functions, then the types their arguments and results are made of; deployment_toolkit/__init__.py lists the
-# same names (tests/unit/test_public_api.py) so that `import deployment_toolkit` stays cheap
+# same names (tests/unit/project/test_public_api.py) so that `import deployment_toolkit` stays cheap
 __all__ = ["convert", "deploy", "serve", "connect", "measure_online", "measure_offline", "search_config", "plan",
            "plan_deployment", "load_deployment", "deploy_pipeline", "model_source",
            "DataSpec", "Manifest", "ModelSignature", "TensorSpec", "ModelSource", "ConvertOptions", "ConfigOptions",

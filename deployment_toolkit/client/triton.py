@@ -4,7 +4,7 @@ One class on a URL that names its protocol (`grpc://host:port`, `http://host:por
 server and model metadata, the config the server loaded (typed: the same ModelConfig protobuf the config generator
 writes), the repository index and load/unload, statistics, a preflight request and inference (optionally through
 system shared memory). Every call has a deadline. Callers in other packages wrap its errors in their own;
-`tests/unit/test_client_boundary.py` fails when a module outside `client/` imports a Triton client.
+`tests/unit/client/test_client_boundary.py` fails when a module outside `client/` imports a Triton client.
 """
 from __future__ import annotations
 

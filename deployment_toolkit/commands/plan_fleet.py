@@ -45,12 +45,9 @@ def build_parser():
     add_arguments(p.add_argument_group("demand and cost"), Demand, skip=("p99_ms",))  # --p99-ms: the search's
     add_arguments(p.add_argument_group("confirmation"), Checks)
     add_arguments(p.add_argument_group("Kubernetes"), Deploy)
-    from deployment_toolkit.deployment.plan import DeploymentSettings
-
     g = p.add_argument_group("several models (--deployment)")
     g.add_argument("--deployment", metavar="FILE", help="a YAML file of models with their peaks and SLOs, the fleet's "
                    "costs and limits: plan them as one fleet, confirmed under their mixed traffic")
-    add_arguments(g, DeploymentSettings, only=("retests",))
     for action in p._actions:  # a plan ranks by open-loop capacity; make_plan refuses the other objectives
         if action.dest == "objective":
             action.help = argparse.SUPPRESS
@@ -92,7 +89,7 @@ def plan_deployment(args: argparse.Namespace, command: str) -> int:
     settings = from_args(SearchSettings, args, budget_ms=1.0)  # each model's own SLO replaces the budget
     shm = "system" if args.shared_memory == "auto" else args.shared_memory
     checks, deploy = from_args(Checks, args), from_args(Deploy, args)
-    plan = from_args(DeploymentSettings, args, trials=checks.trials, window_ms=checks.window_ms, k8s=deploy.k8s)
+    plan = DeploymentSettings(retests=checks.retests, trials=checks.trials, window_ms=checks.window_ms, k8s=deploy.k8s)
     result = api.plan_deployment(deployment, settings, job, plan=plan,
                                  options=perf_options_from_args(args, shared_memory=shm))
     chosen = result.decision.chosen

@@ -40,9 +40,7 @@ DEFAULT_HEADROOM = 0.2
 class DeploymentSettings:
     """How hard a deployment plan re-tests and confirms (each model's search takes the search's own settings)."""
 
-    retests: int = setting(3, flag="--retests", low=1, high=20,
-                           help="k: a capacity (a model's alone, a shared group's mix) is used only once it held k of "
-                                "k re-tests at the rate itself")
+    retests: int = setting(3, low=0, high=20)  # k: a capacity is used once it held k of k re-tests (--retests)
     trials: int = setting(3, low=1, high=20)  # confirmation rounds of the chosen fleet (--confirm-trials)
     window_ms: int = setting(2000, unit="ms", low=50, high=60_000)  # perf_analyzer's window in re-tests and rounds
     k8s: bool = True

@@ -97,6 +97,9 @@ class Checks:
     burst_seconds: float = setting(DEFAULT_BURST_SECONDS, flag="--burst-seconds", unit="s", low=0, low_open=True,
                                    high=3600)
     window_ms: int = setting(3000, flag="--confirm-window-ms", unit="ms", low=100, high=600_000)
+    retests: int = setting(3, flag="--retests", low=0, high=20,
+                           help="k: the capacity a plan uses must hold k of k re-tests at the rate itself (independent "
+                                "arrivals, --confirm-window-ms windows), stepping down 10%% until it does; 0 skips it")
 
     def __post_init__(self) -> None:
         check_numbers(self)
@@ -133,6 +136,7 @@ class PlanResult:
     run: Any = None  # sizing.runs.Run of the winner's sweep
     sizing: Any = None  # sizing.plan.Sizing
     confirmation: Any = None  # sizing.confirm.Confirmation
+    holding: Any = None  # sizing.holding.Holding: the capacity re-tested k of k at the rate itself
     manifests: dict[str, Path] = field(default_factory=dict)
     sizing_files: dict[str, Path] = field(default_factory=dict)
     data: str = ""  # where the measuring inputs came from
@@ -255,7 +259,17 @@ def _serve_and_plan(result: PlanResult, demand: Demand, checks: Checks, winner, 
             f"deployment-toolkit perf-online --model-name {model} --concurrency "
             f"{','.join(map(str, sweep_levels(best_c)))} --result-path {out_dir / 'winner'}")
         result.run = next(r for r in load_runs(out_dir / "winner") if r.kind == "online")
-        measured = {result.run.name: dataclasses.replace(winner.capacity.result, config=result.run.name)}
+        capacity = dataclasses.replace(winner.capacity.result, config=result.run.name)
+        if checks.retests:
+            result.holding = steps.call(
+                f"the capacity re-tested at the rate itself, {checks.retests} of {checks.retests}",
+                lambda: _hold(result, url, server.metrics_url, model, checks, capacity.capacity))
+            if result.holding.rate is None:
+                raise PlanError(f"{winner.candidate.slug}: {result.holding.text()}")
+            capacity = dataclasses.replace(capacity, held=result.holding.rate)
+        else:
+            steps.skip("the capacity re-tested at the rate itself", "--retests 0")
+        measured = {result.run.name: capacity}
         budget = memory_budget(demand.memory(), [result.run])
         planned = steps.call("fleet plan on the winner's open-loop capacity", lambda: _size(
             plan_on_capacities([result.run], demand.sizing_demand(), prices_of(demand.costs()), measured, budget),
@@ -285,6 +299,39 @@ def _size(planned, demand: Demand):
                         f"{demand.max_replicas}: at most {math.floor(demand.max_replicas * per / (1 + sizing.demand.headroom)):,.0f}"
                         " inf/s fit; raise --max-replicas or lower --peak-rps")
     return planned
+
+
+def _hold(result: PlanResult, url: str, metrics_url: str | None, model: str, checks: Checks, found: float):
+    """The search's capacity re-tested until it holds k of k at the rate itself (sizing.holding), batch-1 traffic."""
+    from ..sizing.confirm import target_for
+    from ..sizing.holding import hold
+    from ..sizing.ratepoint import measure, open_loop_options
+    from ..sizing.ratestore import RateStore
+
+    options = open_loop_options(result.search.options, window_ms=checks.window_ms)
+    target = target_for(result.run, url, options, "poisson", 1, model_name=model, metrics_url=metrics_url)
+    folder = result.out_dir / "holding"
+    store, slo = RateStore(folder), result.search.outcome.decision.winner.capacity.result.slo_ms
+
+    def at(rate: float, trial: int):
+        point = measure(target, rate, store, folder, trial, "hold")
+        return _Judged(point, slo)
+
+    return hold(at, found, checks.retests)
+
+
+@dataclass
+class _Judged:
+    """A point judged against the SLO (what sizing.holding asks of one)."""
+
+    point: Any
+    slo_ms: float
+
+    def passes(self) -> bool:
+        return self.point.passes(self.slo_ms)
+
+    def verdict(self) -> str:
+        return self.point.verdict(self.slo_ms)
 
 
 def _confirm(result: PlanResult, url: str, metrics_url: str | None, model: str, checks: Checks):

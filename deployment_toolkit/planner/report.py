@@ -44,6 +44,14 @@ def plan_markdown(result, demand, checks, deploy, command: str = "") -> str:
                 "no price given (--host-hour-cost / --gpu-hour-cost)"],
            ], "ll"), ""]
     md += [f"Why this config: {outcome.decision.message}.", ""]
+    if result.holding is not None:
+        h = result.holding
+        md += ["## The capacity, re-tested at the rate itself", "",
+               f"The search's capacity is the highest rate one bisection saw pass; rates at that edge pass and fail by "
+               f"turns. Before the plan uses it, it is re-tested {h.k} times at the rate itself (independent Poisson "
+               f"arrivals each), stepping down 10 % after a failure: {h.text()}.", "",
+               markdown_table(["rate (inf/s)", "re-test", "verdict"],
+                              [[f"{r.rate:,.1f}", r.trial, r.verdict] for r in h.retests], "rrl"), ""]
     md += ["## Confirmation under open-loop traffic", ""]
     if result.confirmation is None:
         md += ["Not run (--no-confirm).", ""]
@@ -102,6 +110,7 @@ def write_report(result, demand, checks, deploy, command: str = "") -> dict[str,
         "kind": "fleet-plan", "command": command, "demand": asdict(demand), "checks": asdict(checks),
         "deploy": asdict(deploy), "model_name": result.search.model_name, "data": result.data or "random inputs",
         "winner": winner.candidate.to_dict(), "capacity_inf_s": winner.capacity.result.capacities,
+        "capacity_held": result.holding.rate if result.holding is not None else None,
         "replica_capacity": plan.replica_capacity, "replicas": plan.replicas, "devices": plan.devices,
         "cost_h": plan.cost_h, "confirmed": result.confirmed, "steps": [r.to_dict() for r in result.steps.results]})
     paths["run.json"] = folder.run_json_path

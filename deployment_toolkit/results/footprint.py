@@ -1,7 +1,7 @@
 """How much a clone carries: the size of the repository's files and of each committed run folder under results/.
 
 Every committed run adds its files to every clone (and to the history for good), so a run folder is held under
-RUN_FOLDER_LIMIT (tests/unit/test_results_footprint.py): raw per-request data is summarised where it is written
+RUN_FOLDER_LIMIT (tests/unit/results/test_results_footprint.py): raw per-request data is summarised where it is written
 and git-ignored (perf/analyzer/profile_summary.py), older runs are compacted (`deployment-toolkit compact-results`).
 The files counted are those the next commit of the working tree holds: tracked or not ignored, present on disk
 (`git ls-files --cached --others --exclude-standard`), so a summary written but not yet added counts, and a raw
@@ -76,7 +76,7 @@ def markdown(fp: Footprint) -> str:
     name, size = fp.largest
     text = (f"A checkout holds {size_text(fp.bytes)} (its git history comes on top); results/ {size_text(fp.results_bytes)} "
             f"of it, in {len(fp.run_folders)} run folders, the largest {size_text(size)} (`results/{name}/`). A run folder "
-            f"stays under {size_text(RUN_FOLDER_LIMIT)} (`tests/unit/test_results_footprint.py`): perf_analyzer's "
+            f"stays under {size_text(RUN_FOLDER_LIMIT)} (`tests/unit/results/test_results_footprint.py`): perf_analyzer's "
             "per-request exports are summarised where they are written and git-ignored (`--keep-raw` keeps them "
             "compressed), and an older run is compacted with `deployment-toolkit compact-results results/<run>`. "
             "Written by `deployment-toolkit footprint --write docs/repository_size.md`.")

@@ -5,7 +5,7 @@ Why one builder: the three used to spell the flags apart (the manifests asked fo
 server and the script did not; only the embedded server said `--exit-on-error`), so a model that loaded in one
 failed to be ready in another. `CONTAINER_DEFAULTS` is what every container start adds beyond the repository, the
 ports and the control mode; `scripts/docker/triton_inference_server.sh` carries the same list (its
-`SERVER_DEFAULTS` line, checked by tests/unit/test_server_args.py).
+`SERVER_DEFAULTS` line, checked by tests/unit/server/test_server_args.py).
 """
 from __future__ import annotations
 

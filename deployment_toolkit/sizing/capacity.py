@@ -129,6 +129,7 @@ class OpenLoopCapacity:
     closed_loop: float | None = None  # closed-loop sustainable inferences/s (the seed)
     closed_loop_level: str = ""
     closed_loop_p99: float | None = None
+    held: float | None = None  # the rate that then held k of k re-tests at itself (sizing.holding): the cap
 
     @property
     def capacities(self) -> list[float]:
@@ -146,7 +147,8 @@ class OpenLoopCapacity:
         of three empty, the lower of the other two."""
         if not self.reachable:
             return None
-        return statistics.median([0.0] * (len(self.trials) - len(self.capacities)) + self.capacities)
+        median = statistics.median([0.0] * (len(self.trials) - len(self.capacities)) + self.capacities)
+        return median if self.held is None else min(median, self.held)
 
     @property
     def spread(self) -> float | None:

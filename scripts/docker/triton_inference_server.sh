@@ -10,7 +10,7 @@ set -euo pipefail
 readonly DEFAULT_IMAGE="nvcr.io/nvidia/tritonserver:24.10-py3"
 readonly CONTAINER_MODEL_REPOSITORY="/models"
 # The flags every tritonserver start carries (deployment_toolkit/server/args.py CONTAINER_DEFAULTS; the embedded
-# server and the Kubernetes manifests use the same list, tests/unit/test_server_args.py keeps them equal).
+# server and the Kubernetes manifests use the same list, tests/unit/server/test_server_args.py keeps them equal).
 readonly SERVER_DEFAULTS=(--strict-readiness=true --exit-on-error=true --log-verbose=0)
 PROG="${0##*/}"
 

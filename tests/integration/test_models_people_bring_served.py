@@ -11,7 +11,7 @@ pytestmark = pytest.mark.integration
 
 # a ModelOutput with three int64 inputs (dynamic sequence axis), an OrderedDict from torchvision, fused attention,
 # lazy modules, a seq2seq model returning its cache with samples of different lengths, outputs that underflow
-# (namedtuples: tests/unit/test_structured_outputs.py; CLIP and an ONNX file ORT refuses:
+# (namedtuples: tests/unit/sources/test_structured_outputs.py; CLIP and an ONNX file ORT refuses:
 # test_caches_and_coupled_batches.py, test_export_fixes.py; all of them: bench-corpus)
 MODELS = ["hf-bert-qa", "tv-deeplabv3", "torch-set-attention", "torch-lazy-mlp", "hf-t5-seq2seq",
           "torch-underflow-seg"]
@@ -29,7 +29,7 @@ def test_each_model_is_served_answers_as_the_framework_and_is_measured(corpus, n
     rows, _ = corpus
     row = rows[name]
     assert row.reached in ("done", "perf"), f"{name} stopped at {row.reached}: {row.stopped_by}"
-    assert row.onnx.startswith("ok"), (row.onnx, row.stopped_by)  # TorchScript: tests/unit/test_models_people_bring.py
+    assert row.onnx.startswith("ok"), (row.onnx, row.stopped_by)  # TorchScript: tests/unit/sources/test_models_people_bring.py
     assert float(row.triton_vs_framework) <= 1e-3 and float(row.infer_per_s) > 0
     assert row.accuracy.startswith("8 samples") and "cosine_min 1.0000" in row.accuracy, row.accuracy
 

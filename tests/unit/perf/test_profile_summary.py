@@ -1,0 +1,281 @@
+"""Raw per-request exports summarised where they are written (issue 37 item 5): the summary holds what the toolkit
+reads (the counted requests' latency from the intended send time, per window too), the raw files are dropped or,
+with --keep-raw, kept compressed, and the committed runs' summaries agree with the rows they stand behind.
+
+tests/data/schedule_latency/ is the recorded perf_analyzer run that test_schedule_latency describes (48 requests,
+three 300 ms windows); the stalled copy is the same run with a sender frozen for 200 ms.
+"""
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import math
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from deployment_toolkit import cli, committed
+from deployment_toolkit.perf.analyzer import read_profile_export, read_schedule, schedule_latency
+from deployment_toolkit.perf.analyzer.profile_summary import (compress_raw, finish_point, read_summary,
+                                                              regenerate_schedule, stem, summarise, summary_path,
+                                                              write_summary)
+from deployment_toolkit.results.server_metrics import read_series
+from deployment_toolkit.sizing.compact import compact_run
+from deployment_toolkit.sizing.ratestore import RateKey, RateStore, read_rows
+
+ROOT = Path(__file__).resolve().parents[3]
+DATA = ROOT / "tests" / "data" / "schedule_latency"
+RECORDED = DATA / "poisson_r40.profile.json"
+STALLED = DATA / "poisson_r40_stalled.profile.json"
+SCHEDULE = read_schedule(DATA / "poisson_r40.intervals", 40.0)
+# committed rows whose export was never committed (the plan's second confirmation: git log shows only their
+# .csv/.log/.intervals added), so no summary can be derived for them
+NEVER_COMMITTED = {
+    "results/plan-my_model-cpu/confirm/winner_online_confirm_t1_poisson_r606.profile.json",
+    "results/plan-my_model-cpu/confirm/winner_online_confirm_t2_poisson_r606.profile.json",
+    "results/plan-my_model-cpu/confirm/winner_online_at-capacity_at_capacity_t1_poisson_r2776.profile.json",
+    "results/plan-my_model-cpu/confirm/winner_online_at-capacity_at_capacity_t2_poisson_r2776.profile.json",
+}
+
+
+@pytest.fixture(autouse=True)
+def _default_keep_raw():
+    committed.reset_keep_raw()
+    yield
+    committed.reset_keep_raw()
+
+
+def test_the_summary_holds_the_counted_latency_and_each_window():
+    s = summarise(SCHEDULE, RECORDED, "test")
+    full = schedule_latency(SCHEDULE, read_profile_export(RECORDED))
+    assert s.latency == full  # exactly what the open-loop row stores
+    assert s.requests == 48 and s.unanswered == 0 and len(s.boundaries_ns) == 4
+    w = s.windows
+    assert all(len(v) == 3 for v in w.values())
+    assert sum(w["requests"][-s.reported_windows:]) == full.requests  # the counted requests are the windows'
+    for k in ("sched_p50_ms", "sched_p99_ms", "p99_ms"):
+        assert all(v is not None and v > 0 for v in w[k])
+    times = _times(RECORDED).encode()  # the digest is of the times-only JSON, what a kept .gz holds
+    assert s.source == {"bytes": len(times), "sha256": hashlib.sha256(times).hexdigest()}
+
+
+def _times(path: Path) -> str:
+    from deployment_toolkit.perf.analyzer.schedule import load_export, times_only
+
+    return times_only(load_export(path))
+
+
+def test_a_stall_shows_in_its_window_from_the_intended_send_only():
+    calm, stall = summarise(SCHEDULE, RECORDED, "t").windows, summarise(SCHEDULE, STALLED, "t").windows
+    worst = int(np.argmax(np.array(stall["sched_p99_ms"]) - np.array(calm["sched_p99_ms"])))
+    assert stall["sched_p99_ms"][worst] > calm["sched_p99_ms"][worst] + 100.0  # the 200 ms stall, in its window
+    assert stall["late_max_ms"][worst] == pytest.approx(200.0, abs=1.0)
+    # from the actual send the stall is invisible in every window (the requests only move, as a block)
+    assert max(stall["p99_ms"]) < calm["sched_p99_ms"][worst] + 100.0
+
+
+def test_written_and_read_back_to_the_microsecond(tmp_path):
+    s = summarise(SCHEDULE, RECORDED, "test")
+    path = write_summary(s, tmp_path / "p.profile.summary.json")
+    back = read_summary(tmp_path / "p.profile.json")  # the row names the raw export in older runs
+    assert back.windows == json.loads(path.read_text())["windows"] and back.requests == s.requests
+    for k in ("sched_p50_ms", "sched_p90_ms", "sched_p99_ms", "late_pct", "late_p99_ms"):
+        assert getattr(back.latency, k) == pytest.approx(getattr(s.latency, k), abs=5e-4)
+    assert path.stat().st_size < 2000  # a kB, against the export's 9 kB here and MBs on a real run
+
+
+def test_summary_names_map_between_the_raw_files_and_the_summary():
+    for name in ("a_r40.profile.json", "a_r40.profile.json.gz", "a_r40.profile.summary.json"):
+        assert stem(name) == "a_r40" and summary_path(Path("d") / name) == Path("d/a_r40.profile.summary.json")
+    with pytest.raises(ValueError, match="not a profile export"):
+        stem("a_r40.json")
+
+
+def test_kept_raw_is_the_times_compressed_reproducibly_and_still_readable(tmp_path):
+    raw = shutil.copy(RECORDED, tmp_path / "p.profile.json")
+    summary = summarise(SCHEDULE, Path(raw), "t")
+    gz = compress_raw(Path(raw))
+    assert gz.name == "p.profile.json.gz" and not Path(raw).exists()
+    assert hashlib.sha256(gzip.decompress(gz.read_bytes())).hexdigest() == summary.source["sha256"]
+    a, b = read_profile_export(RECORDED), read_profile_export(gz)
+    assert (a.send_ns == b.send_ns).all() and (a.end_ns == b.end_ns).all()
+    first = gz.read_bytes()
+    shutil.copy(RECORDED, raw)
+    assert compress_raw(Path(raw)).read_bytes() == first  # no time or name in the gzip header
+    assert summarise(SCHEDULE, gz, "t").latency == summary.latency
+
+
+def test_finish_point_drops_the_raw_file_unless_kept(tmp_path):
+    raw = Path(shutil.copy(RECORDED, tmp_path / "p.profile.json"))
+    (tmp_path / "p.profile.json.gz").write_bytes(b"stale")  # kept by an earlier measurement with --keep-raw
+    finish_point(SCHEDULE, raw, False, "t")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.profile.summary.json"]
+    shutil.copy(RECORDED, raw)
+    finish_point(SCHEDULE, raw, True, "t")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.profile.json.gz", "p.profile.summary.json"]
+    raw.write_text("")  # perf_analyzer left an empty export: no summary of the earlier point stays
+    with pytest.raises(ValueError):
+        finish_point(SCHEDULE, raw, False, "t")
+    assert not summary_path(raw).exists()
+
+
+def _measure(tmp_path: Path, monkeypatch) -> dict:
+    """One open-loop point through ratepoint.measure, perf_analyzer replaced by the recorded export."""
+    from deployment_toolkit.perf.analyzer import PerfOptions, PointResult
+    from deployment_toolkit.sizing import ratepoint
+    from deployment_toolkit.sizing.ratestore import RateStore
+
+    def fake_run_point(target, batch, load, *args, profile_export=None, **kw):
+        assert Path(load.intervals).is_file()  # perf_analyzer gets its schedule file
+        shutil.copy(RECORDED, profile_export)
+        return PointResult(1, None, {"Inferences/second": 40.0, "P99 Latency": 12.0, "P50 Latency": 5.0,
+                                     "Avg Latency": 6.0}, True, 1, request_rate=40.0,
+                           profile_export=Path(profile_export))
+
+    monkeypatch.setattr(ratepoint, "run_point", fake_run_point)
+    target = ratepoint.Target("cfg", "m", "127.0.0.1:1", 1, None,
+                              ratepoint.open_loop_options(PerfOptions(shared_memory="system")))
+    return ratepoint.measure(target, 40.0, RateStore(tmp_path), tmp_path).row
+
+
+def test_a_measured_point_keeps_its_summary_and_drops_the_raw_files(tmp_path, monkeypatch):
+    row = _measure(tmp_path, monkeypatch)
+    names = sorted(p.name for p in tmp_path.glob("cfg_*"))
+    assert names == ["cfg_t1_poisson_r40.profile.summary.json"]  # no export, no schedule file left
+    summary = read_summary(row["profile_export"])
+    assert Path(row["profile_export"]).name == "cfg_t1_poisson_r40.profile.summary.json"
+    assert row["sched_p99_ms"] == pytest.approx(summary.latency.sched_p99_ms, abs=5e-4)
+    assert summary.schedule["seed"] == row["schedule_seed"] and summary.schedule["rate"] == 40.0
+    # the schedule file is gone; the summary's record draws it again, and says when it cannot
+    assert regenerate_schedule(summary.schedule).mean_rate == pytest.approx(40.0, rel=0.2)
+    with pytest.raises(ValueError, match="digest"):
+        regenerate_schedule({**summary.schedule, "seed": summary.schedule["seed"] + 1})
+    with pytest.raises(ValueError, match="does not say"):
+        regenerate_schedule({"intervals": 3, "sha256": "x"})
+
+
+def test_keep_raw_keeps_the_export_compressed_and_the_schedule(tmp_path, monkeypatch):
+    cli.parser("d", "x").parse_args(["--keep-raw"])
+    cli.parser("d", "x").parse_args([])  # a composite command's own parse of a step's flags does not undo it
+    assert committed.keeping_raw()
+    row = _measure(tmp_path, monkeypatch)
+    names = sorted(p.name for p in tmp_path.glob("cfg_*"))
+    assert names == ["cfg_t1_poisson_r40.intervals", "cfg_t1_poisson_r40.profile.json.gz",
+                     "cfg_t1_poisson_r40.profile.summary.json"]
+    again = summarise(read_schedule(tmp_path / "cfg_t1_poisson_r40.intervals"),
+                      tmp_path / "cfg_t1_poisson_r40.profile.json.gz", "t")  # re-analysis from what was kept
+    assert again.latency.sched_p99_ms == pytest.approx(row["sched_p99_ms"], abs=5e-4)
+
+
+# ---- compacting a run folder ----------------------------------------------------------------------------------
+
+def _old_run(tmp_path: Path) -> Path:
+    """A run folder as measured before summaries: the raw export, its schedule, the row naming it, a series."""
+    run = tmp_path / "results" / "old"
+    pts = run / "raw" / "open_loop"
+    pts.mkdir(parents=True)
+    shutil.copy(RECORDED, pts / "cfg_t1_poisson_r40.profile.json")
+    shutil.copy(DATA / "poisson_r40.intervals", pts / "cfg_t1_poisson_r40.intervals")
+    key = RateKey("cfg", "poisson", 40.0, 1, "{}", 1)
+    RateStore(run, "search_openloop.csv").put(key, {"schedule_seed": 1234, "sched_p99_ms": 1.0, "profile_export":
+                                                    "elsewhere/old/raw/open_loop/cfg_t1_poisson_r40.profile.json"})
+    (pts / "telemetry").mkdir()
+    (pts / "telemetry" / "openloop_series.csv").write_text("config,t_s,metric,series,value\na,0.0,m,,1\na,0.1,m,,2\n")
+    return run
+
+
+def test_compacting_an_old_run_summarises_compresses_and_loses_nothing(tmp_path):
+    run = _old_run(tmp_path)
+    pts = run / "raw" / "open_loop"
+    series = (pts / "telemetry" / "openloop_series.csv").read_text()
+    done = compact_run(run, "deployment-toolkit compact-results results/old")
+    assert [p.name for p in done.summaries] == ["cfg_t1_poisson_r40.profile.summary.json"] and not done.unreadable
+    s = read_summary(pts / "cfg_t1_poisson_r40.profile.json")  # the row's path, mapped to the summary
+    assert s.schedule["seed"] == 1234 and s.schedule["rate"] == 40.0 and s.derived_by.endswith("results/old")
+    assert s.latency.sched_p99_ms == pytest.approx(schedule_latency(SCHEDULE, read_profile_export(RECORDED)).sched_p99_ms,
+                                                   abs=5e-4)
+    assert sorted(p.name for p in pts.iterdir()) == ["cfg_t1_poisson_r40.intervals", "cfg_t1_poisson_r40.profile.json.gz",
+                                                     "cfg_t1_poisson_r40.profile.summary.json", "telemetry"]
+    gz = pts / "telemetry" / "openloop_series.csv.gz"
+    assert gzip.decompress(gz.read_bytes()).decode() == series and not (pts / "telemetry" / "openloop_series.csv").exists()
+    before = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    compact_run(run, "deployment-toolkit compact-results results/old")  # again: the same files
+    assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
+    # a point's samples appended after compaction join the compressed series; the report reads both
+    (pts / "telemetry" / "openloop_series.csv").write_text("config,t_s,metric,series,value\nb,0.0,m,,3\n")
+    assert [r["value"] for r in read_series(pts, "openloop")] == ["1", "2", "3"]
+    compact_run(run, "again")
+    assert [r["value"] for r in read_series(pts, "openloop")] == ["1", "2", "3"]
+    assert not (pts / "telemetry" / "openloop_series.csv").exists()
+
+
+def test_compact_results_refuses_a_committed_folder_without_update_committed():
+    from deployment_toolkit.__main__ import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["compact-results", "results/plan-my_model-cpu"])
+    assert exc.value.code == 2
+
+
+# ---- the committed runs --------------------------------------------------------------------------------------
+
+def _committed_stores() -> list[Path]:
+    """The committed open-loop stores: CSVs (tracked or to be committed) with a profile_export column."""
+    files = subprocess.run(["git", "-C", str(ROOT), "ls-files", "--cached", "--others", "--exclude-standard",
+                            "results"], capture_output=True, text=True, check=True).stdout.split()
+    stores = []
+    for f in files:
+        path = ROOT / f
+        if f.endswith(".csv") and path.is_file():
+            with open(path) as fh:
+                if "profile_export" in fh.readline().split(","):
+                    stores.append(path)
+    return stores
+
+
+def test_no_raw_per_request_file_is_committed():
+    files = subprocess.run(["git", "-C", str(ROOT), "ls-files", "--cached", "--others", "--exclude-standard",
+                            "results"], capture_output=True, text=True, check=True).stdout.split()
+    raw = [f for f in files if f.endswith((".profile.json", ".profile.json.gz", ".intervals"))]
+    assert not raw, f"{len(raw)} raw per-request files would be committed, e.g. {raw[:3]}"
+
+
+def test_every_committed_open_loop_row_has_the_summary_its_figures_came_from():
+    """The rows' latency from the intended send time was computed from the raw exports when the runs were made;
+    the raw files are no longer committed, so each row's summary (derived from that raw file, whose SHA-256 it
+    records) must give the same figures. Where the raw file is still on disk (the checkout that compacted the
+    run), one point per store is derived again from it."""
+    stores = _committed_stores()
+    assert len(stores) >= 8
+    missing, checked = set(), 0
+    for store in stores:
+        rederived = False
+        for row in read_rows(store):
+            export = row.get("profile_export")
+            if not export:
+                continue
+            path = ROOT / export
+            if not summary_path(path).is_file():
+                missing.add(export)
+                continue
+            s = read_summary(path)
+            checked += 1
+            assert s.schedule.get("seed") == row["schedule_seed"] and s.schedule.get("rate") == row["request_rate"]
+            sched = row.get("sched_p99_ms")
+            if sched is not None and not math.isnan(sched):
+                assert s.latency.sched_p99_ms == pytest.approx(sched, rel=1e-5, abs=1e-3), export
+                assert s.latency.late_pct == pytest.approx(row["late_pct"], rel=1e-5, abs=1e-3), export
+            assert sum(s.windows["requests"][-s.reported_windows:]) == s.latency.requests
+            assert len(regenerate_schedule(s.schedule).intervals_us) == s.schedule["intervals"]  # the dropped file
+            gz = path.with_name(stem(path) + ".profile.json.gz")
+            intervals = path.with_name(stem(path) + ".intervals")
+            if not rederived and gz.is_file() and intervals.is_file():
+                again = summarise(read_schedule(intervals), gz, s.derived_by, s.schedule)
+                assert again.as_json() == s.as_json(), export
+                rederived = True
+    assert missing == NEVER_COMMITTED
+    assert checked >= 250

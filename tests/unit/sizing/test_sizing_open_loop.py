@@ -1,0 +1,602 @@
+"""Open-loop capacity, its store, headroom, derating and the fleet's balancer config, without a server.
+
+The bisection runs on recorded perf_analyzer outputs (tests/fixtures/sizing/openloop/: a Python-backend model
+sleeping 10 ms per request, 700 ms windows, and the committed example's old synchronous confirmation run);
+the derating and the unreachable SLO on points worked out by hand here.
+"""
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import require_tool
+
+from deployment_toolkit.perf.analyzer import PerfOptions, parse_csv
+from deployment_toolkit.results.store import rows_to_csv
+from deployment_toolkit.sizing import Demand, Prices, load_runs, size
+from deployment_toolkit.sizing.capacity import OpenLoopCapacity, repeat_search, search
+from deployment_toolkit.sizing.ratepoint import (
+    ClientLimited,
+    RatePoint,
+    Target,
+    open_loop_options,
+    parse_open_loop_output,
+    point_key,
+    queue_growing,
+    row_from_outputs,
+)
+from deployment_toolkit.sizing.confirm import confirm_plan, derated_capacity
+from deployment_toolkit.sizing.fleet import NginxMissing, find_nginx, nginx_config
+from deployment_toolkit.sizing.openloop import derived_headroom
+from deployment_toolkit.sizing.ratestore import RateKey, RateStore, options_key, read_rows
+
+ROOT = Path(__file__).resolve().parents[3]
+REC = ROOT / "tests" / "fixtures" / "sizing" / "openloop"
+OPTS = options_key(open_loop_options(PerfOptions(), "poisson", 700, 50.0).measurement_fields())
+
+
+def recorded(rate: float, config: str = "slow/online", trial: int = 1) -> RatePoint:
+    """The point perf_analyzer's recorded CSV and console output give at `rate` (only recorded rates exist)."""
+    name = f"r{rate:g}"
+    log = (REC / f"{name}.log").read_text()
+    csv_path = REC / f"{name}.csv"
+    rows = [r for r in parse_csv(csv_path) if math.isclose(r["Request rate"], rate, rel_tol=1e-6)] \
+        if csv_path.exists() else []
+    row = row_from_outputs(rate, rows[0] if rows else {}, bool(rows), log)
+    return RatePoint(RateKey(config, "poisson", rate, 1, OPTS, trial), row)
+
+
+def synthetic(rate: float, limit: float, p99_at_limit: float = 50.0, trial: int = 1, window_ms: int = 3000,
+              distribution: str = "constant") -> RatePoint:
+    """A replica that answers everything up to `limit` requests/s (p99 rising towards p99_at_limit) and only
+    `limit` above it, with a growing queue."""
+    over = rate > limit
+    row = {"answered": limit if over else rate, "p99_ms": p99_at_limit * (4 if over else rate / limit),
+           "avg_ms": 5.0, "window_latency_ms": [5, 10, 20, 40] if over else [5, 5, 5], "send_rate": None,
+           "queue_growing": over, "client_limited": False, "stable": True}
+    opts = options_key({"measurement_interval_ms": window_ms})
+    return RatePoint(RateKey("syn", distribution, rate, 1, opts, trial), row)
+
+
+# ---- parsing perf_analyzer's open-loop output ----------------------------------------------------
+
+def test_parse_windows_send_rate_and_delayed_share():
+    win = parse_open_loop_output((REC / "sync_client_limited_r400.log").read_text())
+    assert len(win.throughput) == 7 and win.latency_ms[0] == pytest.approx(12.797)
+    assert win.send_rate == pytest.approx(356.13) and win.delayed_pct == pytest.approx(100.0)
+
+
+def test_the_committed_fail_was_the_client():
+    """The example's old confirmation (sync calls, perf_analyzer's default 4 threads at 400/s) sent 356/s with
+    every request delayed: that is the client's limit, and a search stops there instead of blaming the server."""
+    log = (REC / "sync_client_limited_r400.log").read_text()
+    (values,) = parse_csv(REC / "sync_client_limited_r400.csv")
+    p = RatePoint(RateKey("resnet18_i2/online", "constant", 400.0, 1, "{}", 1), row_from_outputs(400, values, True, log))
+    assert p.client_limited and not p.passes(50.0)
+    with pytest.raises(ClientLimited, match="could not generate 400.0 inferences/s: it sent 356.1/s .*client, not the"):
+        search(lambda r: p, 400.0, 50.0)
+
+
+def test_queue_growth_ignores_the_warm_up_window():
+    assert queue_growing([70.8, 88.8, 162.8, 268.4, 398.4, 408.1])  # recorded at 89.63/s: clearly piling up
+    assert not queue_growing([25.4, 21.2, 35.0, 35.9, 58.8, 27.3])  # recorded at 76.18/s: noisy, drained again
+    assert not queue_growing([300.0, 10.0, 11.0])  # a slow first window (connection set-up) is not a queue
+    assert not queue_growing([10.0, 11.0])
+    assert not queue_growing([1.0, 1.2, 1.6, 2.4])  # sub-millisecond wobble is not a backlog
+
+
+# ---- the bisection on recorded outputs ------------------------------------------------------------
+
+def test_bisection_on_recorded_outputs():
+    asked = []
+
+    def at(rate):
+        asked.append(rate)
+        return recorded(rate)
+
+    s = search(at, 89.63, slo_ms=200.0, resolution=0.1)
+    # seed (the closed-loop figure) fails: queue growing, p99 491 ms; one step down (the server answered more
+    # than 80% of it, so 0.8 x seed) passes; bisection: 80.66 fails (p99 257 ms), 76.18 passes; 5.9% <= 10%
+    assert asked == [89.63, 71.7, 80.66, 76.18]
+    assert s.capacity == pytest.approx(76.18) and s.bracket == (pytest.approx(76.18), pytest.approx(80.66))
+    verdicts = {p.rate: p.verdict(200.0) for p in s.points}
+    assert "queue growing" in verdicts[89.63] and "p99 491.0 ms > 200 ms" in verdicts[89.63]
+    assert verdicts[71.7] == verdicts[76.18] == "pass"
+
+
+def test_a_tighter_slo_moves_the_capacity_down():
+    s = search(lambda r: synthetic(r, 100.0, p99_at_limit=50.0), 150.0, slo_ms=25.0, resolution=0.02)
+    # p99 = 50 x rate / 100 <= 25 ms up to 50/s
+    assert 49.0 <= s.capacity <= 50.0 and all(p.rate > 50 for p in s.points if not p.passes(25.0))
+
+
+def test_an_slo_no_rate_meets(tmp_path):
+    s = search(lambda r: synthetic(r, 100.0, p99_at_limit=10_000.0), 120.0, slo_ms=50.0)
+    assert s.capacity is None and s.best is None
+    assert len(s.points) == 10 and [p.rate for p in s.points] == sorted((p.rate for p in s.points), reverse=True)
+    assert "no offered rate down to" in s.unreachable_text() and "p99" in s.unreachable_text()
+    cap = OpenLoopCapacity("tiny/online", "constant", 50.0, [s], 200.0, "concurrency 4", 20.0)
+    run_dir = _tiny_run(tmp_path)
+    (run,) = load_runs(run_dir)
+    sizing = size([run], Demand(100, 50), Prices(), open_loop={run.name: cap})
+    assert sizing.recommendation is None and not sizing.plans[0].reachable
+    assert "no offered rate down to" in sizing.unreachable[0]
+
+
+# ---- repeats and headroom -------------------------------------------------------------------------
+
+def test_headroom_from_the_spread_of_repeated_searches(tmp_path):
+    limits = {1: 100.0, 2: 92.0, 3: 96.0}  # the same replica measured three times: a noisy boundary
+    trials = repeat_search(lambda r, t: synthetic(r, limits[t], trial=t), 150.0, 1000.0, trials=3, resolution=0.02)
+    caps = [t.capacity for t in trials]
+    assert len(caps) == 3 and all(0.98 * limits[i + 1] <= c <= limits[i + 1] for i, c in enumerate(caps))
+    ol = OpenLoopCapacity("tiny/online", "constant", 1000.0, trials, 150.0, "concurrency 8", 30.0)
+    assert ol.capacity == sorted(caps)[1]  # the median
+    assert ol.spread == pytest.approx((max(caps) - min(caps)) / min(caps)) and ol.headroom == ol.spread
+    h, note = derived_headroom({"tiny/online": ol})
+    assert h == ol.headroom and "spread" in note and "3 searches" in note
+    (run,) = load_runs(_tiny_run(tmp_path))
+    plan = size([run], Demand(1000, 1000, h), Prices(), open_loop={run.name: ol}).plans[0]
+    # the plan carries the peak even at the lowest capacity measured
+    assert plan.replicas == math.ceil(round(1000 * (1 + h) / ol.capacity, 9))
+    assert plan.replicas * min(caps) >= 1000 and plan.basis == "open loop"
+    # a single search has no spread: the search's resolution is the headroom
+    one = OpenLoopCapacity("x", "constant", 1000.0, trials[:1])
+    assert one.spread is None and one.headroom == pytest.approx(0.02)
+
+
+def test_a_search_thrown_off_by_a_stall_does_not_drag_the_repeats_down():
+    """A replica that keeps up to 100 req/s, on a host that stalls during the first search (its first two points
+    below the boundary fail): each repeat starts again from the closed-loop seed, so the median is still the
+    boundary, not the stalled search's low result."""
+    stalled_at = []
+
+    def at(rate, trial):
+        p = synthetic(rate, 100.0, p99_at_limit=10.0, trial=trial)
+        if trial == 1 and len(stalled_at) < 2 and rate < 100.0:
+            stalled_at.append(rate)
+            p.row["p99_ms"] = 400.0  # one stall: p99 far over the SLO at a rate the replica carries
+        return p
+
+    trials = repeat_search(at, 150.0, 50.0, trials=3, resolution=0.02)
+    caps = [t.capacity for t in trials]
+    assert stalled_at and caps[0] < 0.9 * 100.0, caps  # the first search was thrown off
+    ol = OpenLoopCapacity("tiny/online", "constant", 50.0, trials)
+    assert 0.96 * 100.0 <= ol.capacity <= 100.0, caps
+
+
+def test_one_search_that_finds_no_rate_pulls_the_capacity_down_instead_of_voiding_it():
+    """The committed example's resnet18_i1: two searches found 164.8 inf/s, the third ran into a stall of the
+    host and found no rate with p99 within the SLO. Most searches found one, so the configuration is reachable
+    and its capacity is the median counting the empty search as 0 (the lower of the other two); with two of
+    three empty it is unreachable."""
+    limits = {1: 100.0, 2: 92.0, 3: 96.0}
+    found = repeat_search(lambda r, t: synthetic(r, limits[t], trial=t), 150.0, 1000.0, trials=3, resolution=0.02)
+    stalled = repeat_search(lambda r, t: synthetic(r, limits[t], p99_at_limit=5000.0, trial=t), 150.0, 50.0,
+                            trials=3, resolution=0.02)
+    assert len(stalled) == 2 and all(t.capacity is None for t in stalled)  # two empty of three: no third
+    ol = OpenLoopCapacity("tiny/online", "constant", 1000.0, [found[0], stalled[1], found[2]])
+    assert ol.reachable and ol.capacity == min(found[0].capacity, found[2].capacity)
+    assert ol.spread == pytest.approx(abs(found[0].capacity - found[2].capacity)
+                                      / min(found[0].capacity, found[2].capacity))
+    assert not OpenLoopCapacity("tiny/online", "constant", 1000.0, [found[0], stalled[0], stalled[1]]).reachable
+
+
+def test_poisson_noise_allowance_only_without_a_send_rate():
+    p = synthetic(100.0, 1000.0, window_ms=1000, distribution="poisson")
+    p.row["answered"] = 90.0  # 300 requests expected over three windows: 2 sigma is 11.5%
+    assert p.required == pytest.approx((0.97 - 2 / math.sqrt(300)) * 100) and p.kept_up
+    p.row["send_rate"] = 100.0  # perf_analyzer said what it sent: no allowance
+    assert p.required == pytest.approx(97.0) and not p.kept_up
+    c = synthetic(100.0, 1000.0, window_ms=1000, distribution="constant")
+    c.row["answered"] = 90.0
+    assert not c.kept_up
+
+
+# ---- latency from the intended send time ---------------------------------------------------------------
+
+SCHED = ROOT / "tests" / "data" / "schedule_latency"
+
+
+def _recorded_latency(name: str = "poisson_r40.profile.json"):
+    from deployment_toolkit.perf.analyzer import read_profile_export, read_schedule, schedule_latency
+
+    return schedule_latency(read_schedule(SCHED / "poisson_r40.intervals", 40.0), read_profile_export(SCHED / name))
+
+
+def test_the_slo_is_checked_on_the_p99_from_the_intended_send():
+    """A stalled sender (tests/data/schedule_latency): perf_analyzer's p99 33 ms meets a 100 ms SLO, the p99 from
+    the intended send time (215 ms) does not; a row without it (measured before, or no export) keeps
+    perf_analyzer's."""
+    log = (SCHED / "poisson_r40.log").read_text()
+    values = {"Inferences/second": 44.355, "P99 Latency": 35.624, "P50 Latency": 11.95, "Avg Latency": 15.555}
+    stalled = row_from_outputs(40.0, values, True, log, _recorded_latency("poisson_r40_stalled.profile.json"))
+    p = RatePoint(RateKey("slow/online", "poisson", 40.0, 1, OPTS, 1), stalled)
+    assert p.perf_p99 == 35.624 and p.p99 == pytest.approx(stalled["sched_p99_ms"]) and p.p99 > 200.0
+    assert p.late_pct == pytest.approx(25.0) and stalled["late_p99_ms"] > 100.0
+    assert not p.passes(100.0) and "p99 214.9 ms > 100 ms" in p.verdict(100.0)
+    calm = RatePoint(p.key, row_from_outputs(40.0, values, True, log, _recorded_latency()))
+    assert calm.passes(100.0) and calm.late_pct == 0.0
+    assert RatePoint(p.key, row_from_outputs(40.0, values, True, log)).p99 == 35.624
+    # an unstable run has no p99 at all, from either send time
+    unstable = row_from_outputs(40.0, {}, False, log, _recorded_latency())
+    assert unstable["sched_p99_ms"] is None and math.isnan(RatePoint(p.key, unstable).p99)
+
+
+def test_open_loop_points_are_driven_by_a_seeded_schedule_and_keyed_apart_from_the_old_ones():
+    from deployment_toolkit.perf.analyzer import PerfTarget, Schedule, build_command
+    from deployment_toolkit.sizing.ratepoint import DRIVING, point_seed
+    from deployment_toolkit.spec import ModelSignature, TensorSpec
+
+    opts = open_loop_options(PerfOptions(protocol="grpc"), "poisson", 700, 50.0)
+    assert "--request-distribution" not in opts.extra_args
+    sig = ModelSignature(inputs=(TensorSpec("x", (4,)),), outputs=(TensorSpec("y", (4,)),))
+    cmd = build_command(PerfTarget("m", "u", sig, binary="pa"), 1, Schedule("r40.intervals", 40.0), opts, "o.csv",
+                        profile_export="r40.profile.json")
+    assert cmd[cmd.index("--request-intervals") + 1] == "r40.intervals"
+    assert cmd[cmd.index("--profile-export-file") + 1] == "r40.profile.json"
+    assert "--request-rate-range" not in cmd and "--request-distribution" not in cmd  # perf_analyzer refuses both
+    with pytest.raises(TypeError):  # a schedule file drives a nominal rate: the load value cannot lack it
+        Schedule("r40.intervals")
+    target = Target("m/online", "m", "", 1, sig, opts, "poisson")
+    key = point_key(target, 40.0, 1)
+    assert json.loads(key.options)["driving"] == DRIVING and json.loads(key.options)["schedule_seed"] == 0
+    # a row measured with perf_analyzer's own --request-distribution is another measurement
+    old = open_loop_options(PerfOptions(protocol="grpc"), "poisson", 700, 50.0)
+    from dataclasses import replace
+
+    old = replace(old, extra_args=("--request-distribution", "poisson"))
+    assert options_key(old.measurement_fields()) != key.options
+    assert point_key(replace(target, schedule_seed=1), 40.0, 1) != key
+    # seeds: reproducible, one per (rate, trial), shared by configurations (compared on the same arrivals)
+    assert point_seed(0, 40.0, 1) == point_seed(0, 40.0, 1) != point_seed(0, 40.0, 2)
+    assert point_seed(0, 40.0, 1) != point_seed(0, 41.0, 1) and point_seed(0, 40.0, 1) != point_seed(1, 40.0, 1)
+
+
+def test_an_automatic_window_holds_about_a_hundred_requests_within_its_bounds():
+    from deployment_toolkit.search.capacity import rate_point_estimate
+    from deployment_toolkit.sizing.ratepoint import AUTO_WINDOW_MS, REQUESTS_PER_WINDOW, auto_window_ms
+
+    assert auto_window_ms(400.0) == AUTO_WINDOW_MS[0] == 300  # a fast model: 120 requests a window, not 400
+    assert auto_window_ms(250.0) == 400 and 250.0 * 0.4 == REQUESTS_PER_WINDOW
+    assert auto_window_ms(130.0) == 800  # 769 ms rounded up to 50: at least 100 requests
+    assert auto_window_ms(12.0) == AUTO_WINDOW_MS[1] == 1000  # a slow model keeps the full second
+    assert auto_window_ms(0.0) == auto_window_ms(float("nan")) == 1000
+    assert all(auto_window_ms(r) * r / 1000 >= REQUESTS_PER_WINDOW for r in (100.0, 150.0, 333.4))
+    # the search's estimate before a rate is measured counts sized windows at their shortest (its clock takes the
+    # closed-loop point's measured time when longer), an asked-for window at its length
+    assert rate_point_estimate(None) == 5 * 0.3 + 2 < rate_point_estimate(1000) == 7.0
+
+
+def test_profile_export_only_where_it_stays_small():
+    from dataclasses import replace
+
+    from deployment_toolkit.sizing.ratepoint import export_wanted
+    from deployment_toolkit.spec import ModelSignature, TensorSpec
+
+    small = ModelSignature(inputs=(TensorSpec("x", (16,)),), outputs=(TensorSpec("y", (16,)),))
+    image = ModelSignature(inputs=(TensorSpec("x", (3, 224, 224)),), outputs=(TensorSpec("y", (1000,)),))
+    opts = open_loop_options(PerfOptions(protocol="grpc", shared_memory="none"), "poisson", 3000, 30.0)
+    assert export_wanted(Target("a", "m", "", 1, small, opts, "poisson"), 500.0)
+    # the export carries every input as JSON numbers: an image model at 100/s would write gigabytes
+    assert not export_wanted(Target("a", "m", "", 1, image, opts, "poisson"), 100.0)
+    shm = replace(opts, shared_memory="system")  # with shared memory each tensor is exported as one number
+    assert export_wanted(Target("a", "m", "", 1, image, shm, "poisson"), 100.0)
+
+
+# ---- the store --------------------------------------------------------------------------------------
+
+def test_store_roundtrip_keys_and_provenance(tmp_path):
+    store = RateStore(tmp_path)
+    key = RateKey("m/online", "poisson", 123.4, 1, OPTS, 1)
+    row = {"offered": 123.4, "answered": 120.0, "p99_ms": 12.5, "window_latency_ms": [3.0, 4.5],
+           "queue_growing": False, "client_limited": False, "stable": True, "timestamp": "2026-11-24T00:00:00+00:00",
+           "command": "perf_analyzer -m m", "log": "x.log"}
+    store.put(key, row)
+    again = RateStore(tmp_path).get(key)
+    assert again["answered"] == 120.0 and again["window_latency_ms"] == [3.0, 4.5] and again["stable"] is True
+    assert again["timestamp"] and again["command"]
+    for other in (RateKey("m/online", "constant", 123.4, 1, OPTS, 1), RateKey("m/online", "poisson", 123.4, 1, "{}", 1),
+                  RateKey("m/online", "poisson", 123.4, 1, OPTS, 2), RateKey("n/online", "poisson", 123.4, 1, OPTS, 1)):
+        assert RateStore(tmp_path).get(other) is None
+    text = (tmp_path / "openloop.csv").read_text()
+    assert text.count("\n") == 2 and not list(tmp_path.glob("*.tmp*"))
+    assert math.isnan(again["sched_p99_ms"]) and again["schedule_seed"] is None  # not measured: empty, not 0
+    store.put(key, {**row, "sched_p99_ms": 14.25, "late_pct": 2.5, "schedule_seed": 1903972876})
+    again = RateStore(tmp_path).get(key)
+    assert again["sched_p99_ms"] == 14.25 and again["late_pct"] == 2.5 and again["schedule_seed"] == 1903972876
+
+
+def test_store_against_a_live_server_reuses_only_rows_of_its_identity(tmp_path, capsys):
+    from deployment_toolkit.results import RunIdentity
+
+    def ident(server: str) -> RunIdentity:
+        return RunIdentity(host={"cpu_model": "c"}, server_version=server, model_config={"name": "m"},
+                           artifact_digest=None, perf_options={}, input_data="random", toolkit_version="t")
+
+    key = RateKey("m/online", "poisson", 100.0, 1, OPTS, 1)
+    RateStore(tmp_path, identity=ident("2.51.0")).put(key, {"offered": 100.0, "answered": 99.0})
+    assert RateStore(tmp_path, identity=ident("2.51.0")).get(key)["identity"] == ident("2.51.0").id
+    assert RateStore(tmp_path).get(key) is not None, "planning from stored points replays them as they are"
+    assert RateStore(tmp_path, identity=ident("2.52.0")).get(key) is None
+    assert 'server_version: stored "2.51.0", now "2.52.0"' in capsys.readouterr().out
+    assert len(list((tmp_path / "superseded").glob("*/openloop.csv"))) == 1, "kept aside, never deleted"
+
+
+# ---- derate and reconfirm --------------------------------------------------------------------------
+
+def _tiny_run(tmp_path: Path, thr: float = 200.0) -> Path:
+    d = tmp_path / "tiny"
+    d.mkdir(exist_ok=True)
+    rows = [{"Precision": "FP32", "Client Batch Size": 1, "Concurrent client requests": 4, "Inferences/second": thr,
+             "P99 Latency": 20.0, "Avg Latency": 4 / thr * 1000, "Triton Instances": 1, "stable": True}]
+    (d / "online.csv").write_text(rows_to_csv(rows))
+    (d / "run.json").write_text(json.dumps({"hardware": {"gpu": "none", "cpu": {"model": "x", "usable_cores": 2}},
+                                            "config": {"model_name": "m", "triton_instances": 1, "protocol": "grpc"}}))
+    return d
+
+
+def test_derate_and_reconfirm(tmp_path, table_rows):
+    (run,) = load_runs(_tiny_run(tmp_path))
+    plan = size([run], Demand(380, 50, 0.0), Prices(host_hour=1.0)).plans[0]
+    assert (plan.replicas, plan.per_replica_rate) == (2, 190.0)  # on the closed-loop 200 inf/s
+    asked = []
+
+    def at(rate, n):
+        asked.append(rate)
+        return synthetic(rate, 150.0, p99_at_limit=10.0, trial=n)  # the replica really carries 150/s
+
+    result = confirm_plan(plan, at, rounds=3)
+    # round 1 at 190/s: answered 150, queue growing -> derated to 150/s -> 3 replicas at 126.7/s: holds
+    assert asked == [190.0, 126.7] and result.passed and result.derated
+    assert (plan.replicas, plan.replica_capacity, plan.derated_from, plan.basis) == (3, 150.0, 200.0, "confirmed")
+    assert "after derating" in result.text()
+    assert [r[:3] for r in table_rows(result.text())] == [["Round", "Trial", "Replicas"], ["1", "1", "2"],
+                                                          ["2", "1", "3"]]
+    assert result.summary().startswith("PASS after derating to 3 replicas")
+
+
+
+def test_a_replica_that_fell_behind_is_derated_to_what_it_answered_not_by_its_p99():
+    """A queue that grows through the window gives a p99 many times the SLO (the window's length, not the
+    service's); the replica still answered 180 of 190/s, so that is what it carried."""
+    behind = synthetic(190.0, 180.0, p99_at_limit=250.0)  # p99 1000 ms against a 50 ms SLO
+    assert behind.queue_growing and behind.p99 == 1000.0
+    assert derated_capacity(behind, 50.0) == 180.0  # not 190 * 50 / 1000 = 9.5
+    slow = synthetic(190.0, 1000.0, p99_at_limit=500.0)  # kept up, p99 95 ms: the ratio applies
+    assert slow.kept_up and derated_capacity(slow, 50.0) == pytest.approx(190.0 * 50.0 / 95.0)
+    assert derated_capacity(synthetic(190.0, 189.9), 50.0) == pytest.approx(190.0 * 0.97)  # always a step down
+
+def test_confirmation_that_never_holds_stops_after_the_rounds(tmp_path):
+    (run,) = load_runs(_tiny_run(tmp_path))
+    plan = size([run], Demand(380, 50, 0.0), Prices()).plans[0]
+    # a replica that never keeps up, whatever it is offered
+    result = confirm_plan(plan, lambda r, n: synthetic(r, r * 0.5, p99_at_limit=10.0, trial=n), rounds=3)
+    assert len(result.rounds) == 3 and not result.passed
+    assert [r.replicas for r in result.rounds] == sorted({r.replicas for r in result.rounds})  # more each round
+    assert [r.target for r in result.rounds] == [190.0, 95.0, 47.5]  # derated to what it answered each time
+    assert "**FAIL**" in result.text() and "no plan held within 3 round(s)" in result.text()
+
+
+def test_one_stalled_trial_does_not_derate_the_plan(tmp_path):
+    """The committed example's failure: a replica that holds the plan, measured on a host that stalls once (one
+    run's p99 at twice the SLO). Most trials pass, so the round passes and the plan stands; each trial is shown."""
+    (run,) = load_runs(_tiny_run(tmp_path))
+    plan = size([run], Demand(380, 50, 0.0), Prices()).plans[0]
+    asked = []
+
+    def at(rate, n):
+        asked.append((rate, n))
+        p = synthetic(rate, 250.0, p99_at_limit=40.0, trial=n)
+        if n == 1:
+            p.row["p99_ms"] = 105.3  # one stall
+        return p
+
+    result = confirm_plan(plan, at, rounds=3, trials=3)
+    assert result.passed and not result.derated, result.text()
+    assert asked == [(190.0, 1), (190.0, 2), (190.0, 3)]
+    assert plan.replicas == 2 and plan.basis != "confirmed"
+    text = result.text()
+    assert "2 of 3 trials passed" in text and "105.300" in text and "fail: p99 105.3 ms > 50 ms" in text
+    assert result.summary().startswith("PASS (2 of 3 trials passed): median p99")
+
+
+def test_most_trials_failing_derates_after_two_and_on_the_failed_trials_median(tmp_path):
+    """Two failures of three decide the round: the third is not measured, and the derate uses the median of what
+    the failed trials carried; the next round starts its trials at the next number (points never collide)."""
+    (run,) = load_runs(_tiny_run(tmp_path))
+    plan = size([run], Demand(380, 50, 0.0), Prices()).plans[0]
+    carried = {1: 150.0, 2: 160.0}
+    asked = []
+
+    def at(rate, n):
+        asked.append((rate, n))
+        return synthetic(rate, carried.get(n, 1000.0), p99_at_limit=10.0, trial=n)
+
+    result = confirm_plan(plan, at, rounds=3, trials=3)
+    assert [n for _, n in asked] == [1, 2, 4, 5]  # round 1: trials 1-2 fail; round 2: trials 4-5 pass
+    assert plan.replica_capacity == 155.0 and result.passed and result.derated
+    assert result.rounds[0].tally() == "0 of 2 trials passed"
+
+
+def test_a_single_trial_keeps_the_old_rule(tmp_path):
+    (run,) = load_runs(_tiny_run(tmp_path))
+    plan = size([run], Demand(380, 50, 0.0), Prices()).plans[0]
+    result = confirm_plan(plan, lambda r, n: synthetic(r, 250.0, p99_at_limit=10.0, trial=n) if n > 1 else
+                          synthetic(r, 100.0, p99_at_limit=10.0, trial=n), rounds=2, trials=1)
+    assert result.derated and result.passed and len(result.rounds[0].points) == 1
+
+
+# ---- the balancer ------------------------------------------------------------------------------------
+
+def test_nginx_config_is_loopback_and_self_contained(tmp_path):
+    conf = nginx_config(["127.0.0.1:9001", "127.0.0.1:9002"], 9100, tmp_path)
+    assert "listen 127.0.0.1:9100 http2;" in conf and "grpc_pass grpc://triton;" in conf
+    assert "server 127.0.0.1:9001;" in conf and "server 127.0.0.1:9002;" in conf
+    assert f"pid {tmp_path / 'nginx.pid'};" in conf and f"error_log {tmp_path / 'error.log'}" in conf
+    assert "/var/" not in conf and "/etc/" not in conf
+    assert "location = /inference.GRPCInferenceService/ModelInfer" in conf  # only inference is balanced
+
+
+def test_nginx_accepts_the_config(tmp_path):
+    conf = nginx_config(["127.0.0.1:9001", "127.0.0.1:9002"], 9100, tmp_path)
+    # optional without root (the Makefile's system-deps): skips on a developer machine, fails under CI
+    nginx = require_tool("nginx", "", find=find_nginx, missing=NginxMissing)
+    for k in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"):
+        (tmp_path / f"{k}_temp").mkdir()
+    (tmp_path / "nginx.conf").write_text(conf)
+    test = subprocess.run([str(nginx), "-t", "-p", str(tmp_path), "-c", str(tmp_path / "nginx.conf"),
+                           "-e", str(tmp_path / "error.log")], capture_output=True, text=True, timeout=30)
+    assert test.returncode == 0, test.stderr
+
+
+def test_nginx_missing_says_how_to_install(tmp_path):
+    with pytest.raises(NginxMissing, match="apt-get install -y nginx"):
+        find_nginx(tmp_path / "no-nginx")
+
+
+# ---- bad input on the command line -----------------------------------------------------------------
+
+def cli(*args):
+    return subprocess.run([sys.executable, str(ROOT / "triton" / "size_fleet.py"), *map(str, args)],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_cli_confirm_where_nothing_listens(tmp_path):
+    run = _tiny_run(tmp_path)
+    out = cli(run, "--peak-rps", "100", "--p99-ms", "50", "--confirm", f"127.0.0.1:{_free_port()}")
+    assert out.returncode == 2, out.stderr
+    (line,) = out.stderr.strip().splitlines()[-1:]
+    assert line.startswith("error: --confirm 127.0.0.1:") and "start the server" in line
+    assert len([x for x in out.stderr.splitlines() if x.startswith("error")]) == 1 and "Traceback" not in out.stderr
+    cap = cli(run, "--peak-rps", "100", "--p99-ms", "50", "--capacity", f"127.0.0.1:{_free_port()}")
+    assert cap.returncode == 2 and cap.stderr.strip().startswith("error: --capacity 127.0.0.1:")
+
+
+def test_cli_nginx_missing(tmp_path):
+    out = cli(_tiny_run(tmp_path), "--peak-rps", "100", "--p99-ms", "50", "--confirm-fleet", "2",
+              "--fleet-model-repository", tmp_path, "--nginx", tmp_path / "nginx")
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert "nginx not found" in out.stderr and "apt-get install" in out.stderr
+
+
+def test_cli_a_rate_the_client_cannot_generate(tmp_path):
+    """openloop.csv holds a point where perf_analyzer could not send the rate: replaying the search stops with
+    exit 2 and names the client."""
+    run = _tiny_run(tmp_path)
+    (r,) = load_runs(run)
+    opts = open_loop_options(PerfOptions(protocol="grpc", shared_memory="none"), "poisson", 3000, 30.0)
+    key = point_key(Target(r.name, r.model, "", 1, None, opts, "poisson"), 200.0, 1)
+    RateStore(run).put(key, {"offered": 200.0, "answered": 120.0, "send_rate": 121.0, "delayed_pct": 100.0,
+                             "p99_ms": 10.0, "window_latency_ms": [8.0, 8.0, 8.0], "queue_growing": False,
+                             "client_limited": True, "stable": True, "timestamp": "2026-11-24T00:00:00+00:00"})
+    out = cli(run, "--peak-rps", "100", "--p99-ms", "50")
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "client, not the server" in out.stderr and len(out.stderr.strip().splitlines()) == 1
+    assert read_rows(run / "openloop.csv")[0]["client_limited"] is True
+
+
+def test_cli_stored_points_plan_without_a_server(tmp_path):
+    """Points in openloop.csv (here: a replica that carries 150/s) are replayed: the plan rests on them."""
+    run = _tiny_run(tmp_path)
+    (r,) = load_runs(run)
+    opts = open_loop_options(PerfOptions(protocol="grpc", shared_memory="none"), "constant", 3000, 30.0)
+    store = RateStore(run)
+    target = Target(r.name, r.model, "", 1, None, opts, "constant")
+
+    def at(rate, trial):
+        p = synthetic(rate, 150.0, p99_at_limit=20.0, trial=trial)
+        key = point_key(target, p.rate, trial)
+        store.put(key, {**p.row, "offered": p.rate, "timestamp": "2026-11-24T00:00:00+00:00"})
+        return RatePoint(key, store.get(key))
+
+    repeat_search(at, 200.0, 50.0, trials=2)
+    out = cli(run, "--peak-rps", "300", "--p99-ms", "50", "--distribution", "constant", "--capacity-trials", "2")
+    assert out.returncode == 0, out.stderr
+    md = (run / "sizing.md").read_text()
+    assert "open loop" in md and "## Open-loop capacity next to closed-loop" in md and "Closed loop only" not in md
+    import csv
+
+    (row,) = list(csv.DictReader(open(run / "sizing.csv")))
+    cap = float(row["open_loop_capacity"])
+    assert 140 <= cap <= 150 and row["basis"] == "open loop"
+    assert int(row["replicas"]) == math.ceil(round(300 * (1 + float(row["headroom"])) / cap, 9))
+    assert float(row["sustainable_throughput"]) == 200.0  # closed loop, side by side
+
+
+def test_balancer_log_folder_given_relative_is_made_absolute(tmp_path, monkeypatch):
+    """nginx reads a relative error_log path from its own temp prefix: the relative --output of a sizing run
+    made nginx reject its config (found by the example's rerun)."""
+    from deployment_toolkit.sizing.fleet import NginxBalancer
+
+    monkeypatch.chdir(tmp_path)
+    lb = NginxBalancer(["127.0.0.1:1"], log_dir="results/run/fleet-logs")
+    try:
+        assert lb.error_log == tmp_path / "results" / "run" / "fleet-logs" / "nginx-error.log"
+    finally:
+        import shutil
+
+        shutil.rmtree(lb.prefix, ignore_errors=True)
+
+
+def test_a_fleet_run_without_a_rate_within_the_slo_keeps_the_report_and_exits_2(tmp_path, monkeypatch):
+    """The committed example once lost its whole report: --fleet-run named a configuration that, after the
+    capacity searches, met no rate within the SLO, and the command stopped before writing sizing.md. Now the
+    report is written with the reason in its fleet section, and the exit code says what to fix."""
+    require_tool("nginx", "", find=find_nginx, missing=NginxMissing)
+    from deployment_toolkit.commands.size_fleet import main as size_fleet_main
+
+    good = _tiny_run(tmp_path).rename(tmp_path / "good")
+    slow = _tiny_run(tmp_path).rename(tmp_path / "slow")
+    rows = [{"Precision": "FP32", "Client Batch Size": 1, "Concurrent client requests": 4, "Inferences/second": 50.0,
+             "P99 Latency": 90.0, "Avg Latency": 80.0, "Triton Instances": 1, "stable": True}]
+    (slow / "online.csv").write_text(rows_to_csv(rows))
+    out = tmp_path / "out"
+    code = size_fleet_main([str(good), str(slow), "--peak-rps", "100", "--p99-ms", "50", "--include-unreliable",
+                            "--confirm-fleet", "2", "--fleet-run", "slow/online",
+                            "--fleet-model-repository", str(tmp_path), "--output", str(out)])
+    assert code == 2
+    md = (out / "sizing.md").read_text()
+    assert "replicas behind a load balancer" in md and "**Not run**" in md and "nothing to put behind a balancer" in md
+
+
+def test_the_frontier_plot_marks_the_open_loop_plan_that_its_closed_loop_steps_understate(tmp_path, monkeypatch):
+    """The steps rest on closed-loop points (200 inf/s per replica: 2 hosts at the requested SLO); the plan on
+    the open-loop capacity (100 inf/s: 4 hosts) is the star the plot must show, or it reads as a cheaper plan
+    than the one recommended (the sizing example of issue 20 did: 5 hosts on the steps, 8 in the plan)."""
+    import matplotlib.figure
+
+    from deployment_toolkit.sizing.frontier import frontier
+    from deployment_toolkit.sizing.output import write_outputs
+
+    (run,) = load_runs(_tiny_run(tmp_path))
+    trials = repeat_search(lambda r, t: synthetic(r, 100.0, trial=t), 200.0, 1000.0, trials=3, resolution=0.02)
+    ol = OpenLoopCapacity(run.name, "constant", 50.0, trials, 200.0, "concurrency 4", 20.0)
+    demand, prices = Demand(380, 50, 0.0), Prices(host_hour=1.0)
+    sizing = size([run], demand, prices, open_loop={run.name: ol})
+    steps = frontier([run], demand, prices)
+    closed = next(s for s in steps if s.slo_ms == 50).plan
+    assert (closed.devices, sizing.recommendation.devices) == (2, 4)
+    texts = []
+
+    def keep_texts(fig, *a, **kw):
+        texts.extend(t.get_text() for ax in fig.axes for t in ax.texts)
+        texts.extend(t.get_text() for legend in fig.legends for t in legend.get_texts())
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", keep_texts)
+    write_outputs(sizing, [run], steps, tmp_path / "out")
+    assert "plan: 4" in texts and "plan: $4.00/h" in texts, texts
+    assert any("recommended plan (open-loop capacity per replica)" in t for t in texts), texts
