@@ -46,6 +46,8 @@ from ..errors import UserError, UserInputError
 from ..perf import telemetry
 from ..perf.analyzer import (ARRIVALS, PerfOptions, PerfTarget, Schedule, ScheduleLatency, run_point,
                              write_schedule)
+from ..perf.analyzer.errors import PerfAnalyzerError
+from ..perf.analyzer.point import PointResult
 from ..perf.analyzer.profile_summary import drop_raw, finish_point, schedule_record, summary_path
 from .ratestore import RateKey, RateStore, options_key
 
@@ -339,9 +341,17 @@ def measure(target: Target, rate: float, store: RateStore, out_dir: Path, trial:
     before = target.cpu_probe() if target.cpu_probe else None
     started = datetime.now(timezone.utc)
     with telemetry.scrape_during(target.metrics_url, target.model_name, log=_warn) as scraper:
-        result = run_point(PerfTarget(target.model_name, target.url, target.signature, target.model_version,
-                                      binary=target.binary), target.batch, Schedule(schedule.path, rate),
-                           target.options, out_dir / f"{safe}.csv", profile_export=export)
+        try:
+            result = run_point(PerfTarget(target.model_name, target.url, target.signature, target.model_version,
+                                          binary=target.binary), target.batch, Schedule(schedule.path, rate),
+                               target.options, out_dir / f"{safe}.csv", profile_export=export)
+        except PerfAnalyzerError as err:
+            if EMPTY_WINDOW not in str(err):
+                raise
+            # open loop: a window in which no request finished is a server that cannot answer this rate within
+            # the window: a failing point (no p99), not a broken measurement
+            result = PointResult(target.batch, None, {}, False, 1, request_rate=rate, note=EMPTY_WINDOW,
+                                 log_path=out_dir / f"{safe}.log")
     wall = (datetime.now(timezone.utc) - started).total_seconds()
     after = target.cpu_probe() if target.cpu_probe else None
     text = result.log_path.read_text() if result.log_path and result.log_path.exists() else ""
@@ -368,6 +378,9 @@ def measure(target: Target, rate: float, store: RateStore, out_dir: Path, trial:
     point = RatePoint(key, store.get(key) or row)
     point.row.update({k: row[k] for k in ("cpu", "wall_s") if k in row})  # CPU accounting lives for this run only
     return point
+
+
+EMPTY_WINDOW = "No valid requests recorded within time interval"
 
 
 def _warn(message: str) -> None:

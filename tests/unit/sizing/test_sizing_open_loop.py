@@ -600,3 +600,33 @@ def test_the_frontier_plot_marks_the_open_loop_plan_that_its_closed_loop_steps_u
     write_outputs(sizing, [run], steps, tmp_path / "out")
     assert "plan: 4" in texts and "plan: $4.00/h" in texts, texts
     assert any("recommended plan (open-loop capacity per replica)" in t for t in texts), texts
+
+
+def test_a_window_in_which_no_request_finished_is_a_failing_point_not_a_crash(tmp_path, monkeypatch):
+    """An overloaded server at an open-loop rate answers nothing within a window: perf_analyzer exits 3 with "No valid
+    requests recorded". That is the rate's verdict (fail), stored like any point, so a bisection or a re-test goes on."""
+    from deployment_toolkit.perf.analyzer import PerfOptions
+    from deployment_toolkit.perf.analyzer.errors import PerfAnalyzerError
+    from deployment_toolkit.sizing import ratepoint
+    from deployment_toolkit.sizing.ratestore import RateStore
+
+    def overloaded(target, batch, load, options, csv_path, **kwargs):
+        Path(csv_path).with_suffix(".log").write_text(
+            "  Pass [1] throughput: 50.0 infer/sec. Avg latency: 1396635 usec (std 55455 usec).\n"
+            "No valid requests recorded within time interval. Please use a larger time window.\n")
+        raise PerfAnalyzerError("perf_analyzer failed at batch 1, request rate 61.31/s (exit 3): No valid requests "
+                                "recorded within time interval. Please use a larger time window.")
+
+    monkeypatch.setattr(ratepoint, "run_point", overloaded)
+    target = ratepoint.Target("cfg", "m", "127.0.0.1:1", 1, None, ratepoint.open_loop_options(PerfOptions()))
+    store = RateStore(tmp_path)
+    point = ratepoint.measure(target, 61.31, store, tmp_path)
+    assert not point.passes(300.0) and "fail" in point.verdict(300.0)
+    assert store.get(point.key) is not None  # stored: a rerun replays the verdict instead of crashing again
+
+    def broken(*args, **kwargs):
+        raise PerfAnalyzerError("perf_analyzer failed (exit 1): model 'm' is not ready")
+
+    monkeypatch.setattr(ratepoint, "run_point", broken)
+    with pytest.raises(PerfAnalyzerError, match="not ready"):
+        ratepoint.measure(target, 70.0, store, tmp_path)
