@@ -19,6 +19,7 @@ import numpy as np
 from ..client import TritonClient
 from ..config import Concurrency
 from ..perf.analyzer import PerfAnalyzerError, PerfOptions, PerfTarget, run_point
+from ..perf.analyzer.errors import EMPTY_WINDOW
 from ..results.schema import LATENCY_COLUMNS, THROUGHPUT
 from ..spec import ModelSignature, atomic_write_text
 from .plan import PipelinePlan
@@ -130,7 +131,6 @@ class MeasureJob:
     input_json: Path
 
 
-EMPTY_WINDOW = "No valid requests recorded within time interval"
 WINDOW_RETRIES = 2
 
 

@@ -11,10 +11,9 @@ A rate R passes when, over the measured windows:
   arrivals there is no allowance);
 - the queue did not grow across windows: per-window average latency (after the first window) rising in most
   steps and ending more than QUEUE_GROWTH (and 5 ms) above where it started means requests pile up;
-- p99 <= the SLO.
-If perf_analyzer itself could not send at R (its achieved send rate below KEEP_UP of R, with most requests
-delayed by its own account), the host's client is the limit and the search stops with ClientLimited: that rate says
-nothing about the server.
+- p99 <= the SLO (a window in which no request finished at all: a failing point with no p99).
+If perf_analyzer could not send at R (send rate below KEEP_UP of R, most requests delayed by its own account), the
+host's client is the limit and the search stops with ClientLimited: that rate says nothing about the server.
 
 The arrivals are the toolkit's own: a seeded Poisson (or constant) schedule written as perf_analyzer's
 `--request-intervals` file (perf/analyzer/schedule.py), with `--profile-export-file` beside it. perf_analyzer times
@@ -46,7 +45,7 @@ from ..errors import UserError, UserInputError
 from ..perf import telemetry
 from ..perf.analyzer import (ARRIVALS, PerfOptions, PerfTarget, Schedule, ScheduleLatency, run_point,
                              write_schedule)
-from ..perf.analyzer.errors import PerfAnalyzerError
+from ..perf.analyzer.errors import EMPTY_WINDOW, PerfAnalyzerError
 from ..perf.analyzer.point import PointResult
 from ..perf.analyzer.profile_summary import drop_raw, finish_point, schedule_record, summary_path
 from .ratestore import RateKey, RateStore, options_key
@@ -346,10 +345,8 @@ def measure(target: Target, rate: float, store: RateStore, out_dir: Path, trial:
                                           binary=target.binary), target.batch, Schedule(schedule.path, rate),
                                target.options, out_dir / f"{safe}.csv", profile_export=export)
         except PerfAnalyzerError as err:
-            if EMPTY_WINDOW not in str(err):
-                raise
-            # open loop: a window in which no request finished is a server that cannot answer this rate within
-            # the window: a failing point (no p99), not a broken measurement
+            if EMPTY_WINDOW not in str(err):  # open loop: no request finished within a window is a server that
+                raise  # cannot answer this rate in time, a failing point (no p99), not a broken measurement
             result = PointResult(target.batch, None, {}, False, 1, request_rate=rate, note=EMPTY_WINDOW,
                                  log_path=out_dir / f"{safe}.log")
     wall = (datetime.now(timezone.utc) - started).total_seconds()
@@ -378,9 +375,6 @@ def measure(target: Target, rate: float, store: RateStore, out_dir: Path, trial:
     point = RatePoint(key, store.get(key) or row)
     point.row.update({k: row[k] for k in ("cpu", "wall_s") if k in row})  # CPU accounting lives for this run only
     return point
-
-
-EMPTY_WINDOW = "No valid requests recorded within time interval"
 
 
 def _warn(message: str) -> None:

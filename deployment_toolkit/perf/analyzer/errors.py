@@ -5,6 +5,10 @@ from __future__ import annotations
 from ...errors import UserError
 
 
+# perf_analyzer's words when no request finished within a measurement window (one request slower than the window)
+EMPTY_WINDOW = "No valid requests recorded within time interval"
+
+
 class PerfAnalyzerError(UserError, RuntimeError):
     """perf_analyzer ran but failed for a reason other than an unstable measurement."""
 

@@ -16,6 +16,8 @@ from conftest import wait_until
 
 from deployment_toolkit.perf.analyzer.shm_lock import TicketQueue
 
+pytestmark = pytest.mark.slow  # real exports or subprocesses: `make test` runs it, `make test-unit` does not
+
 ROOT = Path(__file__).resolve().parents[3]
 # One run: `points` times, take the lock, log "<name> <i> start", hold it (until `release` exists, or `hold_s`:
 # the perf_analyzer call a point would make), log "<name> <i> end", let go. Exit 3 with the error when it gives up.
@@ -24,8 +26,6 @@ import sys, time
 from pathlib import Path
 from deployment_toolkit.perf.analyzer import shm_lock
 from deployment_toolkit.perf.analyzer.errors import PerfAnalyzerError
-
-pytestmark = pytest.mark.slow  # real exports or subprocesses: `make test` runs it, `make test-unit` does not
 
 lock, name, wait_s, hold, points, log = sys.argv[1:7]
 shm_lock.running_shm_runs = lambda: []  # this host's other perf_analyzer runs are not this test's business
