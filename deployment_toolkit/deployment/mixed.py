@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from ..config import SharedMemory
-from ..sizing.ratepoint import RatePoint, Target, measure, round_rate
+from ..sizing.ratepoint import RatePoint, Target, auto_window_ms, measure, round_rate
 from ..sizing.ratestore import FreshStore, RateStore
 
 
@@ -80,6 +80,13 @@ class MixPoint:
         return "pass" if not bad else "fail: " + "; ".join(f"{n} {v}" for n, v in bad.items())
 
 
+def windowed(target: Target, rate: float) -> Target:
+    """The target with windows long enough for `rate` requests/s (at least its own): a low rate in a short window
+    has too few requests for the windows to agree, and a point whose windows never settle fails."""
+    window = max(target.options.measurement_interval_ms, auto_window_ms(rate))
+    return dataclasses.replace(target, options=dataclasses.replace(target.options, measurement_interval_ms=window))
+
+
 class Mix:
     """A group of models on one server, measured together; each model's points in `<out_dir>/<model>/`."""
 
@@ -108,7 +115,8 @@ class Mix:
         planned per-replica rates)."""
         requests = {m.name: round_rate(rates[m.name] / max(m.target.batch, 1)) for m in self.members}
         with ThreadPoolExecutor(max_workers=len(self.members), thread_name_prefix="mix") as pool:
-            futures = {m.name: pool.submit(measure, m.target, requests[m.name], self.stores[m.name],
+            futures = {m.name: pool.submit(measure, windowed(m.target, requests[m.name]), requests[m.name],
+                                           self.stores[m.name],
                                            self.out_dir / m.name, trial, tag) for m in self.members}
             points = {name: f.result() for name, f in futures.items()}
         return MixPoint(sum(rates.values()), points, {m.name: m.slo_ms for m in self.members})

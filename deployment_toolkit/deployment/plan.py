@@ -28,7 +28,7 @@ from .errors import DeploymentPlanError
 from .colocate import Decision, GroupCapacity, decide
 from .file import Deployment, ModelEntry
 from ..sizing.holding import Holding, hold
-from .mixed import Member, Mix, MixPoint, member_target
+from .mixed import Member, Mix, MixPoint, member_target, windowed
 
 if TYPE_CHECKING:
     from ..search.request import SearchRequest
@@ -169,12 +169,13 @@ def _held_alone(model: ModelPlan, out_dir: Path, retests: int) -> Holding:
     store = RateStore(out_dir)
     slo = model.entry.p99_ms
     if model.pipeline is not None:
-        found = search(lambda rate: measure(model.target, rate, store, out_dir, 1, "ensemble"), model.found, slo).capacity
+        found = search(lambda rate: measure(windowed(model.target, rate), rate, store, out_dir, 1, "ensemble"),
+                       model.found, slo).capacity
         if found is None:
             return Holding(model.found, None, retests)
         model.found = found
-    return hold(lambda rate, trial: _Judged(measure(model.target, rate, store, out_dir, trial, "hold"), slo),
-                model.found, retests)
+    return hold(lambda rate, trial: _Judged(measure(windowed(model.target, rate), rate, store, out_dir, trial, "hold"),
+                                            slo), model.found, retests)
 
 
 @dataclass
