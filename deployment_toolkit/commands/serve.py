@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import cli
+from ..cleanup import signals_deferred
 
 if TYPE_CHECKING:
     from ..server.local import ServerConfig
@@ -54,10 +55,14 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"tritonserver ready: HTTP {server.http_url}  gRPC {server.grpc_url}  metrics "
                       f"{server.metrics_url}\nlog: {server.log_path}   (Ctrl-C stops it)", flush=True)
                 while server.is_alive():
-                    try:
-                        server.process.wait(timeout=0.5)
-                    except subprocess.TimeoutExpired:
-                        pass
+                    # a stop signal while waiting is held and raised here, in this frame: raised wherever the
+                    # interpreter happened to be (a garbage-collector callback of the import system) it was printed
+                    # as "Exception ignored" and lost, and serve kept running
+                    with signals_deferred():
+                        try:
+                            server.process.wait(timeout=0.5)
+                        except subprocess.TimeoutExpired:
+                            pass
             except KeyboardInterrupt:
                 stopped_by_signal = _stopping()
             except SystemExit as err:
