@@ -27,7 +27,7 @@ from ..steps import StepRunner
 from .errors import DeploymentPlanError
 from .colocate import Decision, GroupCapacity, decide
 from .file import Deployment, ModelEntry
-from ..sizing.holding import Holding, hold
+from ..sizing.holding import Holding, Judged, hold
 from .mixed import Member, Mix, MixPoint, member_target, windowed
 
 if TYPE_CHECKING:
@@ -174,22 +174,9 @@ def _held_alone(model: ModelPlan, out_dir: Path, retests: int) -> Holding:
         if found is None:
             return Holding(model.found, None, retests)
         model.found = found
-    return hold(lambda rate, trial: _Judged(measure(windowed(model.target, rate), rate, store, out_dir, trial, "hold"),
+    return hold(lambda rate, trial: Judged(measure(windowed(model.target, rate), rate, store, out_dir, trial, "hold"),
                                             slo), model.found, retests)
 
-
-@dataclass
-class _Judged:
-    """A single model's point judged against its own SLO (what holding.hold asks of a point)."""
-
-    point: Any
-    slo_ms: float
-
-    def passes(self) -> bool:
-        return self.point.passes(self.slo_ms)
-
-    def verdict(self) -> str:
-        return self.point.verdict(self.slo_ms)
 
 
 def _mix(plan: DeploymentPlan, group: tuple[str, ...], fresh: bool = False, tag: str = "mix") -> Mix:
@@ -237,13 +224,12 @@ def _confirm(plan: DeploymentPlan) -> list[GroupConfirmation]:
 
 
 def _price(plan: DeploymentPlan) -> float | None:
+    """$/h of one replica: sizing's price rule (a device named in by_device, else the GPU or host price)."""
     from ..repository.config import host_has_gpu
+    from ..sizing.plan import Prices
 
     costs = plan.deployment.costs
-    for device, price in costs.by_device.items():
-        if device.lower() in plan.device.lower():
-            return float(price)
-    return costs.gpu_hour if host_has_gpu() else costs.host_hour
+    return Prices(dict(costs.by_device), costs.gpu_hour, costs.host_hour).price_for(plan.device, host_has_gpu())
 
 
 def _models_of(plan: DeploymentPlan) -> dict[str, tuple[str, ...]]:

@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ..report.sections import markdown_to_html
+from ..report.sections import plan_page
 from ..results.run_folder import RunFolder
 from ..results.runinfo import hardware
 from ..sizing.k8s import FleetSpec, dns_name, fleet_manifests, validate_all, write_manifests as write_k8s
@@ -174,10 +174,7 @@ def write_report(plan) -> dict[str, Path]:
     md = plan_markdown(plan)
     paths = {"plan.md": plan.out_dir / "plan.md", "plan.html": plan.out_dir / "plan.html"}
     atomic_write_text(paths["plan.md"], md)
-    html = markdown_to_html(md, plan.out_dir, css_class="plan")
-    atomic_write_text(paths["plan.html"], "<!doctype html><html><head><meta charset='utf-8'><title>Fleet plan"
-                      "</title><style>body{font-family:sans-serif;max-width:1100px;margin:2em auto}table{border-collapse:"
-                      "collapse}td,th{border:1px solid #ccc;padding:2px 6px}</style></head><body>" + html + "</body></html>\n")
+    atomic_write_text(paths["plan.html"], plan_page(md, plan.out_dir))
     chosen = plan.decision.chosen
     RunFolder(plan.out_dir).record({
         "kind": "deployment-plan", "deployment": str(plan.deployment.source or plan.deployment.name),

@@ -304,7 +304,7 @@ def _size(planned, demand: Demand):
 def _hold(result: PlanResult, url: str, metrics_url: str | None, model: str, checks: Checks, found: float):
     """The search's capacity re-tested until it holds k of k at the rate itself (sizing.holding), batch-1 traffic."""
     from ..sizing.confirm import target_for
-    from ..sizing.holding import hold
+    from ..sizing.holding import Judged, hold
     from ..sizing.ratepoint import measure, open_loop_options
     from ..sizing.ratestore import RateStore
 
@@ -315,23 +315,10 @@ def _hold(result: PlanResult, url: str, metrics_url: str | None, model: str, che
 
     def at(rate: float, trial: int):
         point = measure(target, rate, store, folder, trial, "hold")
-        return _Judged(point, slo)
+        return Judged(point, slo)
 
     return hold(at, found, checks.retests)
 
-
-@dataclass
-class _Judged:
-    """A point judged against the SLO (what sizing.holding asks of one)."""
-
-    point: Any
-    slo_ms: float
-
-    def passes(self) -> bool:
-        return self.point.passes(self.slo_ms)
-
-    def verdict(self) -> str:
-        return self.point.verdict(self.slo_ms)
 
 
 def _confirm(result: PlanResult, url: str, metrics_url: str | None, model: str, checks: Checks):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..report.sections import markdown_to_html
+from ..report.sections import plan_page
 from ..spec import atomic_write_text
 from ..tables import markdown_table
 
@@ -100,10 +100,7 @@ def write_report(result, demand, checks, deploy, command: str = "") -> dict[str,
     md = plan_markdown(result, demand, checks, deploy, command)
     paths = {"plan.md": result.out_dir / "plan.md", "plan.html": result.out_dir / "plan.html"}
     atomic_write_text(paths["plan.md"], md)
-    html = markdown_to_html(md, result.out_dir, css_class="plan")
-    atomic_write_text(paths["plan.html"], "<!doctype html><html><head><meta charset='utf-8'><title>Fleet plan"
-                      "</title><style>body{font-family:sans-serif;max-width:1100px;margin:2em auto}table{border-collapse:"
-                      "collapse}td,th{border:1px solid #ccc;padding:2px 6px}</style></head><body>" + html + "</body></html>\n")
+    atomic_write_text(paths["plan.html"], plan_page(md, result.out_dir))
     plan, winner = result.plan, result.search.outcome.decision.winner
     folder = RunFolder(result.out_dir)
     folder.record({

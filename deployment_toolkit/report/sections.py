@@ -86,3 +86,11 @@ def include_extra_sections(run_dir: str | Path) -> dict[str, Path]:
     for name in EXTRA_SECTIONS:
         done.update(include_section(run_dir, name))
     return done
+
+
+def plan_page(md: str, base_dir: str | Path, title: str = "Fleet plan") -> str:
+    """plan.html: a plan's markdown as one self-contained page (the single-model plan and the deployment plan)."""
+    return ("<!doctype html><html><head><meta charset='utf-8'><title>" + title + "</title><style>body{font-family:"
+            "sans-serif;max-width:1100px;margin:2em auto}table{border-collapse:collapse}td,th{border:1px solid #ccc;"
+            "padding:2px 6px}</style></head><body>" + markdown_to_html(md, base_dir, css_class="plan")
+            + "</body></html>\n")

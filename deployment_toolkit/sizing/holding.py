@@ -24,6 +24,20 @@ class Retest:
 
 
 @dataclass
+class Judged:
+    """A single model's open-loop point judged against its own SLO: what `hold` asks of a point."""
+
+    point: Any  # sizing.ratepoint.RatePoint
+    slo_ms: float
+
+    def passes(self) -> bool:
+        return self.point.passes(self.slo_ms)
+
+    def verdict(self) -> str:
+        return self.point.verdict(self.slo_ms)
+
+
+@dataclass
 class Holding:
     found: float  # what the bisection found
     rate: float | None  # what held k of k (None: nothing within MAX_STEPS)
@@ -64,4 +78,4 @@ def hold(measure_at: Callable[[float, int], Any], found: float, k: int = 3, firs
     return result
 
 
-__all__ = ["Holding", "MAX_STEPS", "Retest", "STEP", "hold"]
+__all__ = ["Holding", "Judged", "MAX_STEPS", "Retest", "STEP", "hold"]

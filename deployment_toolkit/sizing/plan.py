@@ -39,13 +39,16 @@ class Prices:
     host_hour: float | None = None
 
     def price(self, run: Run) -> float | None:
-        if run.device in self.by_device:
-            return float(self.by_device[run.device])
-        low = run.device.lower()
+        return self.price_for(run.device, run.gpu)
+
+    def price_for(self, device: str, gpu: bool) -> float | None:
+        if device in self.by_device:
+            return float(self.by_device[device])
+        low = device.lower()
         hits = sorted((k for k in self.by_device if k.lower() in low), key=len, reverse=True)
         if hits:
             return float(self.by_device[hits[0]])
-        return self.gpu_hour if run.gpu else self.host_hour
+        return self.gpu_hour if gpu else self.host_hour
 
 
 def load_prices(path: str | Path) -> dict[str, float]:
