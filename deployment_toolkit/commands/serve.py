@@ -48,8 +48,9 @@ def main(argv: list[str] | None = None) -> int:
         # the stack stops the server after a stop signal was caught, so that signal handling is quiet first
         with contextlib.ExitStack() as stack:
             try:
-                args = build_parser().parse_args(argv)
-                from ..server.local import LocalTritonServer
+                with signals_deferred():  # a stop signal while these import is raised after them, in this frame
+                    args = build_parser().parse_args(argv)
+                    from ..server.local import LocalTritonServer
 
                 server = stack.enter_context(LocalTritonServer(_config(args)))
                 print(f"tritonserver ready: HTTP {server.http_url}  gRPC {server.grpc_url}  metrics "

@@ -3,12 +3,18 @@ reach their handler only once the body is done, including a signal another threa
 were, an ignored signal stays ignored, and outside the main thread it stands aside."""
 from __future__ import annotations
 
+import os
 import signal
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
 import pytest
 
 from deployment_toolkit.cleanup import signals_deferred
+
+ROOT = Path(__file__).resolve().parents[3]
 
 
 class Stopped(Exception):
@@ -116,3 +122,21 @@ def test_outside_the_main_thread_it_stands_aside():
     worker.start()
     worker.join()
     assert seen == [signal.default_int_handler]
+
+
+def test_a_ctrl_c_the_command_handled_inside_a_string_exec_exits_with_the_commands_code(tmp_path):
+    """A KeyboardInterrupt raised inside exec()/eval() of a string (a dataclass being defined while the
+    command imports) and handled by the command: `python -m` must exit with the command's code, not die by
+    SIGINT (-2) after it, as `serve` did once in the start-up race test."""
+    (tmp_path / "handled_interrupt.py").write_text(
+        "from deployment_toolkit import cli\n"
+        "def main():\n"
+        "    try:\n"
+        "        exec('raise KeyboardInterrupt')\n"
+        "    except KeyboardInterrupt:\n"
+        "        return 0\n"
+        "cli.run(main)\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
+    done = subprocess.run([sys.executable, "-m", "handled_interrupt"], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
