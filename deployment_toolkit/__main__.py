@@ -61,6 +61,8 @@ COMMANDS: dict[str, Command] = {c.name: c for c in (
     Command("bench-vs-model-analyzer", "commands.benchmark_vs_model_analyzer",
             "our search against Triton's Model Analyzer",
             "benchmark_vs_model_analyzer"),
+    Command("bench-deployment-vs-model-analyzer", "commands.benchmark_deployment_vs_model_analyzer",
+            "a deployment of several models: plan --deployment against Model Analyzer, judged under mixed traffic"),
     Command("bench-telemetry", "commands.benchmark_telemetry",
             "what scraping the server's metrics costs the measured throughput", "benchmark_telemetry"),
     Command("bench-corpus", "commands.benchmark_corpus",

@@ -70,10 +70,9 @@ def _required(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
                 "model without --deployment)")
 
 
-def plan_deployment(args: argparse.Namespace, command: str) -> int:
-    """`plan --deployment FILE`: the search template from the flags, the deployment from the file, dt.plan_deployment."""
-    import dataclasses
-
+def deployment_plan(args: argparse.Namespace, command: str, result_dir: str | None = None):
+    """The search template from the flags, the deployment from the file, dt.plan_deployment: the DeploymentPlan
+    (`result_dir`: where it goes when --result-path does not say)."""
     from deployment_toolkit import api
     from deployment_toolkit.config import from_args
     from deployment_toolkit.deployment.plan import DeploymentSettings
@@ -84,14 +83,19 @@ def plan_deployment(args: argparse.Namespace, command: str) -> int:
 
     deployment = api.load_deployment(args.deployment)
     server = from_args(SearchServer, args, start_timeout_s=args.server_timeout)
-    job = from_args(SearchJob, args, result_dir=args.result_path or f"results/plan-{deployment.name}",
+    job = from_args(SearchJob, args, result_dir=result_dir or args.result_path or f"results/plan-{deployment.name}",
                     perf_samples=getattr(args, "perf_samples", None), server=server, command=command)
     settings = from_args(SearchSettings, args, budget_ms=1.0)  # each model's own SLO replaces the budget
     shm = "system" if args.shared_memory == "auto" else args.shared_memory
     checks, deploy = from_args(Checks, args), from_args(Deploy, args)
     plan = DeploymentSettings(retests=checks.retests, trials=checks.trials, window_ms=checks.window_ms, k8s=deploy.k8s)
-    result = api.plan_deployment(deployment, settings, job, plan=plan,
-                                 options=perf_options_from_args(args, shared_memory=shm))
+    return api.plan_deployment(deployment, settings, job, plan=plan,
+                               options=perf_options_from_args(args, shared_memory=shm))
+
+
+def plan_deployment(args: argparse.Namespace, command: str) -> int:
+    """`plan --deployment FILE`: the plan, then its fleet and confirmation in a few lines."""
+    result = deployment_plan(args, command)
     chosen = result.decision.chosen
     print(f"\nfleet: {chosen.describe()}" + (f", ${chosen.cost_per_hour:,.2f}/h" if chosen.cost_per_hour else ""))
     for c in result.confirmations:

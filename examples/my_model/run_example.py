@@ -81,7 +81,7 @@ def run_example(out: Path, workspace: Path, fast: bool) -> Path:
         run_step("online performance on the samples", "run_online_performance_test_on_triton.py", *perf,
                  "--concurrency", "1:4:1" if not fast else "1:2:1")
     run_step("config search under a p99 budget, on the samples", "search_config.py", *source, *loader,
-             "--p99-ms", "50", "--max-minutes", "1.5" if fast else "4", "--formats", "onnx",
+             "--p99-ms", "50", "--max-minutes", "1" if fast else "4", "--formats", "onnx",
              "--workspace", str(ws / "search"), "--model-repository", str(ws / "search_repository"),
              "--model-name", NAME, "--result-path", str(out / "search"), "--measurement-interval", window,
              *(["--objective", "closed-loop"] if fast else []), "--no-progress")

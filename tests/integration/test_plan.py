@@ -14,11 +14,12 @@ import yaml
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
-FAST = ["--model", "resnet18", "--preset", "small", "--formats", "onnx", "--p99-ms", "200", "--max-minutes", "2.5",
+FAST = ["--model", "resnet18", "--preset", "small", "--formats", "onnx", "--p99-ms", "200", "--max-minutes", "1.5",
         "--measurement-mode", "time_windows", "--measurement-interval", "500", "--stability-percentage", "100",
         "--max-trials", "3", "--max-attempts", "1", "--noise-repeats", "1", "--refine-steps", "0",
         "--max-concurrency", "4", "--max-configs", "2", "--capacity-trials", "1", "--open-loop-window-ms", "500",
         "--confirm-rounds", "1", "--confirm-trials", "1", "--confirm-window-ms", "1000", "--burst-factor", "0",
+        "--retests", "1",
         "--host-hour-cost", "0.4", "--no-progress"]
 
 
@@ -76,7 +77,7 @@ def test_the_python_api_plans_from_the_commands_points(planned):
     options = PerfOptions(protocol="grpc", shared_memory="system", measurement_mode="time_windows",
                           measurement_interval_ms=500, measurement_request_count=40, stability_percentage=100,
                           max_trials=3, max_attempts=1)
-    settings = dict(max_minutes=2.5, noise_repeats=1, refine_steps=0, max_concurrency=4, max_configs=2,
+    settings = dict(max_minutes=1.5, noise_repeats=1, refine_steps=0, max_concurrency=4, max_configs=2,
                     capacity_trials=1)
     api_out = out.parent / "api-plan"
     api_out.mkdir()
@@ -87,7 +88,7 @@ def test_the_python_api_plans_from_the_commands_points(planned):
     result = dt.plan("resnet18", dt.Demand(peak_rps=300, p99_ms=200, host_hour_cost=0.4),
                      dt.SearchSettings(budget_ms=200, open_loop_window_ms=500, **settings),
                      dt.SearchJob(preset="small", workspace=ws, result_dir=api_out), options=options,
-                     checks=dt.Checks(confirm=False))
+                     checks=dt.Checks(confirm=False, retests=1, window_ms=1000))
     command_plan = json.loads((out / "search" / "run.json").read_text())["config"]["winner"]
     assert result.search.outcome.measured_points == 0, "the API measured again: its request differs from the command's"
     assert result.search.outcome.decision.winner.candidate.to_dict() == command_plan

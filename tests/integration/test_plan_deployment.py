@@ -14,7 +14,7 @@ import yaml
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
-FAST = ["--preset", "small", "--formats", "onnx", "--max-minutes", "1.5", "--measurement-mode", "time_windows",
+FAST = ["--preset", "small", "--formats", "onnx", "--max-minutes", "1", "--measurement-mode", "time_windows",
         "--measurement-interval", "500", "--stability-percentage", "100", "--max-trials", "3", "--max-attempts", "1",
         "--noise-repeats", "1", "--refine-steps", "0", "--max-concurrency", "4", "--max-configs", "1",
         "--capacity-trials", "1", "--open-loop-window-ms", "500", "--retests", "1", "--confirm-trials", "1",
