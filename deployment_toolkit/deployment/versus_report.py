@@ -32,6 +32,10 @@ def versus_markdown(versus: "DeploymentVersus") -> str:
     models = sorted({m for s in versus.sides for m in s.configs})
     lines += [markdown_table(["model", *[s.name for s in versus.sides]],
                              [[m, *[s.configs.get(m, "-") for s in versus.sides]] for m in models], ["l", "l", "l"]), ""]
+    if len(versus.sides) == 2 and versus.sides[0].configs == versus.sides[1].configs:
+        lines += ["**Both sides serve the same configs**: the judge below measures one deployment twice, so the gap "
+                  "between the two sides' figures is the measurement's own noise (an A/A comparison), not a "
+                  "difference between the picks.", ""]
     rates = ", ".join(f"{n} {r:,.1f}" for n, r in versus.rates.items())
     lines += [f"## Judged under the same mixed open-loop traffic ({rounds} rounds, the sides in turns)", "",
               f"Each side on a server of its own, every model at once (one seeded Poisson schedule each, p99 from the "

@@ -68,3 +68,14 @@ def test_a_capacity_holds_only_after_k_of_k_retests_at_the_rate_itself():
     assert len({r.trial for r in held.retests}) == 5  # every re-test its own arrivals
     never = hold(lambda rate, trial: Point(False), 100.0, k=2)
     assert never.rate is None and "did not hold" in never.text()
+
+
+def test_a_load_is_charged_its_new_stubs_and_the_servers_growth_not_the_others_shrinking():
+    """A second model's load: its stub (new pid) and the server's growth count; the first model's stubs freeing
+    load-time buffers at the same moment do not cancel it (the plan read mobile as 0.00 GB that way)."""
+    from deployment_toolkit.deployment.memory import added
+
+    before = {100: 50e6, 101: 300e6, 102: 200e6}  # the server, the classifier's stubs
+    after = {100: 60e6, 101: 150e6, 102: 120e6, 103: 180e6}  # stubs shrank by 230 MB, mobile's stub 180 MB
+    assert added(before, after, 100) == 190e6
+    assert added(before, {**after, 100: 40e6}, 100) == 180e6  # a server that shrank adds nothing

@@ -56,6 +56,9 @@ def test_the_report_says_each_runs_answer_and_judges_both_sides(tmp_path: Path):
     assert "plan --deployment / Model Analyzer, median mix capacity: 2.00x" in text
     assert "| plan --deployment | 300.0, 310.0, 290.0 | 300.0 | 1 | 0.40 |" in text
     assert "| Model Analyzer | 150.0, 140.0, 160.0 | 150.0 | 2 | 0.80 |" in text  # 2 replicas at $0.40/h
+    assert "Both sides serve the same configs" not in text
+    theirs.configs = dict(ours.configs)
+    assert "Both sides serve the same configs" in versus_markdown(versus)
 
 
 def test_a_served_config_is_described_in_a_few_words(tmp_path: Path):
