@@ -220,7 +220,7 @@ def _configs(plan: DeploymentPlan, repository: Path) -> dict[str, str]:
     return out
 
 
-def _mix(plan: DeploymentPlan, side: Side, server: Any, out_dir: Path) -> Mix:
+def _mix(plan: DeploymentPlan, server: Any, out_dir: Path) -> Mix:
     """Every model at once on `server`, traffic split as the peaks, each judged against its own SLO."""
     peaks = {n: m.entry.peak_rps for n, m in plan.models.items()}
     total = sum(peaks.values())
@@ -243,7 +243,7 @@ def _turn(versus: DeploymentVersus, side: Side, trial: int, seed: float) -> None
     slug = "ours" if side.name == OURS else "model_analyzer"
     with LocalTritonServer(ServerConfig(side.repository, model_control_mode="explicit", load_models=names,
                                         log_dir=versus.out_dir / "logs" / f"{slug}-{trial}")) as server:
-        mix = _mix(plan, side, server, versus.out_dir / "judge" / slug)
+        mix = _mix(plan, server, versus.out_dir / "judge" / slug)
         point = mix.at_rates(versus.rates, trial, "fleet")
         side.at_rates.append(point)
         log.info(f"  round {trial}, {side.name}: at the fleet's rates {point.verdict()}")
