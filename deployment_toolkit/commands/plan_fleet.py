@@ -72,7 +72,7 @@ def _required(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
 
 def deployment_plan(args: argparse.Namespace, command: str, result_dir: str | None = None):
     """The search template from the flags, the deployment from the file, dt.plan_deployment: the DeploymentPlan
-    (`result_dir`: where it goes when --result-path does not say)."""
+    (`result_dir`: where it goes; default --result-path, then results/plan-<name>)."""
     from deployment_toolkit import api
     from deployment_toolkit.config import from_args
     from deployment_toolkit.deployment.plan import DeploymentSettings
