@@ -232,7 +232,7 @@ def _price(plan: DeploymentPlan) -> float | None:
     return Prices(dict(costs.by_device), costs.gpu_hour, costs.host_hour).price_for(plan.device, host_has_gpu())
 
 
-def _models_of(plan: DeploymentPlan) -> dict[str, tuple[str, ...]]:
+def models_of(plan: DeploymentPlan) -> dict[str, tuple[str, ...]]:
     """Each entry's models on the server: the network, or its pipeline's steps, network and ensemble."""
     return {n: (m.pipeline.models if m.pipeline is not None else (m.search.model_name,)) for n, m in plan.models.items()}
 
@@ -246,7 +246,7 @@ def _on_server(plan: DeploymentPlan, server) -> None:
     steps, settings, deployment = plan.steps, plan.settings, plan.deployment
     budget = deployment.limits.host_memory_gb if not host_has_gpu() else None
     plan.memory = steps.call("each model's memory in a replica (loaded one at a time)",
-                             lambda: measure_footprints(server, _models_of(plan), budget))
+                             lambda: measure_footprints(server, models_of(plan), budget))
     for name in plan.models:
         if misfit := plan.memory.misfit((name,)):
             raise DeploymentPlanError(f"{name} does not fit one replica alone: {misfit}")

@@ -30,7 +30,7 @@ from typing import Any
 from ..config import check_numbers, setting
 from .colocate import GroupCapacity, estimate, group_of
 from .mixed import Member, Mix, MixPoint, member_target
-from .plan import DeploymentPlan
+from .plan import DeploymentPlan, models_of
 
 log = logging.getLogger(__name__)
 OURS, THEIRS = "plan --deployment", "Model Analyzer"
@@ -103,10 +103,6 @@ class DeploymentVersus:
     rates: dict[str, float] = field(default_factory=dict)  # per replica, what the judge offers each model
     replicas: int = 1  # our plan's fleet size: the judge's replicas
     steps: Any = None  # steps.StepRunner of out_dir
-
-
-def _served(plan: DeploymentPlan) -> dict[str, tuple[str, ...]]:
-    return {n: (m.pipeline.models if m.pipeline is not None else (m.search.model_name,)) for n, m in plan.models.items()}
 
 
 def _network(plan: DeploymentPlan, name: str) -> str:
@@ -212,7 +208,7 @@ def describe(path: Path) -> str:
 
 def _configs(plan: DeploymentPlan, repository: Path) -> dict[str, str]:
     out = {}
-    for name, models in _served(plan).items():
+    for name, models in models_of(plan).items():
         for model in models:
             if (repository / model / "config.pbtxt").is_file() and model != getattr(
                     plan.models[name].pipeline, "ensemble", None):
@@ -239,7 +235,7 @@ def _turn(versus: DeploymentVersus, side: Side, trial: int, seed: float) -> None
     from ..sizing.ratepoint import ClientLimited
 
     plan = versus.plan
-    names = tuple(m for models in _served(plan).values() for m in models)
+    names = tuple(m for models in models_of(plan).values() for m in models)
     slug = "ours" if side.name == OURS else "model_analyzer"
     with LocalTritonServer(ServerConfig(side.repository, model_control_mode="explicit", load_models=names,
                                         log_dir=versus.out_dir / "logs" / f"{slug}-{trial}")) as server:
