@@ -110,9 +110,9 @@ def _shapes(examples: Mapping[str, Any] | None, data: DataSpec | None,
 def convert(model: Any, fmt: Format | str, output_dir: str | Path, options: ConvertOptions | None = None, *,
             inputs: Mapping[str, Any] | DataSpec | None = None, dynamic_axes: Mapping[str, Sequence[int]] | None = None,
             outputs: Sequence[str] | None = None, task: str | None = None) -> Manifest:
-    """Convert and verify `model` (an nn.Module, a sources.ModelSource, or any reference the commands take: a zoo
-    name, `timm:<arch>`, a model.py, `package.module:function`, an ONNX/TorchScript file) to `fmt` in `output_dir`;
-    returns its manifest. `options`: how (ConvertOptions, the convert command's flags; its max_batch_size too).
+    """Convert and verify `model` (an nn.Module, a sources.ModelSource or ResolvedModel, or any reference the
+    commands take: a zoo name, `timm:<arch>`, a model.py, `package.module:function`, an ONNX/TorchScript file) to
+    `fmt` in `output_dir`; returns its manifest. `options`: how (ConvertOptions, the convert command's flags; its max_batch_size too).
     `inputs`: example batches (batch axis first), or the user's data (a DataSpec: the inputs are read from it and the
     artifact is also compared on up to 8 of its samples, as the command does); without, the model's own description."""
     opts = dataclasses.replace(options) if options is not None else ConvertOptions()
@@ -121,12 +121,13 @@ def convert(model: Any, fmt: Format | str, output_dir: str | Path, options: Conv
     if opts.verify_data is None and data is not None and data.user_data:  # as the command: also compared on the
         opts.verify_data = data.verification_batches(  # user's samples
             opts.precision, batch_size=min(opts.verify_batch_sizes or (1,)))
-    if _is_module(model):
+    if isinstance(model, ResolvedModel):  # the convert command resolves first, to name the model before the work
+        resolved = model
+    elif _is_module(model):
         if examples is None and (data is None or not data.user_data):
             raise SourceError("a live nn.Module needs its inputs: pass inputs={name: example batch} or "
                               "inputs=dt.DataSpec(data_dir)")
-        resolved: ResolvedModel | ModelSource = _live(model, _shapes(examples, data, dynamic_axes), outputs,
-                                                      opts.max_batch_size, task)
+        resolved = _live(model, _shapes(examples, data, dynamic_axes), outputs, opts.max_batch_size, task)
     else:
         source = model if isinstance(model, ModelSource) else parse_reference(
             str(model), preset=opts.preset, outputs=list(outputs or []), task=task, max_batch_size=opts.max_batch_size)

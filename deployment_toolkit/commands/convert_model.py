@@ -32,8 +32,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="real samples compared at most (default %(default)s)")
     args = p.parse_args(argv)
 
+    from deployment_toolkit import api
     from deployment_toolkit.data.infer import with_data_inputs
-    from deployment_toolkit.export import FormatUnavailable, VerificationError, convert
+    from deployment_toolkit.export import FormatUnavailable, VerificationError
     from deployment_toolkit.sources import resolve
     from deployment_toolkit.sources.cli import source_from_args
 
@@ -46,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     resolved = resolve(source)
     print(f"converting {resolved.name} ({resolved.source.kind}, {args.preset}) to {args.output_type} ...", flush=True)
     try:
-        manifest = convert(resolved, args.output_type, args.output_path, opts)
+        manifest = api.convert(resolved, args.output_type, args.output_path, opts)  # dt.convert, the one door
     except FormatUnavailable as err:
         print(f"skipped: {err}", file=sys.stderr)
         return 3

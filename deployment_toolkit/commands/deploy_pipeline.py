@@ -70,9 +70,10 @@ def _parser():
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
 
+    from deployment_toolkit import api
     from deployment_toolkit.export import ConvertOptions
     from deployment_toolkit.perf.analyzer import PerfOptions
-    from deployment_toolkit.pipeline import PipelineRequest, deploy_pipeline
+    from deployment_toolkit.pipeline import PipelineRequest
     from deployment_toolkit.pipeline.artifact import is_artifact_folder
     from deployment_toolkit.repository.config import ConfigOptions
     from deployment_toolkit.sources.cli import source_from_args
@@ -95,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         perf=PerfOptions(measurement_interval_ms=args.measurement_interval, max_attempts=args.max_attempts),
         speed_rounds=args.speed_rounds, max_samples=args.max_samples, start_timeout_s=args.server_timeout,
         serve=not args.write_only)
-    run = deploy_pipeline(request)
+    run = api.deploy_pipeline(request)  # dt.deploy_pipeline, the one door
     print(f"repository: {run.written.repository} ({', '.join(run.written.models)})")
     if args.write_only:
         print(f"report: {run.report} (not served: --write-only)")

@@ -15,22 +15,22 @@ from ..cleanup import signals_deferred
 if TYPE_CHECKING:
     from ..server.local import ServerConfig
 
+SERVE_FLAGS = ("model_repository", "http_port", "grpc_port", "metrics_port", "address", "model_control_mode",
+               "log_dir", "log_verbose")
+USUAL_PORTS = {"http_port": 8000, "grpc_port": 8001, "metrics_port": 8002}  # tritonserver's own defaults
+
 
 def build_parser():
+    from ..config import add_arguments
+    from ..server.local import ServerConfig
     from ..server.startup import add_server_timeout
 
     s = cli.parser(__doc__, """
         deployment-toolkit serve --model-repository model_repository --http-port 8000 --grpc-port 8001
         deployment-toolkit serve --model-repository model_repository --server-timeout 600   # a model that loads slowly
     """)
-    s.add_argument("--model-repository", default="model_repository")
-    s.add_argument("--http-port", type=int, default=8000)
-    s.add_argument("--grpc-port", type=int, default=8001)
-    s.add_argument("--metrics-port", type=int, default=8002)
-    s.add_argument("--address", default="127.0.0.1", help="bind address (loopback by default)")
-    s.add_argument("--model-control-mode", choices=("none", "poll", "explicit"), default="none")
-    s.add_argument("--log-dir", default=None)
-    s.add_argument("--log-verbose", type=int, default=0)
+    # ServerConfig's flags; this command serves on Triton's usual ports (the Python API picks free ones)
+    add_arguments(s, ServerConfig, only=SERVE_FLAGS, model_repository=Path("model_repository"), **USUAL_PORTS)
     add_server_timeout(s)
     return s
 
@@ -91,14 +91,10 @@ def _stopping() -> bool:
 
 def _config(args: argparse.Namespace) -> "ServerConfig":
     """The server the flags describe."""
+    from ..config import from_args
     from ..server.local import ServerConfig
 
-    return ServerConfig(
-        model_repository=Path(args.model_repository), http_port=args.http_port, grpc_port=args.grpc_port,
-        metrics_port=args.metrics_port, address=args.address, model_control_mode=args.model_control_mode,
-        log_dir=Path(args.log_dir) if args.log_dir else None, log_verbose=args.log_verbose,
-        start_timeout_s=args.server_timeout,
-    )
+    return from_args(ServerConfig, args, start_timeout_s=args.server_timeout)
 
 
 if __name__ == "__main__":

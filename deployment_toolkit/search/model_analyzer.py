@@ -501,7 +501,7 @@ def run_model_analyzer(request: MARequest) -> MAResult:
     import yaml
 
     from ..binaries import find_perf_analyzer
-    from ..server.local import backend_directory, find_installation, free_port
+    from ..server.local import backend_directory, find_installation, free_ports
 
     if request.binary is None:
         return MAResult(ran=False, error=f"Model Analyzer is not installed: {INSTALL_HINT}")
@@ -515,9 +515,7 @@ def run_model_analyzer(request: MARequest) -> MAResult:
         shutil.rmtree(work_dir / stale, ignore_errors=True)
     (work_dir / "export").mkdir()
     inst = find_installation()
-    ports = (free_port(), free_port(), free_port())
-    while len(set(ports)) < 3:
-        ports = (free_port(), free_port(), free_port())
+    ports = free_ports(3)
     cfg = ma_config(request, ports, backend_directory(inst), find_perf_analyzer())
     config_path = work_dir / "model_analyzer.yaml"
     config_path.write_text(yaml.safe_dump(cfg, sort_keys=False))

@@ -10,6 +10,7 @@ stop) whose cleanup paths must be read together; its calls to the server go thro
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import os
@@ -37,7 +38,8 @@ from .errors import (
     ServerStartTimeout,
 )
 from .startup import DEFAULT_START_TIMEOUT_S, StartWatch, check_start_timeout, stderr_line
-from ..errors import UserFileNotFoundError
+from ..config.fields import check_numbers, setting
+from ..errors import UserFileNotFoundError, UserInputError
 from ..spec import check_repository_path
 
 GROUP_GRACE_S = 2.0  # time the rest of the server's process group gets to exit on its own once the server is gone
@@ -108,10 +110,15 @@ def backend_directory(inst: TritonInstallation, cache_root: Path | None = None) 
     return target
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def free_ports(count: int, host: str = "127.0.0.1") -> tuple[int, ...]:
+    """`count` distinct free ports. Every socket stays bound until all are picked: ports picked one after another
+    can repeat (the kernel hands a just-released port out again), and a server given one port twice for gRPC and
+    metrics refuses to start."""
+    with contextlib.ExitStack() as held:
+        socks = [held.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) for _ in range(count)]
+        for s in socks:
+            s.bind((host, 0))
+        return tuple(s.getsockname()[1] for s in socks)
 
 
 def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
@@ -138,24 +145,40 @@ def server_environment(inst: TritonInstallation) -> dict[str, str]:
     return env
 
 
+MAX_PORT = 65535
+MODEL_CONTROL_MODES = ("none", "poll", "explicit")
+
+
 @dataclass
 class ServerConfig:
-    model_repository: Path
-    http_port: int = 0  # 0 = pick a free port
-    grpc_port: int = 0
-    metrics_port: int = 0
-    address: str = "127.0.0.1"
-    model_control_mode: str = "none"  # none | poll | explicit
+    """How the embedded tritonserver is started; the fields with a flag are `serve`'s flags (config.setting)."""
+
+    model_repository: Path = setting(flag="--model-repository", type=Path, help="the model repository to serve")
+    http_port: int = setting(0, flag="--http-port", low=0, high=MAX_PORT, help="HTTP port (0 picks a free one)")
+    grpc_port: int = setting(0, flag="--grpc-port", low=0, high=MAX_PORT, help="gRPC port (0 picks a free one)")
+    metrics_port: int = setting(0, flag="--metrics-port", low=0, high=MAX_PORT,
+                                help="Prometheus metrics port (0 picks a free one)")
+    address: str = setting("127.0.0.1", flag="--address", help="bind address (loopback by default)")
+    model_control_mode: str = setting("none", flag="--model-control-mode", choices=MODEL_CONTROL_MODES,
+                                      help="none: every model at start; poll: follow the repository; explicit: "
+                                           "load through the API")
     load_models: tuple[str, ...] = ()  # with explicit mode: models loaded at start
     repository_poll_secs: int = 5
-    log_dir: Path | None = None
-    log_verbose: int = 0
+    log_dir: Path | None = setting(None, flag="--log-dir", type=Path, metavar="DIR",
+                                   help="where tritonserver.log goes (default: a new temporary folder)")
+    log_verbose: int = setting(0, flag="--log-verbose", low=0, help="tritonserver's verbose log level")
     exit_on_error: bool = True
     strict_readiness: bool = True
     start_timeout_s: float = DEFAULT_START_TIMEOUT_S  # --server-timeout (server/startup.py)
     progress: bool = True  # a start that takes more than a few seconds says on stderr which models are loading
     extra_args: tuple[str, ...] = ()
     backend_config: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        check_numbers(self)  # a port of 70000 or -1 is one line naming the flag, from the command and the API
+        if self.model_control_mode not in MODEL_CONTROL_MODES:
+            raise UserInputError(f"--model-control-mode {self.model_control_mode!r}: expected one of "
+                                 f"{', '.join(MODEL_CONTROL_MODES)}")
 
 
 class LocalTritonServer:
@@ -239,21 +262,21 @@ class LocalTritonServer:
         return self
 
     def _claim_ports(self) -> None:
-        taken: set[int] = set()
-        for attr in ("http_port", "grpc_port", "metrics_port"):
+        attrs = ("http_port", "grpc_port", "metrics_port")
+        fixed = {getattr(self, a) for a in attrs} - {0}
+        wanted = sum(getattr(self, a) == 0 for a in attrs)
+        # distinct from each other and from the ports given
+        picked = iter(p for p in (free_ports(wanted + len(fixed)) if wanted else ()) if p not in fixed)
+        for attr in attrs:
             port = getattr(self, attr)
             if port == 0:
-                port = free_port()
-                while port in taken:
-                    port = free_port()
-                setattr(self, attr, port)
+                setattr(self, attr, next(picked))
             elif not port_is_free(port, self.config.address if self.config.address != "0.0.0.0" else "127.0.0.1"):
                 flag = "--" + attr.replace("_", "-")
                 raise PortInUseError(
                     f"port {port} ({attr.replace('_port', '')}) is already in use on {self.config.address}: "
                     f"stop whatever holds it (`ss -ltnp | grep :{port}`) or pass another {flag} (0 picks a free one)"
                 )
-            taken.add(port)
 
     def wait_ready(self, timeout_s: float = DEFAULT_START_TIMEOUT_S) -> None:
         """Poll /v2/health/ready, saying every few seconds which models are loading and for how long (a slow load

@@ -60,12 +60,6 @@ def find_nginx(binary: str | Path | None = None) -> Path:
     raise NginxMissing(f"nginx not found on PATH nor in /usr/sbin: {NGINX_HINT}")
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def nginx_config(upstreams: Sequence[str], port: int, prefix: Path, error_log: Path | None = None) -> str:
     """An nginx.conf for a gRPC balancer on 127.0.0.1:port over `upstreams` (host:port), all paths in prefix
     (the error log where given)."""
@@ -115,9 +109,11 @@ class NginxBalancer:
 
     def __init__(self, upstreams: Sequence[str], port: int = 0, binary: str | Path | None = None,
                  log_dir: str | Path | None = None):
+        from ..server.local import free_ports
+
         self.upstreams = list(upstreams)
         self.binary = find_nginx(binary)
-        self.port = port or _free_port()
+        self.port = port or free_ports(1)[0]
         self.prefix = Path(tempfile.mkdtemp(prefix="nginx-grpc-lb-"))
         self.log_dir = Path(log_dir).resolve() if log_dir else None  # nginx reads relative paths from its prefix
         self.process: subprocess.Popen | None = None

@@ -20,7 +20,7 @@ import pytest
 from conftest import require_triton_tools, wait_until
 
 from deployment_toolkit.cleanup import SHM_DIR, regions_with_prefix
-from deployment_toolkit.server.local import free_port, port_is_free
+from deployment_toolkit.server.local import free_ports, port_is_free
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -145,7 +145,7 @@ def _as_in_a_terminal(cmd: list[str]) -> list[str]:
 
 class Serve:
     def __init__(self, repo: Path, logs: Path, ports: tuple[int, int, int] | None = None, extra: tuple[str, ...] = ()):
-        self.ports = ports or (free_port(), free_port(), free_port())
+        self.ports = ports or free_ports(3)
         http, grpc, metrics = self.ports
         self.proc = subprocess.Popen(
             _as_in_a_terminal([sys.executable, "-m", "deployment_toolkit", "serve", "--model-repository", str(repo),

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import deployment_toolkit as dt
 from deployment_toolkit import api
 
@@ -102,3 +104,66 @@ def test_the_settings_refuse_a_bad_value_in_one_line_naming_the_flag():
     with pytest.raises(UserInputError, match="objective 'fast'"):
         dt.SearchSettings(budget_ms=50, objective="fast")
     assert dt.SearchSettings(budget_ms=50, objective="throughput").objective is dt.Objective.CLOSED_LOOP
+
+
+def test_the_convert_command_calls_the_apis_convert_with_the_defaults_the_api_has(monkeypatch, tmp_path):
+    import pytest
+
+    from deployment_toolkit.commands import convert_model as command
+    from deployment_toolkit.sources import ResolvedModel
+
+    monkeypatch.setattr(api, "convert", _stand_in)
+    with pytest.raises(Called) as called:
+        command.main(["--model", "resnet18", "--output-type", "onnx", "--output-path", str(tmp_path / "onnx")])
+    resolved, fmt, output_dir, options = called.value.args_
+    assert isinstance(resolved, ResolvedModel) and resolved.source.ref == "resnet18"
+    assert (fmt, output_dir) == ("onnx", str(tmp_path / "onnx"))
+    assert options == dt.ConvertOptions()  # every flag's default is ConvertOptions' own
+
+
+def test_the_serve_command_starts_the_server_the_api_would_on_the_same_repository(tmp_path):
+    from deployment_toolkit.commands import serve as command
+    from deployment_toolkit.server.local import ServerConfig
+
+    args = command.build_parser().parse_args(["--model-repository", str(tmp_path)])
+    usual = ServerConfig(tmp_path, **command.USUAL_PORTS)  # dt.serve(repo, ...) with tritonserver's ports
+    assert command._config(args) == usual
+    args = command.build_parser().parse_args(["--model-repository", str(tmp_path), "--http-port", "0",
+                                              "--grpc-port", "0", "--metrics-port", "0"])
+    assert command._config(args) == ServerConfig(tmp_path)  # what dt.serve(repo) starts
+
+
+@pytest.mark.parametrize("kind", ["online", "offline"])
+def test_the_perf_commands_run_the_sweep_the_apis_measure_functions_run(monkeypatch, tmp_path, kind):
+    """perf-online/perf-offline and dt.measure_online/measure_offline end in one function with the same options."""
+    import importlib
+
+    module = importlib.import_module(f"deployment_toolkit.perf.{kind}")
+    runner = getattr(module, f"run_{kind}")
+    assert getattr(api, f"run_{kind}") is runner  # the API's door is the sweep itself
+    monkeypatch.setattr(module, f"run_{kind}", _stand_in)
+    monkeypatch.setattr(api, f"run_{kind}", _stand_in)
+    script = {"online": "run_online_performance_test_on_triton", "offline": "run_offline_performance_test_on_triton"}
+    command = importlib.import_module(f"deployment_toolkit.commands.{script[kind]}")
+    with pytest.raises(Called) as from_command:
+        command.main(["--server-url", "127.0.0.1:8001", "--model-name", "m", "--result-path", str(tmp_path)])
+    artifact = tmp_path / "artifact"
+    signature = dt.ModelSignature(inputs=(dt.TensorSpec("x", (3,)),), outputs=(dt.TensorSpec("y", (2,)),))
+    dt.Manifest(model="m", preset="small", family="test", task="classification", metric="top1", format="onnx",
+                artifact="model.onnx", signature=signature, max_batch_size=8).save(artifact)
+    with pytest.raises(Called) as from_api:
+        getattr(dt, f"measure_{kind}")("127.0.0.1:8001", "m", artifact, "1", tmp_path)
+    name_c, where_c, _, _, options_c, _ = from_command.value.args_
+    name_a, where_a, _, _, options_a, _ = from_api.value.args_
+    assert (name_c, where_c.url) == (name_a, where_a.url) == ("m", "127.0.0.1:8001")
+    assert options_c == options_a  # the same perf_analyzer settings by default, shared memory included
+
+
+def test_the_pipeline_command_calls_the_apis_deploy_pipeline(monkeypatch, tmp_path):
+    from deployment_toolkit.commands import deploy_pipeline as command
+
+    monkeypatch.setattr(api, "deploy_pipeline", _stand_in)
+    with pytest.raises(Called) as called:
+        command.main(["--model", "resnet18", "--raw-data", str(tmp_path), "--result-path", str(tmp_path / "r")])
+    (request,) = called.value.args_
+    assert isinstance(request, dt.PipelineRequest) and request.model.ref == "resnet18"

@@ -18,6 +18,7 @@ from conftest import require_tool
 
 from deployment_toolkit.perf.analyzer import PerfOptions, parse_csv
 from deployment_toolkit.results.store import rows_to_csv
+from deployment_toolkit.server.local import free_ports
 from deployment_toolkit.sizing import Demand, Prices, load_runs, size
 from deployment_toolkit.sizing.capacity import OpenLoopCapacity, repeat_search, search
 from deployment_toolkit.sizing.ratepoint import (
@@ -468,11 +469,7 @@ def cli(*args):
 
 
 def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return free_ports(1)[0]
 
 
 def test_cli_confirm_where_nothing_listens(tmp_path):
