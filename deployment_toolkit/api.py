@@ -137,10 +137,11 @@ def convert(model: Any, fmt: Format | str, output_dir: str | Path, options: Conv
     return _convert(resolved, str(fmt), output_dir, opts)
 
 
-def deploy(artifact_dir: str | Path, repository: str | Path, name: str, **config: Any) -> Path:
+def deploy(artifact_dir: str | Path, repository: str | Path, model_name: str, **config: Any) -> Path:
     """Write the artifact into a model repository with its config.pbtxt; `config` are ConfigOptions fields
-    (max_batch_size, instances, preferred_batch_sizes, max_queue_delay_us, ...). Returns the model's folder."""
-    return write_model(repository, artifact_dir, ConfigOptions(model_name=name, **config))
+    (max_batch_size, instances, preferred_batch_sizes, max_queue_delay_us, ...), the config command's flags.
+    Returns the model's folder."""
+    return write_model(repository, artifact_dir, ConfigOptions(model_name=model_name, **config))
 
 
 @contextlib.contextmanager

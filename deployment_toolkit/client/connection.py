@@ -62,10 +62,13 @@ def client_module(protocol: Protocol | str):
 def connect(address: str, protocol: Protocol | str, timeout_s: float = RPC_TIMEOUT_S):
     """An InferenceServerClient for `protocol` at host:port whose calls give up after `timeout_s`."""
     module = client_module(protocol)
-    if protocol == Protocol.GRPC:
-        return _GrpcWithDeadline(module.InferenceServerClient(url=address), timeout_s)
-    return module.InferenceServerClient(url=address, connection_timeout=min(10.0, timeout_s),
-                                        network_timeout=timeout_s)
+    # built with stop signals held (quick: no connection is made here): a SIGTERM inside tritonclient's __init__
+    # left a half-built client whose __del__ printed "Exception ignored ... no attribute '_closed'" and a traceback
+    with signals_deferred():
+        if protocol == Protocol.GRPC:
+            return _GrpcWithDeadline(module.InferenceServerClient(url=address), timeout_s)
+        return module.InferenceServerClient(url=address, connection_timeout=min(10.0, timeout_s),
+                                            network_timeout=timeout_s)
 
 
 def close_quietly(client) -> None:

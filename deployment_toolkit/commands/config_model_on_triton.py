@@ -6,7 +6,8 @@ from pathlib import Path
 
 from deployment_toolkit import cli  # noqa: E402
 from deployment_toolkit.errors import UserInputError  # noqa: E402
-from deployment_toolkit.repository.config import ACCELERATORS, INSTANCE_KIND_FLAGS, MODEL_FORMATS  # noqa: E402
+from deployment_toolkit.config import add_arguments, from_args  # noqa: E402
+from deployment_toolkit.repository.config import MODEL_FORMATS, ConfigOptions  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -21,32 +22,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model-format", choices=MODEL_FORMATS, default="python",
                    help="python: the Python backend runs the artifact (embedded server, any host); "
                         "ts-trace/ts-script/onnx/trt: Triton's native backend for that format (NGC container)")
-    p.add_argument("--model-name", required=True)
     p.add_argument("--model-version", type=int, default=1)
     p.add_argument("--hardlink", action="store_true",
                    help="hard-link the artifact files instead of copying them (saves space for multi-GB weights); "
                         "both the workspace's and the repository's names become read-only. Default: the repository "
                         "gets its own copy (a reflink where the filesystem offers it)")
-    p.add_argument("--max-batch-size", type=int, default=None, help="default: the manifest's")
-    p.add_argument("--preferred-batch-sizes", type=cli.int_list, default=())
-    p.add_argument("--max-queue-delay-us", type=int, default=0)
-    p.add_argument("--no-dynamic-batching", action="store_true")
-    p.add_argument("--number-of-model-instances", type=int, default=1)
-    p.add_argument("--instance-kind", choices=INSTANCE_KIND_FLAGS, default="auto",
-                   help="auto: GPU if this host has one")
-    p.add_argument("--gpu-ids", type=cli.int_list, default=())
-    p.add_argument("--backend-accelerator", choices=ACCELERATORS, default="none")
-    p.add_argument("--precision", choices=("fp32", "fp16"), default=None, help="default: the manifest's")
-    p.add_argument("--max-workspace-size", type=int, default=1 << 30, help="ONNX Runtime TensorRT accelerator workspace")
-    p.add_argument("--capture-cuda-graph", type=int, choices=(0, 1), default=0)
-    p.add_argument("--batch-uniform-inputs", type=lambda t: tuple(n.strip() for n in t.split(",") if n.strip()),
-                   default=None, help="inputs that describe a whole request (rows equal within a batch), comma "
-                   "separated; requests that differ in them are never batched together. Default: the inputs the "
-                   "model registry marks (e.g. dofa_vit's wavelengths__1); '' for none")
-    p.add_argument("--intra-op-threads", type=int, default=0, help="runtime threads per instance (0: runtime default)")
-    p.add_argument("--warmup-batch-sizes", type=cli.int_list, default=())
-    p.add_argument("--response-cache", action="store_true")
-    p.add_argument("--version-policy", default="latest", help="latest | all | specific:1,2")
+    add_arguments(p, ConfigOptions)  # --model-name, --max-batch-size, --number-of-model-instances, ... (ConfigOptions)
     p.add_argument("--load-model", choices=("none", "poll", "explicit"), default="none",
                    help="explicit: load through the repository API of --server-url; poll: wait until the "
                         "server (started with --model-control-mode poll) has it ready")
@@ -54,20 +35,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--load-model-timeout-s", type=float, default=120.0)
     args = p.parse_args(argv)
 
-    from deployment_toolkit.repository import ConfigOptions, write_model
+    from deployment_toolkit.repository import write_model
     from deployment_toolkit.server.loading import load_on_server
 
     native = args.model_format != "python"
-    opts = ConfigOptions(
-        model_name=args.model_name, runtime="native" if native else "python", max_batch_size=args.max_batch_size,
-        dynamic_batching=not args.no_dynamic_batching, preferred_batch_sizes=args.preferred_batch_sizes,
-        max_queue_delay_us=args.max_queue_delay_us, instances=args.number_of_model_instances,
-        instance_kind=args.instance_kind, gpu_ids=args.gpu_ids, backend_accelerator=args.backend_accelerator,
-        precision=args.precision, trt_workspace_bytes=args.max_workspace_size,
-        capture_cuda_graph=bool(args.capture_cuda_graph), intra_op_threads=args.intra_op_threads,
-        warmup_batch_sizes=args.warmup_batch_sizes, response_cache=args.response_cache,
-        version_policy=args.version_policy, batch_uniform_inputs=args.batch_uniform_inputs,
-    )
+    opts = from_args(ConfigOptions, args, runtime="native" if native else "python")
     if native:
         from deployment_toolkit.spec import Manifest
 

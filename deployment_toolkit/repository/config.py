@@ -13,7 +13,8 @@ from pathlib import Path
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as mc
 
-from ..config import InstanceKind
+from ..config import InstanceKind, setting
+from ..config.fields import int_list
 from ..spec import Manifest, SpecError, numpy_dtype
 from ..errors import UserError
 
@@ -57,27 +58,53 @@ class BatchingWarning(UserWarning):
 
 @dataclass
 class ConfigOptions:
-    model_name: str
-    runtime: str = "python"  # python | native
-    max_batch_size: int | None = None  # default: the manifest's
-    dynamic_batching: bool = True
-    preferred_batch_sizes: tuple[int, ...] = ()
-    max_queue_delay_us: int = 0
+    """How a model's config.pbtxt is written; the fields with a flag are the config command's flags (config.setting),
+    their defaults written here once. What Triton would refuse (0 instances, a negative delay, a preferred size past
+    max_batch_size) is refused by build_config, for the command and dt.deploy alike."""
+
+    model_name: str = setting(flag="--model-name", help="the model's name in the repository and on the server")
+    runtime: str = "python"  # python | native (the config command derives it from --model-format)
+    max_batch_size: int | None = setting(None, flag="--max-batch-size", low=0, type=int,
+                                         help="default: the manifest's")
+    dynamic_batching: bool = setting(True, flag="--no-dynamic-batching", action="store_false",
+                                     help="leave dynamic batching out of the config")
+    preferred_batch_sizes: tuple[int, ...] = setting((), flag="--preferred-batch-sizes", type=int_list, low=1,
+                                                     show_default=False, metavar="SIZES",
+                                                     help="the dynamic batcher's preferred sizes, e.g. 4,8 (none by "
+                                                          "default)")
+    max_queue_delay_us: int = setting(0, flag="--max-queue-delay-us", unit="us",
+                                      help="how long the batcher may hold a request to fill a batch")
     preserve_ordering: bool = False
-    instances: int = 1
-    instance_kind: InstanceKind = InstanceKind.AUTO  # --instance-kind auto | cpu | gpu (either spelling is taken)
-    gpu_ids: tuple[int, ...] = ()
-    backend_accelerator: str = "none"  # none | cuda | trt | openvino
-    precision: str | None = None  # default: the manifest's
-    trt_workspace_bytes: int = 1 << 30
-    capture_cuda_graph: bool = False
-    intra_op_threads: int = 0  # runtime threads per instance (python runtime / onnxruntime / libtorch)
-    warmup_batch_sizes: tuple[int, ...] = ()
-    response_cache: bool = False
-    version_policy: str = "latest"  # latest | all | specific:1,2
+    instances: int = setting(1, flag="--number-of-model-instances", help="model instances per device")
+    instance_kind: InstanceKind = setting(InstanceKind.AUTO, flag="--instance-kind", type=str,
+                                          choices=INSTANCE_KIND_FLAGS, metavar="{auto,cpu,gpu}", show_default=False,
+                                          help="auto (the default): GPU if this host has one")  # Triton's spellings taken too
+    gpu_ids: tuple[int, ...] = setting((), flag="--gpu-ids", type=int_list, low=0, show_default=False,
+                                      metavar="IDS", help="GPUs the instances go on, e.g. 0,1 (default: all)")
+    backend_accelerator: str = setting("none", flag="--backend-accelerator", choices=ACCELERATORS,
+                                       help="the runtime's execution accelerator on the server")
+    precision: str | None = setting(None, flag="--precision", choices=("fp32", "fp16"),
+                                    help="default: the manifest's")
+    trt_workspace_bytes: int = setting(1 << 30, flag="--max-workspace-size", low=1, unit="bytes",
+                                       help="ONNX Runtime TensorRT accelerator workspace")
+    capture_cuda_graph: bool = setting(False, flag="--capture-cuda-graph", type=int, choices=(0, 1),
+                                       to_value=bool, help="1: capture CUDA graphs (TensorRT)")
+    intra_op_threads: int = setting(0, flag="--intra-op-threads", low=0,
+                                    help="runtime threads per instance (0: runtime default)")
+    warmup_batch_sizes: tuple[int, ...] = setting((), flag="--warmup-batch-sizes", type=int_list, low=1,
+                                                  show_default=False, metavar="SIZES",
+                                                  help="batch sizes the server warms the model up with at load "
+                                                       "(none by default)")
+    response_cache: bool = setting(False, flag="--response-cache", action="store_true",
+                                   help="turn on Triton's response cache for this model")
+    version_policy: str = setting("latest", flag="--version-policy", help="latest | all | specific:1,2")
     host_has_gpu: bool | None = None  # None: detect
     # inputs whose rows must be equal within a batch; None: the manifest inputs marked `batch_uniform`
-    batch_uniform_inputs: tuple[str, ...] | None = None
+    batch_uniform_inputs: tuple[str, ...] | None = setting(
+        None, flag="--batch-uniform-inputs", type=lambda t: tuple(n.strip() for n in t.split(",") if n.strip()),
+        metavar="NAMES", help="inputs that describe a whole request (rows equal within a batch), comma separated; "
+        "requests that differ in them are never batched together. Default: the inputs the model registry marks "
+        "(e.g. dofa_vit's wavelengths__1); '' for none")
     extra_parameters: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

@@ -167,3 +167,26 @@ def test_the_pipeline_command_calls_the_apis_deploy_pipeline(monkeypatch, tmp_pa
         command.main(["--model", "resnet18", "--raw-data", str(tmp_path), "--result-path", str(tmp_path / "r")])
     (request,) = called.value.args_
     assert isinstance(request, dt.PipelineRequest) and request.model.ref == "resnet18"
+
+
+def test_the_config_command_writes_what_dt_deploy_writes(monkeypatch, tmp_path):
+    import deployment_toolkit.repository as repository
+    from deployment_toolkit.commands import config_model_on_triton as command
+
+    assert api.write_model is repository.write_model  # dt.deploy's door is the repository writer itself
+    monkeypatch.setattr(repository, "write_model", _stand_in)
+    monkeypatch.setattr(api, "write_model", _stand_in)
+    with pytest.raises(Called) as from_command:
+        command.main(["--model-repository", str(tmp_path / "repo"), "--model-path", str(tmp_path / "a"),
+                      "--model-name", "m"])
+    with pytest.raises(Called) as from_api:
+        dt.deploy(tmp_path / "a", tmp_path / "repo", "m")
+    assert from_command.value.args_[2] == from_api.value.args_[2] == dt.ConfigOptions(model_name="m")
+
+
+def test_one_naming_scheme_across_the_api():
+    """The same thing has one parameter name everywhere: a model's name is `model_name`, never `name`."""
+    for fn in (getattr(dt, n) for n in dt.__all__ if inspect.isfunction(getattr(dt, n))):
+        params = set(inspect.signature(fn).parameters)
+        assert "name" not in params, f"{fn.__name__}: call it model_name"
+        assert not params & {"out_dir", "output_path", "result_path", "outdir"}, f"{fn.__name__}: output_dir/result_dir"
