@@ -36,6 +36,10 @@ def _parser():
     g.add_argument("--step-instances", type=int, default=1, help="instances of each pre/post-processing model")
     g.add_argument("--step-queue-delay-us", type=int, default=0,
                    help="dynamic batching delay of the pre/post-processing models")
+    g.add_argument("--layout", choices=("ensemble", "fused"), default=None,
+                   help="ensemble (the default): one model per step, each step's share measured; fused: one "
+                        "Python-backend model runs every step in one process (one hop between Triton and a stub "
+                        "instead of one per step; needs --runtime python)")
     g.add_argument("--verify-with", choices=("framework", "artifact"), default="framework",
                    help="what runs the model in-process for the comparison: the framework model or the artifact")
     m = p.add_argument_group("network")
@@ -95,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         reference=args.verify_with, concurrencies=() if args.no_perf else tuple(args.concurrency),
         perf=PerfOptions(measurement_interval_ms=args.measurement_interval, max_attempts=args.max_attempts),
         speed_rounds=args.speed_rounds, max_samples=args.max_samples, start_timeout_s=args.server_timeout,
-        serve=not args.write_only)
+        serve=not args.write_only, **({"layout": args.layout} if args.layout else {}))
     run = api.deploy_pipeline(request)  # dt.deploy_pipeline, the one door
     print(f"repository: {run.written.repository} ({', '.join(run.written.models)})")
     if args.write_only:

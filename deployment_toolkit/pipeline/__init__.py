@@ -10,7 +10,7 @@ stepfile: the user's file and its declarations; ports: the tensors; raw: the raw
 and its checks; wiring: which tensor feeds which; configs/write: the repository; verify, measure, speed, output:
 the served checks and the run folder; run: the whole run. A caller that serves the pipeline itself (a deployment of
 several models) takes the pieces: plan_request -> write_pipeline -> verify_served, write_input_json for perf."""
-from .configs import StepServing
+from .configs import PipelineLayout, StepServing
 from .measure import write_input_json
 from .plan import PipelinePlan
 from .ports import Port
@@ -19,6 +19,6 @@ from .stepfile import StepFile, StepKind, load_step
 from .verify import Verification, verify_served
 from .write import WrittenPipeline, write_pipeline
 
-__all__ = ["PipelinePlan", "PipelineRequest", "PipelineRun", "Port", "StepFile", "StepKind", "StepServing",
+__all__ = ["PipelineLayout", "PipelinePlan", "PipelineRequest", "PipelineRun", "Port", "StepFile", "StepKind", "StepServing",
            "Verification", "WrittenPipeline", "deploy_pipeline", "load_step", "plan_request", "verify_served",
            "write_input_json", "write_pipeline"]

@@ -10,6 +10,7 @@ from typing import Mapping, Sequence
 
 from tritonclient.grpc import model_config_pb2 as mc
 
+from ..config import Choice
 from ..repository.config import ConfigError
 from .ports import Port
 from .stepfile import StepKind
@@ -31,7 +32,15 @@ class StepServing:
             raise ConfigError(f"--step-queue-delay-us must be >= 0, got {self.max_queue_delay_us}")
 
 
-def _tensor(coll, port: Port) -> None:
+class PipelineLayout(Choice):
+    """How the pipeline is served: an ensemble of one model per step (each step's share in the server's statistics;
+    the network may be a native backend's model), or one Python-backend model running every step (one hop)."""
+    ENSEMBLE = "ensemble"
+    FUSED = "fused"
+
+
+def add_port(coll, port: Port) -> None:
+    """`port` as a tensor of a config's input or output list."""
     t = coll.add()
     t.name = port.name
     t.data_type = mc.DataType.Value(port.config_type)
@@ -43,9 +52,9 @@ def step_config(name: str, kind: StepKind, inputs: Sequence[Port], outputs: Sequ
     """A Python-backend model running the user's function (step_model.py) on CPU instances."""
     cfg = mc.ModelConfig(name=name, backend="python", max_batch_size=serving.max_batch_size)
     for port in inputs:
-        _tensor(cfg.input, port)
+        add_port(cfg.input, port)
     for port in outputs:
-        _tensor(cfg.output, port)
+        add_port(cfg.output, port)
     if serving.max_batch_size > 0:
         cfg.dynamic_batching.max_queue_delay_microseconds = serving.max_queue_delay_us
     group = cfg.instance_group.add()
@@ -60,9 +69,9 @@ def step_config(name: str, kind: StepKind, inputs: Sequence[Port], outputs: Sequ
 def ensemble_config(name: str, wiring: Wiring, max_batch_size: int) -> mc.ModelConfig:
     cfg = mc.ModelConfig(name=name, platform="ensemble", max_batch_size=max_batch_size)
     for port in wiring.inputs:
-        _tensor(cfg.input, port)
+        add_port(cfg.input, port)
     for port in wiring.outputs:
-        _tensor(cfg.output, port)
+        add_port(cfg.output, port)
     for step in wiring.steps:
         s = cfg.ensemble_scheduling.step.add()
         s.model_name, s.model_version = step.model, -1
@@ -121,4 +130,4 @@ def check_ensemble(cfg: mc.ModelConfig, composing: Mapping[str, mc.ModelConfig])
             raise ConfigError(f"{where}: output {t.name!r} is declared {_kind(t)} but produced as {got}")
 
 
-__all__ = ["StepServing", "check_ensemble", "ensemble_config", "step_config"]
+__all__ = ["PipelineLayout", "StepServing", "add_port", "check_ensemble", "ensemble_config", "step_config"]

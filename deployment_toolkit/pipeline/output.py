@@ -15,6 +15,7 @@ from ..results.rows import to_csv
 from ..results.schema import LATENCY_COLUMNS, THROUGHPUT
 from ..spec import atomic_write_text
 from ..tables import markdown_table
+from .configs import PipelineLayout
 from .measure import PipelinePoint
 from .plan import PipelinePlan
 from .speed import SpeedResult
@@ -64,13 +65,17 @@ def _ms(value: float) -> str:
     return "" if value is None or math.isnan(value) else f"{value:.2f}"
 
 
-def _pipeline_section(plan: PipelinePlan) -> list[str]:
+def _pipeline_section(plan: PipelinePlan, layout: PipelineLayout) -> list[str]:
     rows = [[s.model, ", ".join(p.describe() for p in s.inputs), ", ".join(p.describe() for p in s.outputs)]
             for s in plan.wiring.steps]
-    return [f"## The ensemble `{plan.names.ensemble}`", "",
-            f"Clients send {', '.join(p.describe() for p in plan.wiring.inputs)} and get "
-            f"{', '.join(p.describe() for p in plan.wiring.outputs)}; its steps, in order:", "",
-            markdown_table(["model", "takes", "gives"], rows, ["l", "l", "l"]), ""]
+    fused = layout == PipelineLayout.FUSED
+    title = (f"## The pipeline `{plan.names.ensemble}`, fused into one model" if fused
+             else f"## The ensemble `{plan.names.ensemble}`")
+    how = ("one Python-backend model runs its steps in order in one process (--layout fused), so the server's "
+           "statistics have no per-step share" if fused else "its steps, in order")
+    return [title, "", f"Clients send {', '.join(p.describe() for p in plan.wiring.inputs)} and get "
+            f"{', '.join(p.describe() for p in plan.wiring.outputs)}; {how}:", "",
+            markdown_table(["step" if fused else "model", "takes", "gives"], rows, ["l", "l", "l"]), ""]
 
 
 def _verification_section(v: Verification) -> list[str]:
@@ -86,11 +91,13 @@ def _points_section(points: Sequence[PipelinePoint]) -> list[str]:
              _ms(p.values.get("Avg Latency")), "yes" if p.stable else "no"] for p in points]
     steps = [[p.concurrency, s.model, s.requests, _ms(s.queue_ms), _ms(s.compute_ms),
               "" if math.isnan(s.share) else f"{s.share:.0%}"] for p in points for s in p.steps]
-    return ["## Performance (perf_analyzer, the raw samples)", "",
-            markdown_table(["concurrency", "inf/s", "p50 ms", "p99 ms", "avg ms", "stable"], rows), "",
-            "Each step's share of the server's time per request (its statistics during the point):", "",
-            markdown_table(["concurrency", "step", "requests", "queue ms/req", "compute ms/req", "share"], steps,
-                           ["r", "l", "r", "r", "r", "r"]), ""]
+    lines = ["## Performance (perf_analyzer, the raw samples)", "",
+             markdown_table(["concurrency", "inf/s", "p50 ms", "p99 ms", "avg ms", "stable"], rows), ""]
+    if steps:  # an ensemble's composing models; a fused pipeline is one model
+        lines += ["Each step's share of the server's time per request (its statistics during the point):", "",
+                  markdown_table(["concurrency", "step", "requests", "queue ms/req", "compute ms/req", "share"],
+                                 steps, ["r", "l", "r", "r", "r", "r"]), ""]
+    return lines
 
 
 def _speed_section(s: SpeedResult) -> list[str]:
@@ -107,18 +114,20 @@ def _speed_section(s: SpeedResult) -> list[str]:
             f"the same artifact runtime): {s.text()}.", "",
             markdown_table(["median per request", "in-process ms", "served queue ms", "served ms",
                             "served - in-process"], rows, ["l", "r", "r", "r", "r"]), "",
-            "A step's served time is its model's queue and compute (input, infer, output) from the server's statistics "
-            "read around each request: it includes the hop between Triton and the Python backend's process. The "
-            "steps' times overlap (a step's output is still being handed back while the next step starts), so they "
-            "add up to more than the server's time for the request.", ""]
+            *(["A step's served time is its model's queue and compute (input, infer, output) from the server's "
+               "statistics read around each request: it includes the hop between Triton and the Python backend's "
+               "process. The steps' times overlap (a step's output is still being handed back while the next step "
+               "starts), so they add up to more than the server's time for the request.", ""] if s.served_steps else
+              ["The pipeline is one model (fused): the server's statistics have its time as a whole, with the one "
+               "hop between Triton and the Python backend's process.", ""])]
 
 
 def write_report(path: Path, plan: PipelinePlan, verification: Verification | None, points: Sequence[PipelinePoint],
-                 speed: SpeedResult | None) -> Path:
+                 speed: SpeedResult | None, layout: PipelineLayout = PipelineLayout.ENSEMBLE) -> Path:
     lines = [f"# Pipeline `{plan.names.ensemble}`", "",
              f"Model `{plan.manifest.model}` ({plan.manifest.format}, {plan.manifest.precision}, from "
              f"{plan.artifact_dir}); {plan.raw.describe()}.", ""]
-    lines += _pipeline_section(plan)
+    lines += _pipeline_section(plan, layout)
     if verification is not None:
         lines += _verification_section(verification)
     if points:

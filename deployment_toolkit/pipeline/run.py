@@ -24,7 +24,8 @@ from ..sources import ModelSource
 from ..sources.base import slugify
 from ..spec import Manifest
 from .artifact import prepare_artifact
-from .configs import StepServing
+from .configs import PipelineLayout, StepServing
+from .fused import check_fused_runtime
 from .measure import MeasureJob, PipelinePoint, measure_points, write_input_json
 from .output import run_identity, write_report, write_rows
 from .plan import PipelineNames, PipelinePlan, plan_pipeline, prepare
@@ -65,6 +66,7 @@ class PipelineRequest:
     network: ConfigOptions | None = None  # how the network is served (instances, threads, batching)
     step_instances: int = 1
     step_queue_delay_us: int = 0
+    layout: PipelineLayout = PipelineLayout.ENSEMBLE  # fused: one model runs every step (one hop, no step shares)
     reference: VerifyWith = VerifyWith.FRAMEWORK
     concurrencies: tuple[int, ...] = (1, 2)  # perf_analyzer points; () measures none
     perf: PerfOptions = field(default_factory=_perf_default)
@@ -76,7 +78,8 @@ class PipelineRequest:
     def check(self) -> None:
         if self.preprocess is None and self.postprocess is None:
             raise UserInputError("a pipeline needs --preprocess FILE, --postprocess FILE or both")
-        for name, kind, flag in (("reference", VerifyWith, "--verify-with"), ("fmt", Format, "--format")):
+        for name, kind, flag in (("reference", VerifyWith, "--verify-with"), ("fmt", Format, "--format"),
+                                 ("layout", PipelineLayout, "--layout")):
             try:
                 setattr(self, name, kind(getattr(self, name)))
             except ValueError:
@@ -86,6 +89,8 @@ class PipelineRequest:
             raise UserInputError(f"--concurrency levels must be >= 1, got {list(self.concurrencies)}")
         if self.speed_rounds < 0:
             raise UserInputError(f"--speed-rounds must be >= 0, got {self.speed_rounds}")
+        if self.layout == PipelineLayout.FUSED and self.network is not None:
+            check_fused_runtime(self.network.runtime)
         if self.serve and self.network is not None and self.network.runtime != "python":
             raise UserInputError(f"--runtime {self.network.runtime}: the network then needs the NGC container's own "
                                  "backends, which the embedded server has not; add --write-only to write the "
@@ -133,10 +138,10 @@ def deploy_pipeline(request: PipelineRequest) -> PipelineRun:
     out_dir.mkdir(parents=True, exist_ok=True)
     repository = Path(request.model_repository or out_dir / "model_repository")
     serving = StepServing(plan.max_batch_size, request.step_instances, request.step_queue_delay_us)
-    written = write_pipeline(repository, plan, serving, request.network)
+    written = write_pipeline(repository, plan, serving, request.network, layout=request.layout)
     run = PipelineRun(out_dir, plan, written)
     if not request.serve:
-        run.report = write_report(out_dir / "report.md", plan, None, [], None)
+        run.report = write_report(out_dir / "report.md", plan, None, [], None, request.layout)
         RunFolder(out_dir).record(_config(request, run))
         return run
     config = ServerConfig(repository, model_control_mode="explicit", load_models=tuple(written.models),
@@ -159,11 +164,11 @@ def _serve_checks(run: PipelineRun, request: PipelineRequest, client: TritonClie
         run.points = measure_points(plan, client, run.written.composing, job)
     if request.speed_rounds:
         runtime: Callable[[Any], Any] = framework_predictor(plan.artifact_dir, "artifact")[0]
-        run.speed = measure_speed(plan, client, runtime, rounds=request.speed_rounds)
+        run.speed = measure_speed(plan, client, runtime, run.written.composing, rounds=request.speed_rounds)
         log.info("%s", run.speed.text())
     folder = RunFolder(out_dir, identity)
     write_rows(folder, run.points, run.verification)
-    run.report = write_report(out_dir / "report.md", plan, run.verification, run.points, run.speed)
+    run.report = write_report(out_dir / "report.md", plan, run.verification, run.points, run.speed, request.layout)
     folder.record(_config(request, run), client.server_version())
 
 
@@ -172,7 +177,8 @@ def _config(request: PipelineRequest, run: PipelineRun) -> dict[str, Any]:
     return {"kind": "pipeline", "model": str(request.model), "artifact": str(plan.artifact_dir),
             "preprocess": str(request.preprocess or ""), "postprocess": str(request.postprocess or ""),
             "raw_data": str(request.raw_data), "samples": len(plan.runs), "repository": str(run.written.repository),
-            "models": run.written.models, "ensemble": plan.names.ensemble, "served": request.serve,
+            "models": run.written.models, "ensemble": plan.names.ensemble, "layout": request.layout.value,
+            "served": request.serve,
             "verify_with": request.reference.value,
             "verified": run.passed, "concurrency": list(request.concurrencies), "speed_rounds": request.speed_rounds,
             "speed": None if run.speed is None else {"served_ms": run.speed.served_ms,

@@ -8,7 +8,7 @@ from __future__ import annotations
 import statistics
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -56,7 +56,7 @@ class SpeedResult:
         stages = ", ".join(f"{k} {v:.2f}" for k, v in self.stage_ms.items())
         return (f"served {self.served_ms:.2f} ms vs in-process {self.inprocess_ms:.2f} ms ({stages}) per request, "
                 f"{self.ratio:.2f}x; server side {self.server_ms:.2f} ms ({self.overhead_per_step_ms:+.2f} ms per "
-                f"step over in-process, {self.steps} steps), round trip {self.round_trip_ms:.2f} ms; "
+                f"model over in-process, {self.steps} model(s) in the server), round trip {self.round_trip_ms:.2f} ms; "
                 f"target <= {self.factor:g} x in-process + round trip = {self.bound_ms:.2f} ms: "
                 + ("met" if self.met else "NOT met"))
 
@@ -121,15 +121,17 @@ def _success_ms(before: dict, after: dict) -> float:
 
 
 def measure_speed(plan: PipelinePlan, client: TritonClient, runtime: Callable[[Arrays], Arrays],
-                  rounds: int = 5, warmup: int = 1) -> SpeedResult:
-    """`runtime`: the artifact run in-process (the runtime the server runs the model with). Every figure is a median
-    over the requests; the round trip is the median of each request's client time less its server time."""
+                  composing: Sequence[str], rounds: int = 5, warmup: int = 1) -> SpeedResult:
+    """`runtime`: the artifact run in-process (the runtime the server runs the model with); `composing`: the models
+    the served pipeline passes through (an ensemble's steps; none when fused: its one model is the pipeline). Every
+    figure is a median over the requests; the round trip is the median of each request's client time less its
+    server time."""
     for _ in range(max(warmup, 0)):
         for run in plan.runs:
             _inprocess(plan, runtime, run.raw)
             served_outputs(client, plan, run.raw, run.name)
     stages = {"preprocess": plan.names.preprocess, "model": plan.names.model, "postprocess": plan.names.postprocess}
-    models = [s.model for s in plan.wiring.steps]
+    models = list(composing)
     local: list[dict[str, float]] = []
     served: list[dict[str, float]] = []
     for _ in range(max(rounds, 1)):  # whole passes in turns: a runtime's thread pool spins on for a while after
@@ -138,10 +140,10 @@ def measure_speed(plan: PipelinePlan, client: TritonClient, runtime: Callable[[A
     med = statistics.median
     stage_ms = {k: med(t[k] for t in local) for k in local[0]}
     steps = {k: (med(r[f"{m}:queue"] for r in served), med(r[f"{m}:compute"] for r in served))
-             for k, m in stages.items() if k in stage_ms}
+             for k, m in stages.items() if k in stage_ms and m in models}
     return SpeedResult(len(served), med(sum(t.values()) for t in local), stage_ms, med(r["client"] for r in served),
                        med(r["server"] for r in served), max(med(r["client"] - r["server"] for r in served), 0.0),
-                       steps=len(models), served_steps=steps)
+                       steps=max(len(models), 1), served_steps=steps)
 
 
 __all__ = ["SpeedResult", "TARGET_FACTOR", "measure_speed"]

@@ -6,6 +6,9 @@
     <repository>/<name>_postprocess/   user_step.py and the side files it names (FILES)
     <repository>/<name>_pipeline/      the ensemble: config.pbtxt with ensemble_scheduling, an empty version folder
 
+or, with the fused layout, only `<repository>/<name>_pipeline/`: one Python-backend model running every step
+(pipeline.fused).
+
 Every config is built as a ModelConfig protobuf and the ensemble is checked against the configs of its steps
 (configs.check_ensemble) before anything is written; each model's version folder and config appear together
 (repository.layout.staged_version)."""
@@ -22,7 +25,8 @@ from tritonclient.grpc import model_config_pb2 as mc
 from ..repository.config import ConfigOptions, build_config
 from ..repository.layout import staged_version, write_model
 from ..spec import check_repository_path
-from .configs import StepServing, check_ensemble, ensemble_config, step_config
+from .configs import PipelineLayout, StepServing, check_ensemble, ensemble_config, step_config
+from .fused import fused_config, write_fused
 from .plan import PipelinePlan
 from .stepfile import StepFile
 
@@ -83,10 +87,17 @@ def _write_step(repository: Path, cfg: mc.ModelConfig, step: StepFile, version: 
 
 
 def write_pipeline(repository: str | Path, plan: PipelinePlan, serving: StepServing,
-                   network: ConfigOptions | None = None, version: int = 1) -> WrittenPipeline:
-    """Write the network, the steps and the ensemble into `repository`; returns their configs."""
+                   network: ConfigOptions | None = None, version: int = 1,
+                   layout: PipelineLayout = PipelineLayout.ENSEMBLE) -> WrittenPipeline:
+    """Write the network, the steps and the ensemble into `repository` (or, fused, the one model that runs them all);
+    returns their configs."""
     repository = check_repository_path(repository)
     opts = model_options(plan, network)
+    if PipelineLayout(layout) == PipelineLayout.FUSED:
+        cfg = fused_config(plan, serving, opts)
+        write_fused(repository, plan, cfg, version)
+        log.info("wrote %s (the pipeline fused into one model) into %s", cfg.name, repository)
+        return WrittenPipeline(Path(repository), {cfg.name: cfg}, cfg.name)
     configs = build_configs(plan, serving, network)
     write_model(repository, plan.artifact_dir, opts, version=version)
     for step in (plan.pre, plan.post):

@@ -18,7 +18,7 @@ import pytest
 from deployment_toolkit.__main__ import main
 from deployment_toolkit.client import InferenceError, TritonClient
 from deployment_toolkit.perf.analyzer import PerfOptions
-from deployment_toolkit.pipeline import PipelineRequest, deploy_pipeline
+from deployment_toolkit.pipeline import PipelineLayout, PipelineRequest, deploy_pipeline
 from deployment_toolkit.server import LocalTritonServer, ServerConfig
 from conftest import require_triton_tools
 
@@ -91,16 +91,27 @@ def test_a_request_the_preprocess_cannot_decode_fails_alone(image_run):
             IMAGE / "postprocess.py").LABELS
 
 
-def test_the_text_pipeline_is_served_verified_measured_and_timed(tmp_path):
+@pytest.fixture(scope="module")
+def text_inputs(tmp_path_factory):
+    """The text example's tokenizer (trained locally), raw texts and a workspace the two layouts share."""
     require_triton_tools()
+    base = tmp_path_factory.mktemp("text_pipeline")
     subprocess.run([sys.executable, str(TEXT / "make_tokenizer.py"), "--output", str(TEXT / "tokenizer.json")],
                    check=True, capture_output=True)
-    texts = _module(TEXT / "make_texts.py").write_texts(tmp_path / "texts")
-    run = deploy_pipeline(PipelineRequest(
-        model=str(TEXT / "model.py"), raw_data=tmp_path / "texts", result_path=tmp_path / "run",
+    return base, _module(TEXT / "make_texts.py").write_texts(base / "texts")
+
+
+def _text_request(base: Path, out: Path, **fields) -> PipelineRequest:
+    return PipelineRequest(
+        model=str(TEXT / "model.py"), raw_data=base / "texts", result_path=out,
         preprocess=TEXT / "preprocess.py", postprocess=TEXT / "postprocess.py", name="sentiment",
-        workspace=tmp_path / "ws", concurrencies=(1,), perf=PerfOptions(measurement_interval_ms=2000, max_attempts=1),
-        speed_rounds=1))
+        workspace=base / "ws", concurrencies=(1,), perf=PerfOptions(measurement_interval_ms=2000, max_attempts=1),
+        speed_rounds=1, **fields)
+
+
+def test_the_text_pipeline_is_served_verified_measured_and_timed(text_inputs, tmp_path):
+    base, texts = text_inputs
+    run = deploy_pipeline(_text_request(base, tmp_path / "run"))
     assert run.passed, run.verification.summary()
     assert [p.name for p in run.plan.wiring.inputs] == ["text"] and run.plan.wiring.inputs[0].dtype == "text"
     assert {p.name: p.dtype for p in run.plan.wiring.outputs} == {"label": "bytes", "probability": "float32"}
@@ -113,6 +124,53 @@ def test_the_text_pipeline_is_served_verified_measured_and_timed(tmp_path):
     assert run.speed is not None and run.speed.requests == len(texts) and run.speed.served_ms > 0
     tokenizer_copy = tmp_path / "run" / "model_repository" / "sentiment_preprocess" / "1" / "tokenizer.json"
     assert tokenizer_copy.read_bytes() == (TEXT / "tokenizer.json").read_bytes()  # FILES travel with the step
+
+
+def test_the_text_pipeline_fused_into_one_model_answers_as_the_ensemble_does(text_inputs, tmp_path):
+    """--layout fused: the tokenizer, BERT (int64 token ids of the texts' lengths) and the label step in one
+    Python-backend model named as the ensemble: verified sample by sample, measured, timed, one model loaded."""
+    base, texts = text_inputs
+    run = deploy_pipeline(_text_request(base, tmp_path / "run", layout=PipelineLayout.FUSED))
+    assert run.passed, run.verification.summary()
+    assert run.written.models == ["sentiment_pipeline"] and run.written.composing == []
+    assert len({c.sample for c in run.verification.checks}) == len(texts)
+    [point] = run.points
+    assert point.throughput > 0 and point.steps == []  # one model: no per-step statistics
+    assert run.speed is not None and run.speed.steps == 1 and run.speed.served_steps == {}
+    version = tmp_path / "run" / "model_repository" / "sentiment_pipeline" / "1"
+    assert (version / "tokenizer.json").read_bytes() == (TEXT / "tokenizer.json").read_bytes()
+    assert {"model.py", "step_runtime.py", "runtimes.py", "user_preprocess.py", "user_postprocess.py",
+            "manifest.json"} <= {p.name for p in version.iterdir()}
+    config = (version.parent / "config.pbtxt").read_text()
+    assert 'backend: "python"' in config and "ensemble_scheduling" not in config
+    assert "fused into one model" in run.report.read_text()
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["config"]["layout"] == "fused"
+
+
+def test_a_fused_image_pipeline_answers_a_bad_request_alone_and_native_is_refused(image_run, tmp_path, capsys):
+    base = image_run.parent
+    common = ["deploy-pipeline", "--model", "timm:resnet18", "--num-classes", "10",
+              "--preprocess", str(IMAGE / "preprocess.py"), "--postprocess", str(IMAGE / "postprocess.py"),
+              "--raw-data", str(base / "images"), "--name", "classifier", "--workspace", str(base / "ws"),
+              "--layout", "fused"]
+    with pytest.raises(SystemExit) as exc:
+        main([*common, "--result-path", str(tmp_path / "native"), "--runtime", "native", "--write-only"])
+    assert exc.value.code == 2
+    assert "--layout fused runs the network in the Python runtime" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        main([*common, "--result-path", str(tmp_path / "run"), "--no-perf"])
+    assert exc.value.code == 0
+    repo = tmp_path / "run" / "model_repository"
+    assert [p.name for p in repo.iterdir()] == ["classifier_pipeline"]
+    images = sorted((base / "images").iterdir())
+    with LocalTritonServer(ServerConfig(repo, log_dir=tmp_path / "logs")) as server, \
+            TritonClient(server.grpc_url) as client:
+        server.require_models(["classifier_pipeline"])
+        with pytest.raises(InferenceError, match="UnidentifiedImageError"):
+            client.infer("classifier_pipeline", {"image": np.array([[b"not an image"]], dtype=object)}, ["labels"])
+        good = client.infer("classifier_pipeline", {"image": np.array([[images[0].read_bytes()]], dtype=object)},
+                            ["labels", "scores"])
+        assert good["labels"].shape == (1, 5) and good["scores"].dtype == np.float32
 
 
 def test_write_only_writes_the_ensemble_for_a_server_elsewhere(image_run, tmp_path):
