@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[3]
 # Files copied beside a Python backend model: they run in Triton's stub process, without this package.
 STANDALONE = ("deployment_toolkit.repository.python_runtime", "deployment_toolkit.diffusion.samplers",
               "deployment_toolkit.diffusion.sampler_model", "deployment_toolkit.pipeline.step_model",
-              "deployment_toolkit.pipeline.step_runtime")
+              "deployment_toolkit.pipeline.step_runtime", "deployment_toolkit.pipeline.fused_model")
 
 
 def _toolkit_exceptions() -> dict[str, type]:
