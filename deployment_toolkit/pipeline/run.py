@@ -12,7 +12,8 @@ from typing import Any, Callable
 
 from ..client import TritonClient
 from ..committed import refuse_committed
-from ..config import Choice, Format
+from ..config import Choice, Format, check_numbers, setting
+from ..config.fields import int_list
 from ..errors import UserInputError
 from ..export import ConvertOptions
 from ..framework import framework_predictor
@@ -45,35 +46,60 @@ class VerifyWith(Choice):
     ARTIFACT = "artifact"  # the converted artifact, with the runtime the server runs it with
 
 
-def _perf_default() -> PerfOptions:
-    return PerfOptions(measurement_interval_ms=2000, max_attempts=2)
+# perf_analyzer for a pipeline's points: shorter windows and fewer attempts than a model's sweep (a pipeline run is a
+# check first; its points show each step's share)
+PIPELINE_PERF = PerfOptions(measurement_interval_ms=2000, max_attempts=2)
 
 
 @dataclass
 class PipelineRequest:
-    """Everything one pipeline deployment needs; the command builds it from its flags."""
+    """Everything one pipeline deployment needs; the fields with a flag are deploy-pipeline's flags (config.setting),
+    their defaults written here once."""
 
     model: "str | Path | ModelSource"  # any reference the toolkit takes, or an artifact folder
-    raw_data: Path  # the raw samples: one file per sample, or one folder per sample
-    result_path: Path  # the run folder
-    preprocess: Path | None = None
-    postprocess: Path | None = None
-    name: str | None = None  # the network's model name (default: from the model); steps and ensemble add suffixes
-    model_repository: Path | None = None  # default: <result_path>/model_repository
-    workspace: Path = Path("workspace/pipeline")  # where a reference is converted
-    fmt: Format = Format.ONNX
+    raw_data: Path = setting(flag="--raw-data", type=Path, metavar="DIR",
+                             help="raw samples: one file per sample (image.jpg, review.txt), or one folder per sample "
+                                  "with one file per input name; .npy for numeric inputs")
+    result_path: Path = setting()  # the run folder (--result-path, the toolkit's one output flag)
+    preprocess: Path | None = setting(None, flag="--preprocess", type=Path, metavar="FILE",
+                                      help="Python file defining preprocess(<raw input>...) -> {model input: array}")
+    postprocess: Path | None = setting(None, flag="--postprocess", type=Path, metavar="FILE",
+                                       help="Python file defining postprocess(<model output>...) -> {name: array}")
+    name: str | None = setting(None, flag="--name", help="the network's model name (default: from the model); the "
+                                                         "steps are <name>_preprocess/_postprocess, the ensemble "
+                                                         "<name>_pipeline")
+    model_repository: Path | None = setting(None, flag="--model-repository", type=Path, metavar="DIR",
+                                            help="default: <result-path>/model_repository")
+    workspace: Path = setting(Path("workspace/pipeline"), flag="--workspace", type=Path, metavar="DIR",
+                              help="where a reference is converted")
+    fmt: Format = setting(Format.ONNX, flag="--format", help="artifact a reference is converted to")
     convert: ConvertOptions = field(default_factory=ConvertOptions)
     network: ConfigOptions | None = None  # how the network is served (instances, threads, batching)
-    step_instances: int = 1
-    step_queue_delay_us: int = 0
-    layout: PipelineLayout = PipelineLayout.ENSEMBLE  # fused: one model runs every step (one hop, no step shares)
-    reference: VerifyWith = VerifyWith.FRAMEWORK
-    concurrencies: tuple[int, ...] = (1, 2)  # perf_analyzer points; () measures none
-    perf: PerfOptions = field(default_factory=_perf_default)
-    speed_rounds: int = 0  # > 0: the served-against-in-process comparison, this many rounds over the samples
-    max_samples: int = DEFAULT_MAX_SAMPLES
-    start_timeout_s: float = 300.0
-    serve: bool = True  # False: check in-process and write the repository only (for a server elsewhere)
+    step_instances: int = setting(1, flag="--step-instances", low=1,
+                                  help="instances of each pre/post-processing model")
+    step_queue_delay_us: int = setting(0, flag="--step-queue-delay-us", low=0, unit="us",
+                                       help="dynamic batching delay of the pre/post-processing models")
+    layout: PipelineLayout = setting(
+        PipelineLayout.ENSEMBLE, flag="--layout",
+        help="ensemble: one model per step, each step's share measured; fused: one Python-backend model runs every "
+             "step in one process (one hop between Triton and a stub instead of one per step; needs --runtime python)")
+    reference: VerifyWith = setting(VerifyWith.FRAMEWORK, flag="--verify-with",
+                                    help="what runs the model in-process for the comparison: the framework model or "
+                                         "the artifact")
+    concurrencies: tuple[int, ...] = setting((1, 2), flag="--concurrency", type=int_list, low=1, metavar="LEVELS",
+                                             show_default=False, help="perf_analyzer closed-loop levels against the "
+                                                                      "pipeline, e.g. 1,2,4 (default: 1,2)")
+    perf: PerfOptions = field(default_factory=lambda: PIPELINE_PERF)
+    speed_rounds: int = setting(0, flag="--speed-rounds", low=0, metavar="N",
+                                help="also time the served pipeline against its steps in-process, side by side, N "
+                                     "rounds over the samples (the speed benchmark; 0: not run)")
+    max_samples: int = setting(DEFAULT_MAX_SAMPLES, flag="--max-samples", low=1,
+                               help="raw samples used (the first, by name)")
+    start_timeout_s: float = setting(300.0, flag="--server-timeout", unit="s", low=0, low_open=True,
+                                     metavar="SECONDS", help="server start limit")
+    serve: bool = setting(True, flag="--write-only", action="store_false",
+                          help="check the steps in-process and write the repository, but serve nothing (for a server "
+                               "elsewhere, e.g. the NGC container with --runtime native)")
 
     def check(self) -> None:
         if self.preprocess is None and self.postprocess is None:
@@ -85,10 +111,7 @@ class PipelineRequest:
             except ValueError:
                 raise UserInputError(f"{flag} must be one of {', '.join(kind.values())}, got "
                                      f"{getattr(self, name)!r}") from None
-        if any(c < 1 for c in self.concurrencies):
-            raise UserInputError(f"--concurrency levels must be >= 1, got {list(self.concurrencies)}")
-        if self.speed_rounds < 0:
-            raise UserInputError(f"--speed-rounds must be >= 0, got {self.speed_rounds}")
+        check_numbers(self)  # each number finite and in its flag's range, in one line naming the flag
         if self.layout == PipelineLayout.FUSED and self.network is not None:
             check_fused_runtime(self.network.runtime)
         if self.serve and self.network is not None and self.network.runtime != "python":

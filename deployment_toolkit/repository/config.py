@@ -75,7 +75,7 @@ class ConfigOptions:
     max_queue_delay_us: int = setting(0, flag="--max-queue-delay-us", unit="us",
                                       help="how long the batcher may hold a request to fill a batch")
     preserve_ordering: bool = False
-    instances: int = setting(1, flag="--number-of-model-instances", help="model instances per device")
+    instances: int = setting(1, flag="--number-of-model-instances", aliases=("--instances",), help="model instances per device")
     instance_kind: InstanceKind = setting(InstanceKind.AUTO, flag="--instance-kind", type=str,
                                           choices=INSTANCE_KIND_FLAGS, metavar="{auto,cpu,gpu}", show_default=False,
                                           help="auto (the default): GPU if this host has one")  # Triton's spellings taken too

@@ -59,7 +59,8 @@ class PerfOptions:
                                                     high=1 << 40)
     input_data: str = setting("random", flag="--input-data", metavar="random|zero|PATH")
     measurement_mode: MeasurementMode = setting(MeasurementMode.TIME_WINDOWS, flag="--measurement-mode")
-    measurement_interval_ms: int = setting(5000, flag="--measurement-interval", unit="ms", low=1, high=3_600_000)
+    measurement_interval_ms: int = setting(5000, flag="--measurement-interval", unit="ms", low=1, high=3_600_000,
+                                           help="perf_analyzer's measurement window")
     measurement_request_count: int = setting(50, flag="--measurement-request-count", low=1, high=10_000_000)
     # the relaxed final run sets 100000: stability unchecked
     stability_percentage: float = setting(10.0, flag="--stability-percentage", unit="%", low=0, low_open=True,
@@ -70,7 +71,8 @@ class PerfOptions:
     async_mode: bool = setting(False, flag="--async", action="store_true")
     extra_args: tuple[str, ...] = ()
     # retries of an unstable point (not part of the measurement definition)
-    max_attempts: int = setting(5, flag="--max-attempts", low=1, high=100)
+    max_attempts: int = setting(5, flag="--max-attempts", low=1, high=100,
+                                help="tries for a stable measurement of a point (then one with stability unchecked)")
     retry_interval_step_ms: int = 2000
     retry_request_count_step: int = 50
     relaxed_fallback: bool = True  # after the last unstable attempt, measure once with stability unchecked

@@ -273,7 +273,9 @@ def test_a_postprocess_alone_takes_the_models_inputs_as_npy_samples(tmp_path):
 @pytest.mark.parametrize("fields, line", [
     ({}, "a pipeline needs --preprocess FILE, --postprocess FILE or both"),
     ({"preprocess": Path("p.py"), "reference": "onnx"}, "--verify-with must be one of framework, artifact, got 'onnx'"),
-    ({"preprocess": Path("p.py"), "concurrencies": (0,)}, "--concurrency levels must be >= 1, got [0]"),
+    ({"preprocess": Path("p.py"), "concurrencies": (0,)}, "--concurrency must be >= 1, got 0"),
+    ({"preprocess": Path("p.py"), "speed_rounds": float("nan")}, "--speed-rounds must be >= 0, got nan"),
+    ({"preprocess": Path("p.py"), "layout": "merged"}, "--layout must be one of ensemble, fused, got 'merged'"),
     ({"preprocess": Path("p.py"), "network": "native"},
      "--runtime native: the network then needs the NGC container's own backends, which the embedded server has not; "
      "add --write-only to write the repository for that server, or serve it here with --runtime python"),

@@ -167,6 +167,11 @@ def test_the_pipeline_command_calls_the_apis_deploy_pipeline(monkeypatch, tmp_pa
         command.main(["--model", "resnet18", "--raw-data", str(tmp_path), "--result-path", str(tmp_path / "r")])
     (request,) = called.value.args_
     assert isinstance(request, dt.PipelineRequest) and request.model.ref == "resnet18"
+    from deployment_toolkit.pipeline.run import PIPELINE_PERF
+
+    # every flag's default is the request's own (and the network's, the conversion's, perf_analyzer's)
+    assert request == dt.PipelineRequest(model=request.model, raw_data=tmp_path, result_path=tmp_path / "r",
+                                         network=dt.ConfigOptions(model_name="model"), perf=PIPELINE_PERF)
 
 
 def test_the_config_command_writes_what_dt_deploy_writes(monkeypatch, tmp_path):
