@@ -322,9 +322,10 @@ class NoSpaceError(UserError, OSError):
     """A write with no room (refused up front, or the disk filled while writing): one line naming the path and the
     space needed and free. Still an OSError (ENOSPC): the callers that explain a failed write go on catching it."""
 
-    def __init__(self, path: str | Path, needed: int | None, free: int | None, written: int = 0):
+    def __init__(self, path: str | Path, needed: int | None, free: int | None, written: int | None = 0):
         OSError.__init__(self, errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
         need = (f"it needs {size_text(needed)}" if needed is not None
+                else "the disk filled while it was written" if written is None
                 else f"the disk filled after {size_text(written)} of it")
         room = f"{size_text(free)} free there" if free is not None else "the free space is unknown"
         self.message = (f"no space left to write {path}: {need}, {room}; nothing was left half-written: make room "

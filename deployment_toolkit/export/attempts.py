@@ -10,6 +10,7 @@ exit code 2: nothing else can stop it, and the artifact is written only on succe
 from __future__ import annotations
 
 import contextlib
+import errno
 import faulthandler
 import os
 import sys
@@ -19,7 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Iterator, TypeVar
 
-from ..spec import NoSpaceError
+from ..spec import NoSpaceError, free_bytes
 from .errors import ConversionError
 
 T = TypeVar("T")
@@ -120,10 +121,25 @@ def run_attempt(name: str, what: str, fn: Callable[[], T], log: Path, timeout_s:
             import traceback
 
             traceback.print_exc()  # into the log
+            full = disk_full(err, log.parent)
+            if full is not None:  # an exporter's own write met the full disk (torch.onnx's, in C++)
+                raise full from err
             result, outcome, error = None, "failed", first_line(err)
         finally:
             done.set()
     return result, Attempt(name, round(time.perf_counter() - t0, 3), outcome, error)
+
+
+def disk_full(err: BaseException, folder: Path) -> NoSpaceError | None:
+    """The NoSpaceError behind `err` where a full disk (ENOSPC, EDQUOT) is anywhere in its chain: the exporters wrap
+    the OSError in their own errors, and each next exporter would only fill the disk again."""
+    seen: BaseException | None = err
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno in (errno.ENOSPC, errno.EDQUOT):
+            where = Path(seen.filename) if seen.filename else folder
+            return NoSpaceError(where, None, free_bytes(where if where.is_dir() else where.parent), written=None)
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 def all_failed(what: str, attempts: list[Attempt], log: Path) -> ConversionError:

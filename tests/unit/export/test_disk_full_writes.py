@@ -148,3 +148,31 @@ def test_a_save_that_passes_the_check_and_meets_the_full_disk_is_caught(tiny_fs,
     assert list(tiny_fs.iterdir()) == []
     atomic_write_text(tiny_fs / "config.pbtxt", "name: 'm'\n")  # the space came back: nothing was kept
     assert (tiny_fs / "config.pbtxt").read_text() == "name: 'm'\n"
+
+
+def test_convert_to_onnx_on_a_full_disk_says_one_line(tiny_fs):
+    """torch.onnx's own write meets the full disk inside the exporter (an OSError wrapped in its errors): one line,
+    not one per exporter each filling the disk again, and nothing left."""
+    out = tiny_fs / "onnx"
+    done = subprocess.run([sys.executable, "triton/convert_model.py", "--model", "resnet18", "--preset", "small",
+                           "--output-type", "onnx", "--output-path", str(out), "--no-verify"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 2, done.stderr[-3000:]
+    errors = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(errors) == 1 and errors[0].startswith(f"error: no space left to write {out}: the disk filled"), errors
+    assert not (out / "model.onnx").exists() and leftovers(out) == []
+
+
+def test_a_full_disk_anywhere_in_an_exporters_error_chain_is_found(tmp_path):
+    from deployment_toolkit.export.attempts import disk_full
+    from deployment_toolkit.export.errors import ConversionError
+
+    try:
+        try:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        except OSError as inner:
+            raise ConversionError("ONNX export failed: OSError: [Errno 28]") from inner
+    except ConversionError as err:
+        found = disk_full(err, tmp_path)
+    assert isinstance(found, NoSpaceError) and str(tmp_path) in str(found) and "filled while it was written" in str(found)
+    assert disk_full(ConversionError("unsupported operator"), tmp_path) is None
