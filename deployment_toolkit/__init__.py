@@ -48,8 +48,8 @@ __all__ = ["convert", "deploy", "serve", "connect", "measure_online", "measure_o
            "DataSpec", "Manifest", "ModelSignature", "TensorSpec", "ModelSource", "ConvertOptions", "ConfigOptions",
            "PerfOptions", "OutputRequest", "SweepOutcome", "SearchSettings", "SearchJob", "SearchServer", "SearchRun",
            "Demand", "Checks", "Deploy", "PlanResult", "SearchError", "PlanError", "Deployment", "DeploymentSettings",
-           "DeploymentPlan", "DeploymentPlanError", "PipelineRequest", "PipelineRun", "Format", "Objective", "Reuse",
-           "LocalTritonServer", "TritonClient"]
+           "DeploymentPlan", "DeploymentPlanError", "PipelineRequest", "PipelineRun", "PipelineLayout", "Format",
+           "Objective", "Reuse", "LocalTritonServer", "TritonClient"]
 
 
 def __getattr__(name: str):

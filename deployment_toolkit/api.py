@@ -32,7 +32,7 @@ from typing import Any, Iterator, Mapping, Sequence
 import numpy as np
 
 from .client import OutputRequest, TritonClient
-from .config import Format, Objective, Reuse, SharedMemory
+from .config import Format, Objective, PipelineLayout, Reuse, SharedMemory
 from .data.samples import DataSpec
 from .data.infer import inputs_from_data
 from .deployment.file import Deployment, load as load_deployment
@@ -60,8 +60,8 @@ __all__ = ["convert", "deploy", "serve", "connect", "measure_online", "measure_o
            "DataSpec", "Manifest", "ModelSignature", "TensorSpec", "ModelSource", "ConvertOptions", "ConfigOptions",
            "PerfOptions", "OutputRequest", "SweepOutcome", "SearchSettings", "SearchJob", "SearchServer", "SearchRun",
            "Demand", "Checks", "Deploy", "PlanResult", "SearchError", "PlanError", "Deployment", "DeploymentSettings",
-           "DeploymentPlan", "DeploymentPlanError", "PipelineRequest", "PipelineRun", "Format", "Objective", "Reuse",
-           "LocalTritonServer", "TritonClient"]
+           "DeploymentPlan", "DeploymentPlanError", "PipelineRequest", "PipelineRun", "PipelineLayout", "Format",
+           "Objective", "Reuse", "LocalTritonServer", "TritonClient"]
 
 
 def _from_arrays(inputs: Mapping[str, Any], dynamic_axes: Mapping[str, Sequence[int]] | None) -> dict[str, dict]:

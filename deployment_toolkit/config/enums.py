@@ -87,3 +87,11 @@ class LoadMode(Choice):
 
 __all__ = ["Choice", "Format", "Precision", "OnnxExporter", "Protocol", "SharedMemory", "Objective", "Reuse",
            "StepStatus", "InstanceKind", "LoadMode"]
+
+
+class PipelineLayout(Choice):
+    """How a pipeline (pre/post-processing around a model) is served: an ensemble of one model per step (each step's
+    share in the server's statistics; the network may be a native backend's model), or one Python-backend model
+    running every step (one hop between Triton and a stub per request)."""
+    ENSEMBLE = "ensemble"
+    FUSED = "fused"

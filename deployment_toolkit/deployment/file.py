@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..config import check_number, check_numbers, flag_of, setting
+from ..config import PipelineLayout, check_number, check_numbers, flag_of, setting
 from ..config.fields import MAX_HEADROOM, MAX_HOUR_COST, MAX_LATENCY_MS, MAX_MEMORY_GB, MAX_RATE
 from ..errors import UserFileNotFoundError, UserInputError
 
@@ -50,9 +50,15 @@ class ModelEntry:
     preprocess: Path | None = None
     postprocess: Path | None = None
     raw_data: Path | None = None  # the raw samples (bytes, text) a pipeline's clients send
+    layout: PipelineLayout = PipelineLayout.ENSEMBLE  # a pipeline as an ensemble, or fused into one model
 
     def __post_init__(self) -> None:
         check_numbers(self)
+        try:
+            object.__setattr__(self, "layout", PipelineLayout(self.layout))
+        except ValueError:
+            raise UserInputError(f"layout must be one of {', '.join(PipelineLayout.values())}, got "
+                                 f"{self.layout!r}") from None
 
     @property
     def has_pipeline(self) -> bool:
@@ -163,6 +169,8 @@ def _model(raw: Any, index: int, folder: Path, where: str) -> ModelEntry:
             if not path.exists():
                 raise UserFileNotFoundError(f"{section}: {key} {path} does not exist")
             values[key] = path
+    if raw.get("layout") is not None:
+        values["layout"] = str(raw["layout"])
     if raw.get("model_args") is not None:
         values["model_args"] = dict(_mapping(raw["model_args"], f"{section}: model_args"))
     beside = (folder / Path(values["model"]).expanduser()).resolve()

@@ -1,6 +1,7 @@
 """A deployment's model with pre/post-processing (a `preprocess:`/`postprocess:` entry): after its network's search,
 its steps are checked in-process on the raw samples (pipeline.plan_request), written around the searched network
-config as the ensemble `<name>_pipeline`, verified served against in-process, and measured as clients call it: the
+config as the ensemble `<name>_pipeline` (or, `layout: fused`, as one model of that name), verified served against
+in-process, and measured as clients call it: the
 ensemble fed the raw samples (bytes, text), so the capacity, the mix and the confirmation count the server's
 pre/post-processing too."""
 from __future__ import annotations
@@ -46,7 +47,7 @@ def write(entry: ModelEntry, search: Any, repository: Path, out_dir: Path) -> Se
                               model_repository=repository, serve=False)
     plan = plan_request(request)
     network = winner.config_options(entry.name)
-    written = write_pipeline(repository, plan, StepServing(plan.max_batch_size), network)
+    written = write_pipeline(repository, plan, StepServing(plan.max_batch_size), network, layout=entry.layout)
     return ServedPipeline(plan, written, write_input_json(plan, out_dir / f"{entry.name}.input.json"))
 
 

@@ -10,7 +10,8 @@ stepfile: the user's file and its declarations; ports: the tensors; raw: the raw
 and its checks; wiring: which tensor feeds which; configs/write: the repository; verify, measure, speed, output:
 the served checks and the run folder; run: the whole run. A caller that serves the pipeline itself (a deployment of
 several models) takes the pieces: plan_request -> write_pipeline -> verify_served, write_input_json for perf."""
-from .configs import PipelineLayout, StepServing
+from ..config import PipelineLayout
+from .configs import StepServing
 from .measure import write_input_json
 from .plan import PipelinePlan
 from .ports import Port

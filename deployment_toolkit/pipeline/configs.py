@@ -10,7 +10,6 @@ from typing import Mapping, Sequence
 
 from tritonclient.grpc import model_config_pb2 as mc
 
-from ..config import Choice
 from ..repository.config import ConfigError
 from .ports import Port
 from .stepfile import StepKind
@@ -30,13 +29,6 @@ class StepServing:
             raise ConfigError(f"--step-instances must be >= 1, got {self.instances}")
         if self.max_queue_delay_us < 0:
             raise ConfigError(f"--step-queue-delay-us must be >= 0, got {self.max_queue_delay_us}")
-
-
-class PipelineLayout(Choice):
-    """How the pipeline is served: an ensemble of one model per step (each step's share in the server's statistics;
-    the network may be a native backend's model), or one Python-backend model running every step (one hop)."""
-    ENSEMBLE = "ensemble"
-    FUSED = "fused"
 
 
 def add_port(coll, port: Port) -> None:
@@ -130,4 +122,4 @@ def check_ensemble(cfg: mc.ModelConfig, composing: Mapping[str, mc.ModelConfig])
             raise ConfigError(f"{where}: output {t.name!r} is declared {_kind(t)} but produced as {got}")
 
 
-__all__ = ["PipelineLayout", "StepServing", "add_port", "check_ensemble", "ensemble_config", "step_config"]
+__all__ = ["StepServing", "add_port", "check_ensemble", "ensemble_config", "step_config"]

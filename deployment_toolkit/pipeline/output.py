@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 from typing import Any, Sequence
 
+from ..config import PipelineLayout
 from ..results import RowSchema, RunFolder, RunIdentity, host_identity, input_data_digest
 from ..results.identity import file_digest, library_versions, toolkit_version
 from ..results.ledger import IDENTITY_COLUMN, MEASURED_AT_COLUMN
@@ -15,7 +16,6 @@ from ..results.rows import to_csv
 from ..results.schema import LATENCY_COLUMNS, THROUGHPUT
 from ..spec import atomic_write_text
 from ..tables import markdown_table
-from .configs import PipelineLayout
 from .measure import PipelinePoint
 from .plan import PipelinePlan
 from .speed import SpeedResult

@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 from ..client import TritonClient
 from ..committed import refuse_committed
-from ..config import Choice, Format, check_numbers, setting
+from ..config import Choice, Format, PipelineLayout, check_numbers, setting
 from ..config.fields import int_list
 from ..errors import UserInputError
 from ..export import ConvertOptions
@@ -25,7 +25,7 @@ from ..sources import ModelSource
 from ..sources.base import slugify
 from ..spec import Manifest
 from .artifact import prepare_artifact
-from .configs import PipelineLayout, StepServing
+from .configs import StepServing
 from .fused import check_fused_runtime
 from .measure import MeasureJob, PipelinePoint, measure_points, write_input_json
 from .output import run_identity, write_report, write_rows

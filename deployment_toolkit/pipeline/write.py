@@ -25,7 +25,8 @@ from tritonclient.grpc import model_config_pb2 as mc
 from ..repository.config import ConfigOptions, build_config
 from ..repository.layout import staged_version, write_model
 from ..spec import check_repository_path
-from .configs import PipelineLayout, StepServing, check_ensemble, ensemble_config, step_config
+from ..config import PipelineLayout
+from .configs import StepServing, check_ensemble, ensemble_config, step_config
 from .fused import fused_config, write_fused
 from .plan import PipelinePlan
 from .stepfile import StepFile

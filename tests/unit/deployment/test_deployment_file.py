@@ -5,6 +5,7 @@ import math
 
 import pytest
 
+from deployment_toolkit.config import PipelineLayout
 from deployment_toolkit.deployment.file import load, parse
 from deployment_toolkit.errors import UserError
 
@@ -38,6 +39,9 @@ def test_a_deployment_file_reads_into_its_types(tmp_path):
     assert d.costs.host_hour == 1.2 and d.costs.by_device == {"Intel Xeon": 0.9}
     assert d.limits.max_replicas == 20 and d.limits.headroom == 0.25
     assert not d.model("classifier").has_pipeline
+    assert d.model("classifier").layout is PipelineLayout.ENSEMBLE  # a pipeline's default layout
+    fused = load(_write(tmp_path, GOOD.replace("p99_ms: 100", "p99_ms: 100\n    layout: fused")))
+    assert fused.model("tagger").layout is PipelineLayout.FUSED
 
 
 @pytest.mark.parametrize("change, words", [
@@ -53,6 +57,8 @@ def test_a_deployment_file_reads_into_its_types(tmp_path):
     (("  - {name: classifier, model: \"timm:resnet18\", peak_rps: 200, p99_ms: 50}",
       "  - {name: classifier, peak_rps: 200, p99_ms: 50}"), "models[0]: 'model' is missing"),
     (("models:", "model:"), "unknown key 'model'"),
+    (("p99_ms: 100", "p99_ms: 100\n    layout: merged"), "models[1] (tagger): layout must be one of ensemble, fused, "
+                                                       "got 'merged'"),
 ])
 def test_each_mistake_is_one_line_naming_the_key(tmp_path, change, words):
     with pytest.raises(UserError) as err:

@@ -9,7 +9,8 @@ import json
 import pytest
 from tritonclient.grpc import model_config_pb2 as mc
 
-from deployment_toolkit.pipeline.configs import PipelineLayout, StepServing
+from deployment_toolkit.config import PipelineLayout
+from deployment_toolkit.pipeline.configs import StepServing
 from deployment_toolkit.pipeline.fused import fused_config, graph
 from deployment_toolkit.pipeline.write import build_configs
 from deployment_toolkit.repository.config import ConfigError, ConfigOptions, parse_text, to_text
