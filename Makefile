@@ -49,7 +49,7 @@ demo: install
 	$(PY) -m deployment_toolkit.demo $(DEMO_ARGS)
 
 test: install
-	$(PY) -m pytest -q -ra --durations=15 tests
+	$(PY) -m pytest -q -ra --durations=30 tests
 
 # the fast tier (under 3 minutes on 2 cores): unit tests without the `slow` ones; `make test` runs everything
 test-unit: install
