@@ -1,6 +1,7 @@
 """Deploy a registered diffusion denoiser as a served sampling pipeline in one command: convert it (ONNX on
 CPU hosts; reused when the workspace already holds a verified conversion), then write the denoiser model and
 the sampler model (Python backend; steps/seed/samples are request inputs) into a Triton model repository."""
+import argparse
 import json
 import sys
 import warnings
@@ -8,44 +9,49 @@ from pathlib import Path
 
 from deployment_toolkit import cli  # noqa: E402
 from deployment_toolkit.config import add_arguments, from_args  # noqa: E402
-from deployment_toolkit.diffusion.pipeline import PipelineOptions  # noqa: E402
+from deployment_toolkit.diffusion.pipeline import PIPELINE_NAME, DenoiserSource, PipelineOptions  # noqa: E402
 from deployment_toolkit.errors import UserInputError  # noqa: E402
-from deployment_toolkit.repository.config import INSTANCE_KIND_FLAGS  # noqa: E402
+from deployment_toolkit.export import ConvertOptions  # noqa: E402
+from deployment_toolkit.repository.config import ConfigOptions  # noqa: E402
 from deployment_toolkit.spec import FORMATS  # noqa: E402
 
+DENOISER_CONFIG = ("instance_kind", "intra_op_threads", "max_queue_delay_us")  # the denoiser's, as config's flags
 
-def main(argv: list[str] | None = None) -> int:
+
+def _parser() -> argparse.ArgumentParser:
     p = cli.parser(__doc__, """
         deployment-toolkit deploy-diffusion --model sd_unet --preset small --model-repository model_repository \\
             --name sd_pipeline --sampler ddim --max-samples 4
         # then: python -m deployment_toolkit serve --model-repository model_repository
         #       deployment-toolkit diffusion-latency --model-repository model_repository --model-name sd_pipeline
     """)
-    p.add_argument("--model", default="sd_unet", help="registered one-step denoiser")
-    p.add_argument("--preset", default="small", help="small (CI size) or full (benchmark size)")
+    add_arguments(p, DenoiserSource, only=("model",))
+    add_arguments(p, ConvertOptions, only=("preset",))
     p.add_argument("--model-repository", required=True)
-    p.add_argument("--name", default="sd_pipeline", help="sampler model name; the denoiser is <name>_denoiser")
+    p.add_argument("--name", default=PIPELINE_NAME, help="sampler model name; the denoiser is <name>_denoiser")
     add_arguments(p, PipelineOptions)  # --sampler, --max-samples, --max-conditionings, --max-steps, --runtime, ...
     p.add_argument("--sampler-option", action="append", default=[], metavar="KEY=VALUE",
                    help="sampler keyword, JSON value (e.g. eta=0.5, spacing='\"leading\"'); repeatable")
     p.add_argument("--format", default="auto", choices=("auto", *FORMATS),
                    help="denoiser artifact; auto: onnx on CPU hosts (ONNX Runtime in the Python backend); on GPU "
                         "hosts trt where TensorRT imports, else ts-trace (TorchScript on CUDA)")
-    p.add_argument("--max-batch-size", type=int, default=None, help="denoiser max batch (default: the preset's)")
-    p.add_argument("--instance-kind", choices=INSTANCE_KIND_FLAGS, default="auto", help="denoiser instances")
-    p.add_argument("--intra-op-threads", type=int, default=0, help="denoiser runtime threads (0: runtime default)")
-    p.add_argument("--max-queue-delay-us", type=int, default=0, help="denoiser dynamic batching delay")
-    p.add_argument("--workspace", default="workspace", help="where conversions go: <workspace>/<model>_<preset>_<fmt>")
+    d = p.add_argument_group("denoiser model", "the converted denoiser's batch size and its config.pbtxt")
+    add_arguments(d, ConvertOptions, only=("max_batch_size",))
+    add_arguments(d, ConfigOptions, only=DENOISER_CONFIG)
+    add_arguments(p, DenoiserSource, only=("workspace",))
     p.add_argument("--force-convert", action="store_true", help="convert even if the workspace has the artifact")
-    p.add_argument("--precision", choices=("fp32", "fp16"), default="fp32")
-    p.add_argument("--no-verify", action="store_true")
-    args = p.parse_args(argv)
+    add_arguments(p, ConvertOptions, only=("precision", "verify"))  # --precision, --no-verify
+    return p
 
-    from deployment_toolkit.repository import ConfigOptions, HostMismatchWarning
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+
+    from deployment_toolkit.repository import HostMismatchWarning
     from deployment_toolkit.diffusion.pipeline import write_diffusion_pipeline
 
     fmt = auto_format() if args.format == "auto" else args.format
-    artifact_dir = Path(args.workspace) / f"{args.model}_{args.preset}_{fmt}_{args.precision}"
+    artifact_dir = from_args(DenoiserSource, args).artifact_dir(args.preset, fmt, args.precision)
     convert_if_needed(args, fmt, artifact_dir)
     options = {}
     for item in args.sampler_option:
@@ -54,8 +60,7 @@ def main(argv: list[str] | None = None) -> int:
             raise UserInputError(f"--sampler-option needs KEY=VALUE, got {item!r}")
         options[key] = json.loads(value)
     denoiser_opts = ConfigOptions(model_name="denoiser", max_batch_size=args.max_batch_size,
-                                  instance_kind=args.instance_kind, intra_op_threads=args.intra_op_threads,
-                                  max_queue_delay_us=args.max_queue_delay_us)
+                                  **{name: getattr(args, name) for name in DENOISER_CONFIG})
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", HostMismatchWarning)
         paths = write_diffusion_pipeline(args.model_repository, artifact_dir, args.name, from_args(
@@ -82,20 +87,20 @@ def auto_format() -> str:
 
 
 def convert_if_needed(args, fmt: str, artifact_dir: Path) -> None:
-    from deployment_toolkit.export import ConvertOptions, VerificationError, convert
+    from deployment_toolkit.export import VerificationError, convert
     from deployment_toolkit.export.reuse import reusable_artifact
     from deployment_toolkit.sources import resolve
 
     if not args.force_convert:
         reuse = reusable_artifact(artifact_dir, resolve(args.model, preset=args.preset), fmt, args.preset,
                                   precision=args.precision, min_max_batch_size=args.max_batch_size,
-                                  require_verified=not args.no_verify)
+                                  require_verified=args.verify)
         print(reuse.reason)
         if reuse:
             return
     print(f"converting {args.model} ({args.preset}) to {fmt} in {artifact_dir} ...", flush=True)
-    opts = ConvertOptions(preset=args.preset, precision=args.precision, max_batch_size=args.max_batch_size,
-                          verify=not args.no_verify, verify_batch_sizes=(1,) if args.preset != "small" else (1, 2))
+    # --preset, --precision, --max-batch-size, --no-verify; a full-size denoiser is verified at batch 1 only
+    opts = from_args(ConvertOptions, args, **({} if args.preset == "small" else {"verify_batch_sizes": (1,)}))
     try:
         m = convert(args.model, fmt, artifact_dir, opts)
     except VerificationError as err:

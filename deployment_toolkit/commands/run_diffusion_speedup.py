@@ -3,10 +3,11 @@ each batch size (= samples per conditioning, "num_images_per_prompt"), the whole
 eager PyTorch denoiser (AMP fp16 on GPU hosts) and with the fastest verified converted format on this host
 (ONNX Runtime / TorchScript on CPU; TensorRT fp16 where it exists, else TorchScript fp16 on GPU).
 Writes results/<run>/diffusion_speedup.csv, diffusion_speedup.md and run.json."""
-import sys
+import argparse
 from pathlib import Path
 
 from deployment_toolkit import cli  # noqa: E402
+from deployment_toolkit.config import add_arguments  # noqa: E402
 from deployment_toolkit.results.run_folder import add_result_path_argument  # noqa: E402
 from deployment_toolkit.errors import UserInputError  # noqa: E402
 from deployment_toolkit.committed import refuse_committed  # noqa: E402
@@ -20,75 +21,77 @@ FORMAT_LABELS = {(f, p): label for cands in CANDIDATES.values() for f, p, label 
     ("onnx", "fp16"): "ONNX Runtime FP16", ("ts-trace", "fp32"): "TorchScript FP32"}
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     p = cli.parser(__doc__, """
         deployment-toolkit diffusion-speedup --model sd_unet --preset small --sampler ddim --steps 50 \\
             --batch-sizes 1,2,4 --trials 3 --result-path results/diffusion-speedup-cpu
     """)
-    p.add_argument("--model", default="sd_unet")
-    p.add_argument("--preset", default="small")
-    p.add_argument("--sampler", default="ddim", help="ddim | edm_heun")
-    p.add_argument("--steps", type=int, default=50, help="inference steps (the seed uses 50)")
-    p.add_argument("--batch-sizes", type=cli.int_list, default=(1, 2, 4))
+    from deployment_toolkit.diffusion.latency import SpeedupPlan
+    from deployment_toolkit.diffusion.pipeline import DenoiserSource, PipelineOptions
+    from deployment_toolkit.export import ConvertOptions
+
+    add_arguments(p, DenoiserSource, only=("model",))
+    add_arguments(p, ConvertOptions, only=("preset",))
+    add_arguments(p, PipelineOptions, only=("sampler",))
+    add_arguments(p, SpeedupPlan, only=("steps", "batch_sizes"))
     p.add_argument("--formats", default="auto",
                    help="comma-separated format:precision candidates (e.g. onnx:fp32,ts-trace:fp32); auto: by host")
     p.add_argument("--device", default="auto", help="auto | cpu | cuda")
-    p.add_argument("--burn-in", type=int, default=3, help="untimed runs per batch size (TorchScript needs >= 2)")
-    p.add_argument("--trials", type=int, default=3)
-    p.add_argument("--threads", type=int, default=0,
-                   help="intra-op threads of both runtimes (torch.set_num_threads, ONNX Runtime intra_op); 0: their "
-                        "defaults. 1 is far steadier on a host shared with other jobs: spinning thread pools collapse "
-                        "when the cores are oversubscribed")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--workspace", default="workspace", help="conversions: <workspace>/<model>_<preset>_<fmt>_<prec>")
+    add_arguments(p, SpeedupPlan, only=("burn_in", "trials", "threads", "seed"))
+    add_arguments(p, DenoiserSource, only=("workspace",))
     add_result_path_argument(p, "--result-dir", dest="result_dir", default="results/diffusion-speedup",
                              help="default: %(default)s")
-    args = p.parse_args(argv)
-    return run(args)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run(_parser().parse_args(argv))
 
 
 def run(args) -> int:
     import numpy as np
 
+    from deployment_toolkit.config import from_args
     from deployment_toolkit.diffusion.latency import (
-        SPEEDUP_CSV_COLUMNS, SpeedupRow, csv_text, seconds, speedup_table, time_requests, write_text,
+        SPEEDUP_CSV_COLUMNS, SpeedupPlan, SpeedupRow, csv_text, seconds, speedup_table, time_requests, write_text,
     )
     from deployment_toolkit.diffusion.runtime import InProcessPipeline, eager_denoiser
     from deployment_toolkit.results.run_folder import RunFolder
 
     import os
 
+    plan = from_args(SpeedupPlan, args)
     device = _device(args.device)
-    max_batch = max(args.batch_sizes)
-    if args.threads > 0:
+    max_batch = max(plan.batch_sizes)
+    if plan.threads > 0:
         import torch
 
-        torch.set_num_threads(args.threads)
+        torch.set_num_threads(plan.threads)
     load_before = os.getloadavg()
     candidates = _candidates(args.formats, device)
-    probes, converted = _pick_fastest(args, candidates, device, max_batch)
+    probes, converted = _pick_fastest(args, plan, candidates, device, max_batch)
     fmt, precision, label, pipe = converted
     amp = device == "cuda"
     fw_denoise, _ = eager_denoiser(args.model, args.preset, device="cuda:0" if amp else "cpu", amp=amp, seed=0)
     fw = InProcessPipeline(fw_denoise, pipe.settings, source="eager")
     fw_label = "FW FP16 (AMP)" if amp else "FW FP32"
-    cond = np.random.default_rng(args.seed).standard_normal((1, *pipe.settings.cond_shape)).astype(np.float32)
+    cond = np.random.default_rng(plan.seed).standard_normal((1, *pipe.settings.cond_shape)).astype(np.float32)
 
     rows = []
-    for batch in args.batch_sizes:
+    for batch in plan.batch_sizes:
         outs: dict[str, np.ndarray] = {}
-        sends = {key: (lambda p=p, key=key: outs.__setitem__(key, p(cond, args.steps, args.seed, batch)))
+        sends = {key: (lambda p=p, key=key: outs.__setitem__(key, p(cond, plan.steps, plan.seed, batch)))
                  for key, p in (("conv", pipe), ("fw", fw))}
         for send in sends.values():
-            for _ in range(args.burn_in):
+            for _ in range(plan.burn_in):
                 send()
         times = {key: [] for key in sends}
-        for _ in range(args.trials):  # alternate, so background load hits both alike
+        for _ in range(plan.trials):  # alternate, so background load hits both alike
             for key, send in sends.items():
                 times[key] += time_requests(send, 0, 1)
         diff = float(np.max(np.abs(outs["conv"].astype(np.float64) - outs["fw"])))
         rows.append(SpeedupRow(f"{args.model} ({args.preset})", batch, args.sampler.upper().replace("_", " "),
-                               args.steps, label, times["conv"], fw_label, times["fw"], diff))
+                               plan.steps, label, times["conv"], fw_label, times["fw"], diff))
         r = rows[-1]
         print(f"batch {batch}: {label} {seconds(r.converted_latency_s)}, {fw_label} {seconds(r.framework_latency_s)}"
               f" -> {r.speedup:.2f}x (max |converted - framework| = {diff:.3g})", flush=True)
@@ -99,11 +102,11 @@ def run(args) -> int:
     write_text(out / "diffusion_speedup.csv", csv_text([r.row() for r in rows], SPEEDUP_CSV_COLUMNS))
     host = "GPU" if device == "cuda" else "CPU"
     md = (f"# Diffusion sampling: {label} vs framework ({host})\n\nEnd-to-end latency of the sampling loop "
-          f"(all {args.steps} steps, {args.sampler} sampler, one conditioning, Batch Size = samples), mean of "
-          f"{args.trials} trial(s) after {args.burn_in} burn-in, the two alternating trial by trial; same seed and "
+          f"(all {plan.steps} steps, {args.sampler} sampler, one conditioning, Batch Size = samples), mean of "
+          f"{plan.trials} trial(s) after {plan.burn_in} burn-in, the two alternating trial by trial; same seed and "
           f"random weights for both. Host load average (1 min) {load_before[0]:.2f} before, {load_after[0]:.2f} "
           f"after ({os.cpu_count()} logical cores); intra-op threads: "
-          f"{args.threads or 'runtime defaults'}.\n\n"
+          f"{plan.threads or 'runtime defaults'}.\n\n"
           + speedup_table(rows)
           + "\nSpeedup of the medians (robust to bursts of load on a shared host): "
           + ", ".join(f"batch {r.batch_size}: {r.row()['speedup_p50_x']:.2f}x" for r in rows) + ".\n"
@@ -140,7 +143,7 @@ def _candidates(text: str, device: str) -> list[tuple[str, str, str]]:
     return out
 
 
-def _pick_fastest(args, candidates, device: str, max_batch: int):
+def _pick_fastest(args, plan, candidates, device: str, max_batch: int):
     """Convert (or reuse) each candidate, keep the verified ones, time one sampling run each, return the fastest."""
     import statistics
 
@@ -151,11 +154,14 @@ def _pick_fastest(args, candidates, device: str, max_batch: int):
     from deployment_toolkit.export import (
         ConversionError, ConvertOptions, FormatUnavailable, VerificationError, convert,
     )
+    from deployment_toolkit.config import from_args
+    from deployment_toolkit.diffusion.pipeline import DenoiserSource
     from deployment_toolkit.spec import Manifest
 
+    source = from_args(DenoiserSource, args)
     probes, best = [], None
     for fmt, precision, label in candidates:
-        art = Path(args.workspace) / f"{args.model}_{args.preset}_{fmt}_{precision}"
+        art = source.artifact_dir(args.preset, fmt, precision)
         try:
             m = Manifest.load(art) if (art / "manifest.json").exists() else None
             if not (m and m.verification.get("passed") and m.preset == args.preset and m.max_batch_size >= max_batch):
@@ -172,12 +178,12 @@ def _pick_fastest(args, candidates, device: str, max_batch: int):
         except ConversionError as err:
             probes.append(f"{label}: conversion failed ({str(err).splitlines()[0]})")
             continue
-        pipe = InProcessPipeline.from_artifact(art, args.sampler, max_samples=max_batch, threads=args.threads,
+        pipe = InProcessPipeline.from_artifact(art, args.sampler, max_samples=max_batch, threads=plan.threads,
                                                device="cuda:0" if device == "cuda" else "cpu")
         cond = np.zeros((1, *pipe.settings.cond_shape), np.float32)
         # TorchScript's profiling executor specialises on the 2nd call per shape: warm up with the burn-in
-        took = statistics.median(time_requests(lambda: pipe(cond, args.steps, args.seed, max_batch),
-                                               max(args.burn_in, 1), min(args.trials, 3)))
+        took = statistics.median(time_requests(lambda: pipe(cond, plan.steps, plan.seed, max_batch),
+                                               max(plan.burn_in, 1), min(plan.trials, 3)))
         probes.append(f"{label}: verified (max abs err {m.verification.get('max_abs_err', float('nan')):.3g}), "
                       f"{took:.3f} s")
         print(f"probe {label}: {took:.3f} s", flush=True)

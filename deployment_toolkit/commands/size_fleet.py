@@ -16,7 +16,7 @@ first run's folder or --output.
 import shlex
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from deployment_toolkit import cli  # noqa: E402
 from deployment_toolkit.results.run_folder import add_result_path_argument  # noqa: E402
@@ -41,140 +41,71 @@ if TYPE_CHECKING:
     from deployment_toolkit.sizing.step import SizeResult
 
 
-def _build_parser():
-    from deployment_toolkit.sizing.request import (DEFAULT_BURST_FACTOR, DEFAULT_BURST_SECONDS, DEFAULT_ROUNDS,
-                                                   DEFAULT_TRIALS)
+class _Under:
+    """An argument group whose flags' dests are the request's path to the field ("confirm.url", "fleet.run"):
+    several specs have a field of the same name (url, run, trials, window_ms, ...), and one namespace holds them."""
+
+    def __init__(self, group: argparse._ArgumentGroup, part: str) -> None:
+        self.group, self.part = group, part
+
+    def add_argument(self, *names: str, dest: str, **kwargs: Any) -> argparse.Action:
+        return self.group.add_argument(*names, dest=f"{self.part}.{dest}", **kwargs)
+
+
+def _part(args: argparse.Namespace, part: str) -> argparse.Namespace:
+    """The parsed flags of one request field, named as its spec's fields (what config.from_args reads)."""
+    prefix = f"{part}."
+    return argparse.Namespace(**{k[len(prefix):]: v for k, v in vars(args).items() if k.startswith(prefix)})
+
+
+def _specs() -> dict[str, type]:
+    """SizeRequest's field -> the spec whose fields carry its flags, in the order the flags were always listed."""
+    from deployment_toolkit.sizing.request import CapacitySpec, ConfirmSpec, CostSpec, CoverageSpec, DemandSpec, \
+        FleetCheckSpec, K8sSpec, MemorySpec
+
+    return {"demand": DemandSpec, "costs": CostSpec, "coverage": CoverageSpec, "memory": MemorySpec,
+            "capacity": CapacitySpec, "confirm": ConfirmSpec, "fleet": FleetCheckSpec, "k8s": K8sSpec}
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    """The flags, built from the request's fields (sizing.request: each default, choice and help written once)."""
+    from deployment_toolkit.config import add_arguments
+    from deployment_toolkit.sizing.request import CapacitySpec, CoverageSpec, SizeRequest
 
     p = cli.parser(__doc__, EXAMPLE)
     p.add_argument("runs", nargs="+", metavar="RUN", help="run folder (or its online.csv / offline.csv)")
-    d = p.add_argument_group("demand")
-    d.add_argument("--peak-rps", type=float, required=True, help="peak inferences per second to serve")
-    d.add_argument("--p99-ms", type=float, required=True, help="p99 latency SLO in ms")
-    d.add_argument("--headroom", type=float, default=None,
-                   help="spare capacity on top of the peak (default: from the spread of the repeated open-loop "
-                        "capacity searches; 0.2 when only closed-loop points exist)")
-    d.add_argument("--gpus-per-node", type=int, default=8, help="GPUs per node (default %(default)s)")
-    d.add_argument("--include-unreliable", action="store_true",
-                   help="use points that fail the Little's-law check (default: leave them out)")
-    c = p.add_argument_group("cost")
-    c.add_argument("--gpu-hour-cost", type=float, default=None, help="$ per GPU-hour for GPU runs")
-    c.add_argument("--host-hour-cost", type=float, default=None, help="$ per host-hour for CPU-only runs")
-    c.add_argument("--prices", default=None, metavar="YAML",
-                   help="device name -> $/hour (overrides the flat costs for the devices it names)")
-    g = p.add_argument_group("geospatial coverage (manifest family 'geospatial')")
-    g.add_argument("--gsd-m", type=float, nargs="+", default=None, metavar="M",
-                   help="ground sample distance(s) in metres (default: 10)")
-    g.add_argument("--area-km2", type=float, default=1.49e8, help="area to cover (default: Earth's land, %(default)g)")
+    specs = _specs()
+    add_arguments(_Under(p.add_argument_group("demand"), "demand"), specs["demand"])
+    add_arguments(_Under(p.add_argument_group("cost"), "costs"), specs["costs"])
+    g = _Under(p.add_argument_group("geospatial coverage (manifest family 'geospatial')"), "coverage")
+    add_arguments(g, CoverageSpec)
     m = p.add_argument_group("memory (the server's memory gauges, recorded by the sweeps beside every point)")
-    m.add_argument("--gpu-memory-gb", type=float, default=None, metavar="GB",
-                   help="memory of one GPU (10^9 bytes): each GPU plan says how many instances of its config fit "
-                        "(fixed part + per instance, from the runs' instance counts); plans that do not fit are "
-                        "left out, and none fitting is refused")
-    m.add_argument("--host-memory-gb", type=float, default=None, metavar="GB",
-                   help="the same for CPU-only runs: the memory of one host")
+    add_arguments(_Under(m, "memory"), specs["memory"])
     o = p.add_argument_group("output")
     add_result_path_argument(o, "--output", dest="output", help="where sizing.md/csv/png go (default: the first RUN)")
     ol = p.add_argument_group("open-loop capacity (what the plan rests on)")
-    ol.add_argument("--capacity", default=None, metavar="URL",
-                    help="server serving every RUN's model: search each one's open-loop capacity (resumes openloop.csv)")
-    ol.add_argument("--capacity-protocol", choices=("grpc", "http"), default=None, help="default: the run's protocol")
-    ol.add_argument("--capacity-shared-memory", choices=("none", "system"), default="none",
-                    help="system only when the server is on this host (default %(default)s)")
-    ol.add_argument("--distribution", choices=("poisson", "constant"), default="poisson",
-                    help="arrival distribution of the open-loop runs (default %(default)s)")
-    ol.add_argument("--capacity-trials", type=int, default=3,
-                    help="repeated searches; their spread sets the default headroom (default %(default)s)")
-    ol.add_argument("--capacity-window-ms", type=int, default=3000, help="measurement window (default %(default)s)")
-    ol.add_argument("--capacity-resolution", type=float, default=0.03,
-                    help="bisect until the bracket is this narrow, relative (default %(default)s)")
-    ol.add_argument("--capacity-max-points", type=int, default=10, help="points per search (default %(default)s)")
-    ol.add_argument("--capacity-stability-percentage", type=float, default=30.0,
-                    help="windows must agree this closely for a rate to count as held (default %(default)s)")
+    served = ("url", "protocol", "shared_memory")  # --distribution follows these in --help, as it always did
+    add_arguments(_Under(ol, "capacity"), CapacitySpec, only=served)
+    add_arguments(ol, SizeRequest, only=("distribution",))
+    add_arguments(_Under(ol, "capacity"), CapacitySpec, skip=served)
     v = p.add_argument_group("confirmation under open-loop load")
-    v.add_argument("--confirm", default=None, metavar="URL",
-                   help="server to drive with perf_analyzer --request-intervals at the planned per-replica rate")
-    v.add_argument("--confirm-run", default=None, metavar="RUN",
-                   help="which configuration to confirm (default: the recommended one)")
-    v.add_argument("--confirm-protocol", choices=("grpc", "http"), default=None, help="default: the run's protocol")
-    v.add_argument("--confirm-model-name", default=None, help="default: the run's model name")
-    v.add_argument("--confirm-interval-ms", type=int, default=5000, help="measurement window (default %(default)s)")
-    v.add_argument("--confirm-max-attempts", type=int, default=1, help=argparse.SUPPRESS)  # kept for old commands
-    v.add_argument("--confirm-stability-percentage", type=float, default=30.0,
-                   help="windows must agree this closely (default %(default)s)")
-    v.add_argument("--confirm-shared-memory", choices=("none", "system"), default="none",
-                   help="system only when the server is on this host (default %(default)s)")
-    v.add_argument("--confirm-input-data", default=None, metavar="random|zero|PATH",
-                   help="perf_analyzer --input-data for the open-loop runs (default: the JSON of real samples the run "
-                        "was measured with, when it still exists, else random)")
-    v.add_argument("--confirm-rounds", type=int, default=DEFAULT_ROUNDS,
-                   help="confirm, derate on failure and confirm again, at most this often (default %(default)s)")
-    v.add_argument("--confirm-trials", type=int, default=DEFAULT_TRIALS,
-                   help="open-loop runs per round; a round passes when most of them pass, so one stall of the host "
-                        "does not derate the plan (default %(default)s)")
-    v.add_argument("--burst-factor", type=float, default=DEFAULT_BURST_FACTOR,
-                   help="burst check at peak x this after a passing confirmation; 0 skips it (default %(default)s)")
-    v.add_argument("--burst-seconds", type=float, default=DEFAULT_BURST_SECONDS,
-                   help="length of the burst (default %(default)s)")
+    add_arguments(_Under(v, "confirm"), specs["confirm"])
+    v.add_argument("--confirm-max-attempts", type=int, help=argparse.SUPPRESS)  # accepted and ignored (old commands)
     f = p.add_argument_group("replicas behind a load balancer (nginx) on this host")
-    f.add_argument("--confirm-fleet", type=int, default=None, metavar="N",
-                   help="start N embedded servers and nginx in front; compare the fleet with N x one replica")
-    f.add_argument("--fleet-model-repository", default=None, metavar="DIR",
-                   help="model repository the N servers load the configuration's model from")
-    f.add_argument("--fleet-run", default=None, metavar="RUN",
-                   help="which configuration to put behind the balancer (default: the confirmed / recommended one)")
-    f.add_argument("--fleet-window-ms", type=int, default=3000, help="measurement window (default %(default)s)")
-    f.add_argument("--fleet-max-points", type=int, default=8, help="points per search (default %(default)s)")
-    f.add_argument("--nginx", default=None, metavar="PATH", help="nginx binary (default: nginx on PATH or /usr/sbin)")
-    k = p.add_argument_group("Kubernetes manifests")
-    k.add_argument("--emit-k8s", default=None, metavar="DIR", help="write Deployment/Service/HPA/InferenceService here")
-    k.add_argument("--k8s-run", default=None, metavar="RUN", help="which configuration (default: the recommended one)")
-    k.add_argument("--pvc", default="triton-model-repository", help="PVC holding the model repository")
-    k.add_argument("--repository-subpath", default="", help="model repository folder inside the PVC")
-    k.add_argument("--k8s-name", default=None, help="resource name (default: triton-<model>)")
-    k.add_argument("--namespace", default=None)
-    k.add_argument("--max-replicas", type=int, default=None, help="HPA maximum (default: 2 x the sized replicas)")
-    k.add_argument("--memory", default="8Gi", help="memory request and limit per pod (default %(default)s)")
-    k.add_argument("--cpu", default=None, help="CPU request per pod (default: 4 on GPU, the measured cores on CPU)")
-    k.add_argument("--image", default=None, help="default: nvcr.io/nvidia/tritonserver:24.10-py3")
-    k.add_argument("--k8s-version", default="1.31", help="Kubernetes schema version to validate against")
-    k.add_argument("--autoscale-on", choices=("requests", "queue-ratio"), default="requests",
-                   help="what the HPA scales on: requests/s per pod, or Triton's queue-to-compute time ratio per pod "
-                        "(NVIDIA's practice; target: the ratio at the planned load). The rule for prometheus-adapter "
-                        "is written beside the manifests (default %(default)s)")
+    add_arguments(_Under(f, "fleet"), specs["fleet"])
+    add_arguments(_Under(p.add_argument_group("Kubernetes manifests"), "k8s"), specs["k8s"])
     return p
 
 
 def request_from_args(args: argparse.Namespace, command: str | None = None) -> "SizeRequest":
-    """The flags as a SizeRequest (the step validates them, in the order the command always did)."""
-    from deployment_toolkit.sizing.request import CapacitySpec, ConfirmSpec, CostSpec, CoverageSpec, DemandSpec, \
-        FleetCheckSpec, K8sSpec, MemorySpec, SizeRequest
+    """The flags as a SizeRequest: each spec from its flags (a number that is not finite, or out of the range the
+    step checks, is refused here); the step validates the rest, in the order the command always did."""
+    from deployment_toolkit.config import from_args
+    from deployment_toolkit.sizing.request import SizeRequest
 
-    return SizeRequest(
-        runs=tuple(args.runs),
-        demand=DemandSpec(peak_rps=args.peak_rps, p99_ms=args.p99_ms, headroom=args.headroom,
-                          gpus_per_node=args.gpus_per_node, include_unreliable=args.include_unreliable),
-        costs=CostSpec(gpu_hour=args.gpu_hour_cost, host_hour=args.host_hour_cost, prices_file=args.prices),
-        coverage=CoverageSpec(gsd_m=tuple(args.gsd_m or ()), area_km2=args.area_km2),
-        memory=MemorySpec(gpu_gb=args.gpu_memory_gb, host_gb=args.host_memory_gb),
-        capacity=CapacitySpec(
-            url=args.capacity, protocol=args.capacity_protocol, shared_memory=args.capacity_shared_memory,
-            trials=args.capacity_trials, window_ms=args.capacity_window_ms, resolution=args.capacity_resolution,
-            max_points=args.capacity_max_points, stability_percentage=args.capacity_stability_percentage),
-        confirm=ConfirmSpec(
-            url=args.confirm, run=args.confirm_run, protocol=args.confirm_protocol, model_name=args.confirm_model_name,
-            interval_ms=args.confirm_interval_ms, stability_percentage=args.confirm_stability_percentage,
-            shared_memory=args.confirm_shared_memory, input_data=args.confirm_input_data, rounds=args.confirm_rounds,
-            trials=args.confirm_trials, burst_factor=args.burst_factor, burst_seconds=args.burst_seconds),
-        fleet=FleetCheckSpec(
-            replicas=args.confirm_fleet, model_repository=args.fleet_model_repository, run=args.fleet_run,
-            window_ms=args.fleet_window_ms, max_points=args.fleet_max_points, nginx=args.nginx),
-        k8s=K8sSpec(
-            out_dir=args.emit_k8s, run=args.k8s_run, pvc=args.pvc, repository_subpath=args.repository_subpath,
-            name=args.k8s_name, namespace=args.namespace, max_replicas=args.max_replicas, memory=args.memory,
-            cpu=args.cpu, image=args.image, version=args.k8s_version, autoscale_on=args.autoscale_on),
-        distribution=args.distribution,
-        output=Path(args.output) if args.output else None,
-        command=command)
+    parts = {name: from_args(spec, _part(args, name)) for name, spec in _specs().items()}
+    return from_args(SizeRequest, args, runs=tuple(args.runs), output=Path(args.output) if args.output else None,
+                     command=command, **parts)
 
 
 def exit_code(result: "SizeResult") -> int:

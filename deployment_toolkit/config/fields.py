@@ -38,6 +38,7 @@ class Flag:
     metavar: str | None = None
     aliases: tuple[str, ...] = ()
     show_default: bool = True
+    nargs: str | None = None  # "+": several space-separated values (`--gsd-m 10 30`); the field holds a tuple
 
 
 def int_list(text: str) -> tuple[int, ...]:
@@ -150,6 +151,8 @@ def add_arguments(parser: Any, settings: type, *, only: Iterable[str] | None = N
             parser.add_argument(f.name, *f.aliases, dest=field.name, action=f.action, help=help_text)
             continue
         shown = default.value if isinstance(default, enum.Enum) else default
+        if isinstance(shown, (tuple, list)):  # as the user types them: `10 30` (several values), `1,8` (a list)
+            shown = (" " if f.nargs else ",").join(f"{v:g}" if isinstance(v, float) else str(v) for v in shown) or None
         if isinstance(shown, bool) and f.choices is not None:  # a 0/1 flag shows its number
             shown = int(shown)
         if f.show_default and shown is not None and "default" not in f.help:
@@ -169,6 +172,8 @@ def add_arguments(parser: Any, settings: type, *, only: Iterable[str] | None = N
             kwargs["choices"] = choices
             if f.metavar is None and isinstance(default, enum.Enum):
                 kwargs["metavar"] = "{" + ",".join(str(c.value) for c in choices) + "}"
+        if f.nargs:
+            kwargs["nargs"] = f.nargs
         if f.metavar:
             kwargs["metavar"] = f.metavar
         elif choices is None:  # named for the flag, not the field
@@ -184,6 +189,8 @@ def from_args(settings: type, args: argparse.Namespace, **extra: Any) -> Any:
         if f is not None and f.name and hasattr(args, field.name):
             value = getattr(args, field.name)
             check_number(value, f, field.name)  # as typed, before a conversion (0 -> None) can hide it
+            if f.nargs and isinstance(value, list):
+                value = tuple(value)  # several values on the command line: the field's tuple
             values[field.name] = f.to_value(value) if f.to_value is not None and value is not None else value
     values.update(extra)
     return settings(**values)

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from ..config import setting
+from ..config.fields import int_list
 from ..errors import UserInputError
 from ..results.rows import RowSchema, to_csv
 from ..runtimes.timing import Budget, percentile, time_call, time_calls
@@ -223,6 +225,24 @@ class SpeedupRow:
                 "max_abs_diff": "" if self.max_abs_diff is None else f"{self.max_abs_diff:.3g}"}
 
 
+@dataclass(frozen=True)
+class SpeedupPlan:
+    """The seed-003 procedure: for each batch size (samples per conditioning), `burn_in` untimed then `trials` timed
+    sampling runs of `steps` steps, converted and framework alternating; each default written once
+    (diffusion-speedup's flags are built from these fields)."""
+
+    steps: int = setting(50, flag="--steps", help="inference steps (the seed uses 50)")
+    batch_sizes: tuple[int, ...] = setting((1, 2, 4), flag="--batch-sizes", type=int_list,
+                                           help="samples per conditioning, comma-separated")
+    burn_in: int = setting(3, flag="--burn-in", help="untimed runs per batch size (TorchScript needs >= 2)")
+    trials: int = setting(3, flag="--trials", help="timed runs per batch size and runtime")
+    threads: int = setting(0, flag="--threads",
+                           help="intra-op threads of both runtimes (torch.set_num_threads, ONNX Runtime intra_op); 0: "
+                                "their defaults. 1 is far steadier on a host shared with other jobs: spinning thread "
+                                "pools collapse when the cores are oversubscribed")
+    seed: int = setting(0, flag="--seed", help="seed of the conditioning and of the sampling")
+
+
 def _short(label: str) -> str:
     """"TensorRT FP16" -> "TensorRT": the seed's "TRT vs FW Speedup (x)" names the format only."""
     return label.rsplit(" ", 1)[0] if label.split()[-1].startswith(("FP", "BF")) else label
@@ -253,14 +273,15 @@ def write_text(path: str | Path, text: str) -> Path:
 @dataclass(frozen=True)
 class LatencyPlan:
     """The seed-000 procedure for each steps value: `runs` x (`burn_in` untimed + `trials` timed requests) of
-    `samples` samples drawn with `seed`."""
+    `samples` samples drawn with `seed`; each default written once (diffusion-latency's flags are built from these
+    fields). The default steps are the seed's 8 and 18."""
 
-    steps: tuple[int, ...]
-    samples: int = 1
-    seed: int = 0
-    burn_in: int = 3
-    trials: int = 10
-    runs: int = 3
+    steps: tuple[int, ...] = setting((8, 18), flag="--steps", type=int_list, help="steps values, comma-separated")
+    samples: int = setting(1, flag="--samples", help="samples per request")
+    seed: int = setting(0, flag="--seed", help="the request's sampling seed")
+    burn_in: int = setting(3, flag="--burn-in", help="untimed requests per run")
+    trials: int = setting(10, flag="--trials", help="timed requests per run")
+    runs: int = setting(3, flag="--runs", help="runs, averaged")
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "steps", tuple(int(s) for s in self.steps))

@@ -32,6 +32,8 @@ SAMPLER_MODEL_FILE = "sampler_model.py"
 COND_INPUT = "encoder_hidden_states"
 OUTPUT = "latents"
 SCALAR_INPUTS = (("steps", "TYPE_INT32"), ("seed", "TYPE_INT64"), ("samples", "TYPE_INT32"))
+# the sampler model's name unless told: deploy-diffusion writes it, diffusion-latency reads it
+PIPELINE_NAME = "sd_pipeline"
 
 
 def _sampler_names() -> tuple[str, ...]:
@@ -70,6 +72,20 @@ class PipelineOptions:
 
 
 @dataclass(frozen=True)
+class DenoiserSource:
+    """Which registered denoiser the diffusion commands convert, and the workspace their conversions are kept in
+    (and reused from), so deploy-diffusion and diffusion-speedup name and find an artifact the same way."""
+
+    model: str = setting("sd_unet", flag="--model", help="registered one-step denoiser")
+    workspace: str = setting("workspace", flag="--workspace",
+                             help="where conversions go: <workspace>/<model>_<preset>_<fmt>_<precision>")
+
+    def artifact_dir(self, preset: str, fmt: str, precision: str) -> Path:
+        """The conversion's folder in the workspace."""
+        return Path(self.workspace) / f"{self.model}_{preset}_{fmt}_{precision}"
+
+
+@dataclass(frozen=True)
 class PipelineSettings:
     """Everything that decides what a sampling run computes (besides cond, steps, seed, samples)."""
 
@@ -80,9 +96,9 @@ class PipelineSettings:
     denoiser_inputs: tuple[str, str, str]  # sample, timestep, conditioning
     denoiser_output: str
     denoiser_max_batch: int
-    max_samples: int = 4
-    max_conditionings: int = 4
-    max_steps: int = 1000
+    max_samples: int = PipelineOptions.max_samples
+    max_conditionings: int = PipelineOptions.max_conditionings
+    max_steps: int = PipelineOptions.max_steps
     sampler_options: dict[str, Any] = field(default_factory=dict)
 
     def to_parameters(self) -> dict[str, str]:
@@ -106,7 +122,7 @@ class PipelineSettings:
             cond_shape=ints(params["cond_shape"]), denoiser_inputs=names,  # type: ignore[arg-type]
             denoiser_output=params["denoiser_output"], denoiser_max_batch=int(params["denoiser_max_batch"]),
             max_samples=int(params["max_samples"]), max_conditionings=int(params["max_conditionings"]),
-            max_steps=int(params.get("max_steps") or 1000),
+            max_steps=int(params.get("max_steps") or PipelineOptions.max_steps),  # a pipeline written before it
             sampler_options=json.loads(params.get("sampler_options") or "{}"),
         )
 
@@ -119,7 +135,8 @@ class PipelinePaths:
 
 
 def settings_from_manifest(manifest: Manifest, denoiser: str, sampler: str, max_samples: int,
-                           max_conditionings: int = 4, max_batch: int | None = None, max_steps: int = 1000,
+                           max_conditionings: int = PipelineOptions.max_conditionings, max_batch: int | None = None,
+                           max_steps: int = PipelineOptions.max_steps,
                            sampler_options: dict[str, Any] | None = None) -> PipelineSettings:
     """Derive the sampler's settings from the denoiser's manifest; raises ConfigError on a misfit."""
     if sampler not in _sampler_names():

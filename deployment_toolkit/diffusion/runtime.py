@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .pipeline import PipelineSettings, read_pipeline, settings_from_manifest
+from .pipeline import PipelineOptions, PipelineSettings, read_pipeline, settings_from_manifest
 from ..spec import Manifest
 from .samplers import Denoiser, chunked, get_sampler, options_for
 from ..errors import UserInputError
@@ -128,8 +128,9 @@ class InProcessPipeline:
         return cls(denoise, settings, source=f"{manifest.format} ({version_dir})")
 
     @classmethod
-    def from_artifact(cls, artifact_dir: str | Path, sampler: str = "ddim", max_samples: int = 4,
-                      device: str = "cpu", threads: int = 0, **settings_kwargs: Any) -> "InProcessPipeline":
+    def from_artifact(cls, artifact_dir: str | Path, sampler: str = PipelineOptions.sampler,
+                      max_samples: int = PipelineOptions.max_samples, device: str = "cpu", threads: int = 0,
+                      **settings_kwargs: Any) -> "InProcessPipeline":
         denoise, manifest = artifact_denoiser(artifact_dir, device=device, threads=threads)
         settings = settings_from_manifest(manifest, "in-process", sampler, max_samples, **settings_kwargs)
         return cls(denoise, settings, source=f"{manifest.format} ({artifact_dir})")

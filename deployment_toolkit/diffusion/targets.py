@@ -10,12 +10,38 @@ import email.parser
 import email.policy
 import io
 import time
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from .pipeline import PIPELINE_NAME
 from .runtime import InProcessPipeline
+from ..config import setting
 from ..errors import UserInputError
+
+
+@dataclass(frozen=True)
+class TargetOptions:
+    """Where a latency run's requests go and how (`make_target`); each default written once (diffusion-latency's
+    flags are built from these fields)."""
+
+    model_repository: str | None = setting(None, flag="--model-repository",
+                                           help="repository with the pipeline (embedded server, in-process target)")
+    model_name: str = setting(PIPELINE_NAME, flag="--model-name",
+                              help="the sampler model written by deploy_diffusion.py")
+    server_url: str | None = setting(None, flag="--server-url",
+                                     help="gRPC HOST:PORT of a running Triton (default: start one)")
+    url: str | None = setting(None, flag="--url", help="http://HOST:PORT/v1/infer for the http target")
+    input_array: str | None = setting(None, flag="--input-array",
+                                      help=".npy conditioning (default: random, shape from the config)")
+    timeout_s: float = setting(3600.0, flag="--timeout-s", help="per request")
+    sampler: str = setting("", flag="--sampler", show_default=False,
+                           help="http target: the service's sampler, for per-evaluation numbers")
+    threads: int | None = setting(None, flag="--threads",
+                                  help="in-process target's ONNX Runtime threads (default: the served denoiser "
+                                       "config's)")
 
 
 def npy_bytes(array: np.ndarray) -> bytes:
@@ -48,7 +74,7 @@ class TritonSamplerTarget:
 
     name = "triton"
 
-    def __init__(self, url: str, model: str, cond: np.ndarray, timeout_s: float = 3600.0):
+    def __init__(self, url: str, model: str, cond: np.ndarray, timeout_s: float = TargetOptions.timeout_s):
         from ..client import TritonClient
 
         self.url, self.model, self.cond = url, model, np.ascontiguousarray(cond, dtype=np.float32)
@@ -188,6 +214,22 @@ class HttpFormTarget:
 
     def close(self) -> None:
         self.session.close()
+
+
+TARGETS = (TritonSamplerTarget.name, InProcessTarget.name, HttpFormTarget.name)
+
+
+def make_target(name: str, options: TargetOptions, url: str | None, cond: np.ndarray | None) -> Any:
+    """The target `name` (one of TARGETS): the sampler model at the gRPC `url`, the same pipeline in-process (from
+    the options' repository), or the options' /v1/infer `url` sent the --input-array file as is (like the seed)."""
+    if name == TritonSamplerTarget.name:
+        return TritonSamplerTarget(url, options.model_name, cond, timeout_s=options.timeout_s)
+    if name == InProcessTarget.name:
+        pipeline = InProcessPipeline.from_repository(options.model_repository, options.model_name,
+                                                     threads=options.threads)
+        return InProcessTarget(pipeline, cond)
+    payload = Path(options.input_array).read_bytes() if options.input_array else cond
+    return HttpFormTarget(options.url, payload, timeout_s=options.timeout_s)
 
 
 def parse_form(content_type: str, body: bytes) -> tuple[dict[str, str], dict[str, bytes]]:

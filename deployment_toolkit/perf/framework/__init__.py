@@ -20,7 +20,7 @@ measures every group in a fresh process; `peak_rss_mb` is the whole process' pea
 from .arithmetic import coverage_column, coverage_km2_per_s, is_oom, latency_stats, tile_pixels, with_batch_halving
 from .bench import BenchRun, Isolation, Plan, bench_identity, groups_of, plan_run, run_bench, write_hardware_json
 from .configs import (COMPILE_MODES, PRECISIONS, RUNTIMES, STATUS_FAILED, STATUS_OK, STATUS_SKIPPED, BenchConfig,
-                      enumerate_configs)
+                      BenchMatrix, enumerate_configs)
 from .host import HostCaps, amp_dtype_for, default_device, device_slug, probe_compile, probe_host, skip_reason, slugify
 from .isolation import run_group_isolated
 from .measuring import add_coverage, base_row, gc_device, measure, run_group
@@ -30,7 +30,8 @@ from .summary import summary_table, write_summary
 
 __all__ = [
     "PRECISIONS", "COMPILE_MODES", "RUNTIMES", "STATUS_OK", "STATUS_SKIPPED", "STATUS_FAILED", "BenchConfig",
-    "BenchOptions", "BenchRun", "HostCaps", "Isolation", "PeakMemory", "Plan", "Prepared", "enumerate_configs", "skip_reason", "plan_run",
+    "BenchMatrix", "BenchOptions", "BenchRun", "HostCaps", "Isolation", "PeakMemory", "Plan", "Prepared",
+    "enumerate_configs", "skip_reason", "plan_run",
     "probe_host", "probe_compile", "amp_dtype_for", "default_device", "device_slug", "slugify", "tile_pixels",
     "coverage_km2_per_s", "coverage_column", "add_coverage", "latency_stats", "is_oom", "with_batch_halving",
     "base_row", "gc_device", "measure", "prepare", "groups_of", "bench_identity", "write_hardware_json",

@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from ...config import Choice, Reuse
+from ...config import Choice, Reuse, setting
 from ...results.bench_store import BenchCSV, row_key
 from ...results.identity import RunIdentity, host_identity, library_versions, toolkit_version
 from ...results.run_folder import RunFolder
@@ -36,11 +36,16 @@ class BenchRun:
     limit of an isolated group, whether completed configurations are measured again, the progress bar, and
     results.ledger's reuse policy (auto | resume | fresh)."""
 
-    isolate: Isolation = Isolation.COMPILE
-    timeout_s: float = 900.0
-    remeasure: bool = False
-    progress: bool = True
-    reuse: Reuse = Reuse.AUTO
+    isolate: Isolation = setting(Isolation.COMPILE, flag="--isolate", type=str, choices=Isolation.values(),
+                                 metavar="{" + ",".join(Isolation.values()) + "}",  # argparse's own wording
+                                 help="run torch.compile groups (or all groups) in a child process with "
+                                      "--config-timeout")
+    timeout_s: float = setting(900.0, flag="--config-timeout",
+                               help="seconds one isolated configuration may take, compile included")
+    remeasure: bool = setting(False, flag="--remeasure", action="store_true",
+                              help="measure completed configurations again")
+    progress: bool = setting(True, flag="--no-progress", action="store_false", help="no progress bar")
+    reuse: Reuse = Reuse.AUTO  # the command's --resume / --fresh (results.ledger.add_reuse_arguments)
 
     def __post_init__(self) -> None:
         try:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
+from ...config import setting
+from ...config.fields import int_list
 from ...errors import UserInputError
 
 
@@ -42,9 +44,41 @@ class BenchConfig:
         return f"{self.model}/{self.preset} {self.runtime} {self.precision}{comp} b{self.batch_size}"
 
 
-def enumerate_configs(models: Sequence[str], precisions: Sequence[str] = PRECISIONS,
-                      compile_modes: Sequence[str] = ("none", "default"), batch_sizes: Sequence[int] = (1, 8),
-                      runtimes: Sequence[str] = RUNTIMES, preset: str = "full", threads: int = 0) -> list[BenchConfig]:
+@dataclass(frozen=True)
+class BenchMatrix:
+    """What a bench run measures: every combination of these; each default written once (the bench command's
+    flags are built from these fields, and `enumerate_configs` takes the same defaults)."""
+
+    models: tuple[str, ...] = setting(
+        ("resnet50",), flag="--models", nargs="+", help="models: each a zoo name, timm:<arch>, a model.py with get_signature, an "
+        "ONNX file or an artifact folder (the source its manifest records)")
+    preset: str = setting("full", flag="--preset", help="model preset")
+    precisions: tuple[str, ...] = setting(PRECISIONS, flag="--precisions", nargs="+", choices=PRECISIONS,
+                                          help="amp: autocast (see --amp-dtype)")
+    compile_modes: tuple[str, ...] = setting(("none", "default"), flag="--compile-modes", nargs="+", choices=COMPILE_MODES,
+                                             help="torch.compile modes, eager runtime only")
+    runtimes: tuple[str, ...] = setting(RUNTIMES, flag="--runtimes", nargs="+", choices=RUNTIMES,
+                                        help="eager: torch itself")
+    batch_sizes: tuple[int, ...] = setting((1, 8), flag="--batch-sizes", type=int_list,
+                                           help="e.g. 1,8,32 (halved on OOM)")
+    threads: int = setting(BenchConfig.threads, flag="--threads",
+                           help="torch / ONNX Runtime intra-op threads (0: their default)")
+
+    def __post_init__(self) -> None:
+        for name in ("models", "precisions", "compile_modes", "runtimes", "batch_sizes"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))  # a flag's list, a caller's list
+
+    def configs(self) -> list[BenchConfig]:
+        """Every configuration of the matrix (`enumerate_configs`)."""
+        return enumerate_configs(self.models, self.precisions, self.compile_modes, self.batch_sizes, self.runtimes,
+                                 self.preset, self.threads)
+
+
+def enumerate_configs(models: Sequence[str], precisions: Sequence[str] = BenchMatrix.precisions,
+                      compile_modes: Sequence[str] = BenchMatrix.compile_modes,
+                      batch_sizes: Sequence[int] = BenchMatrix.batch_sizes,
+                      runtimes: Sequence[str] = BenchMatrix.runtimes, preset: str = BenchMatrix.preset,
+                      threads: int = BenchMatrix.threads) -> list[BenchConfig]:
     """Every combination, grouped so one prepared model serves all its batch sizes in a row.
 
     torch.compile is a transformation of the eager module, so compile modes other than `none` are paired

@@ -10,23 +10,33 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from ...config import setting
 from .configs import BenchConfig
 from .host import HostCaps, amp_dtype_for, slugify
 
 
 @dataclass
 class BenchOptions:
-    """How every configuration is measured (recorded in the hardware JSON)."""
+    """How every configuration is measured (recorded in the hardware JSON); each default written once (the bench
+    command's flags are built from these fields)."""
 
-    device: str = "cpu"
-    warmup: int = 10  # untimed calls (the first one, which compiles, is timed separately)
-    duration_s: float = 30.0  # timed seconds per configuration (at least min_iterations calls)
-    min_iterations: int = 3
-    gsd_m: tuple[float, ...] = (10.0,)
-    amp_dtype: str = "auto"  # auto (CPU bf16, CUDA fp16) | fp16 | bf16
-    tf32: bool = True  # fp32 matmuls/convs in TF32 on Ampere+ GPUs (the seed's default)
-    seed: int = 0
+    device: str = "cpu"  # the command's --device auto resolves to this
+    # untimed calls (the first one, which compiles, is timed separately)
+    warmup: int = setting(10, flag="--warmup", help="untimed calls per configuration")
+    # timed seconds per configuration (at least min_iterations calls)
+    duration_s: float = setting(30.0, flag="--duration", help="timed seconds per configuration")
+    min_iterations: int = setting(3, flag="--min-iterations", help="timed calls at least")
+    gsd_m: tuple[float, ...] = setting((10.0,), flag="--gsd-m", type=float, nargs="+", metavar="M",
+                                       help="ground sample distances (m) for the geospatial km^2/s columns")
+    amp_dtype: str = setting("auto", flag="--amp-dtype", choices=("auto", "fp16", "bf16"),
+                             help="autocast dtype for amp (auto: bf16 on CPU, fp16 on CUDA)")
+    tf32: bool = setting(True, flag="--no-tf32", action="store_false",  # TF32 on Ampere+: the seed's default
+                         help="keep fp32 matmuls/convs in full fp32 on Ampere+ GPUs")
+    seed: int = setting(0, flag="--seed", help="seed of the random weights and example inputs")
     onnx_opset: int = 17
+
+    def __post_init__(self) -> None:
+        self.gsd_m = tuple(self.gsd_m)  # a flag's list: the run identity hashes these options as a tuple
 
 
 @dataclass

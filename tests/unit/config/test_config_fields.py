@@ -56,3 +56,23 @@ def test_the_command_refuses_the_same_numbers_in_one_line(tmp_path):
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.strip().splitlines()[-1] == "error: --export-timeout must be >= 0 s, got nan"
     assert not (tmp_path / "x").exists()  # refused before anything was built or written
+
+
+def test_a_flag_of_several_values_fills_a_tuple_and_shows_its_default_as_typed():
+    from dataclasses import dataclass
+
+    from deployment_toolkit.config import setting
+
+    @dataclass(frozen=True)
+    class Spread:
+        gsd_m: tuple[float, ...] = setting((10.0,), flag="--gsd-m", type=float, nargs="+", low=0, low_open=True)
+        sizes: tuple[int, ...] = setting((1, 8), flag="--sizes", type=lambda t: tuple(int(x) for x in t.split(",")))
+
+    p = argparse.ArgumentParser()
+    add_arguments(p, Spread)
+    assert from_args(Spread, p.parse_args([])) == Spread()
+    assert from_args(Spread, p.parse_args(["--gsd-m", "10", "30"])).gsd_m == (10.0, 30.0)
+    with pytest.raises(UserInputError, match=r"--gsd-m must be > 0, got -1.0"):
+        from_args(Spread, p.parse_args(["--gsd-m", "10", "-1"]))
+    text = p.format_help()
+    assert "(default 10)" in text and "(default 1,8)" in text
