@@ -114,3 +114,26 @@ def run_script(name: str, *args, check: bool = True, timeout: float = 300):
     if check and proc.returncode != 0:
         raise AssertionError(f"{name} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
     return proc
+
+
+def parsed_vs_defaults(args, settings: type, only: "tuple[str, ...] | None" = None) -> "tuple[set[str], dict]":
+    """The fields of settings dataclass `settings` (`only` these) whose flag the command parsed, and those whose
+    parsed default differs from the field's own (a flag that restates another default)."""
+    import dataclasses
+
+    from deployment_toolkit.config import flag_of
+
+    seen, differ = set(), {}
+    for field in dataclasses.fields(settings):
+        flag = flag_of(field)
+        if flag is None or not flag.name or not hasattr(args, field.name) or (only and field.name not in only):
+            continue
+        seen.add(field.name)
+        value = getattr(args, field.name)
+        value = tuple(value) if isinstance(value, list) else value
+        if flag.to_value is not None and value is not None:
+            value = flag.to_value(value)
+        default = field.default if field.default is not dataclasses.MISSING else field.default_factory()
+        if value != default:
+            differ[field.name] = (value, default)
+    return seen, differ

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from conftest import parsed_vs_defaults
 from deployment_toolkit.commands import deploy_diffusion, run_diffusion_latency, run_diffusion_speedup
 from deployment_toolkit.config import from_args, flag_of
 from deployment_toolkit.diffusion.latency import LatencyPlan, SpeedupPlan
@@ -15,24 +16,6 @@ from deployment_toolkit.diffusion.pipeline import PIPELINE_NAME, DenoiserSource,
 from deployment_toolkit.diffusion.targets import TARGETS, TargetOptions, TritonSamplerTarget
 from deployment_toolkit.export import ConvertOptions
 from deployment_toolkit.repository.config import ConfigOptions
-
-
-def parsed_vs_defaults(args: Any, settings: type, only: tuple[str, ...] | None = None
-                       ) -> tuple[set[str], dict[str, tuple[Any, Any]]]:
-    """The fields of `settings` (`only` these) with a flag the command parsed, and those whose default differs."""
-    seen, differ = set(), {}
-    for field in dataclasses.fields(settings):
-        flag = flag_of(field)
-        if flag is None or not flag.name or not hasattr(args, field.name) or (only and field.name not in only):
-            continue
-        seen.add(field.name)
-        value = getattr(args, field.name)
-        if flag.to_value is not None and value is not None:
-            value = flag.to_value(value)
-        default = field.default if field.default is not dataclasses.MISSING else field.default_factory()
-        if value != default:
-            differ[field.name] = (value, default)
-    return seen, differ
 
 
 def _check(args: Any, expected: list[tuple[type, set[str]]]) -> None:

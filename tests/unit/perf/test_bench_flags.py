@@ -3,29 +3,11 @@ written once, in the dataclass (issue 37). A flag that restated another default 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
+from conftest import parsed_vs_defaults
 from deployment_toolkit.commands import run_framework_benchmark as cmd
-from deployment_toolkit.config import Reuse, flag_of
+from deployment_toolkit.config import Reuse
 from deployment_toolkit.perf.framework import BenchMatrix, BenchOptions, BenchRun, enumerate_configs
-
-
-def parsed_vs_defaults(args: Any, settings: type) -> tuple[set[str], dict[str, tuple[Any, Any]]]:
-    """The fields of `settings` with a flag the command parsed, and those whose parsed default differs."""
-    seen, differ = set(), {}
-    for field in dataclasses.fields(settings):
-        flag = flag_of(field)
-        if flag is None or not flag.name or not hasattr(args, field.name):
-            continue
-        seen.add(field.name)
-        value = getattr(args, field.name)
-        value = tuple(value) if isinstance(value, list) else value
-        if flag.to_value is not None and value is not None:
-            value = flag.to_value(value)
-        default = field.default if field.default is not dataclasses.MISSING else field.default_factory()
-        if value != default:
-            differ[field.name] = (value, default)
-    return seen, differ
 
 
 def test_parsed_defaults_are_the_dataclass_defaults():
