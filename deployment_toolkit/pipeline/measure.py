@@ -5,7 +5,6 @@ request of every composing model."""
 from __future__ import annotations
 
 import base64
-import dataclasses
 import json
 import logging
 import math
@@ -18,8 +17,7 @@ import numpy as np
 
 from ..client import TritonClient
 from ..config import Concurrency
-from ..perf.analyzer import PerfAnalyzerError, PerfOptions, PerfTarget, run_point
-from ..perf.analyzer.errors import EMPTY_WINDOW
+from ..perf.analyzer import PerfOptions, PerfTarget, run_point
 from ..results.schema import LATENCY_COLUMNS, THROUGHPUT
 from ..spec import ModelSignature, atomic_write_text
 from .plan import PipelinePlan
@@ -131,25 +129,6 @@ class MeasureJob:
     input_json: Path
 
 
-WINDOW_RETRIES = 2
-
-
-def _run_point(target: PerfTarget, concurrency: int, job: MeasureJob):
-    """One point; a window in which no request finished (one request slower than the window, on a busy host) is
-    measured again with a window twice as long, as perf_analyzer's message advises."""
-    options = job.options
-    for attempt in range(WINDOW_RETRIES + 1):
-        try:
-            return run_point(target, 1, Concurrency(concurrency), options, job.out_dir / f"perf_c{concurrency}.csv")
-        except PerfAnalyzerError as err:
-            if EMPTY_WINDOW not in str(err) or attempt == WINDOW_RETRIES:
-                raise
-            options = dataclasses.replace(options, measurement_interval_ms=2 * options.measurement_interval_ms)
-            log.warning("concurrency %d: a %d ms window saw no request finish; measuring again with %d ms windows",
-                        concurrency, options.measurement_interval_ms // 2, options.measurement_interval_ms)
-    raise AssertionError("not reached")
-
-
 def measure_points(plan: PipelinePlan, client: TritonClient, composing: Sequence[str], job: MeasureJob
                    ) -> list[PipelinePoint]:
     """One perf_analyzer point per concurrency against the ensemble, with the steps' shares during it."""
@@ -158,7 +137,8 @@ def measure_points(plan: PipelinePlan, client: TritonClient, composing: Sequence
     points = []
     for c in job.concurrencies:
         before = snapshot(client, composing)
-        result = _run_point(target, c, job)
+        # a window no request finished in is measured again with a longer one (perf.analyzer.point)
+        result = run_point(target, 1, Concurrency(c), job.options, job.out_dir / f"perf_c{c}.csv")
         steps = step_shares(before, snapshot(client, composing))
         point = PipelinePoint(c, dict(result.values), result.stable, steps, result.note)
         log.info("concurrency %d: %.1f inf/s, p99 %.1f ms; %s", c, point.throughput,

@@ -15,7 +15,7 @@ from ...cleanup import dying_with_parent
 from ...config import Concurrency, Load, RequestRate, Schedule
 from ...results.schema import MEASURE_COLUMNS, THROUGHPUT
 from .command import PerfOptions, PerfTarget, build_command, needs_input_file, write_input_data_json
-from .errors import PerfAnalyzerError
+from .errors import EMPTY_WINDOW, PerfAnalyzerError
 from .parse import OutputDiagnosis, diagnose_output, parse_csv
 from .shm_lock import conflicting_runs, perf_regions_removed, shared_memory_guard, shm_free_bytes, sigbus_message
 
@@ -89,7 +89,9 @@ def run_point(target: PerfTarget, batch_size: int, load: Load, options: PerfOpti
             opts = opts.lengthened()
     note = f"unstable after {options.max_attempts} attempt(s) up to {opts.window_label()}"
     if options.relaxed_fallback:
-        relaxed = replace(opts, stability_percentage=100000.0, max_trials=3)
+        # a window no request finished in gets longer for the last run too (stability unchecked cannot fill it)
+        relaxed = replace(opts.lengthened() if run.empty_windows else opts, stability_percentage=100000.0,
+                          max_trials=3)
         row, diag = run.attempt(relaxed, "relaxed run (stability not checked)")
         if row is not None:
             return run.result(row, False, options.max_attempts + 1,
@@ -118,6 +120,7 @@ class _Run:
     log_path: Path
     export: Path | None
     cmd: list[str] = field(default_factory=list)
+    empty_windows: int = 0  # closed-loop attempts in which no request finished within a window
 
     def attempt(self, opts: PerfOptions, tag: str) -> tuple[dict[str, Any] | None, OutputDiagnosis]:
         """One perf_analyzer call: its row of the level (None when unstable) and what its output says."""
@@ -143,6 +146,12 @@ class _Run:
         # with a schedule file the CSV's "Request Rate" is the file's mean rate truncated to an integer: one level,
         # one row
         row = (rows[0] if len(rows) == 1 else None) if isinstance(self.load, Schedule) else _pick_row(rows, self.load)
+        if row is None and not diag.unstable and isinstance(self.load, Concurrency) and EMPTY_WINDOW in output:
+            # closed loop: not one request finished within a window, on a host too busy for its length; like an
+            # unstable window, a longer one is the cure (open loop raises: there it is the rate's failing verdict)
+            self.empty_windows += 1
+            diag.unstable = True
+            return None, diag
         if row is None and not diag.unstable:
             what = "\n".join(diag.errors) or output.strip()[-2000:]
             raise PerfAnalyzerError(

@@ -21,6 +21,15 @@ class Stopped(Exception):
     pass
 
 
+@pytest.fixture(autouse=True)
+def python_handles_ctrl_c():
+    """Python's own Ctrl-C handler, whatever the suite was started with: a shell starts a background job (`make test
+    &`, nohup) with SIGINT ignored, and these tests are about the handler an interactive command has."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 @pytest.fixture()
 def sigterm_raises():
     """SIGTERM raises Stopped (as cli's handler raises SystemExit), restored after the test."""

@@ -248,6 +248,9 @@ if action == "stable":
     print("Request concurrency: " + conc); sys.exit(0)
 if action == "unstable":
     print((fix / "single_point_unstable_rc2_verbose.out").read_text()); sys.exit(2)
+if action == "empty":
+    print("*** Measurement Settings ***\nNo valid requests recorded within time interval. Please use a larger time "
+          "window."); sys.exit(3)
 if action == "down":
     print((fix / "server_killed_mid_run_rc99.out").read_text()); sys.exit(99)
 if action == "nolib":
@@ -314,6 +317,30 @@ def test_unstable_without_relaxed_numbers_keeps_last_window(fake_pa, tmp_path):
     assert res.values["Inferences/second"] == pytest.approx(5139.63)
     assert res.values["Avg Latency"] == pytest.approx(0.578)
     assert math.isnan(res.values["Server Queue"])
+
+
+def test_a_closed_loop_window_no_request_finished_in_is_measured_again_with_a_longer_one(fake_pa, tmp_path):
+    """A 1 s window on a busy host saw no request finish (perf_analyzer exit 3; the demo's point under a loaded
+    suite): like an unstable window, measured again with a longer one, not a failed sweep."""
+    binary, plan = fake_pa
+    calls = plan("empty", "stable")
+    res = run_point(PerfTarget("m", "u:1", SIG, binary=binary), 1, Concurrency(2),
+                    PerfOptions(measurement_interval_ms=1000, max_attempts=2), tmp_path / "p.csv")
+    assert res.stable and res.attempts == 2
+    assert [_flag(c, "--measurement-interval") for c in calls()] == ["1000", "3000"]
+    calls = plan("empty", "stable")  # one attempt only: the relaxed run gets the longer window
+    res = run_point(PerfTarget("m", "u:1", SIG, binary=binary), 1, Concurrency(2),
+                    PerfOptions(measurement_interval_ms=1000, max_attempts=1), tmp_path / "q.csv")
+    assert res.stable is False and [_flag(c, "--measurement-interval") for c in calls()] == ["1000", "3000"]
+
+
+def test_an_open_loop_window_no_request_finished_in_is_the_rates_verdict(fake_pa, tmp_path):
+    binary, plan = fake_pa
+    calls = plan("empty")
+    with pytest.raises(PerfAnalyzerError, match="No valid requests recorded"):
+        run_point(PerfTarget("m", "u:1", SIG, binary=binary), 1, RequestRate(100.0), PerfOptions(max_attempts=3),
+                  tmp_path / "p.csv")
+    assert len(calls()) == 1
 
 
 def test_connection_loss_raises_with_output(fake_pa, tmp_path):

@@ -210,25 +210,3 @@ def test_the_speed_target_is_served_within_1_1x_in_process_plus_the_round_trip()
     assert ok.bound_ms == pytest.approx(11.6) and ok.met and "met" in ok.text()
     slow = SpeedResult(10, 1.0, {"model": 1.0}, 3.0, 2.2, 0.8, steps=3)
     assert not slow.met and "NOT met" in slow.text() and slow.overhead_per_step_ms == pytest.approx(0.4)
-
-
-def test_a_window_no_request_finished_in_is_measured_again_with_a_longer_one(monkeypatch, tmp_path):
-    from deployment_toolkit.perf.analyzer import PerfAnalyzerError, PerfOptions
-    from deployment_toolkit.pipeline import measure
-
-    windows = []
-
-    def run_point(target, batch, load, options, csv_path):
-        windows.append(options.measurement_interval_ms)
-        if len(windows) < 3:
-            raise PerfAnalyzerError("perf_analyzer failed (exit 3):\nNo valid requests recorded within time interval. "
-                                    "Please use a larger time window.")
-        return "measured"
-
-    monkeypatch.setattr(measure, "run_point", run_point)
-    job = measure.MeasureJob("url", (1,), PerfOptions(measurement_interval_ms=500), tmp_path, tmp_path / "in.json")
-    assert measure._run_point(None, 1, job) == "measured" and windows == [500, 1000, 2000]
-    windows.clear()
-    monkeypatch.setattr(measure, "run_point", lambda *a: (_ for _ in ()).throw(PerfAnalyzerError("model error")))
-    with pytest.raises(PerfAnalyzerError, match="model error"):
-        measure._run_point(None, 1, job)
