@@ -35,6 +35,9 @@ TRAINING_JSON = "training.json"
 
 @dataclass
 class TrainConfig:
+    """One training run; each default written once (the train command's flags and accuracy-demo's take theirs from
+    these fields: train may not import config, so the flags are declared in the commands)."""
+
     model: str = "unet2d"
     preset: str = "small"
     batch_size: int = 16
@@ -45,6 +48,18 @@ class TrainConfig:
     threads: int = 2
     augment: bool = True  # random flips and transposes: they keep discs discs and distractors distractors
     progress: bool = True
+
+
+@dataclass(frozen=True)
+class TrainedExport:
+    """How train_segmentation exports the trained model (the train command's --onnx-opset, --max-batch-size)."""
+
+    opset: int = 17
+    max_batch_size: int | None = None  # None: the preset's
+
+
+# dumps of the trained model go in batches of this many (the small U-Net's max batch; accuracy-demo's --batch-size)
+DUMP_BATCH_SIZE = 8
 
 
 @dataclass
@@ -190,8 +205,9 @@ def _versions() -> dict[str, str]:
     return {"torch": torch.__version__, "onnx": onnx.__version__, "onnxruntime": onnxruntime.__version__}
 
 
-def export_trained(weights: str | Path, output_dir: str | Path, model_name: str = "unet2d", preset: str = "small",
-                   *, opset: int = 17, max_batch_size: int | None = None,
+def export_trained(weights: str | Path, output_dir: str | Path, model_name: str = TrainConfig.model,
+                   preset: str = TrainConfig.preset, *, opset: int = TrainedExport.opset,
+                   max_batch_size: int | None = TrainedExport.max_batch_size,
                    verify_batch_sizes: tuple[int, ...] = (1, 2), seed: int = 0) -> Manifest:
     """ONNX artifact + manifest.json of the trained model, verified against it like convert() does.
 
@@ -241,8 +257,9 @@ def export_trained(weights: str | Path, output_dir: str | Path, model_name: str 
     return manifest
 
 
-def framework_dump(weights: str | Path, data_dir: str | Path, output_dir: str | Path, model_name: str = "unet2d",
-                   preset: str = "small", batch_size: int = 8, threads: int = 2) -> Path:
+def framework_dump(weights: str | Path, data_dir: str | Path, output_dir: str | Path,
+                   model_name: str = TrainConfig.model, preset: str = TrainConfig.preset,
+                   batch_size: int = DUMP_BATCH_SIZE, threads: int = TrainConfig.threads) -> Path:
     """What run_inference_on_fw.py --runtime framework does, but with the trained weights: eager
     PyTorch over an npz folder into a dump (labels included) that calculate_metrics.py reads."""
     import torch
@@ -264,10 +281,12 @@ def framework_dump(weights: str | Path, data_dir: str | Path, output_dir: str | 
 
 def train_segmentation(train_dir: str | Path, output_dir: str | Path, cfg: TrainConfig,
                        heldout_dir: str | Path | None = None, export_dir: str | Path | None = None,
-                       opset: int = 17, max_batch_size: int | None = None) -> dict[str, Any]:
+                       export: TrainedExport | None = None) -> dict[str, Any]:
     """Train a registered segmentation model on an npz folder, score the held-out folder, save the weights and
-    training.json, and (with `export_dir`) export a verified ONNX; returns what training.json records (plus the
-    export's manifest under "manifest" when there is one). A failed verification raises VerificationError."""
+    training.json, and (with `export_dir`) export a verified ONNX (as `export` says); returns what training.json
+    records (plus the export's manifest under "manifest" when there is one). A failed verification raises
+    VerificationError."""
+    export = export or TrainedExport()
     train_dir, output_dir = Path(train_dir), Path(output_dir)
     entry = segmentation_entry(cfg.model)
     signature = entry.signature(cfg.preset)
@@ -292,8 +311,8 @@ def train_segmentation(train_dir: str | Path, output_dir: str | Path, cfg: Train
     write_training_json(output_dir, info)
     log.info(f"wrote {weights} and {output_dir / TRAINING_JSON}")
     if export_dir:
-        manifest = export_trained(weights, export_dir, cfg.model, cfg.preset, opset=opset,
-                                  max_batch_size=max_batch_size)
+        manifest = export_trained(weights, export_dir, cfg.model, cfg.preset, opset=export.opset,
+                                  max_batch_size=export.max_batch_size)
         v = manifest.verification
         log.info(f"wrote {Path(export_dir) / manifest.artifact}: verified at batch sizes {v['batch_sizes']}, "
                  f"max abs err {v['max_abs_err']:.3g} -> OK")

@@ -9,6 +9,7 @@ export with verification) -> config_model_on_triton.py -> embedded server -> run
 Triton vs labels, framework vs labels, and Triton vs framework. Exit status 1 names every check missed
 (Dice below --min-dice, |dice_mean Triton - framework| above --max-dice-diff); 2: a step failed.
 """
+import argparse
 import contextlib
 import os
 import shutil
@@ -88,12 +89,16 @@ def summary_markdown(training: dict, triton: dict, fw: dict, versus: dict, resul
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     p = cli.parser(__doc__, f"""
         deployment-toolkit accuracy-demo                      # about 3 min on 2 CPU cores
         deployment-toolkit accuracy-demo --max-seconds 20 --min-dice 0.6 --train-samples 1000 \\
             --heldout-samples 64 --workspace /tmp/acc --result-path /tmp/acc/results   # quick check
     """)
+    from deployment_toolkit.train import DUMP_BATCH_SIZE, TrainConfig
+
+    # --seed, --max-seconds, --threads, --no-progress: TrainConfig's defaults, --batch-size: the trained model's
+    # dumps', written once in deployment_toolkit.train (train may not import config, so declared here)
     p.add_argument("--workspace", type=Path, default=ROOT / "workspace" / RUN_NAME,
                    help="data, weights, ONNX, model repository, dumps and server log")
     add_result_path_argument(p, "--results-dir", dest="results_dir", type=Path,
@@ -101,14 +106,21 @@ def main(argv: list[str] | None = None) -> int:
                         f"results/{RUN_NAME} is rewritten only with --result-path results/{RUN_NAME} --update-committed")
     p.add_argument("--train-samples", type=int, default=3000)
     p.add_argument("--heldout-samples", type=int, default=256)
-    p.add_argument("--seed", type=int, default=0, help="training data and weights; the held-out split uses seed+1")
-    p.add_argument("--max-seconds", type=float, default=150.0, help="training time budget")
-    p.add_argument("--threads", type=int, default=2, help="torch / ONNX Runtime threads")
-    p.add_argument("--batch-size", type=int, default=8, help="inference batch size (<= the model's max batch 8)")
+    p.add_argument("--seed", type=int, default=TrainConfig.seed,
+                   help="training data and weights; the held-out split uses seed+1")
+    p.add_argument("--max-seconds", type=float, default=TrainConfig.max_seconds, help="training time budget")
+    p.add_argument("--threads", type=int, default=TrainConfig.threads, help="torch / ONNX Runtime threads")
+    p.add_argument("--batch-size", type=int, default=DUMP_BATCH_SIZE,
+                   help="inference batch size (<= the model's max batch 8)")
     p.add_argument("--model-name", default="shapes_unet", help="name in the Triton model repository")
     p.add_argument("--min-dice", type=float, default=0.90, help="bound for dice_mean vs labels (Triton and framework)")
     p.add_argument("--max-dice-diff", type=float, default=0.001, help="bound for |dice_mean Triton - framework|")
     p.add_argument("--no-progress", action="store_true", help="no training progress bar (logs, CI)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = _parser()
     args = p.parse_args(argv)
     if args.results_dir is None:
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())

@@ -4,34 +4,58 @@ folder, converted to ONNX / TorchScript trace / TorchScript script, served on th
 against the framework on its samples and measured at one online point. The table says how far each one gets
 and why it stops there; a second table times the ONNX conversion with the exporter fallback on and off for a
 model that exports on the first try (the fallback must cost nothing when it is not needed)."""
+import argparse
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from deployment_toolkit import cli  # noqa: E402
 from deployment_toolkit.results.run_folder import add_result_path_argument  # noqa: E402
 from deployment_toolkit.committed import refuse_committed  # noqa: E402
 
+if TYPE_CHECKING:  # pragma: no cover
+    from deployment_toolkit.corpus.run import CorpusSettings
 
-def main(argv: list[str] | None = None) -> int:
+
+def _parser() -> argparse.ArgumentParser:
     p = cli.parser(__doc__, """
         deployment-toolkit bench-corpus --result-path results/corpus-cpu
         deployment-toolkit bench-corpus --models hf-bert-seqcls,tv-resnet18 --no-serve --result-path /tmp/corpus
     """)
+    from deployment_toolkit.corpus.run import CorpusSettings
+    from deployment_toolkit.corpus.speed import FALLBACK_REPEATS
+
+    # the defaults are CorpusSettings' and fallback_cost's, written once there (corpus may not import config, so
+    # these flags are declared here, not built from the fields)
     p.add_argument("--models", default=None, help="comma-separated corpus names (default: all; --list shows them)")
     p.add_argument("--list", action="store_true", help="list the corpus and exit")
-    p.add_argument("--formats", default="onnx,ts-trace,ts-script", help="formats to convert to, in order of preference "
-                                                                       "for serving (default %(default)s)")
+    p.add_argument("--formats", default=",".join(CorpusSettings.formats),
+                   help="formats to convert to, in order of preference for serving (default %(default)s)")
     p.add_argument("--no-serve", action="store_true", help="convert and verify only")
-    p.add_argument("--perf-window-ms", type=int, default=1500, help="perf_analyzer window (default %(default)s)")
-    p.add_argument("--export-timeout", type=float, default=600.0, help="seconds per exporter attempt")
-    p.add_argument("--fallback-repeats", type=int, default=3,
+    p.add_argument("--perf-window-ms", type=int, default=CorpusSettings.perf_window_ms,
+                   help="perf_analyzer window (default %(default)s)")
+    p.add_argument("--export-timeout", type=float, default=CorpusSettings.timeout_s,
+                   help="seconds per exporter attempt")
+    p.add_argument("--fallback-repeats", type=int, default=FALLBACK_REPEATS,
                    help="conversions per side of the fallback-cost comparison (0: skip it; default %(default)s)")
     p.add_argument("--workdir", default=None,
                    help="keep the artifacts, repository, data and logs here (default: a temporary folder, removed)")
     add_result_path_argument(p, "--output", dest="output",
                    help="results folder (default: a new results/local/corpus-<UTC time>, git-ignored); must not "
                         "hold a corpus run already")
-    args = p.parse_args(argv)
+    return p
+
+
+def settings_from_args(args: argparse.Namespace, formats: list[str]) -> "CorpusSettings":
+    """The corpus run's settings from the parsed flags (`formats`: --formats, split and checked)."""
+    from deployment_toolkit.corpus.run import CorpusSettings
+
+    return CorpusSettings(formats=tuple(formats), serve=not args.no_serve, perf_window_ms=args.perf_window_ms,
+                          timeout_s=args.export_timeout if args.export_timeout > 0 else None)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
 
     from deployment_toolkit.corpus.architectures import ARCHITECTURES
     from deployment_toolkit.corpus.report import write_report
@@ -57,8 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="corpus-") as tmp:
         work = Path(args.workdir) if args.workdir else Path(tmp)
-        rows = run_corpus(names, work, formats=formats, serve=not args.no_serve, perf_window_ms=args.perf_window_ms,
-                          timeout_s=args.export_timeout if args.export_timeout > 0 else None)
+        rows = run_corpus(names, work, settings_from_args(args, formats))
         speed = fallback_cost(work / "fallback-cost", args.fallback_repeats) if args.fallback_repeats > 0 else None
     report = write_report(out, rows, speed, vars(args))
     print(report.read_text())

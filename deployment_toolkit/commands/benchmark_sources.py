@@ -3,28 +3,37 @@ its timm arch (`timm:<arch>`, through the model-source resolver) side by side in
 size, alternating which goes first each round, and print the median wall time of each and their ratio.
 
 Each timed call is the whole convert(): resolve the source, build the model, export, verify, write the manifest."""
+import argparse
 import sys
 from pathlib import Path
 
 from deployment_toolkit import cli  # noqa: E402
+from deployment_toolkit.config import add_arguments, from_args  # noqa: E402
 from deployment_toolkit.errors import UserInputError  # noqa: E402
 from deployment_toolkit.spec import FORMATS  # noqa: E402
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     p = cli.parser(__doc__, """
         deployment-toolkit bench-sources --zoo-model resnet50 --timm-arch resnet50 --preset full \\
             --output-type onnx --repeats 3 --json results/sources-speed/run.json
     """)
+    from deployment_toolkit.export import ConvertOptions
+
     p.add_argument("--zoo-model", default="resnet50", help="zoo name (default: resnet50)")
     p.add_argument("--timm-arch", default=None, help="timm architecture (default: the zoo model's name)")
-    p.add_argument("--preset", default="small", help="small (CI size) or full (benchmark size); both sides use it")
+    add_arguments(p, ConvertOptions, only=("preset",))  # both sides use it
     p.add_argument("--output-type", choices=FORMATS, default="onnx")
     p.add_argument("--repeats", type=int, default=3, help="conversions per side (default 3)")
-    p.add_argument("--no-verify", action="store_true", help="time the export only (no framework comparison)")
+    add_arguments(p, ConvertOptions, only=("verify",))  # --no-verify: time the export only
     p.add_argument("--workdir", default=None, help="keep the artifacts here (default: a temporary folder)")
     p.add_argument("--json", default=None, help="also write the timings and the run's metadata to this file")
-    p.add_argument("--seed", type=int, default=0)
+    add_arguments(p, ConvertOptions, only=("seed",))
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = _parser()
     args = p.parse_args(argv)
     if args.repeats < 1:
         p.error("--repeats must be >= 1")
@@ -43,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     if shapes["zoo"] != shapes["timm"]:
         raise UserInputError(f"{sides['zoo']} and {sides['timm']} ({args.preset}) have different signatures: "
                          f"{shapes['zoo']} vs {shapes['timm']}; pick the same architecture or pass --preset")
-    opts = ConvertOptions(preset=args.preset, verify=not args.no_verify, seed=args.seed)
+    opts = from_args(ConvertOptions, args)  # --preset, --no-verify, --seed
     seconds: dict[str, list[float]] = {k: [] for k in sides}
     with tempfile.TemporaryDirectory(prefix="sources-speed-") as tmp:
         work = Path(args.workdir or tmp)
@@ -61,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         from deployment_toolkit.results import runinfo
 
-        record = {"sides": sides, "preset": args.preset, "format": args.output_type, "verify": not args.no_verify,
+        record = {"sides": sides, "preset": args.preset, "format": args.output_type, "verify": opts.verify,
                   "seconds": seconds, "median_s": med, "ratio_timm_over_zoo": ratio,
                   "run": runinfo.run_metadata(vars(args))}
         atomic_write_text(args.json, json.dumps(record, indent=2) + "\n")

@@ -16,9 +16,9 @@ import logging
 import math
 import shutil
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -38,6 +38,20 @@ FORMATS = ("onnx", "ts-trace", "ts-script")
 STAGES = ("resolve", "convert", "serve", "infer", "accuracy", "perf", "done")
 SAMPLES = 8
 CHECKED_SAMPLES = 4
+
+
+@dataclass(frozen=True)
+class CorpusSettings:
+    """How far each architecture goes and how it is measured; each default written once (bench-corpus's flags take
+    theirs from these fields: corpus may not import config, so they are plain fields)."""
+
+    formats: tuple[str, ...] = FORMATS  # in order of preference for serving
+    serve: bool = True  # False: convert and verify only
+    perf_window_ms: int = 1500  # perf_analyzer's window at the one online point
+    timeout_s: float | None = 600.0  # per exporter attempt (None: no limit)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "formats", tuple(self.formats))
 
 
 @dataclass
@@ -234,11 +248,13 @@ def serve_and_measure(rows: dict[str, CorpusRow], served: dict[str, Path], work:
                     pass
 
 
-def run_corpus(names: Sequence[str], work: Path, *, formats: Sequence[str] = FORMATS, serve: bool = True,
-               perf_window_ms: int = 1500, timeout_s: float | None = 600.0,
-               say: Callable[[str], None] = log.info) -> list[CorpusRow]:
-    """Every named architecture as far as it goes (module docstring); rows in the order given. `say`: where the
-    progress lines go (this module's logger unless a caller collects them)."""
+def run_corpus(names: Sequence[str], work: Path, settings: CorpusSettings | None = None, *,
+               say: Callable[[str], None] = log.info, **changes: Any) -> list[CorpusRow]:
+    """Every named architecture as far as it goes (module docstring); rows in the order given. `changes`: fields of
+    `settings` to change for this run (`formats=("onnx",)`). `say`: where the progress lines go (this module's logger
+    unless a caller collects them)."""
+    settings = replace(settings or CorpusSettings(), **changes)
+    formats, timeout_s = settings.formats, settings.timeout_s
     rows: dict[str, CorpusRow] = {}
     served: dict[str, Path] = {}
     repo = work / "model_repository"
@@ -250,7 +266,7 @@ def run_corpus(names: Sequence[str], work: Path, *, formats: Sequence[str] = FOR
         say(f"[{k}/{len(names)}] converting {name} ({arch.library}, {arch.kind}){eta}")
         row = rows[name] = CorpusRow(model=name, library=arch.library, kind=arch.kind)
         ok = convert_all(arch, work / name, formats, row, timeout_s)
-        if not ok or not serve:
+        if not ok or not settings.serve:
             continue
         fmt = next(f for f in formats if f in ok)
         row.served_as = fmt
@@ -260,7 +276,7 @@ def run_corpus(names: Sequence[str], work: Path, *, formats: Sequence[str] = FOR
         except UserError as err:
             stop(row, f"config: {one_line(err)}")
     if served:
-        serve_and_measure(rows, served, work, repo, perf_window_ms, say)
+        serve_and_measure(rows, served, work, repo, settings.perf_window_ms, say)
     return [rows[n] for n in names]
 
 

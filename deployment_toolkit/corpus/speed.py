@@ -13,9 +13,10 @@ from ..sources import parse_reference, resolve
 from .architectures import ARCHITECTURES
 
 FALLBACK_MODEL = "tv-resnet18"
+FALLBACK_REPEATS = 3  # conversions per side (bench-corpus --fallback-repeats)
 
 
-def fallback_cost(work: Path, repeats: int = 3, name: str = FALLBACK_MODEL) -> dict[str, Any]:
+def fallback_cost(work: Path, repeats: int = FALLBACK_REPEATS, name: str = FALLBACK_MODEL) -> dict[str, Any]:
     arch = ARCHITECTURES[name]
     from ..data.infer import inputs_from_data
     from .run import write_samples

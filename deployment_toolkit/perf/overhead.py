@@ -24,12 +24,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from ..config import Protocol, SharedMemory
+from ..config import Protocol, SharedMemory, setting
+from ..config.fields import int_list
 from ..errors import UserInputError
 from ..results.bench_store import as_float as _f
 from ..results.schema import BREAKDOWN_COLUMNS, THROUGHPUT
 from ..runtimes.timing import Budget, time_call
 from .analyzer import PerfOptions
+from .online import parse_range
 
 from .overhead_report import DESIGN_BAR, to_csv, to_markdown, write_results  # noqa: F401  (re-exported)
 from .overhead_stats import best_point, infer_inflation, single_client, stats_delta
@@ -68,23 +70,52 @@ class Variant:
 
         return f"{short_name(model)}_i{self.instances}_t{self.threads}"
 
+    def __str__(self) -> str:
+        """The flag's form (`2x1`), so --variants shows its default as a user types it."""
+        return f"{self.instances}x{self.threads}"
+
+
+def _variants(value: Sequence[str | Variant]) -> tuple[Variant, ...]:
+    """--variants as typed (`1x0 2x1`) or already parsed (the default) -> Variants."""
+    return tuple(v if isinstance(v, Variant) else Variant.parse(v) for v in value)
+
+
+def _concurrencies(value: str | Sequence[int]) -> tuple[int, ...]:
+    """--concurrency as typed (`1:4:1`, `1,2,4`) or already a tuple (the default) -> levels."""
+    return tuple(parse_range(value)) if isinstance(value, str) else tuple(value)
+
 
 @dataclass
 class OverheadOptions:
-    model: str = "resnet50"
-    preset: str = "full"
-    batch_sizes: tuple[int, ...] = (1, 8)
-    concurrencies: tuple[int, ...] = (1, 2, 3, 4)
-    variants: tuple[Variant, ...] = (Variant(1, 0), Variant(2, 1))
-    inprocess_warmup: int = 3
-    inprocess_seconds: float = 10.0
-    single_client_rounds: int = 3  # paired in-process / served-at-concurrency-1 rounds per batch (0: none)
-    max_queue_delay_us: int = 0
-    bar: float = 0.8  # the issue's acceptance bar for served / in-process
+    """One overhead run; each default written once (bench-overhead's flags are built from these fields)."""
+
+    model: str = setting("resnet50", flag="--model",
+                         help="a zoo name, timm:<arch>, a model.py with get_signature, an ONNX file or an artifact "
+                              "folder (the source its manifest records)")
+    preset: str = setting("full", flag="--preset", help="the model's size preset")
+    batch_sizes: tuple[int, ...] = setting((1, 8), flag="--batch-sizes", type=int_list, help="client batch sizes")
+    # the online sweep's levels; the flag takes start:end:step (perf_analyzer's form) or a list
+    concurrencies: tuple[int, ...] = setting((1, 2, 3, 4), flag="--concurrency", type=str, to_value=_concurrencies,
+                                             help="online sweep levels: start:end:step or a list")
+    variants: tuple[Variant, ...] = setting(
+        (Variant(1, 0), Variant(2, 1)), flag="--variants", type=str, nargs="+", to_value=_variants,
+        metavar="INSTANCESxTHREADS",
+        help="serving variants, instances x intra-op threads (0 threads: ONNX Runtime's choice)")
+    inprocess_warmup: int = setting(3, flag="--inprocess-warmup", help="untimed in-process calls")
+    inprocess_seconds: float = setting(10.0, flag="--inprocess-seconds", help="timed in-process seconds, twice")
+    # paired in-process / served-at-concurrency-1 rounds per batch (0: none)
+    single_client_rounds: int = setting(
+        3, flag="--single-client-rounds",
+        help="rounds of in-process timing then served at concurrency 1, in turns on one server, per batch "
+             "(the single client's ratio; 0: none)")
+    max_queue_delay_us: int = setting(0, flag="--max-queue-delay-us", help="dynamic batcher delay")
+    # the issue's acceptance bar
+    bar: float = setting(0.8, flag="--bar", help="acceptance bar for served / in-process")
     perf: PerfOptions = field(default_factory=lambda: PerfOptions(protocol=Protocol.GRPC,
                                                                   shared_memory=SharedMemory.SYSTEM))
     workspace: Path = Path("workspace/overhead")
-    server_start_timeout_s: float = 300.0
+    server_start_timeout_s: float = setting(300.0, flag="--server-start-timeout", aliases=("--server-timeout",),
+                                            help="seconds the embedded server may take to load the models")
     seed: int = 0
 
 

@@ -8,14 +8,15 @@ import math
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
 
-from ..config import Reuse
+from ..config import Reuse, check_numbers, setting
+from ..config.fields import int_list
 from ..results.rows import RowSchema
 from ..results.schema import THROUGHPUT
 from .analyzer import PerfOptions
 from .online import run_online
 from .sweep_config import ServerAt, SweepSettings
+from .telemetry import DEFAULT_PERIOD_S
 
 log = logging.getLogger(__name__)
 
@@ -23,6 +24,24 @@ MODES = ("scraped", "not scraped")
 CSV_SCHEMA = RowSchema(("concurrency", "round", "mode", "throughput"), key=("concurrency", "round", "mode"),
                        types={"concurrency": int, "round": int, "throughput": float})
 TARGET = 0.99  # issue 29: telemetry costs the measured throughput nothing measurable (<= 1%)
+
+
+@dataclass(frozen=True)
+class ScrapePlan:
+    """What one scrape-cost run measures; each default written once (bench-telemetry's flags are built from these
+    fields)."""
+
+    concurrencies: tuple[int, ...] = setting((1, 2, 4), flag="--concurrency", type=int_list, help="sweep levels")
+    rounds: int = setting(3, flag="--rounds", help="rounds of (scraped, not scraped), alternating")
+    period_s: float = setting(DEFAULT_PERIOD_S, flag="--period", unit="s",
+                              help="scrape period in s (the sweeps' own unless given)")
+    # short windows: the run sweeps every level 2 x rounds times
+    measurement_interval_ms: int = setting(3000, flag="--measurement-interval", unit="ms",
+                                           help="perf_analyzer window, ms")
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "concurrencies", tuple(self.concurrencies))
+        check_numbers(self)
 
 
 @dataclass
@@ -88,10 +107,12 @@ class ScrapeCost:
         return out
 
 
-def measure(server, model: str, manifest, concurrencies: Sequence[int], options: PerfOptions, work_dir: Path,
-            rounds: int = 3, period_s: float = 0.5) -> ScrapeCost:
-    """`rounds` rounds on the embedded `server`, each the sweep scraped and not scraped, the order alternating
-    between rounds (each round said in the log)."""
+def measure(server, model: str, manifest, options: PerfOptions, work_dir: Path,
+            plan: ScrapePlan = ScrapePlan()) -> ScrapeCost:
+    """`plan.rounds` rounds on the embedded `server`, each the sweep scraped and not scraped, the order alternating
+    between rounds (each round said in the log). `options` is how perf_analyzer measures (the command sets its
+    window to `plan.measurement_interval_ms`)."""
+    rounds, period_s = plan.rounds, plan.period_s
     cost = ScrapeCost(period_s, rounds)
     settings = SweepSettings(progress=False, build_report=False, reuse=Reuse.FRESH, metrics_period_s=period_s)
     for r in range(1, rounds + 1):
@@ -99,7 +120,7 @@ def measure(server, model: str, manifest, concurrencies: Sequence[int], options:
         for mode in order:
             log.info(f"round {r}/{rounds}: {mode} ...")
             at = ServerAt(server.grpc_url, server, server.metrics_url if mode == "scraped" else "none")
-            outcome = run_online(model, at, manifest, list(concurrencies), options,
+            outcome = run_online(model, at, manifest, list(plan.concurrencies), options,
                                  work_dir / f"round{r}_{mode.replace(' ', '_')}", settings=settings)
             for row in outcome.rows:
                 c = int(row["Concurrent client requests"])
@@ -107,4 +128,4 @@ def measure(server, model: str, manifest, concurrencies: Sequence[int], options:
     return cost
 
 
-__all__ = ["CSV_SCHEMA", "MODES", "TARGET", "ScrapeCost", "measure"]
+__all__ = ["CSV_SCHEMA", "MODES", "TARGET", "ScrapeCost", "ScrapePlan", "measure"]
