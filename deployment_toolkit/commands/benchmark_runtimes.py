@@ -7,9 +7,12 @@ from pathlib import Path
 from deployment_toolkit import cli  # noqa: E402
 from deployment_toolkit.results.run_folder import add_result_path_argument  # noqa: E402
 from deployment_toolkit.committed import refuse_committed  # noqa: E402
+from deployment_toolkit.config import add_arguments, from_args  # noqa: E402
+from deployment_toolkit.export.convert import ConvertOptions  # noqa: E402
+from deployment_toolkit.export.speed import DEFAULT_BATCH_SIZES, DEFAULT_SEED, TimingOptions  # noqa: E402
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser():
     p = cli.parser(__doc__, """
         deployment-toolkit bench-runtimes --models resnet50 nnunet3d:1 --preset full --batch-sizes 1,8 \\
             --warmup 1 --iterations 10 --min-iterations 3 --max-seconds 30 --result-path results/runtime-speed-cpu
@@ -17,38 +20,32 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--models", nargs="+", required=True, metavar="MODEL[:B1,B2]",
                    help="models (a zoo name, timm:<arch>, a model.py with get_signature, an ONNX file or an artifact "
                         "folder); a :B1,B2 suffix sets that model's batch sizes")
-    p.add_argument("--preset", default="small", help="small (CI size) or full (benchmark size)")
-    p.add_argument("--batch-sizes", type=cli.int_list, default=(1,), help="default batch sizes, e.g. 1,8")
-    p.add_argument("--warmup", type=int, default=1, help="untimed calls per runtime and batch size")
-    p.add_argument("--iterations", type=int, default=10, help="timed calls per runtime and batch size (at most)")
-    p.add_argument("--min-iterations", type=int, default=3, help="timed calls at least, whatever --max-seconds says")
-    p.add_argument("--max-seconds", type=float, default=None,
-                   help="stop timing a batch size once a runtime has spent this long (slow models)")
-    p.add_argument("--wait-quiet", type=float, default=0.0, metavar="SECONDS",
-                   help="shared machines: before each point, wait up to this long for other processes to go quiet")
-    p.add_argument("--retries", type=int, default=0,
-                   help="shared machines: re-time a point during which other processes used > 10%% of the CPU")
+    add_arguments(p, ConvertOptions, only=("preset",))
+    p.add_argument("--batch-sizes", type=cli.int_list, default=DEFAULT_BATCH_SIZES,
+                   help="default batch sizes, e.g. 1,8 (default 1)")
+    add_arguments(p, TimingOptions)  # --warmup, --iterations, --min-iterations, --max-seconds, --wait-quiet, --retries
     p.add_argument("--onnx-dir", default=None, help="use this convert_model ONNX output instead of exporting (one model)")
     add_result_path_argument(p, "--result-dir", dest="result_dir", required=True,
                              help="results/<run>: CSV, markdown and run.json go here")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=DEFAULT_SEED, help="seed of the random weights and batches")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = _parser()
     args = p.parse_args(argv)
     refuse_committed(args.result_dir, "--result-path")
-    if args.warmup < 0 or args.iterations < 1 or not 1 <= args.min_iterations:
-        p.error("--warmup must be >= 0, --iterations and --min-iterations >= 1")
 
     import os
     import resource
     from dataclasses import asdict
 
-    from deployment_toolkit.export.speed import SpeedPlan, TimingOptions, measure_model, to_markdown, write_results
+    from deployment_toolkit.export.speed import SpeedPlan, measure_model, to_markdown, write_results
 
     plans = [SpeedPlan.parse(m) for m in args.models]
     if args.onnx_dir and len(plans) > 1:
         p.error("--onnx-dir works with one model only")
-    timing = TimingOptions(warmup=args.warmup, iterations=args.iterations,
-                           min_iterations=min(args.min_iterations, args.iterations), max_seconds=args.max_seconds,
-                           wait_quiet_s=args.wait_quiet, retries=max(args.retries, 0))
+    timing = from_args(TimingOptions, args, min_iterations=min(args.min_iterations, args.iterations))
     load_before = os.getloadavg()
     rows = []
     for plan in plans:

@@ -17,6 +17,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from ..config import setting
+from .convert import ConvertOptions
 from ..errors import UserInputError
 from ..results.rows import RowSchema, to_csv as rows_to_csv
 from ..results.run_folder import RunFolder
@@ -101,16 +103,28 @@ def time_interleaved(runners: dict[str, Callable[[], object]], warmup: int, iter
     return time_calls(runners, Budget(warmup, iterations, min_iterations, max_seconds))
 
 
+DEFAULT_BATCH_SIZES = (1,)  # batch sizes a model is timed at unless it names its own (bench-runtimes --batch-sizes)
+DEFAULT_SEED = 0  # random weights and batches
+
+
 @dataclass
 class TimingOptions:
     """How each (model, batch) point is timed, and how a shared machine is dealt with."""
 
-    warmup: int = 1  # untimed calls per runtime
-    iterations: int = 10  # timed rounds at most
-    min_iterations: int = 3  # timed rounds at least, whatever max_seconds says
-    max_seconds: float | None = None  # stop once a runtime has spent this long (slow models)
-    wait_quiet_s: float = 0.0  # before each point, wait up to this long for other processes to go quiet
-    retries: int = 0  # re-time a point measured beside other processes' work, keep the quietest attempt
+    warmup: int = setting(1, flag="--warmup", low=0, help="untimed calls per runtime and batch size")
+    iterations: int = setting(10, flag="--iterations", low=1,
+                              help="timed calls per runtime and batch size (at most)")
+    min_iterations: int = setting(3, flag="--min-iterations", low=1,
+                                  help="timed calls at least, whatever --max-seconds says")
+    max_seconds: float | None = setting(None, flag="--max-seconds", type=float, low=0, low_open=True, unit="s",
+                                        help="stop timing a batch size once a runtime has spent this long (slow "
+                                             "models)")
+    wait_quiet_s: float = setting(0.0, flag="--wait-quiet", metavar="SECONDS", low=0,
+                                  help="shared machines: before each point, wait up to this long for other "
+                                       "processes to go quiet")
+    retries: int = setting(0, flag="--retries", low=0,
+                           help="shared machines: re-time a point during which other processes used > 10%% of the "
+                                "CPU (the quietest attempt is kept)")
     background_threshold: float = BACKGROUND_WARN
 
 
@@ -154,8 +168,8 @@ def time_point(runners: dict[str, Callable[[], object]], opts: TimingOptions,
     return best
 
 
-def measure_model(model: str, preset: str = "small", batch_sizes: Sequence[int] = (1,),
-                  timing: TimingOptions | None = None, *, seed: int = 0, onnx_dir: str | Path | None = None,
+def measure_model(model: str, preset: str = ConvertOptions.preset, batch_sizes: Sequence[int] = DEFAULT_BATCH_SIZES,
+                  timing: TimingOptions | None = None, *, seed: int = DEFAULT_SEED, onnx_dir: str | Path | None = None,
                   log: Callable[[str], None] | None = None) -> list[SpeedRow]:
     """Measure eager PyTorch and ONNX Runtime (CPU, default threads) on the same random batches.
 
