@@ -87,17 +87,19 @@ def _restore_handlers(handlers: list[tuple[int, Any]]) -> None:
 
 _LAUNCHER = (
     "import ctypes, os, signal, sys\n"
-    "ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)\n"  # PR_SET_PDEATHSIG
+    "ctypes.CDLL(None, use_errno=True).prctl(1, int(sys.argv[2]), 0, 0, 0)\n"  # PR_SET_PDEATHSIG
     "signal.pthread_sigmask(signal.SIG_SETMASK, ())\n"  # start with no signal blocked, whatever the parent held
     "if os.getppid() != int(sys.argv[1]):\n"  # it died before the prctl: do not run parentless
     "    os._exit(1)\n"
-    "os.execv(sys.argv[2], sys.argv[2:])\n"
+    "os.execv(sys.argv[3], sys.argv[3:])\n"
 )
 
 
-def dying_with_parent(cmd: Sequence[str]) -> list[str]:
-    """`cmd` started through a small launcher that asks the kernel (PR_SET_PDEATHSIG) to SIGKILL it when this
-    process dies, then execs it: the child is the program itself, with no signal blocked (Linux; elsewhere `cmd`).
+def dying_with_parent(cmd: Sequence[str], death_signal: int = signal.SIGKILL) -> list[str]:
+    """`cmd` started through a small launcher that asks the kernel (PR_SET_PDEATHSIG) to send it `death_signal`
+    (SIGKILL unless told) when this process dies, then execs it: the child is the program itself, with no signal
+    blocked (Linux; elsewhere `cmd`). A program that stops cleanly on a signal of its own (perf_analyzer on SIGINT:
+    its in-flight requests finish and its shared-memory regions are unregistered) can be given that one.
 
     Not a `preexec_fn`: with one, Popen must fork() rather than vfork(), which runs every fork handler in the
     process, and in one that has tritonclient's gRPC loaded the fork deadlocked in the parent (a full test run
@@ -109,7 +111,7 @@ def dying_with_parent(cmd: Sequence[str]) -> list[str]:
     program = shutil.which(cmd[0])
     if program is None:
         raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), cmd[0])
-    return [sys.executable, "-S", "-c", _LAUNCHER, str(os.getpid()), program, *cmd[1:]]
+    return [sys.executable, "-S", "-c", _LAUNCHER, str(os.getpid()), str(int(death_signal)), program, *cmd[1:]]
 
 
 _WATCHDOG = (

@@ -194,20 +194,45 @@ def _level_text(load: Load) -> str:
     return f"concurrency {load.clients}" if isinstance(load, Concurrency) else f"request rate {load.per_second:g}/s"
 
 
+STOP_GRACE_S = 15.0  # a stopped perf_analyzer's in-flight requests finish within this, or it is killed
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """Stop perf_analyzer the way it stops cleanly: SIGINT lets its in-flight requests finish and unregisters its
+    shared-memory regions from the server (a SIGKILL abandons both; tritonserver 2.51 was seen to crash with
+    SIGSEGV right after such a run); killed only past STOP_GRACE_S."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=STOP_GRACE_S)
+            return
+        except subprocess.TimeoutExpired:
+            pass
+    proc.kill()
+    proc.wait()
+
+
 def _execute(cmd: list[str], timeout_s: float) -> tuple[int, str]:
-    """Run perf_analyzer (argument list, no shell); stdout and stderr together; a timeout is an error."""
+    """Run perf_analyzer (argument list, no shell); stdout and stderr together; a timeout is an error. When this
+    process stops (Ctrl-C, SIGTERM) or dies, perf_analyzer gets SIGINT, its own clean stop (`_stop`)."""
     try:
-        proc = subprocess.run(dying_with_parent(cmd), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                              env=perf_environment(), timeout=timeout_s)
+        proc = subprocess.Popen(dying_with_parent(cmd, death_signal=signal.SIGINT), stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, env=perf_environment())
+    except FileNotFoundError as err:
+        raise PerfAnalyzerNotFound(f"{cmd[0]} not found. {INSTALL_HINT}") from err
+    try:
+        output, _ = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired as err:
+        _stop(proc)
         out = err.output.decode(errors="replace") if isinstance(err.output, bytes) else (err.output or "")
         raise PerfAnalyzerError(
             f"perf_analyzer did not finish within {timeout_s:.0f} s (server hung?). Command: {' '.join(cmd)}\n{out[-2000:]}",
             returncode=None, output=out,
         ) from err
-    except FileNotFoundError as err:
-        raise PerfAnalyzerNotFound(f"{cmd[0]} not found. {INSTALL_HINT}") from err
-    output = proc.stdout or ""
+    except BaseException:  # Ctrl-C or SIGTERM (SystemExit) while it measures: stop it cleanly, then go on stopping
+        _stop(proc)
+        raise
+    output = output or ""
     libs = missing_libraries(output)
     if libs:
         check_perf_analyzer(cmd[0])  # raises with install hints

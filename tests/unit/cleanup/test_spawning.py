@@ -73,3 +73,28 @@ def test_signals_blocked_in_the_parent_are_unblocked_in_the_child():
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
     assert int(out.split()[1], 16) == 0, out
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_a_child_can_be_told_to_stop_its_own_way_when_its_parent_dies(tmp_path):
+    """perf_analyzer stops cleanly on SIGINT (its in-flight requests finish, its regions are unregistered): it is
+    given that signal, not SIGKILL, when the sweep that started it is killed."""
+    said = tmp_path / "said"
+    child_code = (f"import signal, sys, time\n"
+                  f"signal.signal(signal.SIGINT, lambda *a: (open({str(said)!r}, 'w').write('SIGINT'), sys.exit(0)))\n"
+                  f"print('ready', flush=True)\n"
+                  f"time.sleep(60)\n")
+    parent = subprocess.Popen(
+        [sys.executable, "-c", "import signal, subprocess, sys, time\n"
+                               "from deployment_toolkit.cleanup import dying_with_parent\n"
+                               f"child = subprocess.Popen(dying_with_parent([sys.executable, '-c', {child_code!r}],\n"
+                               "                          death_signal=signal.SIGINT))\n"
+                               "time.sleep(60)\n"],
+        cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        assert parent.stdout.readline().strip() == "ready"
+        parent.send_signal(signal.SIGKILL)
+        parent.wait(timeout=10)
+        wait_until(lambda: said.exists() and said.read_text() == "SIGINT", 10, "the child never got SIGINT")
+    finally:
+        parent.kill()
