@@ -112,7 +112,8 @@ def convert(model: Any, fmt: Format | str, output_dir: str | Path, options: Conv
             outputs: Sequence[str] | None = None, task: str | None = None) -> Manifest:
     """Convert and verify `model` (an nn.Module, a sources.ModelSource or ResolvedModel, or any reference the
     commands take: a zoo name, `timm:<arch>`, a model.py, `package.module:function`, an ONNX/TorchScript file) to
-    `fmt` in `output_dir`; returns its manifest. `options`: how (ConvertOptions, the convert command's flags; its max_batch_size too).
+    `fmt` in `output_dir`; returns its manifest. `options`: how (ConvertOptions, the convert command's flags; its
+    max_batch_size too).
     `inputs`: example batches (batch axis first), or the user's data (a DataSpec: the inputs are read from it and the
     artifact is also compared on up to 8 of its samples, as the command does); without, the model's own description."""
     opts = dataclasses.replace(options) if options is not None else ConvertOptions()

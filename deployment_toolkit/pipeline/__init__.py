@@ -20,6 +20,6 @@ from .stepfile import StepFile, StepKind, load_step
 from .verify import Verification, verify_served
 from .write import WrittenPipeline, write_pipeline
 
-__all__ = ["PipelineLayout", "PipelinePlan", "PipelineRequest", "PipelineRun", "Port", "StepFile", "StepKind", "StepServing",
-           "Verification", "WrittenPipeline", "deploy_pipeline", "load_step", "plan_request", "verify_served",
+__all__ = ["PipelineLayout", "PipelinePlan", "PipelineRequest", "PipelineRun", "Port", "StepFile", "StepKind",
+           "StepServing", "Verification", "WrittenPipeline", "deploy_pipeline", "load_step", "plan_request", "verify_served",
            "write_input_json", "write_pipeline"]

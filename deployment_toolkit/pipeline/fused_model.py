@@ -104,7 +104,8 @@ class TritonPythonModel:
                     continue
                 missing = [p for p in step.outputs if p not in result]
                 if missing:
-                    states[i] = "%s returned no %s (it returned %s)" % (step.what, ", ".join(missing), ", ".join(result))
+                    states[i] = "%s returned no %s (it returned %s)" % (
+                        step.what, ", ".join(missing), ", ".join(result))
                     continue
                 states[i].update({tensor: result[port] for port, tensor in step.outputs.items()})
         responses = []
