@@ -102,10 +102,9 @@ class TritonPythonModel:
                 if isinstance(result, str):
                     states[i] = result
                     continue
-                missing = [p for p in step.outputs if p not in result]
-                if missing:
-                    states[i] = "%s returned no %s (it returned %s)" % (
-                        step.what, ", ".join(missing), ", ".join(result))
+                message = step_runtime.missing_outputs(step.what, list(step.outputs), result)
+                if message:
+                    states[i] = message
                     continue
                 states[i].update({tensor: result[port] for port, tensor in step.outputs.items()})
         responses = []

@@ -63,9 +63,8 @@ class TritonPythonModel:
             if isinstance(result, str):
                 responses.append(pb_utils.InferenceResponse(error=pb_utils.TritonError(result)))
                 continue
-            missing = [n for n, _ in self.outputs if n not in result]
-            if missing:
-                message = "%s returned no %s (it returned %s)" % (self.what, ", ".join(missing), ", ".join(result))
+            message = step_runtime.missing_outputs(self.what, [n for n, _ in self.outputs], result)
+            if message:
                 responses.append(pb_utils.InferenceResponse(error=pb_utils.TritonError(message)))
                 continue
             tensors = [pb_utils.Tensor(n, step_runtime.to_wire(result[n], dt, n in self.scalar_outputs))

@@ -97,6 +97,14 @@ def run_requests(function, requests, what):
     return results
 
 
+def missing_outputs(what, wanted, result):
+    """The error line when `result` lacks some of the `wanted` output names, else None (both stub models use it)."""
+    missing = [n for n in wanted if n not in result]
+    if not missing:
+        return None
+    return "%s returned no %s (it returned %s)" % (what, ", ".join(missing), ", ".join(result))
+
+
 def to_wire(arr, dtype, scalar):
     """A returned array as the config declares it: its dtype (strings stay objects), [batch, 1] for one value per
     sample."""

@@ -80,15 +80,19 @@ def test_the_image_pipeline_is_served_verified_and_measured_with_image_bytes(ima
 def test_a_request_the_preprocess_cannot_decode_fails_alone(image_run):
     repo = image_run / "model_repository"
     images = sorted((image_run.parent / "images").iterdir())
-    with LocalTritonServer(ServerConfig(repo, log_dir=image_run.parent / "logs2")) as server, \
-            TritonClient(server.grpc_url) as client:
+    good = _a_bad_request_fails_alone(repo, images[0], image_run.parent / "logs2")
+    assert good["labels"].shape == (1, 5) and good["labels"][0, 0].decode() in _module(
+        IMAGE / "postprocess.py").LABELS
+
+
+def _a_bad_request_fails_alone(repo: Path, image: Path, logs: Path) -> dict:
+    """Serve `repo`: bytes the preprocess cannot decode get that request's error; then a good image is answered."""
+    with LocalTritonServer(ServerConfig(repo, log_dir=logs)) as server, TritonClient(server.grpc_url) as client:
         server.require_models(["classifier_pipeline"])
         with pytest.raises(InferenceError, match="UnidentifiedImageError"):
             client.infer("classifier_pipeline", {"image": np.array([[b"not an image"]], dtype=object)}, ["labels"])
-        good = client.infer("classifier_pipeline", {"image": np.array([[images[0].read_bytes()]], dtype=object)},
+        return client.infer("classifier_pipeline", {"image": np.array([[image.read_bytes()]], dtype=object)},
                             ["labels", "scores"])
-        assert good["labels"].shape == (1, 5) and good["labels"][0, 0].decode() in _module(
-            IMAGE / "postprocess.py").LABELS
 
 
 @pytest.fixture(scope="module")
@@ -163,14 +167,8 @@ def test_a_fused_image_pipeline_answers_a_bad_request_alone_and_native_is_refuse
     repo = tmp_path / "run" / "model_repository"
     assert [p.name for p in repo.iterdir()] == ["classifier_pipeline"]
     images = sorted((base / "images").iterdir())
-    with LocalTritonServer(ServerConfig(repo, log_dir=tmp_path / "logs")) as server, \
-            TritonClient(server.grpc_url) as client:
-        server.require_models(["classifier_pipeline"])
-        with pytest.raises(InferenceError, match="UnidentifiedImageError"):
-            client.infer("classifier_pipeline", {"image": np.array([[b"not an image"]], dtype=object)}, ["labels"])
-        good = client.infer("classifier_pipeline", {"image": np.array([[images[0].read_bytes()]], dtype=object)},
-                            ["labels", "scores"])
-        assert good["labels"].shape == (1, 5) and good["scores"].dtype == np.float32
+    good = _a_bad_request_fails_alone(repo, images[0], tmp_path / "logs")
+    assert good["labels"].shape == (1, 5) and good["scores"].dtype == np.float32
 
 
 def test_write_only_writes_the_ensemble_for_a_server_elsewhere(image_run, tmp_path):

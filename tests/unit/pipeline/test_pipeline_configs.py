@@ -210,3 +210,9 @@ def test_the_speed_target_is_served_within_1_1x_in_process_plus_the_round_trip()
     assert ok.bound_ms == pytest.approx(11.6) and ok.met and "met" in ok.text()
     slow = SpeedResult(10, 1.0, {"model": 1.0}, 3.0, 2.2, 0.8, steps=3)
     assert not slow.met and "NOT met" in slow.text() and slow.overhead_per_step_ms == pytest.approx(0.4)
+
+
+def test_a_step_that_leaves_out_an_output_is_named_in_one_line():
+    assert step_runtime.missing_outputs("postprocess", ["labels", "scores"], {"labels": 1, "extra": 2}) == (
+        "postprocess returned no scores (it returned labels, extra)")
+    assert step_runtime.missing_outputs("the model", ["y"], {"y": 1}) is None
