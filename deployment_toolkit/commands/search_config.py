@@ -41,7 +41,8 @@ def build_parser(**defaults: Any) -> argparse.ArgumentParser:
     add_source_arguments(p)  # --model / --input-path / --manifest and the source's flags
     g = p.add_argument_group("model and budget")
     add_arguments(g, SearchJob, only=("preset",))
-    add_arguments(g, SearchSettings, only=("budget_ms", "objective", "capacity_trials", "open_loop_window_ms"))
+    add_arguments(g, SearchSettings, only=("budget_ms", "objective", "capacity_trials", "capacity_resolution",
+                                           "open_loop_window_ms"))
     add_arguments(g, SearchJob, only=("formats", "workspace"))
     s = p.add_argument_group("search")
     add_arguments(s, SearchSettings, only=("max_minutes", "max_configs", "allow_oversubscribe", "max_concurrency",

@@ -113,6 +113,7 @@ class DeploymentPlan:
     out_dir: Path
     steps: StepRunner
     settings: DeploymentSettings
+    resolution: float  # the searches' --capacity-resolution: the ensembles' and shared groups' bisections stop there
     models: dict[str, ModelPlan] = field(default_factory=dict)
     headroom: float = DEFAULT_HEADROOM
     price_per_replica: float | None = None
@@ -159,7 +160,7 @@ def _target(model: ModelPlan, url: str, metrics_url: str | None, window_ms: int)
                   metrics_url=metrics_url)
 
 
-def _held_alone(model: ModelPlan, out_dir: Path, retests: int) -> Holding:
+def _held_alone(model: ModelPlan, out_dir: Path, retests: int, resolution: float) -> Holding:
     """The model's capacity alone, held k of k. A pipeline's ensemble is bisected first, from its network's
     capacity (the steps around it cost their own time); a bare network starts from what its search found."""
     from ..sizing.capacity import search
@@ -170,7 +171,7 @@ def _held_alone(model: ModelPlan, out_dir: Path, retests: int) -> Holding:
     slo = model.entry.p99_ms
     if model.pipeline is not None:
         found = search(lambda rate: measure(windowed(model.target, rate), rate, store, out_dir, 1, "ensemble"),
-                       model.found, slo).capacity
+                       model.found, slo, resolution=resolution).capacity
         if found is None:
             return Holding(model.found, None, retests)
         model.found = found
@@ -202,7 +203,7 @@ def _measure_group(plan: DeploymentPlan, group: tuple[str, ...]) -> GroupCapacit
     alone = {n: plan.models[n].capacity or 0.0 for n in group}
     seed = estimate(group, peaks, alone).rate or 1.0
     try:
-        found = search(lambda total: mix.measure(total), seed, 1.0, 1).capacity
+        found = search(lambda total: mix.measure(total), seed, 1.0, 1, plan.resolution).capacity
     except ClientLimited as err:
         return GroupCapacity(None, f"the client could not send the mix: {err}")
     if found is None:
@@ -259,7 +260,7 @@ def _on_server(plan: DeploymentPlan, server) -> None:
             model.target = pipelines.target(model.pipeline, model.target)
         model.holding = steps.call(f"{model.entry.name}: capacity alone, held {settings.retests} of {settings.retests}",
                                    lambda m=model: _held_alone(m, plan.out_dir / "alone" / m.entry.name,
-                                                               settings.retests))
+                                                               settings.retests, plan.resolution))
         if model.capacity is None:
             raise DeploymentPlanError(f"{model.entry.name}: {model.holding.text()}")
     peaks = {n: deployment.model(n).peak_rps for n in plan.models}
@@ -285,7 +286,8 @@ def plan_deployment(deployment: Deployment, out_dir: str | Path, settings: Deplo
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     workspace = workspace_of(deployment, template)
-    plan = DeploymentPlan(deployment, out_dir, StepRunner(out_dir), settings, workspace=workspace,
+    plan = DeploymentPlan(deployment, out_dir, StepRunner(out_dir), settings,
+                          template.settings.capacity_resolution, workspace=workspace,
                           repository=Path(template.job.model_repository or workspace / "model_repository"))
     steps = plan.steps
     for entry in deployment.models:

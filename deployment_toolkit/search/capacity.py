@@ -26,10 +26,9 @@ from .space import Candidate
 from .stats import Gain, Spread
 from .sweep import score
 from .store import Point
-from .trials import CandidateFailed, Decision, Trial, rate_point_estimate
+from .trials import CAPACITY_RESOLUTION, CandidateFailed, Decision, Trial, rate_point_estimate
 
 CAPACITY_FINALISTS = 3  # challengers measured in open loop besides the default
-RESOLUTION = 0.05  # a capacity search stops when its bracket is this narrow (relative)
 MAX_POINTS = 8  # rates per capacity search at most
 POINTS_PER_SEARCH = 7  # what the time reserve counts for one search (6.5 rates a search for resnet18 here, 7.5 for
 # resnet50 full, which bisects further down from its seed); a search that would not fit gets fewer (points_that_fit)
@@ -147,10 +146,12 @@ def measure(configs: list[Trial], bench: Bench, judge: Judge, clock: SearchClock
                 if points < MAX_POINTS and not shortened:
                     shortened = True
                     notes.append(f"--max-minutes: open-loop searches from here on got as few as {points} rates "
-                                 f"instead of {MAX_POINTS}, so their brackets may be wider than {RESOLUTION:.0%}")
+                                 f"instead of {MAX_POINTS}, so their brackets may be wider than "
+                                 f"{settings.capacity_resolution:.0%}")
                 try:
                     searches[t.key].append(rate_search(lambda r, t=t, n=n: bench.rate_point(t, r, n), seed,
-                                                       settings.budget_ms, 1, RESOLUTION, points))
+                                                       settings.budget_ms, 1, settings.capacity_resolution,
+                                                       points))
                 except (ClientLimited, CandidateFailed) as err:
                     errors[t.key] = str(err)
                     notes.append(f"{t.candidate.slug}: {err}")
@@ -213,7 +214,7 @@ def decide(st: Standings, configs: list[Trial], default: Trial, judge: Judge) ->
 def _name(decision: Decision, reached: list[Trial], default: Trial) -> None:
     top = reached[0]
     cap = lambda t: t.capacity.spread  # noqa: E731
-    margin = lambda t: max(t.capacity.result.spread or 0.0, RESOLUTION)  # noqa: E731
+    margin = lambda t: t.capacity.result.headroom  # noqa: E731  max(spread, the search's resolution)
     decision.runner_up = next((t for t in reached[1:] if t is not default), None)
     d = default if default in reached else None
     if top is d:

@@ -88,7 +88,8 @@ def _capacities(live: list[Contender], measurer, rounds: int, budget_ms: float) 
     """Each contender's open-loop capacity, `rounds` searches in turns, seeded below its closed-loop figure."""
     from ..sizing.capacity import search as rate_search
     from ..sizing.ratepoint import ClientLimited
-    from .capacity import MAX_POINTS, RESOLUTION, SEED_SHARE
+    from .capacity import MAX_POINTS, SEED_SHARE
+    from .trials import CAPACITY_RESOLUTION
 
     for r in range(1, rounds + 1):
         for c in live:
@@ -98,7 +99,7 @@ def _capacities(live: list[Contender], measurer, rounds: int, budget_ms: float) 
                 statistics.median(c.throughputs) * SEED_SHARE
             try:
                 found = rate_search(lambda rate, c=c, r=r: measurer.rate_point(
-                    c.candidate, rate, r, f"{c.side}/{c.candidate.key}"), seed, budget_ms, 1, RESOLUTION,
+                    c.candidate, rate, r, f"{c.side}/{c.candidate.key}"), seed, budget_ms, 1, CAPACITY_RESOLUTION,
                     MAX_POINTS).capacity
             except (ClientLimited, CandidateFailed) as err:
                 c.error = str(err)

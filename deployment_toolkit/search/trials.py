@@ -53,6 +53,7 @@ SEARCH_MAX_MINUTES = 20.0  # `search` and dt.search_config: the time limit unles
 PLAN_MAX_MINUTES = 8.0  # `plan` and dt.plan: the search's share of a plan
 
 
+CAPACITY_RESOLUTION = 0.05  # a capacity search stops when its bracket is this narrow (relative)
 OBJECTIVE_CHOICES = ("capacity", "closed-loop", "throughput", "latency")  # --objective; throughput is closed-loop
 
 
@@ -112,6 +113,10 @@ class SearchSettings:
     capacity_trials: int = setting(3, flag="--capacity-trials", low=1, high=20,
                                    help="open-loop capacity searches per finalist under --objective capacity; their "
                                         "spread is the capacity's")
+    capacity_resolution: float = setting(
+        CAPACITY_RESOLUTION, flag="--capacity-resolution", low=0.005, high=0.5,
+        help="an open-loop capacity search bisects until its bracket is this narrow (relative): coarser is quicker, "
+             "and a capacity's headroom is at least this")
     # the time of one open-loop rate (the time reserve's estimate until one is measured; None: from the window)
     rate_point_s: float | None = None
     open_loop_window_ms: int | None = setting(

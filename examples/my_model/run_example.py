@@ -84,7 +84,8 @@ def run_example(out: Path, workspace: Path, fast: bool) -> Path:
              "--p99-ms", "50", "--max-minutes", "1" if fast else "4", "--formats", "onnx",
              "--workspace", str(ws / "search"), "--model-repository", str(ws / "search_repository"),
              "--model-name", NAME, "--result-path", str(out / "search"), "--measurement-interval", window,
-             *(["--objective", "closed-loop"] if fast else []), "--no-progress")
+             *(["--objective", "closed-loop", "--max-configs", "1", "--max-concurrency", "4", "--noise-repeats", "1",
+                "--confirm-samples", "2"] if fast else []), "--no-progress")
     total = time.perf_counter() - t0
     write_timings(out / "example_timings.md", total, steps, what="The worked example (examples/my_model/run_example.py)")
     from deployment_toolkit.results.runinfo import run_metadata, write_run_json

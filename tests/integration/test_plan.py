@@ -17,10 +17,9 @@ ROOT = Path(__file__).resolve().parents[2]
 FAST = ["--model", "resnet18", "--preset", "small", "--formats", "onnx", "--p99-ms", "200", "--max-minutes", "1.5",
         "--measurement-mode", "time_windows", "--measurement-interval", "500", "--stability-percentage", "100",
         "--max-trials", "3", "--max-attempts", "1", "--noise-repeats", "1", "--refine-steps", "0",
-        "--max-concurrency", "4", "--max-configs", "2", "--capacity-trials", "1", "--open-loop-window-ms", "500",
-        "--confirm-rounds", "1", "--confirm-trials", "1", "--confirm-window-ms", "1000", "--burst-factor", "0",
-        "--retests", "1",
-        "--host-hour-cost", "0.4", "--no-progress"]
+        "--max-concurrency", "4", "--max-configs", "2", "--capacity-trials", "1", "--capacity-resolution", "0.2",
+        "--open-loop-window-ms", "500", "--confirm-rounds", "1", "--confirm-trials", "1", "--confirm-window-ms", "1000",
+        "--burst-factor", "0", "--retests", "1", "--host-hour-cost", "0.4", "--no-progress"]
 
 
 def _plan(out: Path, ws: Path, *extra: str) -> subprocess.CompletedProcess:
@@ -78,7 +77,7 @@ def test_the_python_api_plans_from_the_commands_points(planned):
                           measurement_interval_ms=500, measurement_request_count=40, stability_percentage=100,
                           max_trials=3, max_attempts=1)
     settings = dict(max_minutes=1.5, noise_repeats=1, refine_steps=0, max_concurrency=4, max_configs=2,
-                    capacity_trials=1)
+                    capacity_trials=1, capacity_resolution=0.2)
     api_out = out.parent / "api-plan"
     api_out.mkdir()
     # the command's checkpoint, copied: the API's plan must find every point there rather than measure again

@@ -918,6 +918,23 @@ def test_capacity_ranks_the_finalists_by_open_loop_capacity(tmp_path):
     assert "open-loop" in outcome.decision.message or "open loop" in outcome.decision.message
 
 
+def test_a_coarser_capacity_resolution_measures_fewer_rates_and_widens_the_headroom(tmp_path):
+    """--capacity-resolution reaches every open-loop search: its bisection stops at that bracket, and the capacity's
+    headroom (what a plan adds on top of the peak) is never narrower than it."""
+    share = {}
+    fine, fine_fake, _ = run(tmp_path / "fine", measurer=OpenLoopFake(share), objective="capacity",
+                             capacity_trials=1)
+    coarse, coarse_fake, _ = run(tmp_path / "coarse", measurer=OpenLoopFake(share), objective="capacity",
+                                 capacity_trials=1, capacity_resolution=0.25)
+    fine_caps = [t.capacity.result for t in fine.trials if t.capacity is not None]
+    coarse_caps = [t.capacity.result for t in coarse.trials if t.capacity is not None]
+    assert fine_caps and coarse_caps
+    assert {s.resolution for c in fine_caps for s in c.trials} == {0.05}
+    assert {s.resolution for c in coarse_caps for s in c.trials} == {0.25}
+    assert all(c.headroom >= 0.25 for c in coarse_caps)
+    assert len(coarse_fake.rates) < len(fine_fake.rates)
+
+
 def test_capacity_with_a_budget_no_rate_meets_names_the_closest(tmp_path):
     outcome, _, _ = run(tmp_path, measurer=OpenLoopFake({}, perf=lambda c, n: (100.0, 30.0 + n)), budget=40.0,
                         objective="capacity", capacity_trials=1)
