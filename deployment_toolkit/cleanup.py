@@ -1,4 +1,4 @@
-"""What a run leaves behind, however it ends: child processes and shared-memory regions.
+"""What a run leaves behind, however it ends: child processes, shared-memory regions, the Python backend's folders.
 
 Imports nothing of the package (server, perf and client all use it).
 
@@ -13,6 +13,8 @@ Imports nothing of the package (server, perf and client all use it).
   never match these names and are never touched.
 - perf_analyzer names its regions after the tensors (no prefix option); a run records what it may create
   (`PerfShmRecord`) and removes what appeared during its run, and a later run clears the record of a dead one.
+- The Python backend's empty /tmp/python_env_* folders, left by servers that were killed, are removed when no
+  tritonserver is alive (`sweep_python_env_dirs`, at each server's start and stop).
 - Stop signals wait for a safe point: `signals_deferred` holds SIGINT/SIGTERM while a child is spawned (its handle
   must not be lost), while a server is stopped, and while a C-extension library is imported (a KeyboardInterrupt
   or SystemExit raised inside geventhttpclient's import once crashed `serve` with SIGSEGV).
@@ -30,6 +32,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from types import FrameType
 from typing import Any, Iterable, Iterator, Sequence
@@ -202,6 +205,54 @@ def sweep_dead_runs(shm_dir: Path = SHM_DIR) -> list[str]:
             continue
         dead.append(entry.name)
     return remove_regions(dead, shm_dir)
+
+
+# ---- the Python backend's environment folders ----------------------------------------------------
+
+# The Python backend makes /tmp/python_env_XXXXXX (a fixed path, not $TMPDIR) in every server that loads it and
+# removes it on a clean exit only: a server killed (SIGKILL, a stop during its start-up) leaves it behind, one
+# folder per server, for good (1,400 of them on this host after some weeks of test runs).
+PYTHON_ENV_DIR = Path("/tmp")
+PYTHON_ENV_PREFIX = "python_env_"
+RECENT_S = 1.0  # a folder this young at the scan may be a server's that started as we looked: left alone
+
+
+def tritonserver_running(proc: Path = Path("/proc")) -> bool | None:
+    """Whether any live tritonserver process is visible (None: no /proc to tell)."""
+    if not proc.is_dir():
+        return None
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:  # exited while we looked
+            continue
+        comm, state = stat[stat.find("(") + 1:stat.rfind(")")], stat[stat.rfind(")") + 2:][:1]
+        if comm == "tritonserver" and state != "Z":
+            return True
+    return False
+
+
+def sweep_python_env_dirs(tmp: Path = PYTHON_ENV_DIR, proc: Path = Path("/proc")) -> list[str]:
+    """Remove this user's empty python_env_* folders when no tritonserver is alive (none can then be in use).
+
+    Only folders older than the scan (RECENT_S), so a server starting while we look keeps its own; only empty ones
+    (rmdir): an environment a live server extracted into is never touched."""
+    started = time.time()
+    if not tmp.is_dir() or tritonserver_running(proc) is not False:
+        return []
+    removed, uid = [], os.geteuid()
+    for entry in tmp.glob(PYTHON_ENV_PREFIX + "*"):
+        try:
+            st = entry.lstat()
+            if not entry.is_dir() or entry.is_symlink() or st.st_uid != uid or st.st_mtime > started - RECENT_S:
+                continue
+            entry.rmdir()
+        except OSError:  # not empty, or gone already
+            continue
+        removed.append(entry.name)
+    return removed
 
 
 # ---- perf_analyzer's regions --------------------------------------------------------------------

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Iterable
 
 from ..cleanup import (GroupWatchdog, dying_with_parent, python_backend_shm_prefix, regions_with_prefix, remove_regions,
-                       signals_deferred, sweep_dead_runs)
+                       signals_deferred, sweep_dead_runs, sweep_python_env_dirs)
 from ..client import TritonClient
 from .args import ServerArgs
 from .errors import (
@@ -237,6 +237,7 @@ class LocalTritonServer:
             raise UserFileNotFoundError(f"model repository {repo} does not exist: run triton/config_model_on_triton.py first")
         check_start_timeout(cfg.start_timeout_s, "start_timeout_s")
         sweep_dead_runs()  # regions of this toolkit's runs that were killed before they could clean up
+        sweep_python_env_dirs()  # ... and the Python backend's folders of servers that were killed
         self._claim_ports()
         log_dir = Path(cfg.log_dir) if cfg.log_dir else Path(tempfile.mkdtemp(prefix="tritonserver-"))
         log_dir.mkdir(parents=True, exist_ok=True)
@@ -337,6 +338,7 @@ class LocalTritonServer:
                 wait_group_gone(pgid, 10.0)
                 # the Python backend unlinks its regions on a clean exit only; after a kill they stay
                 remove_regions(regions_with_prefix(self.shm_prefix))
+                sweep_python_env_dirs()  # its /tmp/python_env_* too, when it was killed and no other server runs
             if self._watchdog is not None:
                 self._watchdog.release()
                 self._watchdog = None

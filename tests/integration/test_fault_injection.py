@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from conftest import require_triton_tools, wait_until
 
-from deployment_toolkit.cleanup import SHM_DIR, regions_with_prefix
+from deployment_toolkit.cleanup import PYTHON_ENV_DIR, PYTHON_ENV_PREFIX, SHM_DIR, regions_with_prefix
 from deployment_toolkit.server.local import free_ports, port_is_free
 
 pytestmark = pytest.mark.integration
@@ -408,10 +408,15 @@ def _signal_at(moment: str, delay: float, sig: int, repo: Path, logs: Path) -> s
 def test_signals_at_every_moment_of_start_up(repo, slow_repo, tmp_path):
     """SIGTERM and SIGINT at 20 moments from the first import of the client libraries to a model loading: each
     stops `serve` with its usual code 0 (never SIGSEGV: a KeyboardInterrupt or SystemExit raised inside
-    geventhttpclient's import crashed it), no traceback, and nothing of the run left."""
+    geventhttpclient's import crashed it), no traceback, and nothing of the run left: the Python backend's
+    /tmp/python_env_* folder of a server stopped mid-start (it removes its own on a clean exit only) is swept at the
+    next start or stop, so at most the last try's, made under a second before it was stopped, may remain."""
+    envs_before = set(PYTHON_ENV_DIR.glob(PYTHON_ENV_PREFIX + "*"))
     failures = []
     for n, (moment, delay, sig) in enumerate(RACE):
         failure = _signal_at(moment, delay, sig, slow_repo if moment == "loading" else repo, tmp_path / f"logs{n}")
         if failure:
             failures.append(f"try {n}: {failure}")
     assert not failures, f"{len(failures)} of {len(RACE)} tries failed:\n" + "\n\n".join(failures)
+    left = set(PYTHON_ENV_DIR.glob(PYTHON_ENV_PREFIX + "*")) - envs_before
+    assert len(left) <= 1, sorted(left)

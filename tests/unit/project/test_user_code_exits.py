@@ -1,6 +1,7 @@
 """A user's file that calls sys.exit cannot end the tool with a silent success (issue 30): the command says where
 and exits 2. argparse's own exits (--help 0, a usage error 2) are untouched, and a usage error is one line and a
 pointer to --help."""
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,9 +13,9 @@ pytestmark = pytest.mark.slow  # real exports or subprocesses: `make test` runs 
 ROOT = Path(__file__).resolve().parents[3]
 
 
-def convert_cli(*args):
+def convert_cli(*args, env=None):
     return subprocess.run([sys.executable, str(ROOT / "triton" / "convert_model.py"), *map(str, args)],
-                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+                          capture_output=True, text=True, cwd=ROOT, timeout=300, env=env)
 
 
 @pytest.mark.parametrize("where", ["import", "get_model", "dataloader"])
@@ -54,11 +55,14 @@ def test_user_code_that_hangs_is_named_and_stopped(tmp_path, where, stage):
         + "class M(torch.nn.Module):\n    def forward(self, x):\n"
         + ("        time.sleep(120)\n" if where == "forward" else "") + "        return x * 2\n"
         + "def get_model():\n" + ("    time.sleep(120)\n" if where == "get_model" else "") + "    return M()\n")
+    temp = tmp_path / "tmp"  # the stacks go to the temp folder: this test's own, not the host's /tmp
+    temp.mkdir()
     proc = convert_cli("--input-path", tmp_path / "model.py", "--input-shape", "x=3", "--output-type", "onnx",
-                       "--output-path", tmp_path / "out", "--user-code-timeout", "3")
+                       "--output-path", tmp_path / "out", "--user-code-timeout", "3",
+                       env={**os.environ, "TMPDIR": str(temp)})
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert f"{stage} ..." in proc.stdout  # said before it started
     assert f"error: {stage} did not finish within 3 s (--user-code-timeout)" in proc.stderr
     stacks = proc.stderr.rsplit("Where each thread was: ", 1)[1].strip()
-    assert "model.py" in Path(stacks).read_text()
+    assert Path(stacks).parent == temp and "model.py" in Path(stacks).read_text()
     assert not (tmp_path / "out" / "manifest.json").exists()
