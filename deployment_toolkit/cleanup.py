@@ -210,8 +210,8 @@ def sweep_dead_runs(shm_dir: Path = SHM_DIR) -> list[str]:
 # ---- the Python backend's environment folders ----------------------------------------------------
 
 # The Python backend makes /tmp/python_env_XXXXXX (a fixed path, not $TMPDIR) in every server that loads it and
-# removes it on a clean exit only: a server killed (SIGKILL, a stop during its start-up) leaves it behind, one
-# folder per server, for good (1,400 of them on this host after some weeks of test runs).
+# removes it on a clean exit only: a server killed (SIGKILL, a stop during its start-up) leaves it behind for good,
+# one folder per such server.
 PYTHON_ENV_DIR = Path("/tmp")
 PYTHON_ENV_PREFIX = "python_env_"
 RECENT_S = 1.0  # a folder this young at the scan may be a server's that started as we looked: left alone
