@@ -13,8 +13,8 @@ Imports nothing of the package (server, perf and client all use it).
   never match these names and are never touched.
 - perf_analyzer names its regions after the tensors (no prefix option); a run records what it may create
   (`PerfShmRecord`) and removes what appeared during its run, and a later run clears the record of a dead one.
-- The Python backend's empty /tmp/python_env_* folders, left by servers that were killed, are removed when no
-  tritonserver is alive (`sweep_python_env_dirs`, at each server's start and stop).
+- The Python backend's empty /tmp/python_env_* folders, left by servers that were killed, are removed once no live
+  tritonserver can own them (`sweep_python_env_dirs`, at each server's start and stop).
 - Stop signals wait for a safe point: `signals_deferred` holds SIGINT/SIGTERM while a child is spawned (its handle
   must not be lost), while a server is stopped, and while a C-extension library is imported (a KeyboardInterrupt
   or SystemExit raised inside geventhttpclient's import once crashed `serve` with SIGSEGV).
@@ -215,12 +215,18 @@ def sweep_dead_runs(shm_dir: Path = SHM_DIR) -> list[str]:
 PYTHON_ENV_DIR = Path("/tmp")
 PYTHON_ENV_PREFIX = "python_env_"
 RECENT_S = 1.0  # a folder this young at the scan may be a server's that started as we looked: left alone
+START_SLACK_S = 2.0  # a live server's folder is never older than its start minus this (clock-tick rounding)
 
 
-def tritonserver_running(proc: Path = Path("/proc")) -> bool | None:
-    """Whether any live tritonserver process is visible (None: no /proc to tell)."""
-    if not proc.is_dir():
+def tritonserver_start_times(proc: Path = Path("/proc")) -> list[float] | None:
+    """When each live tritonserver process started (epoch seconds, to within a second); None: no /proc to tell."""
+    if not proc.is_dir() or not hasattr(time, "CLOCK_BOOTTIME"):
         return None
+    # the clock the kernel counts start times on, read now beside the wall clock (not /proc/stat's btime: whole
+    # seconds, and the wall clock drifts from it over an uptime)
+    boot = time.time() - time.clock_gettime(time.CLOCK_BOOTTIME)
+    ticks = os.sysconf("SC_CLK_TCK")
+    starts = []
     for entry in proc.iterdir():
         if not entry.name.isdigit():
             continue
@@ -228,25 +234,29 @@ def tritonserver_running(proc: Path = Path("/proc")) -> bool | None:
             stat = (entry / "stat").read_text()
         except OSError:  # exited while we looked
             continue
-        comm, state = stat[stat.find("(") + 1:stat.rfind(")")], stat[stat.rfind(")") + 2:][:1]
-        if comm == "tritonserver" and state != "Z":
-            return True
-    return False
+        comm, fields = stat[stat.find("(") + 1:stat.rfind(")")], stat[stat.rfind(")") + 2:].split()
+        if comm == "tritonserver" and fields and fields[0] != "Z" and len(fields) > 19:
+            starts.append(boot + int(fields[19]) / ticks)  # field 22 of stat: start time in clock ticks after boot
+    return starts
 
 
 def sweep_python_env_dirs(tmp: Path = PYTHON_ENV_DIR, proc: Path = Path("/proc")) -> list[str]:
-    """Remove this user's empty python_env_* folders when no tritonserver is alive (none can then be in use).
+    """Remove this user's empty python_env_* folders that no live tritonserver can own.
 
-    Only folders older than the scan (RECENT_S), so a server starting while we look keeps its own; only empty ones
-    (rmdir): an environment a live server extracted into is never touched."""
+    A server's folder is made after that server started, so one older than every live tritonserver (START_SLACK_S
+    before it) is an orphan, and with none alive every folder is, but one younger than the scan (RECENT_S): a server
+    starting while we look keeps its own. Only empty ones (rmdir): an environment a server extracted into is never
+    touched."""
     started = time.time()
-    if not tmp.is_dir() or tritonserver_running(proc) is not False:
+    starts = tritonserver_start_times(proc)
+    if starts is None or not tmp.is_dir():
         return []
+    cutoff = min([started - RECENT_S] + [t - START_SLACK_S for t in starts])
     removed, uid = [], os.geteuid()
     for entry in tmp.glob(PYTHON_ENV_PREFIX + "*"):
         try:
             st = entry.lstat()
-            if not entry.is_dir() or entry.is_symlink() or st.st_uid != uid or st.st_mtime > started - RECENT_S:
+            if not entry.is_dir() or entry.is_symlink() or st.st_uid != uid or st.st_mtime >= cutoff:
                 continue
             entry.rmdir()
         except OSError:  # not empty, or gone already

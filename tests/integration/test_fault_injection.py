@@ -13,13 +13,12 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
 from conftest import require_triton_tools, wait_until
 
-from deployment_toolkit.cleanup import PYTHON_ENV_DIR, PYTHON_ENV_PREFIX, SHM_DIR, regions_with_prefix
+from deployment_toolkit.cleanup import SHM_DIR, regions_with_prefix
 from deployment_toolkit.server.local import free_ports, port_is_free
 
 pytestmark = pytest.mark.integration
@@ -333,90 +332,3 @@ def test_signal_mid_sweep_leaves_no_perf_analyzer_and_no_shared_memory(sweep_ser
                                capture_output=True, text=True, timeout=240)
         assert rerun.returncode == 0, rerun.stderr[-2000:]
         assert fi_perf_regions() == []
-
-
-# ---- a signal at any moment of start-up (the SIGSEGV race) ---------------------------------------
-
-def maps_library(pid: int, fragment: str) -> bool:
-    """Whether process `pid` has a shared library whose path holds `fragment` loaded (a C extension imported)."""
-    try:
-        return fragment in Path(f"/proc/{pid}/maps").read_text()
-    except OSError:
-        return False
-
-
-def processes_naming(text: str) -> list[int]:
-    """Live processes whose command line holds `text` (a repository path: the server and its stubs name it)."""
-    out = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and entry.name != str(os.getpid()):
-            try:
-                argv = (entry / "cmdline").read_bytes()
-            except OSError:
-                continue
-            if text.encode() in argv and (st := _stat(int(entry.name))) and st[1] != "Z":
-                out.append(int(entry.name))
-    return out
-
-
-# (moment, seconds after it, signal). "importing": serve has begun importing the client libraries (numpy's C
-# extension is mapped; no server yet); "spawned": the tritonserver process exists, serve imports tritonclient.http
-# (gevent, geventhttpclient: where the SIGSEGV was) and polls readiness; "loading": the slow model's initialize() runs.
-# Before "importing" serve's own code is not running: while Python starts, SIGTERM still kills it (-15); between
-# cli.run's handler and serve's main (importing the small command module) cli.run answers 143 / 130.
-RACE = ([("importing", 0.025 * i, (signal.SIGTERM, signal.SIGINT)[i % 2]) for i in range(8)]
-        + [("spawned", 0.03 * i, (signal.SIGTERM, signal.SIGINT)[i % 2]) for i in range(8)]
-        + [("loading", 0.2 * i, (signal.SIGTERM, signal.SIGINT)[i % 2]) for i in range(4)])
-
-
-def _reached(serve: Serve, moment: str, repo: Path) -> bool:
-    pid = serve.proc.pid
-    if moment == "importing":
-        return maps_library(pid, "_multiarray_umath")
-    if moment == "spawned":
-        return bool(children_named(pid, "tritonserver"))
-    return (repo / "loading").exists()
-
-
-def _signal_at(moment: str, delay: float, sig: int, repo: Path, logs: Path) -> str | None:
-    """One try: start `serve`, signal it `delay` s after `moment`; what went wrong, or None. Nothing may be left
-    either way: not the server, a stub (both name the repository), a port or a region."""
-    (repo / "loading").unlink(missing_ok=True)
-    serve = Serve(repo, logs)
-    try:
-        wait_until(lambda: _reached(serve, moment, repo) or serve.proc.poll() is not None, 60, moment)
-        assert serve.proc.poll() is None, serve.proc.communicate()[1][-2000:]
-        time.sleep(delay)  # the moment under test, not a wait for something
-        seen = children_named(serve.proc.pid, "tritonserver")
-        serve.proc.send_signal(sig)
-        err = serve.finish()
-        what = f"{signal.Signals(sig).name} {delay:.3f} s after {moment}"
-        if serve.proc.returncode != 0 or "Traceback" in err or "Fatal Python error" in err:
-            return f"{what}: exit {serve.proc.returncode}\n{err[-3000:]}"
-        wait_until(lambda: not processes_naming(str(repo.resolve())), 30, f"{what}: a server or stub is left")
-        if seen:
-            serve.server_pid = seen[0]
-            serve.assert_nothing_left()
-        else:  # signalled before the server was seen: whatever it started is gone all the same
-            wait_until(lambda: all(port_is_free(p) for p in serve.ports), 30, f"{what}: a port is still held")
-            assert regions_with_prefix(f"dtkpy_{serve.proc.pid}_") == [], what
-        return None
-    finally:
-        serve.kill_everything()
-
-
-def test_signals_at_every_moment_of_start_up(repo, slow_repo, tmp_path):
-    """SIGTERM and SIGINT at 20 moments from the first import of the client libraries to a model loading: each
-    stops `serve` with its usual code 0 (never SIGSEGV: a KeyboardInterrupt or SystemExit raised inside
-    geventhttpclient's import crashed it), no traceback, and nothing of the run left: the Python backend's
-    /tmp/python_env_* folder of a server stopped mid-start (it removes its own on a clean exit only) is swept at the
-    next start or stop, so at most the last try's, made under a second before it was stopped, may remain."""
-    envs_before = set(PYTHON_ENV_DIR.glob(PYTHON_ENV_PREFIX + "*"))
-    failures = []
-    for n, (moment, delay, sig) in enumerate(RACE):
-        failure = _signal_at(moment, delay, sig, slow_repo if moment == "loading" else repo, tmp_path / f"logs{n}")
-        if failure:
-            failures.append(f"try {n}: {failure}")
-    assert not failures, f"{len(failures)} of {len(RACE)} tries failed:\n" + "\n\n".join(failures)
-    left = set(PYTHON_ENV_DIR.glob(PYTHON_ENV_PREFIX + "*")) - envs_before
-    assert len(left) <= 1, sorted(left)
