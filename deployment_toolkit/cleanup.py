@@ -219,7 +219,7 @@ START_SLACK_S = 2.0  # a live server's folder is never older than its start minu
 
 
 def tritonserver_start_times(proc: Path = Path("/proc")) -> list[float] | None:
-    """When each live tritonserver process started (epoch seconds, to within a second); None: no /proc to tell."""
+    """When each live tritonserver process started (epoch seconds, to a clock tick); None: no /proc to tell."""
     if not proc.is_dir() or not hasattr(time, "CLOCK_BOOTTIME"):
         return None
     # the clock the kernel counts start times on, read now beside the wall clock (not /proc/stat's btime: whole
