@@ -218,6 +218,23 @@ RECENT_S = 1.0  # a folder this young at the scan may be a server's that started
 START_SLACK_S = 2.0  # a live server's folder is never older than its start minus this (clock-tick rounding)
 
 
+def live_processes(proc: Path = Path("/proc")) -> Iterator[tuple[int, str, list[str]]]:
+    """(pid, comm, the stat fields after "pid (comm) ": state ppid pgrp ...) of every process but zombies, which
+    hold nothing and only wait to be reaped. Nothing where there is no /proc."""
+    if not proc.is_dir():
+        return
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:  # exited while we looked
+            continue
+        fields = stat[stat.rfind(")") + 2:].split()
+        if fields and fields[0] != "Z":
+            yield int(entry.name), stat[stat.find("(") + 1:stat.rfind(")")], fields
+
+
 def tritonserver_start_times(proc: Path = Path("/proc")) -> list[float] | None:
     """When each live tritonserver process started (epoch seconds, to a clock tick); None: no /proc to tell."""
     if not proc.is_dir() or not hasattr(time, "CLOCK_BOOTTIME"):
@@ -226,18 +243,9 @@ def tritonserver_start_times(proc: Path = Path("/proc")) -> list[float] | None:
     # seconds, and the wall clock drifts from it over an uptime)
     boot = time.time() - time.clock_gettime(time.CLOCK_BOOTTIME)
     ticks = os.sysconf("SC_CLK_TCK")
-    starts = []
-    for entry in proc.iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:  # exited while we looked
-            continue
-        comm, fields = stat[stat.find("(") + 1:stat.rfind(")")], stat[stat.rfind(")") + 2:].split()
-        if comm == "tritonserver" and fields and fields[0] != "Z" and len(fields) > 19:
-            starts.append(boot + int(fields[19]) / ticks)  # field 22 of stat: start time in clock ticks after boot
-    return starts
+    # field 22 of stat: the start time in clock ticks after boot
+    return [boot + int(fields[19]) / ticks for _, comm, fields in live_processes(proc)
+            if comm == "tritonserver" and len(fields) > 19]
 
 
 def sweep_python_env_dirs(tmp: Path = PYTHON_ENV_DIR, proc: Path = Path("/proc")) -> list[str]:

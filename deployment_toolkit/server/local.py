@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
-from ..cleanup import (GroupWatchdog, dying_with_parent, python_backend_shm_prefix, regions_with_prefix, remove_regions,
-                       signals_deferred, sweep_dead_runs, sweep_python_env_dirs)
+from ..cleanup import (GroupWatchdog, dying_with_parent, live_processes, python_backend_shm_prefix, regions_with_prefix,
+                       remove_regions, signals_deferred, sweep_dead_runs, sweep_python_env_dirs)
 from ..client import TritonClient
 from .args import ServerArgs
 from .errors import (
@@ -438,21 +438,9 @@ def signal_group(pgid: int, sig: int) -> bool:
 
 def group_members(pgid: int) -> list[int]:
     """Live processes of group `pgid` (zombies excluded: they hold nothing and only wait to be reaped)."""
-    proc = Path("/proc")
-    if not proc.is_dir():  # not Linux: the group exists while signal 0 reaches it
+    if not Path("/proc").is_dir():  # not Linux: the group exists while signal 0 reaches it
         return [pgid] if signal_group(pgid, 0) else []
-    members = []
-    for entry in proc.iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:  # exited while we looked
-            continue
-        fields = stat[stat.rfind(")") + 2:].split()  # after "pid (comm) ": state ppid pgrp ...
-        if len(fields) > 2 and fields[0] != "Z" and int(fields[2]) == pgid:
-            members.append(int(entry.name))
-    return members
+    return [pid for pid, _, fields in live_processes() if len(fields) > 2 and int(fields[2]) == pgid]
 
 
 def wait_group_gone(pgid: int, timeout_s: float) -> bool:
