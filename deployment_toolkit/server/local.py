@@ -338,7 +338,7 @@ class LocalTritonServer:
                 wait_group_gone(pgid, 10.0)
                 # the Python backend unlinks its regions on a clean exit only; after a kill they stay
                 remove_regions(regions_with_prefix(self.shm_prefix))
-                sweep_python_env_dirs()  # its /tmp/python_env_* too, when it was killed and no other server runs
+                sweep_python_env_dirs()  # its /tmp/python_env_* too when it was killed: no live server can own it
             if self._watchdog is not None:
                 self._watchdog.release()
                 self._watchdog = None
