@@ -35,7 +35,13 @@ def check_server(start: bool = True) -> list[Check]:
         inst = find_installation()
     except ServerError as err:
         return [Check("tritonserver", False, str(err), "pip install nvidia-pytriton==0.7.0")]
-    checks = [Check("python backend stub", True, str(inst.stub))]
+    from .server.libpython import stub_python
+
+    stub = stub_python()
+    checks = [Check("python backend stub", True, str(inst.stub)),
+              Check("libpython the stub runs", stub.matches,
+                    f"{stub.library} (Python {stub.library_version})" if stub.matches else stub.mismatch(),
+                    "use a Python built with --enable-shared")]
     if not start:
         return [Check("tritonserver", True, str(inst.binary)), *checks]
     with tempfile.TemporaryDirectory() as repo:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import importlib.util
+import logging
 import os
 import re
 import shutil
@@ -30,6 +31,7 @@ from ..cleanup import (GroupWatchdog, dying_with_parent, live_processes, python_
                        remove_regions, signals_deferred, sweep_dead_runs, sweep_python_env_dirs)
 from ..client import TritonClient
 from .args import ServerArgs
+from .libpython import stub_python
 from .errors import (
     ModelLoadError,
     PortInUseError,
@@ -42,6 +44,7 @@ from ..config.fields import check_numbers, setting
 from ..errors import UserFileNotFoundError, UserInputError
 from ..spec import check_repository_path
 
+log = logging.getLogger(__name__)
 GROUP_GRACE_S = 2.0  # time the rest of the server's process group gets to exit on its own once the server is gone
 # Lines of the server log that explain a failure.
 # Lines every CPU-only start prints; they never explain a failure.
@@ -138,9 +141,15 @@ def server_environment(inst: TritonInstallation) -> dict[str, str]:
 
     The stub finds its Python environment by searching PATH for `python`: the directory of this
     interpreter goes first so models see this environment's numpy/onnxruntime/torch.
+    The stub links libpython by name: the interpreter's own library folder goes first on the linker's path, so the
+    stub runs the user's Python build, not the system's (server.libpython).
     """
     env = dict(os.environ)
-    env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (str(inst.libs), env.get("LD_LIBRARY_PATH", "")) if p)
+    stub = stub_python()
+    if stub.mismatch():
+        log.warning(stub.mismatch())
+    own = [str(stub.libdir)] if stub.libdir is not None else []
+    env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (*own, str(inst.libs), env.get("LD_LIBRARY_PATH", "")) if p)
     env["PATH"] = os.pathsep.join(p for p in (str(Path(sys.executable).parent), env.get("PATH", "")) if p)
     return env
 
