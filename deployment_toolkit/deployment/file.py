@@ -31,6 +31,7 @@ from typing import Any, Mapping
 from ..config import PipelineLayout, check_number, check_numbers, flag_of, setting
 from ..config.fields import MAX_HEADROOM, MAX_HOUR_COST, MAX_LATENCY_MS, MAX_MEMORY_GB, MAX_RATE
 from ..errors import UserFileNotFoundError, UserInputError
+from ..repository.names import check_model_name
 
 MAX_MODELS = 16  # co-location is decided over every grouping of the models: 16 is already far past any fleet
 
@@ -159,6 +160,7 @@ def _model(raw: Any, index: int, folder: Path, where: str) -> ModelEntry:
         if raw.get(key) in (None, ""):
             raise UserInputError(f"{section}: '{key}' is missing (each model needs name, model, peak_rps, p99_ms)")
     values: dict[str, Any] = {"name": str(raw["name"]), "model": str(raw["model"])}
+    check_model_name(values["name"], f"{where}: models[{index}].name")
     section = f"{where}: models[{index}] ({values['name']})"
     for key in ("peak_rps", "p99_ms"):
         values[key] = _number(raw[key], f"{section}: {key}")
@@ -173,13 +175,62 @@ def _model(raw: Any, index: int, folder: Path, where: str) -> ModelEntry:
         values["layout"] = str(raw["layout"])
     if raw.get("model_args") is not None:
         values["model_args"] = dict(_mapping(raw["model_args"], f"{section}: model_args"))
-    beside = (folder / Path(values["model"]).expanduser()).resolve()
-    if not Path(values["model"]).is_absolute() and beside.exists():  # a file or folder next to the deployment file
-        values["model"] = str(beside)
+    values["model"] = _model_reference(values["model"], folder, f"{where}: models[{index}].model")
     try:
         return ModelEntry(**values)
     except UserInputError as err:
         raise UserInputError(f"{section}: {err}") from None
+
+
+def _model_reference(ref: str, folder: Path, key: str) -> str:
+    """A reference that names a file or folder (a path, model.py, an ONNX/TorchScript/plan file) is read from the
+    deployment file's folder and must exist now, before any model is converted; zoo names, timm:<arch> and
+    package.module:function are kept as given."""
+    from ..sources import MODEL_FILE_SUFFIXES
+    from ..sources.python import is_module_ref
+
+    if ref.startswith("timm:") or is_module_ref(ref):
+        return ref
+    head, sep, tail = ref.partition(".py:")  # path/model.py:factory
+    file = f"{head}.py" if sep else ref
+    path = Path(file).expanduser()
+    if not ("/" in file or path.suffix in MODEL_FILE_SUFFIXES or (folder / path).exists()):
+        return ref  # a zoo name
+    path = path if path.is_absolute() else (folder / path).resolve()
+    if not path.exists():
+        raise UserFileNotFoundError(f"{key}: {path} does not exist (a relative path is read from the deployment "
+                                    f"file's folder, {folder.resolve()})")
+    return f"{path}:{tail}" if sep else str(path)
+
+
+def generated_names(entry: ModelEntry) -> dict[str, str]:
+    """The models the plan writes for an entry besides the network itself (which keeps the entry's name), each with
+    what it is: the pipeline's ensemble (or its fused model) and its steps."""
+    if not entry.has_pipeline:
+        return {}
+    names = {f"{entry.name}_pipeline": "its pipeline's ensemble" if entry.layout is PipelineLayout.ENSEMBLE
+             else "its fused pipeline model"}
+    if entry.layout is PipelineLayout.ENSEMBLE:
+        if entry.preprocess is not None:
+            names[f"{entry.name}_preprocess"] = "its preprocess step"
+        if entry.postprocess is not None:
+            names[f"{entry.name}_postprocess"] = "its postprocess step"
+    return names
+
+
+def _check_names(entries: tuple[ModelEntry, ...], where: str) -> None:
+    """Every model the plan will write has a name of its own in the one shared repository: an entry named like
+    another's generated model (`x_pipeline` beside `x` with a preprocess) would silently replace it."""
+    owner: dict[str, tuple[int, str]] = {e.name: (i, "") for i, e in enumerate(entries)}
+    for i, entry in enumerate(entries):
+        for name, what in generated_names(entry).items():
+            check_model_name(name, f"{where}: models[{i}].name ({what}, {name!r})")
+            if name in owner:
+                j, other = owner[name]
+                taken = f"models[{j}].name" if not other else f"models[{j}] ({entries[j].name}) for {other}"
+                raise UserInputError(f"{where}: models[{i}] ({entry.name}) writes {what} as {name!r}, the name "
+                                     f"{taken} already has in the model repository: rename one of them")
+            owner[name] = (i, what)
 
 
 def parse(data: Any, source: Path | None = None) -> Deployment:
@@ -192,6 +243,7 @@ def parse(data: Any, source: Path | None = None) -> Deployment:
     if not isinstance(models, list):
         raise UserInputError(f"{where}: 'models' must be a list of models (name, model, peak_rps, p99_ms each)")
     entries = tuple(_model(m, i, folder, where) for i, m in enumerate(models))
+    _check_names(entries, where)
     costs_raw = _mapping(top.get("costs"), f"{where}: costs")
     limits_raw = _mapping(top.get("limits"), f"{where}: limits")
     _keys(f"{where}: costs", costs_raw, Costs)
@@ -226,4 +278,4 @@ def load(path: str | Path) -> Deployment:
     return parse(data, path)
 
 
-__all__ = ["Costs", "Deployment", "Limits", "ModelEntry", "load", "parse"]
+__all__ = ["Costs", "Deployment", "Limits", "ModelEntry", "generated_names", "load", "parse"]

@@ -28,8 +28,8 @@ def check_model_name(name: str, what: str = "--model-name") -> str:
                "is '.' or '..'" if name in (".", "..") else "has surrounding spaces or control characters")
         raise ModelNameError(
             f"{what} {name!r} {why}: a model name is one folder name inside the model repository "
-            "(letters, digits, '_', '-', '.'; no '/', no '..'), e.g. resnet50; choose the repository with "
-            "--model-repository")
+            "(letters, digits, '_', '-', '.'; no '/', no '..'), e.g. resnet50"
+            + ("; choose the repository with --model-repository" if what.startswith("--") else ""))
     if not name.isascii():
         raise ModelNameError(
             f"{what} {name!r} has non-ASCII characters: Triton's Python backend, which serves models on this host, "

@@ -21,8 +21,9 @@ from .base import (_RESOLVERS, ARTIFACT_KINDS, KINDS, ModelSource, ResolvedModel
 INPUT_TYPES = {"pyt": "python", "python": "python", "onnx": "onnx", "ts": "ts", "trt": "trt"}
 _SUFFIX_KIND = {".py": "python", ".onnx": "onnx", ".pt": "ts", ".ts": "ts", ".torchscript": "ts", ".plan": "trt",
                 ".engine": "trt"}
+MODEL_FILE_SUFFIXES = tuple(_SUFFIX_KIND)  # a reference ending so names a file (read relative to where it was given)
 
-__all__ = ["KINDS", "ModelSource", "ResolvedModel", "SourceError", "create_model", "parse_reference",
+__all__ = ["KINDS", "MODEL_FILE_SUFFIXES", "ModelSource", "ResolvedModel", "SourceError", "create_model", "parse_reference",
            "rebuild", "register_source", "resolve", "resolve_reference", "sha256_file", "short_name", "slugify",
            "source_of"]
 

@@ -75,3 +75,47 @@ def test_not_yaml_and_no_models_are_one_line(tmp_path):
         load(tmp_path / "nope.yaml")
     assert math.isfinite(parse({"models": [{"name": "a", "model": "resnet18", "peak_rps": "1e3", "p99_ms": 5}]})
                          .models[0].peak_rps)
+
+
+def _pipeline_file(tmp_path, second: str) -> str:
+    (tmp_path / "pre.py").write_text("def preprocess(raw):\n    return raw\n")
+    (tmp_path / "raw").mkdir(exist_ok=True)
+    return f"""
+models:
+  - {{name: x, model: tagger.py, preprocess: pre.py, raw_data: raw, peak_rps: 10, p99_ms: 50}}
+  - {{name: {second}, model: "timm:resnet18", peak_rps: 10, p99_ms: 50}}
+"""
+
+
+@pytest.mark.parametrize("second, words", [
+    ("x_pipeline", "models[0] (x) writes its pipeline's ensemble as 'x_pipeline', the name models[1].name already"),
+    ("x_preprocess", "models[0] (x) writes its preprocess step as 'x_preprocess', the name models[1].name"),
+    ("../evil", "models[1].name '../evil' contains a path separator"),
+    ("sub/a", "models[1].name 'sub/a' contains a path separator"),
+])
+def test_names_are_checked_against_every_name_the_plan_writes(tmp_path, second, words):
+    """A model named like another's generated ensemble would replace it in the shared repository; a bad name in a
+    later entry is found on read, naming its key (not a flag the user never typed)."""
+    with pytest.raises(UserError) as err:
+        load(_write(tmp_path, _pipeline_file(tmp_path, second)))
+    text = str(err.value)
+    assert words in text and "\n" not in text and "--model-name" not in text and "--model-repository" not in text
+
+
+def test_a_fused_pipeline_writes_one_model_so_its_step_names_are_free(tmp_path):
+    text = _pipeline_file(tmp_path, "x_preprocess").replace("raw_data: raw,", "raw_data: raw, layout: fused,")
+    assert [m.name for m in load(_write(tmp_path, text)).models] == ["x", "x_preprocess"]
+
+
+def test_a_model_path_is_read_from_the_files_folder_and_checked_on_read(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path.parent)  # elsewhere: the path must not be read from the working directory
+    (tmp_path / "nets").mkdir()
+    (tmp_path / "nets" / "mlp.onnx").write_bytes(b"")
+    text = GOOD.replace('model: "timm:resnet18"', "model: nets/mlp.onnx")
+    assert load(_write(tmp_path, text)).model("classifier").model == str(tmp_path / "nets" / "mlp.onnx")
+    with pytest.raises(UserError) as err:
+        load(_write(tmp_path, text.replace("nets/mlp.onnx", "nets/missing.onnx")))
+    assert str(err.value).startswith(f"{tmp_path / 'deployment.yaml'}: models[0].model: "
+                                     f"{tmp_path / 'nets' / 'missing.onnx'} does not exist")
+    factory = text.replace("nets/mlp.onnx", "tagger.py:get_model")
+    assert load(_write(tmp_path, factory)).model("classifier").model == f"{tmp_path / 'tagger.py'}:get_model"
