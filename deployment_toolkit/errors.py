@@ -26,4 +26,19 @@ class UserFileNotFoundError(UserError, FileNotFoundError):
     """A path the user gave (or a step they must run first) does not exist."""
 
 
-__all__ = ["ToolkitError", "UserError", "UserInputError", "UserFileNotFoundError"]
+def reason_line(err: BaseException | str, limit: int = 600) -> str:
+    """An error's reason on one line: its first line, and the lines after it while a line only announces what
+    follows (ends with ':'), so 'perf_analyzer failed at rate 8068 (exit 99):' keeps perf_analyzer's own words."""
+    lines = [ln.strip() for ln in str(err).strip().splitlines() if ln.strip()]
+    if not lines:
+        return type(err).__name__ if isinstance(err, BaseException) else ""
+    kept = [lines[0]]
+    for line in lines[1:]:
+        if not kept[-1].endswith(":"):
+            break
+        kept.append(line)
+    text = " ".join(kept)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+__all__ = ["ToolkitError", "UserError", "UserInputError", "UserFileNotFoundError", "reason_line"]

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Callable, Sequence, TypeVar
 
 from .config import StepStatus
-from .errors import ToolkitError, UserError
+from .errors import ToolkitError, UserError, reason_line
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -137,7 +137,7 @@ class StepRunner:
             value = fn()
         except (UserError, ToolkitError) as err:
             result = self.record(StepResult(name, StepStatus.FAILED, time.perf_counter() - t0, command,
-                                            (str(err).strip().splitlines() or [type(err).__name__])[0], "", stage))
+                                            reason_line(err), "", stage))
             if self.stop_on_failure:
                 raise StepFailed(result) from err
             return None

@@ -250,6 +250,10 @@ def run_sweep(kind: str, model_name: str, where: ServerAt | str | None, signatur
         _write_markdown(result_dir, kind, outcome.rows)
 
     section["completed"] = len(outcome.rows)
+    # whether the server's own figures are in this run, and why not: a refused endpoint is said in run.json and
+    # the report, not only in one console line
+    section["telemetry"] = {"metrics_url": scrapes.url, "off": scrapes.off or (None if scrapes.url else
+                                                                             "no metrics endpoint")}
     section["unstable_points"] = [[r["Client Batch Size"], r["Concurrent client requests"]] for r in outcome.unstable]
     _record_run(store.folder, kind, config, section, served.server_version)
     if s.build_report:

@@ -166,6 +166,10 @@ def config_rows(meta: dict[str, Any], kind: str | None = None) -> list[tuple[str
             (f"{prefix}Measurement", f"{opts.get('measurement_mode')}, {window}, stability "
                                      f"{opts.get('stability_percentage')}%, max {opts.get('max_trials')} trials"),
         ]
+        scraped = (sweeps.get(name) or {}).get("telemetry")
+        if scraped:
+            rows.append((f"{prefix}Server telemetry", f"off: {scraped['off']}" if scraped.get("off")
+                         else f"scraped from {scraped.get('metrics_url')}"))
     return rows
 
 

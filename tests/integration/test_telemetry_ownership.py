@@ -6,6 +6,7 @@ The run says in one line that telemetry is off and why, writes no server figures
 from __future__ import annotations
 
 import csv
+import re
 import textwrap
 from pathlib import Path
 
@@ -13,6 +14,8 @@ import pytest
 from conftest import require_triton_tools
 
 from deployment_toolkit.perf import PerfOptions, run_online, telemetry
+from deployment_toolkit.report.build import build_report
+from deployment_toolkit.results.runinfo import read_run_json
 from deployment_toolkit.results.store import read_store_csv
 from deployment_toolkit.spec import ModelSignature, TensorSpec
 
@@ -80,6 +83,7 @@ def test_a_guessed_endpoint_that_is_the_measured_servers_gives_its_figures(serve
     measured, _ = servers
     text, _ = _run("double", measured, measured.metrics_port, tmp_path / "run", monkeypatch, capsys)
     assert "telemetry off" not in text
+    assert read_run_json(tmp_path / "run")["config"]["sweeps"]["online"]["telemetry"]["off"] is None
     with open(tmp_path / "run" / "online_server.csv", newline="") as fh:
         rows = list(csv.DictReader(fh))
     assert len(rows) == 1 and float(rows[0]["server_infer_per_s"]) > 0, rows
@@ -95,6 +99,12 @@ def test_another_server_on_the_guessed_port_not_serving_the_model_turns_telemetr
                      "are written"], text
     assert len(read_store_csv(tmp_path / "run" / "online.csv")) == 1  # the client's row is kept
     assert not (tmp_path / "run" / "online_server.csv").exists() and not (tmp_path / "run" / "telemetry").exists()
+    # said where the run is read later too: run.json and the report
+    said = read_run_json(tmp_path / "run")["config"]["sweeps"]["online"]["telemetry"]
+    assert said == {"metrics_url": other.metrics_url, "off": "no model 'echo' is served there"}
+    build_report(tmp_path / "run")
+    report = (tmp_path / "run" / "report.md").read_text()
+    assert re.search(r"\| Server telemetry +\| off: no model 'echo' is served there +\|", report), report
 
 
 def test_another_server_on_the_guessed_port_with_an_idle_model_of_that_name_turns_telemetry_off(

@@ -154,8 +154,9 @@ class _Run:
             return None, diag
         if row is None and not diag.unstable:
             what = "\n".join(diag.errors) or output.strip()[-2000:]
-            raise PerfAnalyzerError(
-                f"perf_analyzer failed at {where} (exit {rc}):\n{what}\n"
+            said = next((ln.strip() for ln in what.splitlines() if ln.strip()), "no output")
+            raise PerfAnalyzerError(  # its own words on the first line: a one-line report keeps them
+                f"perf_analyzer failed at {where} (exit {rc}): {said}\n{what}\n"
                 f"command: {' '.join(cmd)}\nfull output: {self.log_path}",
                 returncode=rc, output=output, connection=diag.connection_error,
             )
