@@ -41,11 +41,11 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from .. import committed
-from ..errors import UserError, UserInputError
+from ..errors import UserError, UserInputError, reason_line
 from ..perf import telemetry
-from ..perf.analyzer import (ARRIVALS, PerfOptions, PerfTarget, Schedule, ScheduleLatency, run_point,
+from ..perf.analyzer import (ARRIVALS, Concurrency, PerfOptions, PerfTarget, Schedule, ScheduleLatency, run_point,
                              write_schedule)
-from ..perf.analyzer.errors import EMPTY_WINDOW, PerfAnalyzerError
+from ..perf.analyzer.errors import EMPTY_WINDOW, PerfAnalyzerError, PerfAnalyzerTimeout
 from ..perf.analyzer.point import PointResult
 from ..perf.analyzer.profile_summary import drop_raw, finish_point, schedule_record, summary_path
 from .ratestore import RateKey, RateStore, options_key
@@ -345,10 +345,17 @@ def measure(target: Target, rate: float, store: RateStore, out_dir: Path, trial:
                                           binary=target.binary), target.batch, Schedule(schedule.path, rate),
                                target.options, out_dir / f"{safe}.csv", profile_export=export)
         except PerfAnalyzerError as err:
-            if EMPTY_WINDOW not in str(err):  # open loop: no request finished within a window is a server that
-                raise  # cannot answer this rate in time, a failing point (no p99), not a broken measurement
-            result = PointResult(target.batch, None, {}, False, 1, request_rate=rate, note=EMPTY_WINDOW,
-                                 log_path=out_dir / f"{safe}.log")
+            # open loop: no request finished within a window, or perf_analyzer could not finish at all (an
+            # overloaded rate, a hung step), is a server that cannot answer this rate in time: a failing point (no
+            # p99) that the search steps down from, not a broken measurement that ends the plan
+            timed_out = isinstance(err, PerfAnalyzerTimeout)
+            if EMPTY_WINDOW not in str(err) and not timed_out:
+                raise
+            log_path = out_dir / f"{safe}.log"
+            if timed_out:
+                log_path.write_text(f"{err}\n")
+            result = PointResult(target.batch, None, {}, False, 1, request_rate=rate, log_path=log_path,
+                                 note=reason_line(err) if timed_out else EMPTY_WINDOW)
     wall = (datetime.now(timezone.utc) - started).total_seconds()
     after = target.cpu_probe() if target.cpu_probe else None
     text = result.log_path.read_text() if result.log_path and result.log_path.exists() else ""
@@ -375,6 +382,42 @@ def measure(target: Target, rate: float, store: RateStore, out_dir: Path, trial:
     point = RatePoint(key, store.get(key) or row)
     point.row.update({k: row[k] for k in ("cpu", "wall_s") if k in row})  # CPU accounting lives for this run only
     return point
+
+
+SEED_LEVELS = (1, 2, 4, 8)  # closed-loop concurrencies a target's own first measurements take
+
+
+def closed_loop_seed(target: Target, slo_ms: float, out_dir: Path, levels: Sequence[int] = SEED_LEVELS) -> float:
+    """Where an open-loop search of `target` starts, from its own first measurements: the most inferences/s a
+    closed-loop sweep (doubling concurrency, stopped once p99 passes the SLO) finished within the SLO, else at
+    concurrency 1. Closed loop never offers more than the server finishes, so it cannot overload a slow target (a
+    pipeline whose network alone is many times faster). Kept in `out_dir/seed.json` per target and options, so a
+    rerun measures nothing again."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / "seed.json"
+    key = f"{target.config}|{options_key(target.options.measurement_fields())}|{slo_ms:g}"
+    stored = json.loads(path.read_text()) if path.exists() else {}
+    if key in stored:
+        return float(stored[key])
+    options = replace(target.options, async_mode=False, max_attempts=2, relaxed_fallback=True)
+    perf = PerfTarget(target.model_name, target.url, target.signature, target.model_version, binary=target.binary)
+    best, first = 0.0, 0.0
+    for clients in levels:
+        result = run_point(perf, target.batch, Concurrency(clients), options, out_dir / f"seed_c{clients}.csv")
+        rate, p99 = result.values.get("Inferences/second", math.nan), result.values.get("P99 Latency", math.nan)
+        if math.isnan(rate):
+            continue
+        first = first or rate
+        if p99 > slo_ms:
+            break
+        best = max(best, rate)
+    seed = best or first
+    if not seed > 0:
+        raise UserError(f"{target.model_name}: no closed-loop level answered a request (concurrency "
+                        f"{', '.join(map(str, levels))}): see {out_dir}")
+    stored[key] = seed
+    path.write_text(json.dumps(stored, indent=1))
+    return seed
 
 
 def _warn(message: str) -> None:

@@ -17,3 +17,8 @@ class PerfAnalyzerError(UserError, RuntimeError):
         self.returncode = returncode
         self.output = output
         self.connection = connection
+
+
+class PerfAnalyzerTimeout(PerfAnalyzerError):
+    """perf_analyzer did not finish within its time limit: the server could not answer what it was sent in time
+    (an overloaded rate, a hung step). In open loop that is the rate's failing verdict, not a broken measurement."""

@@ -15,7 +15,7 @@ from ...cleanup import dying_with_parent
 from ...config import Concurrency, Load, RequestRate, Schedule
 from ...results.schema import MEASURE_COLUMNS, THROUGHPUT
 from .command import PerfOptions, PerfTarget, build_command, needs_input_file, write_input_data_json
-from .errors import EMPTY_WINDOW, PerfAnalyzerError
+from .errors import EMPTY_WINDOW, PerfAnalyzerError, PerfAnalyzerTimeout
 from .parse import OutputDiagnosis, diagnose_output, parse_csv
 from .shm_lock import conflicting_runs, perf_regions_removed, shared_memory_guard, shm_free_bytes, sigbus_message
 
@@ -38,6 +38,7 @@ class PointResult:
     csv_path: Path | None = None
     log_path: Path | None = None
     profile_export: Path | None = None  # perf_analyzer's per-request times, when asked for and written
+    samples_per_request: float = 1.0  # Inferences/second counts them (PerfTarget.samples_per_request)
 
     def row(self) -> dict[str, Any]:
         return {
@@ -99,14 +100,14 @@ def run_point(target: PerfTarget, batch_size: int, load: Load, options: PerfOpti
         last_diag = diag if diag.last_pass else last_diag
     values = {c: math.nan for c in MEASURE_COLUMNS}
     if last_diag.last_pass:
-        values[THROUGHPUT] = last_diag.last_pass[THROUGHPUT]
+        values[THROUGHPUT] = last_diag.last_pass[THROUGHPUT] * target.samples_per_request
         key = "Avg Latency" if options.percentile is None else f"P{options.percentile} Latency"
         if key in values:
             values[key] = last_diag.last_pass["latency_ms"]
         note += "; numbers from the last measurement window only"
     concurrency, rate = _level(load)
     return PointResult(batch_size, concurrency, values, False, options.max_attempts, False, rate, note,
-                       opts.window_label(), run.cmd, None, log_path, _written(export))
+                       opts.window_label(), run.cmd, None, log_path, _written(export), target.samples_per_request)
 
 
 @dataclass
@@ -164,12 +165,13 @@ class _Run:
 
     def result(self, row: dict[str, Any], stable: bool, attempts: int, note: str, opts: PerfOptions) -> PointResult:
         values = {c: row.get(c, math.nan) for c in MEASURE_COLUMNS}
+        values[THROUGHPUT] *= self.target.samples_per_request  # a request of k stacked samples is k inferences
         if row.get("residual_clamped"):
             note = "; ".join(filter(None, [note, "Network+server Send/recv clamped to 0 (window too short?)"]))
         concurrency, rate = _level(self.load)
         return PointResult(self.batch_size, concurrency, values, stable, attempts, bool(row.get("residual_clamped")),
                            rate, note, opts.window_label(), self.cmd, self.csv_path, self.log_path,
-                           _written(self.export))
+                           _written(self.export), self.target.samples_per_request)
 
 
 def _written(path: Path | None) -> Path | None:
@@ -226,7 +228,7 @@ def _execute(cmd: list[str], timeout_s: float) -> tuple[int, str]:
     except subprocess.TimeoutExpired as err:
         _stop(proc)
         out = err.output.decode(errors="replace") if isinstance(err.output, bytes) else (err.output or "")
-        raise PerfAnalyzerError(
+        raise PerfAnalyzerTimeout(
             f"perf_analyzer did not finish within {timeout_s:.0f} s (server hung?). Command: {' '.join(cmd)}\n{out[-2000:]}",
             returncode=None, output=out,
         ) from err

@@ -627,3 +627,23 @@ def test_a_window_in_which_no_request_finished_is_a_failing_point_not_a_crash(tm
     monkeypatch.setattr(ratepoint, "run_point", broken)
     with pytest.raises(PerfAnalyzerError, match="not ready"):
         ratepoint.measure(target, 70.0, store, tmp_path)
+
+
+def test_a_rate_perf_analyzer_cannot_finish_is_a_failing_rate_not_the_end_of_the_plan(tmp_path, monkeypatch):
+    """Issue 46: a pipeline re-tested at its network's 8,068 inf/s made perf_analyzer run past its time limit
+    ("server hung?") and the whole plan ended. In open loop that rate failed: stored, stepped down from."""
+    from deployment_toolkit.perf.analyzer import PerfOptions
+    from deployment_toolkit.perf.analyzer.errors import PerfAnalyzerTimeout
+    from deployment_toolkit.sizing import ratepoint
+    from deployment_toolkit.sizing.ratestore import RateStore
+
+    def hung(target, batch, load, options, csv_path, **kwargs):
+        raise PerfAnalyzerTimeout("perf_analyzer did not finish within 114 s (server hung?). Command: perf_analyzer")
+
+    monkeypatch.setattr(ratepoint, "run_point", hung)
+    target = ratepoint.Target("cfg", "m", "127.0.0.1:1", 1, None, ratepoint.open_loop_options(PerfOptions()))
+    store = RateStore(tmp_path)
+    point = ratepoint.measure(target, 8068, store, tmp_path)
+    assert not point.passes(300.0) and not point.kept_up and not point.client_limited
+    assert store.get(point.key) is not None
+    assert "did not finish within 114 s" in (tmp_path / Path(point.row["log"]).name).read_text()
