@@ -43,8 +43,10 @@ class SyntheticSource:
 class FolderSource(UserData):
     """A folder of .npy/.npz samples (layout: deployment_toolkit/data/user.py), validated against the signature."""
 
-    def __init__(self, folder: str | Path, signature: ModelSignature, limit: int | None = None, batched: bool = True):
-        super().__init__(signature, data_dir=str(folder), limit=limit, batched=batched)
+    def __init__(self, folder: str | Path, signature: ModelSignature, limit: int | None = None, batched: bool = True,
+                 request_samples: int | None = None):
+        super().__init__(signature, data_dir=str(folder), limit=limit, batched=batched,
+                         request_samples=request_samples)
 
 
 def make_source(data: DataSpec, signature: ModelSignature, *, precision: str = "fp32", batched: bool = True):
@@ -54,10 +56,11 @@ def make_source(data: DataSpec, signature: ModelSignature, *, precision: str = "
     if data.dataloader is not None:
         return UserData(signature, data_dir=data.data_dir, dataloader=data.dataloader,
                         dataloader_args=dict(data.dataloader_args or {}), precision=precision, limit=data.num_samples,
-                        batched=batched)
+                        batched=batched, request_samples=data.samples_per_request)
     if data.data_dir == "synthetic":
         return SyntheticSource(signature, data.num_samples or SYNTHETIC_SAMPLES, data.seed, batched)
     folder = Path(str(data.data_dir))
     if not folder.is_dir():
         raise DataError(f"--data-dir {data.data_dir}: not a folder (use 'synthetic' for generated data)")
-    return FolderSource(folder, signature, limit=data.num_samples, batched=batched)
+    return FolderSource(folder, signature, limit=data.num_samples, batched=batched,
+                        request_samples=data.samples_per_request)

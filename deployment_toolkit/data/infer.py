@@ -62,7 +62,7 @@ def _loader_batches(dataloader: str, data_dir: str | None, args: Mapping[str, An
     except DataError:
         raise
     except Exception as err:  # noqa: BLE001 - the user's loader may raise anything
-        from ..sources.userfile import first_line
+        from ..userfile import first_line
 
         raise DataError(f"{what}'s dataloader raised {first_line(err)} while the inputs were read from it") from err
 

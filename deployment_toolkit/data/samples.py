@@ -22,6 +22,8 @@ class DataSpec:
     num_samples: int | None = None  # of synthetic data (default 16), or at most this many of the user's
     seed: int = 0
     dynamic_axes: dict[str, list[int]] = field(default_factory=dict)  # per-sample axes forced dynamic (NAME: axes)
+    # a model served one whole batch per request (data.whole), fed per-sample files: samples stacked per request
+    samples_per_request: int | None = None
 
     @property
     def user_data(self) -> bool:
@@ -39,7 +41,8 @@ class DataSpec:
         if not self.user_data:
             return None
         return UserData(signature, data_dir=self.data_dir, dataloader=self.dataloader,
-                        dataloader_args=self.dataloader_args, precision=precision, limit=limit, batched=batched)
+                        dataloader_args=self.dataloader_args, precision=precision, limit=limit, batched=batched,
+                        request_samples=self.samples_per_request)
 
     def verification_batches(self, precision: str = "fp32", limit: int = VERIFY_SAMPLES,
                              batch_size: int = 1) -> Callable[[Any], list[dict]] | None:

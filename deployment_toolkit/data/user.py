@@ -20,6 +20,8 @@ A sample is a file holding arrays of exactly the per-sample rank of the signatur
 makes it a batch. Ids are the `ids` array, else the file stem (`<stem>:<row>` for rows of a batch). A scalar per
 sample (signature shape [], a diffusion timestep) is a 0-d array in a sample's file, [N] in a batch's and in a
 dataloader's batches; it reaches the model as [batch] (Triton carries it as [batch, 1]: TensorSpec.wire_shape).
+A model served one whole batch per request (CLIP's coupled [B, B] logits) takes per-sample files too: they are
+stacked into requests (data.whole).
 
 Over 400 lines on purpose: both ways in (a dataloader and a folder) end in the same per-tensor checks and the
 same error messages, which are read together when a user's data is refused.
@@ -34,11 +36,12 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 import numpy as np
 
 from ..results.identity import file_digest
-from ..sources.userfile import first_line as _first_line, import_file
+from ..userfile import first_line as _first_line, import_file
 from ..spec import ModelSignature, TensorSpec
 from ..errors import UserError
 from ..watchdog import user_stage
 from .rebatch import Batch, rebatch
+from .whole import DEFAULT_REQUEST_SAMPLES, holds_samples, sample_signature, stacked_requests
 
 Arrays = dict[str, np.ndarray]
 DATALOADER_FN_NAME = "get_dataloader_fn"
@@ -271,6 +274,8 @@ class UserData:
     precision: str = "fp32"
     limit: int | None = None  # at most this many samples (None: all)
     batched: bool = True  # False for a max_batch_size 0 model: every yielded x is one whole request
+    # not batched, a folder of per-sample files (data.whole): samples stacked into one request, at most this many
+    request_samples: int | None = None
 
     def __post_init__(self) -> None:
         if self.dataloader is None and self.data_dir is None:
@@ -279,6 +284,8 @@ class UserData:
             raise DataError(f"--dataloader {self.dataloader} does not exist")
         if self.limit is not None and self.limit < 1:
             raise DataError(f"the sample limit must be >= 1, got {self.limit}")
+        if self.request_samples is not None and self.request_samples < 1:
+            raise DataError(f"samples per request must be >= 1, got {self.request_samples}")
 
     def offered_kwargs(self, batch_size: int) -> dict[str, Any]:
         """What a dataloader's get_dataloader_fn may take (see the module doc)."""
@@ -294,6 +301,11 @@ class UserData:
 
     def _raw(self, batch_size: int) -> Iterator[Batch]:
         if self.dataloader is None:
+            per_sample = sample_signature(self.signature)
+            if not self.batched and per_sample is not None and holds_samples(self.data_dir, self.signature):
+                samples = (batch for batch, _ in read_folder(self.data_dir, per_sample))  # type: ignore[arg-type]
+                yield from stacked_requests(samples, self.request_samples or DEFAULT_REQUEST_SAMPLES, self.limit)
+                return
             for batch, _ in read_folder(self.data_dir, self.signature, self.batched):  # type: ignore[arg-type]
                 yield batch
             return

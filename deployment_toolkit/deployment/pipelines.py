@@ -13,6 +13,7 @@ from typing import Any
 
 from ..config import SharedMemory
 from ..errors import UserInputError
+from ..sources.base import DEFAULT_MAX_BATCH
 from .errors import DeploymentPlanError
 from .file import ModelEntry
 
@@ -31,6 +32,28 @@ class ServedPipeline:
     @property
     def ensemble(self) -> str:
         return self.written.ensemble
+
+
+def search_inputs(entry: ModelEntry, source: Any, data: Any, folder: Path) -> tuple[Any, Any]:
+    """What a pipeline's network is searched with: its inputs as the preprocess gives them on the raw samples
+    (pipeline.network_inputs; the per-sample values written into `folder`), so a model.py needs no get_signature and
+    the entry no `data:`; given, each is checked against them (one line). Returns (source, data) for the search:
+    the source fed those inputs, and the entry's own data if it has some, else the preprocess's outputs. Without
+    a preprocess: (source, data) as they are."""
+    if entry.preprocess is None:
+        return source, data
+    from ..pipeline.network_inputs import network_inputs
+
+    if entry.raw_data is None:
+        raise UserInputError(f"{entry.name}: a model with preprocess needs raw_data: (the samples its clients send, "
+                             "e.g. image files or text files), which the network's inputs are read from")
+    inputs = network_inputs(entry.preprocess, entry.raw_data, folder,
+                            max_batch_size=source.max_batch_size or DEFAULT_MAX_BATCH)
+    fed = inputs.source(source)
+    if data is not None and data.user_data:
+        inputs.check_data(data)
+        return fed, data
+    return fed, inputs.data
 
 
 def write(entry: ModelEntry, search: Any, repository: Path, out_dir: Path) -> ServedPipeline:
@@ -72,7 +95,7 @@ def target(served: ServedPipeline, base: Any) -> Any:
     options = dataclasses.replace(base.options, shared_memory=SharedMemory.NONE.value,
                                   input_data=str(served.input_json))
     return dataclasses.replace(base, model_name=served.ensemble, signature=signature(served.plan), options=options,
-                               config=f"{base.config}/pipeline")
+                               config=f"{base.config}/pipeline", samples_per_request=1.0)  # one raw sample each
 
 
-__all__ = ["ServedPipeline", "target", "verify", "write"]
+__all__ = ["ServedPipeline", "search_inputs", "target", "verify", "write"]

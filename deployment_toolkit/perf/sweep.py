@@ -22,6 +22,7 @@ import numpy as np
 from ..binaries import check_perf_analyzer
 from ..client import ServerNotReady, TritonClient, instance_count
 from ..committed import refuse_committed
+from ..data.whole import samples_per_request
 from ..errors import UserError
 from ..results.identity import (RunIdentity, artifact_digest, host_identity, input_data_digest, library_versions,
                                 served_config, toolkit_version)
@@ -177,7 +178,9 @@ def run_sweep(kind: str, model_name: str, where: ServerAt | str | None, signatur
     input_data = None
     if needs_input_file(signature) and options.input_data in ("random", "zero"):
         input_data = str(write_input_data_json(signature, raw_dir / f"{kind}_input_data.json", options.input_data))
-    target = PerfTarget(model_name, url, signature, s.model_version, input_data, binary)
+    # a model served one whole batch per request counts each sample it stacks (data.whole)
+    per_request = samples_per_request(signature, input_data or options.input_data)
+    target = PerfTarget(model_name, url, signature, s.model_version, input_data, binary, per_request)
 
     identity = sweep_identity(served.model_config, served.server_version, s.manifest_path, options, input_data)
     store = ResultsStore(result_dir, kind, identity, s.reuse).open()

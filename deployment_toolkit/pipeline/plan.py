@@ -13,6 +13,7 @@ import numpy as np
 
 from ..errors import UserInputError
 from ..repository.names import check_model_name
+from ..sources.base import DEFAULT_MAX_BATCH
 from ..spec import Manifest
 from ..watchdog import user_stage
 from .ports import Port, port_of_arrays
@@ -91,7 +92,7 @@ def _outputs_port(step: StepFile, outputs: Sequence[Arrays], samples: Sequence[s
     names = list(outputs[0])
     for out, sample in zip(outputs, samples):
         if set(out) != set(names):
-            raise UserInputError(f"{step.name} returned {', '.join(out)} on raw sample {sample} but {', '.join(names)} "
+            raise UserInputError(f"{step.name} returned {', '.join(out)} on {_where(sample)} but {', '.join(names)} "
                                  f"on {samples[0]}: return the same names for every sample")
     seen = tuple(port_of_arrays(n, (o[n] for o in outputs)) for n in names)
     if step.declared_outputs is None:
@@ -108,9 +109,57 @@ def _outputs_port(step: StepFile, outputs: Sequence[Arrays], samples: Sequence[s
     return step.declared_outputs
 
 
+def _where(sample: str) -> str:
+    """A sample's path, or a batch's description (check_batches), as error lines name it."""
+    return sample if sample.startswith("a batch of") else f"raw sample {sample}"
+
+
 def _run_step(step: StepFile, inputs: Sequence[Arrays], samples: Sequence[str]) -> list[Arrays]:
     with user_stage(f"running {step.name} on {len(samples)} raw sample(s)"):
         return [step.call(x, where=f"raw sample {s}") for x, s in zip(inputs, samples)]
+
+
+def batch_sizes(count: int, max_batch_size: int) -> tuple[int, ...]:
+    """The batch sizes a step is checked at besides one sample, as the dynamic batcher hands them: 2 and the max
+    batch size, as far as `count` samples go (a batch of one was each sample's own run)."""
+    return tuple(sorted({min(size, count) for size in (2, max_batch_size)} - {0, 1}))
+
+
+def _shape_key(feed: Arrays) -> tuple:
+    return tuple((name, arr.shape[1:]) for name, arr in sorted(feed.items()))
+
+
+def _batch_of(feeds: Sequence[Arrays], samples: Sequence[str], size: int) -> tuple[Arrays, list[str]] | None:
+    """The first `size` samples whose inputs share their per-sample shapes (only such requests are merged into one
+    call, step_runtime.run_requests), concatenated; None when no `size` samples do."""
+    groups: dict[tuple, list[int]] = {}
+    for index, feed in enumerate(feeds):
+        group = groups.setdefault(_shape_key(feed), [])
+        group.append(index)
+        if len(group) == size:
+            merged = {name: np.concatenate([feeds[i][name] for i in group]) for name in feeds[group[0]]}
+            return merged, [samples[i] for i in group]
+    return None
+
+
+def check_batches(step: StepFile, feeds: Sequence[Arrays], samples: Sequence[str], max_batch_size: int,
+                  what: str = "raw samples") -> list[tuple[str, Arrays]]:
+    """Run the step on batches of several samples, as Triton hands it merged requests: a step that ignores the
+    batch (one row for any batch) is refused here, naming the batch size and the rows it returned. Returns (which
+    batch, what it gave): their shapes count towards the step's output ports (a batch padded to its longest text).
+    """
+    outputs = []
+    names = [Path(s).name for s in samples]
+    for size in batch_sizes(len(feeds), max_batch_size):
+        batch = _batch_of(feeds, names, size)
+        if batch is None:
+            continue
+        merged, members = batch
+        where = f"a batch of {size} {what} ({', '.join(members[:3])}{', ...' if size > 3 else ''})"
+        with user_stage(f"running {step.name} on {where}"):
+            out = step.call(merged, where=where)
+        outputs.append((where, out))
+    return outputs
 
 
 def _post_inputs(post: StepFile, providers: Sequence[tuple[str, Sequence[Port]]]) -> tuple[Port, ...]:
@@ -148,9 +197,10 @@ class Prepared:
 
 
 def prepare(raw_folder: str | Path, pre: StepFile | None, model_inputs: Sequence[Port] = (),
-            max_samples: int = DEFAULT_MAX_SAMPLES) -> Prepared:
+            max_samples: int = DEFAULT_MAX_SAMPLES, max_batch_size: int = DEFAULT_MAX_BATCH) -> Prepared:
     """Read the raw samples (as the preprocess takes them, else as the model's inputs) and run the preprocess on
-    each; a sample it fails on, or outputs that contradict what it declares, is one line."""
+    each, then on batches of them up to `max_batch_size` (check_batches); a sample or batch it fails on, or
+    outputs that contradict what it declares, is one line."""
     if pre is None:
         raw = read_raw(raw_folder, [p.name for p in model_inputs], model_inputs, "the model", max_samples)
         return Prepared(raw, [SampleRun(s.name, dict(s.inputs)) for s in raw.samples])
@@ -158,7 +208,9 @@ def prepare(raw_folder: str | Path, pre: StepFile | None, model_inputs: Sequence
     prepared = Prepared(raw, [SampleRun(s.name, dict(s.inputs)) for s in raw.samples], pre)
     for run, out in zip(prepared.runs, _run_step(pre, [r.raw for r in prepared.runs], prepared.samples)):
         run.pre = out
-    prepared.pre_outputs = _outputs_port(pre, [r.pre for r in prepared.runs], prepared.samples)
+    batches = check_batches(pre, [r.raw for r in prepared.runs], prepared.samples, max_batch_size)
+    prepared.pre_outputs = _outputs_port(pre, [r.pre for r in prepared.runs] + [out for _, out in batches],
+                                         prepared.samples + [where for where, _ in batches])
     return prepared
 
 
@@ -188,10 +240,13 @@ def plan_pipeline(names: PipelineNames, artifact_dir: str | Path, prepared: Prep
         wire(raw.ports, pre_wired, WiredStep(names.model, model_in, model_out),
              WiredStep(names.postprocess, post_in, ()))  # checks the postprocess's inputs before running it
         given = [{**r.raw, **r.pre, **r.model} for r in runs]
-        outs = _run_step(post, [{p.name: g[p.name] for p in post_in} for g in given], samples)
+        feeds = [{p.name: g[p.name] for p in post_in} for g in given]
+        outs = _run_step(post, feeds, samples)
         for run, out in zip(runs, outs):
             run.post = out
-        post_wired = WiredStep(names.postprocess, post_in, _outputs_port(post, outs, samples))
+        batches = check_batches(post, feeds, samples, manifest.max_batch_size, "samples' model outputs")
+        post_wired = WiredStep(names.postprocess, post_in, _outputs_port(
+            post, outs + [out for _, out in batches], samples + [where for where, _ in batches]))
     wiring = wire(raw.ports, pre_wired, WiredStep(names.model, model_in, model_out), post_wired)
     log.info("pipeline %s: %s -> %s", names.ensemble, ", ".join(p.describe() for p in wiring.inputs),
              ", ".join(p.describe() for p in wiring.outputs))
@@ -202,9 +257,10 @@ def _predict(predict: Predict, inputs: Mapping[str, np.ndarray], sample: str) ->
     try:
         return {k: np.asarray(v) for k, v in predict(dict(inputs)).items()}
     except Exception as err:  # noqa: BLE001 - the model is the user's; say which sample it failed on
-        from ..sources.userfile import first_line
+        from ..userfile import first_line
 
         raise UserInputError(f"the model failed in-process on raw sample {sample}: {first_line(err)}") from err
 
 
-__all__ = ["PipelineNames", "PipelinePlan", "Prepared", "SampleRun", "plan_pipeline", "prepare"]
+__all__ = ["PipelineNames", "PipelinePlan", "Prepared", "SampleRun", "batch_sizes", "check_batches", "plan_pipeline",
+           "prepare"]

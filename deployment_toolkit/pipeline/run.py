@@ -6,7 +6,7 @@ samples with each step's share, optionally the served-against-in-process speed c
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -22,12 +22,13 @@ from ..repository.config import ConfigOptions
 from ..results import RunFolder
 from ..server.local import LocalTritonServer, ServerConfig
 from ..sources import ModelSource
-from ..sources.base import slugify
+from ..sources.base import DEFAULT_MAX_BATCH, slugify
 from ..spec import Manifest
-from .artifact import prepare_artifact
+from .artifact import is_artifact_folder, prepare_artifact
 from .configs import StepServing
 from .fused import check_fused_runtime
 from .measure import MeasureJob, PipelinePoint, measure_points, write_input_json
+from .network_inputs import as_source, inputs_from_prepared
 from .output import run_identity, write_report, write_rows
 from .plan import PipelineNames, PipelinePlan, plan_pipeline, prepare
 from .ports import Port
@@ -141,8 +142,18 @@ def plan_request(request: PipelineRequest) -> PipelinePlan:
     request.check()
     pre = load_step(request.preprocess, StepKind.PREPROCESS) if request.preprocess else None
     post = load_step(request.postprocess, StepKind.POSTPROCESS) if request.postprocess else None
-    prepared = prepare(request.raw_data, pre, max_samples=request.max_samples) if pre is not None else None
-    artifact_dir = prepare_artifact(request.model, request.workspace, request.fmt.value, request.convert)
+    prepared = prepare(request.raw_data, pre, max_samples=request.max_samples,
+                       max_batch_size=_max_batch_size(request)) if pre is not None else None
+    model, convert = request.model, request.convert
+    source = as_source(model, convert.preset) if prepared is not None and not is_artifact_folder(model) else None
+    if source is not None and source.kind == "python" and not source.input_shapes:
+        # the network takes what the preprocess gives: no get_signature or data needed (pipeline.network_inputs)
+        folder = Path(request.workspace) / "network_inputs" / slugify(request.name or source.slug)
+        inputs = inputs_from_prepared(prepared, folder)  # type: ignore[arg-type]
+        model = inputs.source(source)
+        if convert.verify_data is None:  # the conversion is verified on the real inputs too (token lengths, sizes)
+            convert = replace(convert, verify_data=inputs.data.verification_batches(convert.precision))
+    artifact_dir = prepare_artifact(model, request.workspace, request.fmt.value, convert)
     manifest = Manifest.load(artifact_dir)
     if prepared is None:
         prepared = prepare(request.raw_data, None, tuple(Port.from_spec(t) for t in manifest.inputs),
@@ -150,6 +161,13 @@ def plan_request(request: PipelineRequest) -> PipelinePlan:
     predict = framework_predictor(artifact_dir, request.reference.value)[0]
     names = PipelineNames(request.name or slugify(manifest.model.replace(":", "_")))
     return plan_pipeline(names, artifact_dir, prepared, post, predict)
+
+
+def _max_batch_size(request: PipelineRequest) -> int:
+    """The largest batch the steps will be handed (what they are checked at): the artifact's, else the asked one."""
+    if is_artifact_folder(request.model):
+        return Manifest.load(request.model).max_batch_size
+    return request.convert.max_batch_size if request.convert.max_batch_size is not None else DEFAULT_MAX_BATCH
 
 
 def deploy_pipeline(request: PipelineRequest) -> PipelineRun:

@@ -40,9 +40,13 @@ def normalise(name, value, batch, what):
         except TypeError:
             raise StepError("%s returned %r holding %s, not numbers, bytes or str" % (
                 what, name, type(arr.flat[0]).__name__ if arr.size else "objects")) from None
-    if arr.ndim == 0 or arr.shape[0] != batch:
-        raise StepError("%s returned %r with shape %s for a batch of %d: every value needs the batch axis first" % (
-            what, name, list(arr.shape), batch))
+    if arr.ndim == 0:
+        raise StepError("%s returned %r as one value (shape []) for a batch of %d: every value needs the batch axis "
+                        "first" % (what, name, batch))
+    if arr.shape[0] != batch:
+        raise StepError("%s returned %d row(s) of %r (shape %s) for a batch of %d: return one row per sample of the "
+                        "batch it is given (batch axis first), however many that is" % (
+                            what, arr.shape[0], name, list(arr.shape), batch))
     return arr
 
 

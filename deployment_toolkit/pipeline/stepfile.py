@@ -27,7 +27,7 @@ import numpy as np
 
 from ..config import Choice
 from ..errors import UserInputError
-from ..sources.userfile import import_file
+from ..userfile import import_file
 from .ports import Port, parse_ports
 from .step_runtime import StepError, call_batch
 

@@ -18,7 +18,7 @@ from ..watchdog import user_stage
 from ..spec import ModelSignature, SpecError, TensorSpec
 from .base import DEFAULT_MAX_BATCH, ModelSource, ResolvedModel, SourceError, display_name, register_source
 from .common import input_specs, materialise, probe, task_and_metric, with_checkpoint
-from .userfile import first_line as _first_line, import_file
+from ..userfile import first_line as _first_line, import_file
 
 FACTORY = "get_model"
 SIGNATURE_FN = "get_signature"
@@ -111,6 +111,8 @@ def resolve_python(source: ModelSource) -> ResolvedModel:
                 value = sig_fn(**sig_kwargs)
         except Exception as err:
             raise SourceError(f"{file.name}:{SIGNATURE_FN}(**{sig_kwargs}) raised {_first_line(err)}") from err
+        if source.data_inputs and isinstance(value, dict):
+            value = _with_examples(value, source.data_inputs)
         signature, extra = _signature(value, f"{file.name}:{SIGNATURE_FN}")
         known_inputs.extend(signature.inputs)
         if source.outputs:
@@ -124,6 +126,27 @@ def resolve_python(source: ModelSource) -> ResolvedModel:
     task, metric = task_and_metric(source, signature.outputs, extra.get("task"))
     return ResolvedModel(source=source, name=display_name(source), family="user", task=task, metric=metric,
                          signature=signature, max_batch_size=max_batch, builder=build, output_paths=paths)
+
+
+def _with_examples(value: dict[str, Any], known: dict[str, Any]) -> dict[str, Any]:
+    """get_signature's inputs with a dynamic dim and no example_shape take it (and a missing value_range) from what
+    the data showed for the input of that name (a preprocess's outputs on the raw samples): without it such a
+    signature does not parse, and the data already says which sizes are real."""
+    inputs = []
+    for spec in value.get("inputs") or []:
+        info = known.get(spec.get("name")) if isinstance(spec, dict) else None
+        if not isinstance(info, dict):
+            inputs.append(spec)
+            continue
+        spec = dict(spec)
+        shape, example = list(spec.get("shape") or ()), list(info.get("example_shape") or info.get("shape") or ())
+        if -1 in shape and spec.get("example_shape") is None and len(example) == len(shape) and -1 not in example:
+            spec["example_shape"] = [e if d == -1 else d for d, e in zip(shape, example)]
+        if spec.get("value_range") is None and info.get("value_range") is not None and \
+                spec.get("dtype", "float32") == info.get("dtype"):
+            spec["value_range"] = list(info["value_range"])
+        inputs.append(spec)
+    return {**value, "inputs": inputs}
 
 
 def _keep_outputs(signature: ModelSignature, keep: list[str]) -> ModelSignature:

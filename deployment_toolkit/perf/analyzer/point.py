@@ -16,6 +16,7 @@ from ...config import Concurrency, Load, RequestRate, Schedule
 from ...results.schema import MEASURE_COLUMNS, THROUGHPUT
 from .command import PerfOptions, PerfTarget, build_command, needs_input_file, write_input_data_json
 from .errors import EMPTY_WINDOW, PerfAnalyzerError, PerfAnalyzerTimeout
+from ...errors import reason_line
 from .parse import OutputDiagnosis, diagnose_output, parse_csv
 from .shm_lock import conflicting_runs, perf_regions_removed, shared_memory_guard, shm_free_bytes, sigbus_message
 
@@ -132,7 +133,12 @@ class _Run:
             self.export.unlink(missing_ok=True)
         with shared_memory_guard(opts.shared_memory, url, wait_s=opts.call_timeout_s()), \
                 perf_regions_removed(opts.shared_memory, signature):
-            rc, output = _execute(cmd, opts.call_timeout_s())
+            try:
+                rc, output = _execute(cmd, opts.call_timeout_s())
+            except PerfAnalyzerTimeout as err:  # its log says so too: the point's record of why it failed
+                with open(self.log_path, "a") as fh:
+                    fh.write(f"### {tag}: {' '.join(cmd)}\n### {reason_line(err)}\n{err.output}\n")
+                raise
         with open(self.log_path, "a") as fh:
             fh.write(f"### {tag}: {' '.join(cmd)}\n### exit code {rc}\n{output}\n")
         where = f"batch {self.batch_size}, {_level_text(self.load)}"

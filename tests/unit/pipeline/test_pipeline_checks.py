@@ -166,8 +166,8 @@ def test_an_image_that_does_not_decode_names_the_sample_and_the_reason(tmp_path)
     ("def preprocess(image):\n    return [image]\n",
      "preprocess (pre.py) on raw sample {sample} returned list, not a dict of named arrays: return {{name: array}}"),
     ("import numpy as np\ndef preprocess(image):\n    return {'input__0': np.zeros((3, 8, 8), np.float32)}\n",
-     "preprocess (pre.py) on raw sample {sample} returned 'input__0' with shape [3, 8, 8] for a batch of 1: every "
-     "value needs the batch axis first"),
+     "preprocess (pre.py) on raw sample {sample} returned 3 row(s) of 'input__0' (shape [3, 8, 8]) for a batch of "
+     "1: return one row per sample of the batch it is given (batch axis first), however many that is"),
     ("import numpy as np\nOUTPUTS = {'input__0': ('float32', [3, 8, 8])}\n"
      "def preprocess(image):\n    return {'input__0': np.zeros((len(image), 3, 8, 8))}\n",
      "preprocess returned 'input__0' float64 [3,8,8], but pre.py declares 'input__0' float32 [3,8,8]: return that "
@@ -301,3 +301,48 @@ def test_a_module_imported_from_the_step_files_folder_must_travel_with_it(tmp_pa
                               "add FILES = ['labels_for_test_pipeline.py'] so it is copied beside the served step")
     listed = "FILES = ['labels_for_test_pipeline.py']\n" + text.replace("{}", "{'n': output__0}")
     assert load_step(write(tmp_path, "post2.py", listed), "postprocess").files == ("labels_for_test_pipeline.py",)
+
+
+def test_the_batch_sizes_a_step_is_checked_at():
+    from deployment_toolkit.pipeline.plan import batch_sizes
+
+    assert batch_sizes(20, 8) == (2, 8) and batch_sizes(5, 8) == (2, 5) and batch_sizes(2, 8) == (2,)
+    assert batch_sizes(1, 8) == () and batch_sizes(20, 1) == (2,)  # a batch of 2 whatever the max (Triton's call)
+
+
+ONE_ROW = "for b in image[:1]]"
+TWO_ROWS = "for b in image[:2]]"
+
+
+@pytest.mark.parametrize("pre_text, post_text, count, line", [
+    (GOOD_PRE.replace("for b in image]", ONE_ROW), GOOD_POST, 2,
+     "preprocess (pre.py) on a batch of 2 raw samples (img_0.png, img_1.png) returned 1 row(s) of 'input__0' (shape "
+     "[1, 3, 8, 8]) for a batch of 2: return one row per sample of the batch it is given (batch axis first), however "
+     "many that is"),
+    (GOOD_PRE.replace("for b in image]", TWO_ROWS), GOOD_POST, 3,  # right at 2, wrong at the largest batch
+     "preprocess (pre.py) on a batch of 3 raw samples (img_0.png, img_1.png, img_2.png) returned 2 row(s) of "
+     "'input__0' (shape [2, 3, 8, 8]) for a batch of 3: return one row per sample of the batch it is given (batch "
+     "axis first), however many that is"),
+    (GOOD_PRE, GOOD_POST.replace("output__0.argmax(axis=1)", "output__0[:1].argmax(axis=1)"), 2,
+     "postprocess (post.py) on a batch of 2 samples' model outputs (img_0.png, img_1.png) returned 1 row(s) of "
+     "'label' (shape [1]) for a batch of 2: return one row per sample of the batch it is given (batch axis first), "
+     "however many that is"),
+])
+def test_a_step_that_ignores_the_batch_is_refused_naming_the_sizes(tmp_path, pre_text, post_text, count, line):
+    """Each raw sample alone passes; Triton hands a step merged requests, so the check runs batches of them too."""
+    with pytest.raises(UserInputError) as err:
+        plan(tmp_path, pre_text, post_text, raw=images(tmp_path / "raw", count))
+    assert str(err.value) == line
+
+
+def test_sizes_a_batch_pads_to_vary_in_the_step_s_ports(tmp_path):
+    """A preprocess that pads each batch to its longest text: alone every text is as long as itself, so only the
+    batches show that the size varies."""
+    raw = tmp_path / "texts"
+    raw.mkdir()
+    for name in ("a", "b"):
+        (raw / f"{name}.txt").write_text("same size")
+    pre = ("import numpy as np\nINPUTS = {'text': 'text'}\ndef preprocess(text):\n"
+           "    n = len(text) + 3\n    return {'ids': np.ones((len(text), n), np.int64)}\n")
+    prepared = prepare(raw, load_step(write(tmp_path, "pre.py", pre), "preprocess"))
+    assert prepared.pre_outputs == (Port("ids", "int64", (-1,)),)
