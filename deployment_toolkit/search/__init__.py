@@ -7,8 +7,8 @@ typed request: settings, job, server, perf options, data), orchestration (one se
 exploration, noise and knee), judge (levels against the budget and the noise), bench (measuring points through the
 checkpoint), clock (--max-minutes and the time reserves), confirm (the final re-measurement in turns), decide (the
 winner and the verdicts), progress (its console bar), triton (measuring on the embedded server), artifacts
-(verified formats), output (search.csv/md, frontier plot, winner config), model_analyzer, head_to_head and versus
-(the side-by-side benchmark).
+(verified formats), output (search.csv/md, frontier plot, winner config). The side-by-side with Model Analyzer
+is the lab's (deployment_toolkit_lab/versus/).
 """
 from .engine import Search
 from .trials import (

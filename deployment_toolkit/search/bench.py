@@ -28,11 +28,16 @@ class Bench:
         self.loaded: list[Candidate] = []  # one while exploring; the finalists together while re-measuring
         self.keep_loaded = False
         self.measured_points = 0  # measured in this run, not read from the checkpoint
+        self.measured_rates = 0  # open-loop rates measured in this run
+        self.reused_rates = 0  # ... and read back from the result folder
 
     def point(self, trial: Trial, concurrency: int, sample: int) -> Point:
-        """A measured point: from the checkpoint when there, else measured now (loading the config first)."""
+        """A measured point: from the checkpoint when there (its measured time still tells the clock what a point
+        takes), else measured now (loading the config first)."""
         stored = self.store.get(trial.key, concurrency, sample)
         if stored is not None:
+            if stored.seconds > 0:
+                self.clock.record(stored.seconds)
             return stored
         self._ensure_loaded(trial)
         self.progress.postfix(f"{trial.candidate.slug} c={concurrency}" + (f" #{sample + 1}" if sample else ""))
@@ -53,12 +58,20 @@ class Bench:
             self.loaded.append(trial.candidate)
 
     def rate_point(self, trial: Trial, rate: float, n: int) -> "RatePoint":
-        """One open-loop rate of search `n` (the measurer stores and resumes these itself), the config loaded first."""
+        """One open-loop rate of search `n`: the stored one when the measurer has it (read without loading the
+        config), else measured now, the config loaded first (the measurer stores it)."""
+        stored_rate = getattr(self.measurer, "stored_rate", None)
+        stored = stored_rate(trial.candidate, rate, n, trial.key) if stored_rate is not None else None
+        if stored is not None:
+            self.reused_rates += 1
+            return stored
         self._ensure_loaded(trial)
         self.progress.postfix(f"{trial.candidate.slug} {rate:g}/s #{n}")
         t0 = time.monotonic()
         point = self.measurer.rate_point(trial.candidate, rate, n, trial.key)
         self.clock.record_rate(time.monotonic() - t0)
+        self.measured_rates += 1
+        self.store.save_clock()  # what the clock answered up to this rate, kept with it
         return point
 
     def samples(self, trial: Trial, concurrency: int, n: int) -> list[Point]:

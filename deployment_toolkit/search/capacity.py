@@ -127,7 +127,8 @@ def measure(configs: list[Trial], bench: Bench, judge: Judge, clock: SearchClock
     notes: list[str] = []
     planned = planned_trials(clock, len(configs))
     progress.say(f"open-loop capacity of {len(configs)} configs, {planned} search(es) each"
-                 + (f" (up to {settings.capacity_trials} as time allows)" if planned < settings.capacity_trials else ""))
+                 + (f" (up to {settings.capacity_trials} as time allows)" if planned < settings.capacity_trials
+                    else ""))
     bench.keep_loaded = True
     shortened = False
     try:
@@ -260,5 +261,5 @@ def _nothing(st: Standings, configs: list[Trial], judge: Judge) -> str:
             "Raise --p99-ms, or use a smaller model/preset or a faster host")
 
 
-__all__ = ["CAPACITY_FINALISTS", "CAPACITY_SHARE", "planned_finalists", "planned_trials", "points_that_fit", "CapacityMeasurement", "RateMeasurer", "decide", "finalists", "measure",
-           "reserve_s"]
+__all__ = ["CAPACITY_FINALISTS", "CAPACITY_SHARE", "planned_finalists", "planned_trials", "points_that_fit",
+           "CapacityMeasurement", "RateMeasurer", "decide", "finalists", "measure", "reserve_s"]

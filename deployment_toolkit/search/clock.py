@@ -1,31 +1,94 @@
 """The clock of one search: --max-minutes, the measured time of a point, and the time kept back for what must still
-fit in the limit (the baseline's noise samples, the final re-measurement and a finalist's step down)."""
+fit in the limit (the baseline's noise samples, the final re-measurement and a finalist's step down).
+
+Every time-dependent decision of the search reads one of three answers: the time elapsed, the time a point takes
+and the time an open-loop rate takes. The clock keeps each answer it gives, in order (`answers`), and the
+checkpoint stores them with the settings (store.SearchStore.clock_log). A rerun of the same search (same identity,
+same settings) is given the same answers (`replay`): it takes the same decisions, asks for exactly the points and
+rates the first run measured, and so measures nothing. Answering it live instead made it explore further than the
+first run (a replayed point takes ~0 s, so --max-minutes looked untouched) and re-measure for as long again. Where
+the replay runs out (the first run was interrupted) or the search asks something else (a failure from the
+environment is measured again), the clock answers live from then on, its elapsed time continuing from the last
+replayed one: an interrupted search resumes with the time it had left."""
 from __future__ import annotations
 
+import json
 import statistics
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Sequence
 
 from .trials import SearchSettings
+
+ELAPSED, POINT, RATE = "elapsed", "point", "rate"  # the kinds of answer a clock gives
+
+
+def settings_key(settings: SearchSettings) -> str:
+    """The settings a clock log was recorded under, as canonical JSON: a log is replayed only under the same ones
+    (another --max-minutes or --max-configs asks other questions)."""
+    return json.dumps(asdict(settings), sort_keys=True, default=str, separators=(",", ":"))
 
 
 @dataclass
 class SearchClock:
     """`started`: the time.monotonic() the limit counts from (set by `start` when not given); `point_seconds`:
-    how long each point measured in this run took."""
+    how long each point measured in this run took; `replay`: the answers of an earlier run of the same search, given
+    again in order; `answers`: every answer given in this run (replayed or live), what the checkpoint keeps."""
 
     settings: SearchSettings
     started: float | None = None
     point_seconds: list[float] = field(default_factory=list)
     rate_seconds: list[float] = field(default_factory=list)
-    expected_rate_s: float = 0.0  # what a rate will take by its window, once the rates are known (capacity.expect_rates)
+    expected_rate_s: float = 0.0  # a rate's time by its window, once the rates are known (capacity.expect_rates)
+    replay: Sequence[Sequence] | None = None
+    answers: list[list] = field(default_factory=list)
+    replayed: int = 0  # answers taken from `replay`
+    _offset: float = 0.0  # added to the live elapsed time once a replay has run out
+
+    @classmethod
+    def kept_in(cls, store: Any, settings: SearchSettings, started: float | None = None) -> "SearchClock":
+        """A clock whose answers the checkpoint (store.SearchStore) keeps, replaying those it holds for these
+        settings."""
+        key = settings_key(settings)
+        clock = cls(settings, started, replay=store.clock_replay(key))
+        store.attach_clock(clock, key)
+        return clock
 
     def start(self) -> float:
         self.started = time.monotonic() if self.started is None else self.started
         return self.started
 
-    def elapsed_s(self) -> float:
+    def wall_s(self) -> float:
+        """The real time since the start (what this run took, replayed or not)."""
         return time.monotonic() - self.started
+
+    def elapsed_s(self) -> float:
+        """The time the limit counts: replayed, else live."""
+        return self._answer(ELAPSED, lambda: self.wall_s() + self._offset)
+
+    @property
+    def replaying(self) -> bool:
+        return self.replay is not None
+
+    def _answer(self, kind: str, live: Callable[[], float]) -> float:
+        """The next replayed answer when it is of this kind, else (and from then on) the live one."""
+        if self.replay is not None:
+            i = len(self.answers)
+            if i < len(self.replay) and self.replay[i][0] == kind:
+                value = float(self.replay[i][1])
+                self.answers.append([kind, value])
+                self.replayed += 1
+                return value
+            self._go_live()
+        value = float(live())
+        self.answers.append([kind, value])
+        return value
+
+    def _go_live(self) -> None:
+        """The replay ends: the elapsed time goes on from the last replayed one (never back in time)."""
+        last = next((v for k, v in reversed(self.answers) if k == ELAPSED), 0.0)
+        self.replay = None
+        self._offset = max(0.0, last - self.wall_s())
 
     def record(self, seconds: float) -> None:
         self.point_seconds.append(seconds)
@@ -40,13 +103,19 @@ class SearchClock:
         estimate, the expected one (its window once the rate is known) and the closed-loop points' measured time
         (all perf_analyzer runs of a few windows; on a slow model the windows stretch, and the settings' estimate
         alone put a search 0.9 min past its limit)."""
+        return self._answer(RATE, self._rate_point_s_live)
+
+    def _rate_point_s_live(self) -> float:
         recent = self.rate_seconds[-10:]
         return statistics.median(recent) if recent else max(self.settings.rate_point_s, self.expected_rate_s,
-                                                              self.point_s())
+                                                              self._point_s_live())
 
     def point_s(self) -> float:
         """The time a point takes: the median of the last ten, so that one slow point (an unstable window
         measured again) does not make every later reserve look twice as large and stop the sweeps early."""
+        return self._answer(POINT, self._point_s_live)
+
+    def _point_s_live(self) -> float:
         recent = self.point_seconds[-10:]
         return statistics.median(recent) if recent else 0.0
 
@@ -102,4 +171,4 @@ class SearchClock:
         return points * self.point_s()
 
 
-__all__ = ["SearchClock"]
+__all__ = ["ELAPSED", "POINT", "RATE", "SearchClock", "settings_key"]

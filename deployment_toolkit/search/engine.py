@@ -26,7 +26,7 @@ from .clock import SearchClock
 from .confirm import FINAL_SAMPLE, confirm
 from .decide import decide, standings
 from .judge import NOISY, Judge
-from .progress import Progress, noisy_host_warning
+from .progress import Progress, noisy_host_warning, trial_line
 from .space import (
     Candidate,
     default_candidate,
@@ -68,7 +68,7 @@ class Search:
         self.stopped = ""
         self.progress = Progress(progress, log, settings.max_minutes)
         self.judge = Judge(store, settings, Noise(settings.min_noise, settings.min_noise, 0))
-        self.clock = SearchClock(settings, started)
+        self.clock = SearchClock.kept_in(store, settings, started)  # an earlier run's answers again (clock.py)
         self.bench = Bench(measurer, store, self.clock, self.progress)
 
     # ---- public -----------------------------------------------------------------------------
@@ -76,16 +76,22 @@ class Search:
         if self.s.rank_by == "capacity" and not hasattr(self.bench.measurer, "rate_point"):
             raise SearchError("--objective capacity needs a measurer that measures open-loop rates")
         self.progress.started = self.clock.start()
+        if self.clock.replaying:
+            self.progress.say("checkpoint: the same search ran before; its decisions are replayed (clock.py)")
         self._open_bar()
+        finished = False
         try:
             self._explore()
             decision = self._decide()
+            finished = True
         finally:
             self.bench.release()
             self.progress.close()
+            self.store.save_clock(complete=finished)
         return SearchOutcome(self.s, list(self.trials.values()), decision, self.judge.noise, self.notes,
-                             self.bench.measured_points, self.store.reused_points, self.clock.elapsed_s(),
-                             self.stopped)
+                             self.bench.measured_points, self.store.reused_points, self.clock.wall_s(),
+                             self.stopped, measured_rates=self.bench.measured_rates,
+                             reused_rates=self.bench.reused_rates, replayed_answers=self.clock.replayed)
 
     # ---- exploration ------------------------------------------------------------------------
     def _explore(self) -> None:
@@ -211,7 +217,7 @@ class Search:
             self.bench.release()
         trial.measured_points = self.bench.measured_points - before
         trial.seconds = time.monotonic() - t0
-        self.progress.say(self._trial_line(trial))
+        self.progress.say(trial_line(trial, self.judge.best(trial) if trial.status == "measured" else None))
         self.progress.step()
         return trial
 
@@ -380,17 +386,6 @@ class Search:
     def _store_key(self, cand: Candidate) -> str:
         digest = self.formats[cand.format].digest if cand.format in self.formats else ""
         return f"{digest[:12]}:{cand.key}" if digest else cand.key
-
-    def _trial_line(self, t: Trial) -> str:
-        head = f"[{t.stage}] {t.candidate.label()}"
-        if t.status != "measured":
-            return f"{head}: {t.status} - {t.reason}"
-        best = self.judge.best(t)
-        reused = "" if t.measured_points else " (all points from the checkpoint)"
-        if best is None:
-            return f"{head}: no point within budget; {t.sweep.stop_reason}{reused}"
-        return (f"{head}: {best.throughput:.1f} inf/s at concurrency {best.concurrency} (p99 {best.p99_ms:.1f} ms); "
-                f"stopped: {t.sweep.stop_reason}{reused}")
 
     def _open_bar(self) -> None:
         pairs = len(instance_thread_pairs(self.s.cores, self.s.allow_oversubscribe)) - 1

@@ -1,11 +1,12 @@
 """One config search as a step: `search_step(SearchRequest) -> SearchRun`. It resolves the model, prepares and
 verifies the formats, opens the checkpoint under the run's identity, measures on the embedded tritonserver, then
 writes the winner, search.csv/md, the frontier plot, run.json (with the run's identity, through the run folder) and
-the report section. Its progress goes to the `deployment_toolkit.search.orchestration` logger; a search that cannot start
-raises (a SearchError, or a UserError for bad input); a search that ran is a SearchRun, with or without a winner.
+the report section. Its progress goes to the `deployment_toolkit.search.orchestration` logger; a search that
+cannot start raises (a SearchError, or a UserError for bad input); a search that ran is a SearchRun, with or without
+a winner. A rerun of the same search into the same folder replays it and measures nothing (search.clock).
 
-The search command (commands/search_config.py), the plan (planner) and the Python API (`dt.search_config`) all
-run this one function."""
+The search command (commands/search_config.py), the planner (deployment.plan) and the Python API
+(`dt.search_config`) all run this one function."""
 from __future__ import annotations
 
 import logging
@@ -122,7 +123,8 @@ def _measure(run: _Run, store: SearchStore) -> Any:
                         open_loop_window_ms=run.settings.open_loop_window_ms) as measurer:
         outcome = Search(run.infos, measurer, store, run.settings, progress=job.progress, started=run.started).run()
     log.info(f"reused {outcome.reused_points} measured points from the checkpoint; measured {outcome.measured_points} "
-             "new ones")
+             "new ones" + (f"; open-loop rates: reused {outcome.reused_rates}, measured {outcome.measured_rates}"
+                           if outcome.reused_rates or outcome.measured_rates else ""))
     return outcome
 
 

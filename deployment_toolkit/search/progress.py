@@ -6,7 +6,7 @@ import logging
 import os
 import sys
 import time
-from typing import Callable
+from typing import Any, Callable
 
 from .stats import Noise
 
@@ -72,6 +72,18 @@ def noisy_host_warning(noise: Noise, cores: int) -> str:
     return (f"the baseline's throughput varies by {noise.throughput * 100:.0f}% between repeated measurements{busy}: "
             f"only gains above that count. Run the search on a quiet host, or lengthen the windows "
             f"(--measurement-interval)")
+
+
+def trial_line(t: Any, best: Any) -> str:
+    """One config's line once measured (or why not): a trials.Trial and its best point within the budget."""
+    head = f"[{t.stage}] {t.candidate.label()}"
+    if t.status != "measured":
+        return f"{head}: {t.status} - {t.reason}"
+    reused = "" if t.measured_points else " (all points from the checkpoint)"
+    if best is None:
+        return f"{head}: no point within budget; {t.sweep.stop_reason}{reused}"
+    return (f"{head}: {best.throughput:.1f} inf/s at concurrency {best.concurrency} (p99 {best.p99_ms:.1f} ms); "
+            f"stopped: {t.sweep.stop_reason}{reused}")
 
 
 def format_seconds(s: float) -> str:

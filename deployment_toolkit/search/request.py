@@ -1,8 +1,8 @@
 """What one config search is asked to do, typed: the model, its settings (trials.SearchSettings), the job (formats,
 where the artifacts, the winner and the results go, how earlier points are reused), the perf_analyzer options, the
 user's samples and the server's ports. `search_step` (orchestration.py) takes it; the command parses its flags into
-the same dataclasses (`config.add_arguments` / `from_args`), and a composite step (the plan, the Model Analyzer
-comparison) or the Python API (`dt.search_config`) builds them directly, so every door measures alike."""
+the same dataclasses (`config.add_arguments` / `from_args`), and a composite step (the plan, the lab's Model
+Analyzer comparison) or the Python API (`dt.search_config`) builds them directly, so every door measures alike."""
 from __future__ import annotations
 
 import argparse

@@ -6,6 +6,11 @@ artifact it served), concurrency and sample number, and carries when it was meas
 identity (results.identity: host, server, perf options, artifacts, input data, toolkit). A checkpoint of another
 identity is never reused: it is moved aside (results.ledger), or refused with --resume.
 
+The checkpoint also keeps the answers the search's clock gave (clock.SearchClock), with the settings they were
+given under and whether the search ran to its end: a rerun under the same settings is given the same answers, so it
+takes the same decisions and measures nothing that is stored (see clock.py); `search_complete` says whether a
+result folder holds a finished search (what a fanned-out search left, deployment.fanout).
+
 A refused or failed config is remembered with its cause: the config's own (the server refused it, it does not fit)
 is replayed by a rerun, one that came from the environment (the server died or was killed, a port, the disk) is
 measured again, since the next run may be on a healthy host; its points measured before the failure stay kept.
@@ -25,6 +30,7 @@ from ..results.run_folder import RunFolder
 from ..spec import atomic_write_text
 
 POINTS_FILE = "search_points.json"
+RUN_JSON = "run.json"  # results.run_folder's record, written once a search's outputs are
 ENVIRONMENT, CONFIG = "environment", "config"  # where a stored failure came from
 # what the host did to a config, not the config itself: the server died or was killed (from outside, by a restart),
 # a lost connection, a port, the disk. Memory is left out on purpose: a config that does not fit is its own failure.
@@ -110,6 +116,10 @@ class SearchStore:
         self.failures: dict[str, dict[str, str]] = {}
         self._loaded: set[str] = set()
         self.reused: set[str] = set()
+        self.clock_log: dict[str, Any] | None = None  # {"settings", "answers", "complete"}, as stored
+        self._clock: Any = None  # the clock of the search running now (attach_clock)
+        self._clock_settings = ""
+        self._clock_complete = False
 
     def open(self, fresh: bool = False, policy: str = "auto") -> "SearchStore":
         """Load the checkpoint when it was measured under this identity; else set it aside (or, with policy
@@ -127,6 +137,7 @@ class SearchStore:
                 self.points = {k: Point.from_dict(v) for k, v in data.get("points", {}).items()}
                 self.failures = dict(data.get("failures", {}))
                 self._loaded = set(self.points) | {f"fail:{k}" for k in self.failures}
+                self.clock_log = data.get("clock")
         self.folder.register()
         self._write()
         return self
@@ -172,6 +183,25 @@ class SearchStore:
         self.failures[candidate] = {"kind": kind, "reason": reason, "cause": failure_cause(reason)}
         self._write()
 
+    # ---- the clock's answers ----
+    def clock_replay(self, settings: str) -> list[list] | None:
+        """The stored answers of a search run under `settings` (clock.settings_key), None when there are none or
+        they were given under other settings."""
+        log = self.clock_log
+        if not log or log.get("settings") != settings:
+            return None
+        return [list(a) for a in log.get("answers", [])]
+
+    def attach_clock(self, clock: Any, settings: str) -> None:
+        """Keep `clock`'s answers with every save from now on (so an interrupted search keeps what it decided)."""
+        self._clock, self._clock_settings, self._clock_complete = clock, settings, False
+
+    def save_clock(self, complete: bool = False) -> None:
+        """Save the attached clock's answers now; `complete`: the search ran to its end."""
+        if self._clock is not None:
+            self._clock_complete = complete
+            self._write()
+
     @property
     def reused_points(self) -> int:
         return sum(1 for k in self.reused if not k.startswith("fail:"))
@@ -181,7 +211,33 @@ class SearchStore:
         return sum(1 for k in self.reused if k.startswith("fail:"))
 
     def _write(self) -> None:
+        if self._clock is not None:
+            self.clock_log = {"settings": self._clock_settings, "answers": list(self._clock.answers),
+                              "complete": self._clock_complete}
         doc = {"identity_id": self.identity.id, "identity": self.identity.to_dict(),
                "points": {k: p.to_dict() for k, p in sorted(self.points.items())},
                "failures": self.failures}
+        if self.clock_log is not None:
+            doc["clock"] = self.clock_log
         atomic_write_text(self.path, json.dumps(doc, indent=1) + "\n")
+
+
+def search_complete(result_dir: str | Path) -> tuple[bool, str]:
+    """(True, "") when `result_dir` holds a search that ran to its end and wrote its outputs; else (False, why),
+    one short clause. Read from the files alone (no identity: the folder may come from another, identical host)."""
+    path = Path(result_dir) / POINTS_FILE
+    if not path.exists():
+        return False, "never started" if not Path(result_dir).exists() else f"no {POINTS_FILE}"
+    try:
+        clock = json.loads(path.read_text()).get("clock") or {}
+    except (OSError, ValueError) as err:
+        return False, f"{POINTS_FILE} unreadable ({err})"
+    if not clock.get("complete"):
+        return False, "interrupted (its checkpoint is kept: a rerun resumes it)"
+    try:
+        kind = (json.loads((Path(result_dir) / RUN_JSON).read_text()).get("config") or {}).get("kind")
+    except (OSError, ValueError):
+        kind = None
+    if kind != "search":
+        return False, "measured, but its outputs were not written (a rerun writes them without measuring)"
+    return True, ""

@@ -261,9 +261,10 @@ def narrow_knee(take: Callable[[int], Point], policy: SweepPolicy, good: Point, 
         probes.append(c)
         lo, hi = (p, hi) if policy.within(p) else (lo, p)
     if probes:
-        result.stop_reason += (f"; knee at {lo.concurrency}..{hi.concurrency} (probed {', '.join(map(str, probes))})"
+        probed = ", ".join(map(str, probes))
+        result.stop_reason += (f"; knee at {lo.concurrency}..{hi.concurrency} (probed {probed})"
                                if hi.concurrency - lo.concurrency <= 1 else
-                               f"; narrowed to {lo.concurrency}..{hi.concurrency} (probed {', '.join(map(str, probes))})")
+                               f"; narrowed to {lo.concurrency}..{hi.concurrency} (probed {probed})")
 
 
 def _over(p: Point, policy: SweepPolicy) -> str:

@@ -31,6 +31,10 @@ class CandidateFailed(ToolkitError):
 
 
 class Measurer(Protocol):
+    """What measures candidates (triton.TritonMeasurer on the real server). Under --objective capacity it also has
+    `rate_point(candidate, rate, trial, store_key)`, and may have `stored_rate` with the same arguments: the stored
+    rate or None, read without loading the candidate (bench.Bench asks it first)."""
+
     def load(self, candidate: Candidate) -> None: ...
 
     def measure(self, candidate: Candidate, concurrency: int, sample: int, store_key: str) -> Point: ...
@@ -198,6 +202,9 @@ class SearchOutcome:
     reused_points: int
     wall_s: float
     stopped: str = ""
+    measured_rates: int = 0  # open-loop rates measured in this run (capacity.measure)
+    reused_rates: int = 0  # ... read back from the result folder's search_openloop.csv instead
+    replayed_answers: int = 0  # time answers taken from an earlier run of the same search (clock.py)
 
 
 @dataclass

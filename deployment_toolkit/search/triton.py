@@ -1,6 +1,7 @@
 """Measure candidates on the real embedded tritonserver through the perf suite.
 
-One server runs for the whole search in explicit model-control mode on a scratch repository. Each candidate
+One server runs for the whole search in explicit model-control mode on a scratch repository, started when the
+first candidate is loaded (a rerun that finds every point and rate stored starts none). Each candidate
 is written with `write_model` as its own model name (`<model>__<candidate slug>`), loaded, checked with one
 real request, measured point by point with `run_point`, then unloaded and deleted (so the scratch repository
 never holds more than one copy of the artifact). A config the server refuses is reported with the server's
@@ -94,7 +95,6 @@ class TritonMeasurer:
         if self.repository.exists():
             shutil.rmtree(self.repository)  # leftovers of an interrupted run
         self.repository.mkdir(parents=True)
-        self._start()
         return self
 
     def __exit__(self, *exc) -> None:
@@ -119,6 +119,8 @@ class TritonMeasurer:
 
     # ---- Measurer ---------------------------------------------------------------------------
     def load(self, candidate: Candidate) -> None:
+        if self.server is None:
+            self._start()
         info = self.formats[candidate.format]
         name = candidate_model_name(self.base_name, candidate)
         try:
@@ -140,6 +142,12 @@ class TritonMeasurer:
             self._discard(name)
             raise CandidateRefused(f"loaded but cannot answer: {err}") from err
 
+    def _per_request(self, info) -> float:
+        """Inferences per request: a batch-coupled model's stacked samples (data.whole), else 1."""
+        from ..data.whole import samples_per_request
+
+        return samples_per_request(info.manifest, self.options.input_data)
+
     def measure(self, candidate: Candidate, concurrency: int, sample: int, store_key: str) -> Point:
         name = candidate_model_name(self.base_name, candidate)
         info = self.formats[candidate.format]
@@ -149,7 +157,8 @@ class TritonMeasurer:
         try:
             with telemetry.scrape_during(metrics, name, self.metrics_period_s or telemetry.DEFAULT_PERIOD_S,
                                          log=_warn) as scraper:
-                result = run_point(PerfTarget(name, self.url, info.manifest, binary=self.binary), 1,
+                result = run_point(PerfTarget(name, self.url, info.manifest, binary=self.binary,
+                                              samples_per_request=self._per_request(info)), 1,
                                    Concurrency(concurrency), self.options, csv_path)
         except PerfAnalyzerError as err:
             died = self._restart_if_dead()
@@ -174,21 +183,39 @@ class TritonMeasurer:
         telemetry.record_point(self.work_dir, TELEMETRY_KIND, key, summary, scraper.samples, identity=POINT_KEYS)
         return point_figures(summary)
 
-    def rate_point(self, candidate: Candidate, rate: float, trial: int, store_key: str) -> "RatePoint":
-        """One open-loop rate (sizing.ratepoint: the toolkit's seeded Poisson schedule, p99 also from the intended
-        send time), stored under the candidate's key and resumed from the store."""
-        from ..sizing.ratepoint import Target, auto_window_ms, measure, open_loop_options
+    def _rate_target(self, candidate: Candidate, rate: float, store_key: str) -> Any:
+        """The open-loop target of a candidate at `rate` (sizing.ratepoint.Target; its window follows the rate). The
+        server's URLs are not part of a stored rate's key: without a server yet they are left empty."""
+        from ..sizing.ratepoint import Target, auto_window_ms, open_loop_options
         from ..sizing.ratestore import RateStore
 
         if self._rate_store is None:
             self._rate_store = RateStore(self.work_dir, RATE_FILE)
+        server = self.server
         info = self.formats[candidate.format]
-        target = Target(config=store_key, model_name=candidate_model_name(self.base_name, candidate), url=self.url,
-                        batch=1, signature=info.manifest, binary=self.binary,
-                        options=open_loop_options(self.options,
-                                                  window_ms=self.open_loop_window_ms or auto_window_ms(rate)),
-                        metrics_url=self.server.metrics_url if self.metrics_period_s and self.server.metrics_port
-                        else None)
+        return Target(config=store_key, model_name=candidate_model_name(self.base_name, candidate),
+                      url=self.url if server else "", batch=1, signature=info.manifest,
+                      binary=self.binary, samples_per_request=self._per_request(info),
+                      options=open_loop_options(self.options,
+                                                window_ms=self.open_loop_window_ms or auto_window_ms(rate)),
+                      metrics_url=server.metrics_url if server and self.metrics_period_s and server.metrics_port
+                      else None)
+
+    def stored_rate(self, candidate: Candidate, rate: float, trial: int, store_key: str) -> "RatePoint | None":
+        """The rate as stored in the result folder (the key sizing.ratepoint.measure looks up), or None: read
+        without a server or the candidate loaded."""
+        from ..sizing.ratepoint import RatePoint, point_key, round_rate
+
+        key = point_key(self._rate_target(candidate, rate, store_key), round_rate(rate), trial)
+        row = self._rate_store.get(key)
+        return RatePoint(key, row) if row is not None else None
+
+    def rate_point(self, candidate: Candidate, rate: float, trial: int, store_key: str) -> "RatePoint":
+        """One open-loop rate (sizing.ratepoint: the toolkit's seeded Poisson schedule, p99 also from the intended
+        send time), stored under the candidate's key and resumed from the store."""
+        from ..sizing.ratepoint import measure
+
+        target = self._rate_target(candidate, rate, store_key)
         try:
             return measure(target, rate, self._rate_store, self.raw_dir / "open_loop", trial, tag=candidate.slug)
         except PerfAnalyzerError as err:
