@@ -11,7 +11,7 @@
     run = dt.search_config("my_model/model.py", dt.SearchSettings(budget_ms=50, max_minutes=5),
                            dt.SearchJob(result_dir="results/search"))                         # a SearchRun
     fleet = dt.plan("my_model/model.py", dt.Demand(peak_rps=500, p99_ms=50, host_hour_cost=0.4),
-                    job=dt.SearchJob(result_dir="results/plan"))                                # a PlanResult
+                    job=dt.SearchJob(result_dir="results/plan"))            # a PlanResult (a DeploymentPlan of one)
 
 The settings are the commands' own typed dataclasses (SearchSettings, SearchJob, Demand, Checks, Deploy,
 ConvertOptions): each field carries its flag, unit, range and default, written once, so the command and the API
@@ -36,14 +36,14 @@ from .config import Format, Objective, PipelineLayout, Reuse, SharedMemory
 from .data.samples import DataSpec
 from .data.infer import inputs_from_data
 from .deployment.file import Deployment, load as load_deployment
-from .deployment.plan import DeploymentPlan, DeploymentPlanError, DeploymentSettings
+from .deployment.plan import DeploymentPlan, DeploymentPlanError, PlanError, PlanResult
+from .deployment.settings import Checks, Demand, Deploy, DeploymentSettings
 from .pipeline import PipelineRequest, PipelineRun, deploy_pipeline
 from .export import ConvertOptions, convert as _convert
 from .perf.analyzer import PerfOptions
 from .perf.offline import run_offline
 from .perf.online import run_online
 from .perf.sweep import ServerAt, SweepOutcome
-from .planner.pipeline import Checks, Demand, Deploy, PlanError, PlanResult
 from .repository import ConfigOptions, write_model
 from .server import LocalTritonServer, ServerConfig
 from .sources import ModelSource, ResolvedModel, parse_reference, resolve
@@ -240,31 +240,34 @@ def plan(model: Any, demand: Demand, settings: SearchSettings | None = None, job
          data: DataSpec | None = None, checks: Checks | None = None, deploy: Deploy | None = None,
          options: PerfOptions | None = None) -> PlanResult:
     """`deployment-toolkit plan` from Python (the command parses its flags into these same dataclasses and calls
-    this): convert and verify, the search ranked by open-loop capacity, the winner's sweep, the fleet plan for
-    `demand` (peak, SLO, headroom, prices, memory, --max-replicas), its confirmation under open-loop traffic (`checks`)
-    and the Kubernetes manifests (`deploy`), with plan.md/plan.html in `job.result_dir`. `settings`: the search's
-    (default: the plan's time limit; its budget is always the demand's p99). Returns the planner.PlanResult: `.plan`
-    (replicas, devices, cost), `.confirmation`, `.confirmed`, `.manifests`. A plan that cannot be made (no config
-    meets the SLO, the peak needs more than max_replicas) raises PlanError."""
-    from .planner import make_plan
+    this): one model is a deployment of one, planned by the one planner (`plan_deployment`): convert and verify, the
+    search ranked by open-loop capacity, the capacity held k of k, the replicas for `demand` (peak, SLO, headroom,
+    prices, memory, max_replicas), the confirmation under open-loop traffic with derating and the burst check
+    (`checks`) and the Kubernetes manifests (`deploy`), with plan.md/plan.html in `job.result_dir`. `settings`: the
+    search's (default: the plan's time limit; its budget is always the demand's p99). Returns the PlanResult (a
+    DeploymentPlan): `.replicas`, `.cost_per_hour`, `.groups`, `.confirmed`, `.manifests`, `.search`. A plan that
+    cannot be made (no config meets the SLO, the peak needs more than max_replicas) raises PlanError."""
+    from .deployment.one import plan_model
     from .search.trials import PLAN_MAX_MINUTES
 
     settings = settings or SearchSettings(budget_ms=demand.p99_ms, max_minutes=PLAN_MAX_MINUTES)
     request = _request(model, settings, job, data, options, "plan")
-    return make_plan(request, demand, checks or Checks(), deploy or Deploy())
+    return plan_model(request, demand, DeploymentSettings(checks or Checks(), deploy or Deploy()))
 
 
 def plan_deployment(deployment: Deployment | str | Path, settings: SearchSettings | None = None,
                     job: SearchJob | None = None, *, plan: DeploymentSettings | None = None,
-                    options: PerfOptions | None = None) -> DeploymentPlan:
+                    options: PerfOptions | None = None, only: int | None = None,
+                    gather: bool = False) -> DeploymentPlan:
     """`deployment-toolkit plan --deployment FILE` from Python: several models (a Deployment, or its YAML file) to
     one fleet plan confirmed under their mixed traffic. Each model is searched as `dt.plan` searches one, with
     `settings`, `job` and `options` as the template (its budget is the model's own p99 SLO, its folders the plan's);
-    its capacity alone and each shared group's mix capacity are held k of k (`plan.retests`) before a layout uses
-    them; the cheapest layout is confirmed per replica group. Writes plan.md/plan.html, run.json and the manifests
-    per group in `job.result_dir` (default results/plan-<deployment name>). Returns the DeploymentPlan (`.decision.
-    chosen`: which models share a replica and how many replicas; `.confirmed`); raises DeploymentPlanError when no
-    plan can be made."""
+    its capacity alone and each shared group's mix capacity are held k of k (`plan.checks.retests`) before a packing
+    uses them; the solver's packing is confirmed per replica group. Writes plan.md/plan.html, run.json and the manifests
+    per group in `job.result_dir` (default results/plan-<deployment name>). Returns the DeploymentPlan (`.groups`:
+    which models share a replica and how many replicas; `.packing`: the solver's cost, bound and gap; `.confirmed`);
+    raises DeploymentPlanError when no plan can be made. `only=i`: the i-th model's search alone (one index of a
+    fan-out job); `gather=True`: plan from the searches such a job left, refusing when one is missing."""
     from .deployment.plan import plan_deployment as _plan_deployment
     from .search.request import DEFAULT_PERF_OPTIONS, SearchRequest
     from .search.trials import PLAN_MAX_MINUTES
@@ -276,5 +279,5 @@ def plan_deployment(deployment: Deployment | str | Path, settings: SearchSetting
         job = dataclasses.replace(job, command=f"deployment_toolkit.api.plan_deployment({deployment.name!r}, ...)")
     settings = settings or SearchSettings(budget_ms=1.0, max_minutes=PLAN_MAX_MINUTES)  # budget: each model's SLO
     template = SearchRequest(source=None, settings=settings, job=job, options=options or DEFAULT_PERF_OPTIONS)
-    return _plan_deployment(deployment, out_dir, plan or DeploymentSettings(), template)
+    return _plan_deployment(deployment, out_dir, plan or DeploymentSettings(), template, only=only, gather=gather)
 

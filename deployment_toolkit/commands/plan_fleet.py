@@ -7,14 +7,16 @@ Exit status: 0 the plan is confirmed (derated first where the confirmation asked
 confirmation held (the last derated plan is written), 2 no plan (no config meets the SLO, the peak needs more than
 --max-replicas, bad input).
 
-With --deployment FILE (a YAML file of several models, each with its peak and p99 SLO, and the fleet's costs and
-limits: deployment_toolkit/deployment/file.py) the same search runs for each model under its own SLO, each
-capacity is re-tested until it holds k of k (--retests), the models are laid out on replicas by cost (which share
-one, measured under their mixed traffic) and the chosen fleet is confirmed with every model of a replica driven at
-once. --model, --peak-rps and --p99-ms come from the file then."""
+With --deployment FILE (a YAML file of models, each with its peak or traffic over time and its p99 SLO, and the
+fleet's costs and limits: deployment_toolkit/deployment/file.py) the same planner runs for each model under its own
+SLO: each capacity is re-tested until it holds k of k (--retests), a solver packs the models on replicas (which
+share one, measured under their mixed traffic) and each replica group is confirmed with all its models driven at
+once. --model, --peak-rps and --p99-ms come from the file then. One model without --deployment is a deployment of
+one: the same stages, the same report."""
 import argparse
 import shlex
 import sys
+from pathlib import Path
 
 from deployment_toolkit import cli
 from deployment_toolkit.config import add_arguments, from_args
@@ -36,7 +38,7 @@ PER_MODEL_FLAGS = {"model": "--model", "input_path": "--input-path", "budget_ms"
 def build_parser():
     """The search's flags (its time limit the plan's share) and the plan's: its Demand, Checks and Deploy fields."""
     from deployment_toolkit.commands.search_config import build_parser as search_parser
-    from deployment_toolkit.planner import Checks, Demand, Deploy
+    from deployment_toolkit.deployment.settings import Checks, Demand, Deploy, FanOut
     from deployment_toolkit.search.trials import PLAN_MAX_MINUTES
 
     p = search_parser(max_minutes=PLAN_MAX_MINUTES)
@@ -48,6 +50,7 @@ def build_parser():
     g = p.add_argument_group("several models (--deployment)")
     g.add_argument("--deployment", metavar="FILE", help="a YAML file of models with their peaks and SLOs, the fleet's "
                    "costs and limits: plan them as one fleet, confirmed under their mixed traffic")
+    add_arguments(p.add_argument_group("searches fanned out over identical hosts (with --deployment)"), FanOut)
     for action in p._actions:  # a plan ranks by open-loop capacity; make_plan refuses the other objectives
         if action.dest == "objective":
             action.help = argparse.SUPPRESS
@@ -58,26 +61,28 @@ def build_parser():
 
 def _required(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """--p99-ms and --peak-rps without --deployment; none of the per-model flags with it."""
-    if args.deployment is None:
+    if args.deployment is None and not any(getattr(args, d) for d in ("write_job", "search_only", "gather")):
         missing = [flag for dest, flag in (("budget_ms", "--p99-ms"), ("peak_rps", "--peak-rps"))
                    if getattr(args, dest) is None]
         if missing:
             p.error(f"the following arguments are required: {', '.join(missing)}")
         return
+    fan_out = [f for d, f in (("write_job", "--write-job"), ("search_only", "--search-only"), ("gather", "--gather"))
+               if getattr(args, d)]
+    if args.deployment is None and fan_out:
+        p.error(f"{', '.join(fan_out)}: the fan-out is of a deployment's searches: give --deployment FILE")
     given = [flag for dest, flag in PER_MODEL_FLAGS.items() if getattr(args, dest, None) not in (None, [], False)]
     if given:
         p.error(f"{', '.join(given)}: --deployment names each model, its peak and its SLO; drop them (or plan one "
                 "model without --deployment)")
 
 
-def deployment_plan(args: argparse.Namespace, command: str, result_dir: str | None = None):
+def deployment_plan(args: argparse.Namespace, command: str, result_dir: str | None = None, fan=None):
     """The search template from the flags, the deployment from the file, dt.plan_deployment: the DeploymentPlan
-    (`result_dir`: where it goes; default --result-path, then results/plan-<name>)."""
+    (`result_dir`: where it goes; default --result-path, then results/plan-<name>; `fan`: the FanOut flags)."""
     from deployment_toolkit import api
     from deployment_toolkit.config import from_args
-    from deployment_toolkit.deployment.plan import DeploymentSettings
     from deployment_toolkit.perf.analyzer import perf_options_from_args
-    from deployment_toolkit.planner import Checks, Deploy
     from deployment_toolkit.search.request import SearchJob, SearchServer
     from deployment_toolkit.search.trials import SearchSettings
 
@@ -87,49 +92,113 @@ def deployment_plan(args: argparse.Namespace, command: str, result_dir: str | No
                     perf_samples=getattr(args, "perf_samples", None), server=server, command=command)
     settings = from_args(SearchSettings, args, budget_ms=1.0)  # each model's own SLO replaces the budget
     shm = "system" if args.shared_memory == "auto" else args.shared_memory
-    checks, deploy = from_args(Checks, args), from_args(Deploy, args)
-    plan = DeploymentSettings(retests=checks.retests, trials=checks.trials, window_ms=checks.window_ms, k8s=deploy.k8s)
-    return api.plan_deployment(deployment, settings, job, plan=plan,
-                               options=perf_options_from_args(args, shared_memory=shm))
+    return api.plan_deployment(deployment, settings, job, plan=_settings(args),
+                               options=perf_options_from_args(args, shared_memory=shm),
+                               only=fan.index if fan is not None and fan.search_only else None,
+                               gather=bool(fan is not None and fan.gather))
 
 
-def plan_deployment(args: argparse.Namespace, command: str) -> int:
-    """`plan --deployment FILE`: the plan, then its fleet and confirmation in a few lines."""
-    result = deployment_plan(args, command)
-    chosen = result.decision.chosen
-    print(f"\nfleet: {chosen.describe()}" + (f", ${chosen.cost_per_hour:,.2f}/h" if chosen.cost_per_hour else ""))
+def write_job(args: argparse.Namespace, fan, argv: list[str]) -> int:
+    """`--write-job DIR`: the Indexed Job of the deployment's searches and the gathering job, validated, written;
+    nothing is searched. The pods take the deployment file from the inputs volume and the plan's other flags as
+    given here."""
+    from deployment_toolkit import api
+    from deployment_toolkit.deployment.fanout import (GATHER_FILE, JOB_FILE, JobSpec, gather_job, gpu_node_selector,
+                                                      search_job, write_jobs)
+    from deployment_toolkit.errors import UserInputError
+    from deployment_toolkit.repository.config import host_has_gpu
+    from deployment_toolkit.results.runinfo import gpu_info
+
+    deployment = api.load_deployment(args.deployment)
+    selector = {}
+    for item in fan.node_selector:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UserInputError(f"--node-selector {item!r}: give KEY=VALUE, e.g. nvidia.com/gpu.product=NVIDIA-H100")
+        selector[key] = value
+    gpus = gpu_info() if host_has_gpu() else []
+    if not selector and isinstance(gpus, list) and gpus:
+        selector = gpu_node_selector(str(gpus[0].get("name", "")))
+    if not selector:
+        raise UserInputError("--write-job: this host has no GPU to name the pods' nodes by: give --node-selector "
+                             "KEY=VALUE for the hosts the searches must run on (identical to each other)")
+    spec = JobSpec(image=fan.job_image, node_selector=selector, args=tuple(_passed_on(argv)))
+    file = f"{spec.inputs_mount}/{Path(args.deployment).name}"
+    result = f"{spec.results_mount}/plan-{deployment.name}"
+    paths, checks = write_jobs({JOB_FILE: search_job(file, len(deployment.models), result, spec),
+                                GATHER_FILE: gather_job(file, result, spec)}, fan.write_job)
+    for line in checks:
+        print(line)
+    print(f"search job ({len(deployment.models)} indexes, one per model): {paths[JOB_FILE]}\n"
+          f"gathering job (once every index succeeded): {paths[GATHER_FILE]}")
+    return 0
+
+
+def _passed_on(argv: list[str]) -> list[str]:
+    """The plan's flags as given, less those the jobs set themselves (the file, the folders, the fan-out's own)."""
+    own = {"--deployment": 1, "--result-path": 1, "--workspace": 1, "--write-job": 1, "--job-image": 1,
+           "--node-selector": 1, "--gather": 0, "--search-only": 0, "--index": 1}
+    out, skip = [], 0
+    for arg in argv:
+        if skip:
+            skip -= 1
+            continue
+        name = arg.split("=", 1)[0]
+        if name in own:
+            skip = own[name] if "=" not in arg else 0
+            continue
+        out.append(arg)
+    return out
+
+
+def _settings(args: argparse.Namespace):
+    from deployment_toolkit.deployment.settings import Checks, Deploy, DeploymentSettings
+
+    return DeploymentSettings(from_args(Checks, args), from_args(Deploy, args))
+
+
+def report(result) -> int:
+    """The fleet, each group's confirmation and where the report is, in a few lines; the exit status."""
+    cost = f", ${result.cost_per_hour:,.2f}/h" if result.cost_per_hour is not None else ""
+    print(f"\nfleet: {result.replicas} replica(s){cost}")
+    for g in result.groups:
+        configs = ", ".join(f"{n} `{result.models[n].config}`" for n in g.models)
+        print(f"  {' + '.join(g.models)}: {g.replicas} replica(s) ({configs})")
     for c in result.confirmations:
-        for name in c.models:
-            print(f"  {name}: SLO held in {c.passed(name)} of {len(c.points)} confirmation rounds")
+        print(f"  confirmation: {c.summary()}")
+    if result.confirmed is None:
+        print("  not confirmed (--no-confirm)")
     print(f"report: {result.out_dir / 'plan.md'} and {result.out_dir / 'plan.html'}")
-    return 0 if result.confirmed else cli.EXIT_NOT_MET
+    return cli.EXIT_NOT_MET if result.confirmed is False else 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Parse the flags into the typed settings, run `dt.plan` (api.plan) on them, print the plan."""
+    """Parse the flags into the typed settings, run `dt.plan` (one model) or `dt.plan_deployment` on them: the same
+    planner either way; print the plan."""
     from deployment_toolkit import api
     from deployment_toolkit.commands.search_config import request_from_args
-    from deployment_toolkit.planner import Checks, Demand, Deploy, check_demand
+    from deployment_toolkit.deployment.settings import Checks, Demand, Deploy, FanOut, check_demand
 
     parser = build_parser()
     args = parser.parse_args(argv)
     _required(parser, args)
     command = shlex.join(["deployment-toolkit", "plan", *(argv if argv is not None else sys.argv[1:])])
     if args.deployment is not None:
-        return plan_deployment(args, command)
+        fan = from_args(FanOut, args)
+        if fan.write_job:
+            return write_job(args, fan, argv if argv is not None else sys.argv[1:])
+        result = deployment_plan(args, command, fan=fan)
+        if fan.search_only:
+            model = next(iter(result.models.values()))
+            print(f"\nsearch of {model.entry.name} (index {fan.index}): `{model.config}`, {model.found:,.1f} inf/s "
+                  f"alone within p99 <= {model.entry.p99_ms:g} ms, in {model.search.result_dir}")
+            return 0
+        return report(result)
     demand = from_args(Demand, args, p99_ms=args.budget_ms)
     check_demand(demand)  # the demand's bad input first, then the search's flags
     request = request_from_args(args, command)
-    result = api.plan(request.source, demand, request.settings, request.job, data=request.data,
-                      checks=from_args(Checks, args), deploy=from_args(Deploy, args), options=request.options)
-    plan = result.plan
-    print(f"\nplan: {plan.replicas} replica(s) of {result.search.outcome.decision.winner.candidate.slug} "
-          f"({plan.replica_capacity:,.1f} inf/s each), {plan.devices} {plan.run.unit}(s)"
-          + (f", ${plan.cost_h:,.2f}/h" if plan.cost_h is not None else ""))
-    if result.confirmation is not None:
-        print(f"confirmation: {result.confirmation.summary()}")
-    print(f"report: {result.out_dir / 'plan.md'} and {result.out_dir / 'plan.html'}")
-    return cli.EXIT_NOT_MET if result.confirmed is False else 0
+    return report(api.plan(request.source, demand, request.settings, request.job, data=request.data,
+                           checks=from_args(Checks, args), deploy=from_args(Deploy, args), options=request.options))
 
 
 if __name__ == "__main__":

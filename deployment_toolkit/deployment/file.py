@@ -13,13 +13,14 @@ models:
     model: examples/token_classifier/model.py
     model_args: {vocab_size: 1000}
     checkpoint: tagger.safetensors
-    peak_rps: 40
-    p99_ms: 100
+    traffic: tagger_day.csv        # optional: its rate over time (time,rate rows; HH:MM, seconds or ISO-8601)
+    p99_ms: 100                    # with traffic, peak_rps is optional (the series' peak; given: scaled to it)
 costs: {host_hour: 1.2, gpu_hour: 4.0}
-limits: {max_replicas: 20, headroom: 0.2, host_memory_gb: 64}
+limits: {max_replicas: 20, headroom: 0.2, host_memory_gb: 64, max_models: 8}
 ```
 Relative paths are read from the file's folder. Every number is checked as the command line checks it (finite, in
-range, with its unit) and every mistake is one line naming the key.
+range, with its unit) and every mistake is one line naming the key, on read, before anything is converted: names
+by Triton's rules and against every model the plan writes, paths (a model file too) and traffic files.
 """
 from __future__ import annotations
 
@@ -33,17 +34,15 @@ from ..config.fields import MAX_HEADROOM, MAX_HOUR_COST, MAX_LATENCY_MS, MAX_MEM
 from ..errors import UserFileNotFoundError, UserInputError
 from ..repository.names import check_model_name
 
-MAX_MODELS = 16  # co-location is decided over every grouping of the models: 16 is already far past any fleet
-
-
 @dataclass(frozen=True)
 class ModelEntry:
     """One model of the deployment and the traffic it must hold."""
 
     name: str
     model: str  # the reference, as the command line takes it
-    peak_rps: float = setting(unit="inferences/s", low=0, low_open=True, high=MAX_RATE)
-    p99_ms: float = setting(unit="ms", low=0, low_open=True, high=MAX_LATENCY_MS)
+    peak_rps: float = setting(unit="inferences/s", low=0, low_open=True, high=MAX_RATE,
+                              help="inferences/s at its peak (with traffic: the series is scaled to it)")
+    p99_ms: float = setting(unit="ms", low=0, low_open=True, high=MAX_LATENCY_MS, help="its p99 latency SLO")
     data: Path | None = None  # a folder of .npy/.npz samples (or the folder the dataloader reads)
     dataloader: Path | None = None  # the user's dataloader.py
     checkpoint: Path | None = None
@@ -52,6 +51,8 @@ class ModelEntry:
     postprocess: Path | None = None
     raw_data: Path | None = None  # the raw samples (bytes, text) a pipeline's clients send
     layout: PipelineLayout = PipelineLayout.ENSEMBLE  # a pipeline as an ensemble, or fused into one model
+    traffic: Path | None = None  # a CSV of time,rate: its rate over time (peaks that do not coincide share)
+    peak_given: bool = True  # False: peak_rps is the traffic's own peak (only `traffic:` was given)
 
     def __post_init__(self) -> None:
         check_numbers(self)
@@ -90,6 +91,7 @@ class Limits:
     headroom: float | None = setting(None, low=0, high=MAX_HEADROOM)  # default: from the capacity's spread
     host_memory_gb: float | None = setting(None, unit="GB", low=0, low_open=True, high=MAX_MEMORY_GB)
     gpu_memory_gb: float | None = setting(None, unit="GB", low=0, low_open=True, high=MAX_MEMORY_GB)
+    max_models: int | None = setting(None, low=1, high=10_000)  # models one server may load
 
     def __post_init__(self) -> None:
         check_numbers(self)
@@ -106,9 +108,6 @@ class Deployment:
     def __post_init__(self) -> None:
         if not self.models:
             raise UserInputError(f"{self._where()}: no models: list at least one under 'models:'")
-        if len(self.models) > MAX_MODELS:
-            raise UserInputError(f"{self._where()}: {len(self.models)} models; at most {MAX_MODELS} are planned "
-                                 "together: split the deployment into fleets")
         seen: dict[str, int] = {}
         for i, m in enumerate(self.models):
             if m.name in seen:
@@ -123,7 +122,7 @@ class Deployment:
         return next(m for m in self.models if m.name == name)
 
 
-_PATHS = ("data", "dataloader", "checkpoint", "preprocess", "postprocess", "raw_data")
+_PATHS = ("data", "dataloader", "checkpoint", "preprocess", "postprocess", "raw_data", "traffic")
 
 
 def _keys(section: str, given: Mapping[str, Any], cls: type, skip: tuple[str, ...] = ()) -> None:
@@ -155,15 +154,20 @@ def _number(value: Any, key: str) -> Any:
 def _model(raw: Any, index: int, folder: Path, where: str) -> ModelEntry:
     section = f"{where}: models[{index}]"
     raw = _mapping(raw, section)
-    _keys(section, raw, ModelEntry)
-    for key in ("name", "model", "peak_rps", "p99_ms"):
+    _keys(section, raw, ModelEntry, skip=("peak_given",))
+    for key in ("name", "model", "p99_ms"):
         if raw.get(key) in (None, ""):
-            raise UserInputError(f"{section}: '{key}' is missing (each model needs name, model, peak_rps, p99_ms)")
+            raise UserInputError(f"{section}: '{key}' is missing (each model needs name, model, peak_rps or "
+                                 "traffic, p99_ms)")
+    if raw.get("peak_rps") in (None, "") and raw.get("traffic") in (None, ""):
+        raise UserInputError(f"{section}: 'peak_rps' is missing: give its peak (inferences/s) or its traffic over "
+                             "time (traffic: a CSV of time,rate)")
     values: dict[str, Any] = {"name": str(raw["name"]), "model": str(raw["model"])}
     check_model_name(values["name"], f"{where}: models[{index}].name")
     section = f"{where}: models[{index}] ({values['name']})"
-    for key in ("peak_rps", "p99_ms"):
-        values[key] = _number(raw[key], f"{section}: {key}")
+    values["p99_ms"] = _number(raw["p99_ms"], f"{section}: p99_ms")
+    if raw.get("peak_rps") not in (None, ""):
+        values["peak_rps"] = _number(raw["peak_rps"], f"{section}: peak_rps")
     for key in _PATHS:
         if raw.get(key) is not None:
             path = Path(str(raw[key])).expanduser()
@@ -176,6 +180,16 @@ def _model(raw: Any, index: int, folder: Path, where: str) -> ModelEntry:
     if raw.get("model_args") is not None:
         values["model_args"] = dict(_mapping(raw["model_args"], f"{section}: model_args"))
     values["model"] = _model_reference(values["model"], folder, f"{where}: models[{index}].model")
+    if "peak_rps" not in values:  # the traffic's own peak, read now: its mistakes are said on read too
+        from .traffic import read_csv
+
+        values["peak_rps"], values["peak_given"] = read_csv(values["traffic"]).peak, False
+        if not values["peak_rps"] > 0:
+            raise UserInputError(f"{section}: traffic {values['traffic']} is 0 inferences/s throughout: give a peak")
+    elif "traffic" in values:
+        from .traffic import read_csv
+
+        read_csv(values["traffic"])
     try:
         return ModelEntry(**values)
     except UserInputError as err:

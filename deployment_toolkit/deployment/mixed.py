@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import resource
+import time
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -47,6 +49,14 @@ class MixPoint:
     rate: float  # total inferences/s offered
     points: dict[str, RatePoint]
     slos: dict[str, float]
+    client_cpu_s: float = math.nan  # CPU seconds the load generator (one perf_analyzer per model) used
+    wall_s: float = math.nan
+
+    @property
+    def client_cores(self) -> float:
+        """Cores the load generator kept busy on average: beside the server's on the same host, they are cores
+        the server did not have."""
+        return self.client_cpu_s / self.wall_s if self.wall_s and self.wall_s > 0 else math.nan
 
     def passes(self, slo_ms: float | None = None) -> bool:  # each model against its own SLO
         return all(p.passes(self.slos[name]) for name, p in self.points.items())
@@ -87,6 +97,9 @@ def windowed(target: Target, rate: float) -> Target:
     return dataclasses.replace(target, options=dataclasses.replace(target.options, measurement_interval_ms=window))
 
 
+_windowed = windowed  # Mix.at_rates has a parameter of that name
+
+
 class Mix:
     """A group of models on one server, measured together; each model's points in `<out_dir>/<model>/`."""
 
@@ -110,16 +123,23 @@ class Mix:
         """All models at once at `total` inferences/s, each its share: the point the mix capacity bisects."""
         return self.at_rates(self.shares(total), trial, tag)
 
-    def at_rates(self, rates: Mapping[str, float], trial: int = 1, tag: str = "") -> MixPoint:
+    def at_rates(self, rates: Mapping[str, float], trial: int = 1, tag: str = "", windowed: bool = True) -> MixPoint:
         """All models at once, each at its own inferences/s, one perf_analyzer each (a confirmation sends the
-        planned per-replica rates)."""
+        planned per-replica rates); `windowed=False` keeps the targets' own windows (a burst of fixed length)."""
         requests = {m.name: round_rate(rates[m.name] / max(m.target.batch, 1)) for m in self.members}
+        before, started = resource.getrusage(resource.RUSAGE_CHILDREN), time.monotonic()
         with ThreadPoolExecutor(max_workers=len(self.members), thread_name_prefix="mix") as pool:
-            futures = {m.name: pool.submit(measure, windowed(m.target, requests[m.name]), requests[m.name],
+            futures = {m.name: pool.submit(measure, _windowed(m.target, requests[m.name]) if windowed else m.target,
+                                           requests[m.name],
                                            self.stores[m.name],
                                            self.out_dir / m.name, trial, tag) for m in self.members}
             points = {name: f.result() for name, f in futures.items()}
-        return MixPoint(sum(rates.values()), points, {m.name: m.slo_ms for m in self.members})
+        # the perf_analyzers are this process's children, each waited for: their CPU is the client's (a point
+        # replayed from the store measured nothing, and counts nothing)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+        return MixPoint(sum(rates.values()), points, {m.name: m.slo_ms for m in self.members}, cpu,
+                        time.monotonic() - started)
 
 
 __all__ = ["Member", "Mix", "MixPoint", "member_target"]

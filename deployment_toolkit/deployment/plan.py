@@ -1,15 +1,20 @@
-"""`plan --deployment FILE`: several models to one fleet plan confirmed under their mixed traffic.
+"""The one planner: a deployment of one model or a hundred to one fleet plan, packed by a solver and confirmed under
+each replica group's mixed open-loop traffic. `plan` for one model is a deployment of one entry.
 
-1. each model, as `plan` takes one: converted, verified and searched under its own SLO, ranked by open-loop
-   capacity; every winner written to one model repository (search.orchestration via `search_step`);
-2. one embedded server holding every winner; each model's capacity alone re-tested until it holds k of k at the
-   rate itself (holding.hold);
-3. the layout: which models share a replica, priced over every grouping, a shared group's mix capacity measured
-   (mixed.Mix: every model of the group at once, traffic split as the peaks) and held k of k before it is used
-   (colocate.decide);
-4. the confirmation: each group of the chosen layout driven at its planned per-replica rates, all its models at
-   once, `trials` times, each model's p99 from the intended send time against its own SLO;
-5. the Kubernetes manifests per group (report.py) and plan.md / plan.html.
+1. each model, searched once: converted, verified and its config searched under its own SLO, ranked by open-loop
+   capacity; every winner written to one model repository (search.orchestration via `search_step`). Each search
+   writes only its own folder (`<plan>/models/<name>/search`), so `--search-only --index I` runs one of them (a
+   Kubernetes Indexed Job: fanout.py) and the gathering run replays them;
+2. pipelines written around their winners (pre/post-processing as an ensemble or fused);
+3. one embedded server holding every winner: each model's resident memory, pipelines verified against their steps
+   in-process, each capacity alone held k of k at the rate itself (sizing.holding);
+4. which models share a replica and how many replicas each group needs: a MILP (packing.py, HiGHS) on the held
+   capacities, memory and each model's traffic over time; only the shared groups of the chosen packing are
+   measured under their mixed traffic and held; a group that falls short lowers its members' sharing factors and
+   the models are packed again with what it showed, never by measuring alternatives;
+5. each group confirmed at its worst time slice's rates (derated and confirmed again where it fails) and its burst
+   check (confirm.py);
+6. the Kubernetes manifests per group and plan.md / plan.html (report.py).
 
 Each stage's typed result goes to the next in memory (DeploymentPlan); measured points are stored in the run
 folder, so a rerun of the same command replays what was measured and measures only what is missing.
@@ -17,36 +22,29 @@ folder, so a rerun of the same command replays what was measured and measures on
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..config import check_numbers, setting
+from ..config import StepStatus
 from ..steps import StepRunner
+from .confirm import GroupConfirmation, burst_group, confirm_group
 from .errors import DeploymentPlanError
-from .colocate import Decision, GroupCapacity, decide
+from .fanout import search_dir
 from .file import Deployment, ModelEntry
+from .groups import MeasuredGroup, mix_of, pack_measured, traffic_of
+from .mixed import windowed
+from .packing import PackedGroup, Packing
+from .settings import DeploymentSettings
+from .traffic import Traffic
 from ..sizing.holding import Holding, Judged, hold
-from .mixed import Member, Mix, MixPoint, member_target, windowed
 
 if TYPE_CHECKING:
     from ..search.request import SearchRequest
 
-DEFAULT_HEADROOM = 0.2
-
-
-@dataclass(frozen=True)
-class DeploymentSettings:
-    """How hard a deployment plan re-tests and confirms (each model's search takes the search's own settings)."""
-
-    retests: int = setting(3, low=0, high=20)  # k: a capacity is used once it held k of k re-tests (--retests)
-    trials: int = setting(3, low=1, high=20)  # confirmation rounds of the chosen fleet (--confirm-trials)
-    window_ms: int = setting(2000, unit="ms", low=50, high=60_000)  # perf_analyzer's window in re-tests and rounds
-    k8s: bool = True
-
-    def __post_init__(self) -> None:
-        check_numbers(self)
+log = logging.getLogger(__name__)
 
 
 def workspace_of(deployment: Deployment, template: "SearchRequest") -> Path:
@@ -58,17 +56,24 @@ def workspace_of(deployment: Deployment, template: "SearchRequest") -> Path:
 def search_request(entry: ModelEntry, template: "SearchRequest", out_dir: Path, workspace: Path,
                    repository: Path) -> "SearchRequest":
     """One model's search: the template's settings, job and perf options (the command's flags or the API's
-    dataclasses), with the model, its SLO as the budget, its samples, and this plan's repository and folders."""
+    dataclasses), with the model, its SLO as the budget, its samples, and this plan's repository and folders. A
+    template that carries its own source (a plan of one model: `plan --model`, dt.plan) keeps it and its data."""
     from ..config import Objective
     from ..data.samples import DataSpec
     from ..sources import parse_reference
 
-    source = parse_reference(entry.model, preset=template.job.preset,
-                             checkpoint=str(entry.checkpoint) if entry.checkpoint else None,
-                             kwargs=dict(entry.model_args))
-    data = DataSpec(str(entry.data) if entry.data else (None if entry.dataloader else "synthetic"),
-                    str(entry.dataloader) if entry.dataloader else None)
-    job = dataclasses.replace(template.job, result_dir=out_dir / "models" / entry.name / "search",
+    source, data = template.source, template.data
+    if source is None:
+        source = parse_reference(entry.model, preset=template.job.preset,
+                                 checkpoint=str(entry.checkpoint) if entry.checkpoint else None,
+                                 kwargs=dict(entry.model_args))
+        data = DataSpec(str(entry.data) if entry.data else (None if entry.dataloader else "synthetic"),
+                        str(entry.dataloader) if entry.dataloader else None)
+    from .pipelines import search_inputs
+
+    # a network behind a preprocess is fed what the preprocess gives on the raw samples (no get_signature needed)
+    source, data = search_inputs(entry, source, data, out_dir / "models" / entry.name / "network_inputs")
+    job = dataclasses.replace(template.job, result_dir=search_dir(out_dir, entry.name),
                               model_repository=repository, model_name=entry.name, workspace=workspace / entry.name)
     settings = dataclasses.replace(template.settings, budget_ms=entry.p99_ms, objective=Objective.CAPACITY)
     return dataclasses.replace(template, source=source, settings=settings, job=job, data=data)
@@ -82,6 +87,7 @@ class ModelPlan:
     holding: Holding | None = None
     target: Any = None  # sizing.ratepoint.Target on the deployment's server (a pipeline's: its ensemble)
     pipeline: Any = None  # pipelines.ServedPipeline: pre/post-processing around the network
+    data: str = ""  # where its measuring inputs came from (DataSpec.describe)
 
     @property
     def capacity(self) -> float | None:
@@ -89,22 +95,7 @@ class ModelPlan:
 
     @property
     def config(self) -> str:
-        winner = self.search.outcome.decision.winner
-        return winner.candidate.slug
-
-
-@dataclass
-class GroupConfirmation:
-    models: tuple[str, ...]
-    rates: dict[str, float]
-    points: list[MixPoint] = field(default_factory=list)
-
-    def passed(self, name: str) -> int:
-        return sum(p.points[name].passes(p.slos[name]) for p in self.points)
-
-    @property
-    def held(self) -> bool:
-        return all(self.passed(n) == len(self.points) for n in self.models)
+        return self.search.outcome.decision.winner.candidate.slug
 
 
 @dataclass
@@ -115,11 +106,15 @@ class DeploymentPlan:
     settings: DeploymentSettings
     resolution: float  # the searches' --capacity-resolution: the ensembles' and shared groups' bisections stop there
     models: dict[str, ModelPlan] = field(default_factory=dict)
-    headroom: float = DEFAULT_HEADROOM
+    headroom: float = 0.2
+    headroom_note: str = ""
     price_per_replica: float | None = None
     device: str = ""
-    decision: Decision | None = None
-    groups: dict[tuple[str, ...], Holding] = field(default_factory=dict)  # shared groups' held mix capacity
+    traffic: Traffic | None = None
+    packings: list[Packing] = field(default_factory=list)  # every packing, the first on capacities alone
+    measured: dict[tuple[str, ...], MeasuredGroup] = field(default_factory=dict)
+    apart: list[tuple[str, ...]] = field(default_factory=list)  # groups that held no rate together
+    sharing: dict[str, float] = field(default_factory=dict)  # each model's sharing factor, as last fitted
     memory: Any = None  # memory.Footprints: each model's share of a replica's memory
     confirmations: list[GroupConfirmation] = field(default_factory=list)
     manifests: dict[str, Path] = field(default_factory=dict)
@@ -127,27 +122,68 @@ class DeploymentPlan:
     workspace: Path | None = None
 
     @property
-    def confirmed(self) -> bool:
-        return bool(self.confirmations) and all(c.held for c in self.confirmations)
+    def packing(self) -> Packing | None:
+        return self.packings[-1] if self.packings else None
+
+    @property
+    def groups(self) -> tuple[PackedGroup, ...]:
+        """The final groups: the packing's, with the replicas and rates their confirmation settled on."""
+        if self.packing is None:
+            return ()
+        confirmed = {c.models: c for c in self.confirmations}
+        return tuple(dataclasses.replace(g, replicas=confirmed[g.models].replicas, rates=confirmed[g.models].rates)
+                     if g.models in confirmed else g for g in self.packing.groups)
+
+    @property
+    def replicas(self) -> int:
+        return sum(g.replicas for g in self.groups)
+
+    @property
+    def cost_per_hour(self) -> float | None:
+        return None if self.price_per_replica is None else self.replicas * self.price_per_replica
+
+    @property
+    def confirmed(self) -> bool | None:
+        """True: every group held (derated first where it had to be); False: a group did not; None: not confirmed
+        (--no-confirm)."""
+        if not self.confirmations:
+            return None
+        return all(c.passed for c in self.confirmations)
 
     @property
     def code(self) -> int:
-        return 0 if self.confirmed or not self.confirmations else 1
+        return 1 if self.confirmed is False else 0
+
+    @property
+    def search(self) -> Any:
+        """The search of a plan of one model (dt.plan)."""
+        return next(iter(self.models.values())).search if len(self.models) == 1 else None
+
+    def served(self) -> dict[str, tuple[str, ...]]:
+        """Each entry's models on the server: the network, or its pipeline's steps, network and ensemble."""
+        return {n: (m.pipeline.models if m.pipeline is not None else (m.search.model_name,))
+                for n, m in self.models.items()}
+
+    def stage(self, name: str) -> StepStatus | None:
+        """How a stage ended (None: it did not run)."""
+        status = self.steps.status(name)
+        return None if status is None else StepStatus(status)
 
 
 def _search(entry: ModelEntry, plan: DeploymentPlan, template: "SearchRequest") -> ModelPlan:
     from ..search.orchestration import search_step
     from ..search.trials import SearchError
 
+    request = search_request(entry, template, plan.out_dir, plan.workspace, plan.repository)
     try:
-        run = search_step(search_request(entry, template, plan.out_dir, plan.workspace, plan.repository))
+        run = search_step(request)
     except SearchError as err:
         raise DeploymentPlanError(f"{entry.name}: the search could not run: {err}") from None
     winner = run.outcome.decision.winner
     if winner is None or winner.capacity is None or winner.capacity.result.capacity is None:
         why = run.outcome.decision.message if winner is None else winner.detail
         raise DeploymentPlanError(f"{entry.name}: no config holds p99 <= {entry.p99_ms:g} ms: {why}")
-    return ModelPlan(entry, run, float(winner.capacity.result.capacity))
+    return ModelPlan(entry, run, float(winner.capacity.result.capacity), data=request.data.describe())
 
 
 def _target(model: ModelPlan, url: str, metrics_url: str | None, window_ms: int):
@@ -155,9 +191,11 @@ def _target(model: ModelPlan, url: str, metrics_url: str | None, window_ms: int)
 
     fmt = model.search.outcome.decision.winner.candidate.format
     manifest = next(f.manifest for f in model.search.formats if f.format == fmt)
+    from ..data.whole import samples_per_request
+
     options = open_loop_options(model.search.options, window_ms=window_ms)
     return Target(f"{model.entry.name}/{model.config}", model.search.model_name, url, 1, manifest.signature, options,
-                  metrics_url=metrics_url)
+                  metrics_url=metrics_url, samples_per_request=samples_per_request(manifest, options.input_data))
 
 
 def _held_alone(model: ModelPlan, out_dir: Path, retests: int, resolution: float) -> Holding:
@@ -166,7 +204,8 @@ def _held_alone(model: ModelPlan, out_dir: Path, retests: int, resolution: float
     network's capacity re-tested downward (a Python step in front of an 8,000 inf/s network held 600); a bare
     network starts from what its search found."""
     from ..sizing.capacity import search
-    from ..sizing.ratepoint import closed_loop_seed, measure
+    from ..sizing.ratepoint import measure
+    from ..sizing.seed import closed_loop_seed
     from ..sizing.ratestore import RateStore
 
     store = RateStore(out_dir)
@@ -176,55 +215,26 @@ def _held_alone(model: ModelPlan, out_dir: Path, retests: int, resolution: float
         found = search(lambda rate: measure(windowed(model.target, rate), rate, store, out_dir, 1, "ensemble"),
                        seed, slo, resolution=resolution).capacity
         if found is None:
-            return Holding(model.found, None, retests)
+            return Holding(seed, None, retests)
         model.found = found
+    if not retests:
+        return Holding(model.found, model.found, 0)
     return hold(lambda rate, trial: Judged(measure(windowed(model.target, rate), rate, store, out_dir, trial, "hold"),
                                             slo), model.found, retests)
 
 
+# ---- confirmation ----------------------------------------------------------------------------------
 
-def _mix(plan: DeploymentPlan, group: tuple[str, ...], fresh: bool = False, tag: str = "mix") -> Mix:
-    label = "+".join(group)
-    peaks = {n: plan.deployment.model(n).peak_rps for n in group}
-    total = sum(peaks.values())
-    members = [Member(n, member_target(plan.models[n].target, label), peaks[n] / total,
-                      plan.deployment.model(n).p99_ms) for n in group]
-    return Mix(members, plan.out_dir / tag / label, fresh=fresh)
-
-
-def _measure_group(plan: DeploymentPlan, group: tuple[str, ...]) -> GroupCapacity:
-    """A shared group's mix capacity: bisected, then held k of k (sizing.capacity.search on mix points)."""
-    from ..sizing.capacity import search
-    from ..sizing.ratepoint import ClientLimited
-    from .colocate import estimate
-
-    misfit = plan.memory.misfit(group) if plan.memory is not None else ""
-    if misfit:
-        return GroupCapacity(None, misfit)
-    mix = _mix(plan, group)
-    peaks = {n: plan.deployment.model(n).peak_rps for n in group}
-    alone = {n: plan.models[n].capacity or 0.0 for n in group}
-    seed = estimate(group, peaks, alone).rate or 1.0
-    try:
-        found = search(lambda total: mix.measure(total), seed, 1.0, 1, plan.resolution).capacity
-    except ClientLimited as err:
-        return GroupCapacity(None, f"the client could not send the mix: {err}")
-    if found is None:
-        return GroupCapacity(None, "no total rate kept every model within its SLO")
-    held = hold(lambda total, trial: mix.measure(total, trial, "hold"), found, plan.settings.retests)
-    plan.groups[group] = held
-    return GroupCapacity(held.rate, "" if held.rate else held.text())
-
-
-def _confirm(plan: DeploymentPlan) -> list[GroupConfirmation]:
-    out = []
-    for group in plan.decision.chosen.groups:
-        mix = _mix(plan, group.models, fresh=True, tag="confirm")
-        confirmation = GroupConfirmation(group.models, dict(group.rates))
-        for trial in range(1, plan.settings.trials + 1):
-            confirmation.points.append(mix.at_rates(group.rates, trial, "confirm"))
-        out.append(confirmation)
-    return out
+def _confirm(plan: DeploymentPlan, group: PackedGroup) -> GroupConfirmation:
+    """The group at its worst slice's rates (derated where it fails), then its burst check."""
+    checks = plan.settings.checks
+    load = {n: group.rates[n] * group.replicas for n in group.models}  # the fleet's, headroom in
+    mix = mix_of(plan, group.models, dict(group.rates), "confirm", fresh=True)
+    confirmation = confirm_group(mix, load, group.replicas, checks.rounds, checks.trials)
+    if confirmation.passed and checks.burst_factor:
+        peak = {n: r / (1 + plan.headroom) for n, r in load.items()}
+        confirmation.burst = burst_group(mix, peak, confirmation.replicas, checks.burst_factor, checks.burst_seconds)
+    return confirmation
 
 
 def _price(plan: DeploymentPlan) -> float | None:
@@ -236,84 +246,123 @@ def _price(plan: DeploymentPlan) -> float | None:
     return Prices(dict(costs.by_device), costs.gpu_hour, costs.host_hour).price_for(plan.device, host_has_gpu())
 
 
-def models_of(plan: DeploymentPlan) -> dict[str, tuple[str, ...]]:
-    """Each entry's models on the server: the network, or its pipeline's steps, network and ensemble."""
-    return {n: (m.pipeline.models if m.pipeline is not None else (m.search.model_name,)) for n, m in plan.models.items()}
+def _headroom(plan: DeploymentPlan) -> None:
+    """One rule: the headroom given (limits.headroom, --headroom), else the widest of the models' capacities' own
+    (max(spread of its searches, the search's resolution): sizing.openloop.derived_headroom)."""
+    from ..sizing.openloop import derived_headroom
+
+    given = plan.deployment.limits.headroom
+    if given is not None:
+        plan.headroom, plan.headroom_note = given, f"Headroom {given:.1%} (given)."
+        return
+    capacities = {n: m.search.outcome.decision.winner.capacity.result for n, m in plan.models.items()}
+    plan.headroom, plan.headroom_note = derived_headroom(capacities)
 
 
 def _on_server(plan: DeploymentPlan, server) -> None:
-    """Stages 2-4 on one server holding every model: memory, verification, capacities held, layout, confirmation."""
+    """Stages 3-5 on one server holding every model: memory, verification, capacities held, packing, confirmation."""
     from ..repository.config import host_has_gpu
     from . import pipelines
     from .memory import measure_footprints
 
-    steps, settings, deployment = plan.steps, plan.settings, plan.deployment
+    steps, checks, deployment = plan.steps, plan.settings.checks, plan.deployment
     budget = deployment.limits.host_memory_gb if not host_has_gpu() else None
     plan.memory = steps.call("each model's memory in a replica (loaded one at a time)",
-                             lambda: measure_footprints(server, models_of(plan), budget))
-    for name in plan.models:
-        if misfit := plan.memory.misfit((name,)):
-            raise DeploymentPlanError(f"{name} does not fit one replica alone: {misfit}")
+                             lambda: measure_footprints(server, plan.served(), budget))
     for model in plan.models.values():
         url = server.grpc_url if model.search.options.protocol == "grpc" else server.http_url
-        model.target = _target(model, url, server.metrics_url, settings.window_ms)
+        model.target = _target(model, url, server.metrics_url, checks.window_ms)
         if model.pipeline is not None:
             steps.call(f"{model.entry.name}: the served pipeline against its steps in-process",
                        lambda m=model: pipelines.verify(m.pipeline, server.grpc_url))
             model.target = pipelines.target(model.pipeline, model.target)
-        model.holding = steps.call(f"{model.entry.name}: capacity alone, held {settings.retests} of {settings.retests}",
+        model.holding = steps.call(f"{model.entry.name}: capacity alone, held {checks.retests} of {checks.retests}",
                                    lambda m=model: _held_alone(m, plan.out_dir / "alone" / m.entry.name,
-                                                               settings.retests, plan.resolution))
+                                                               checks.retests, plan.resolution))
         if model.capacity is None:
             raise DeploymentPlanError(f"{model.entry.name}: {model.holding.text()}")
-    peaks = {n: deployment.model(n).peak_rps for n in plan.models}
-    alone = {n: m.capacity for n, m in plan.models.items()}
-    plan.decision = steps.call("which models share a replica (shared groups measured under their mixed traffic)",
-                               lambda: decide(peaks, alone, plan.headroom, plan.price_per_replica,
-                                              lambda g: _measure_group(plan, g), deployment.limits.max_replicas))
-    if plan.decision.chosen is None:
-        raise DeploymentPlanError(plan.decision.reason)
-    plan.confirmations = steps.call("confirmation of the chosen fleet under each replica's mixed traffic",
-                                    lambda: _confirm(plan))
+    steps.call("which models share a replica and how many replicas (the solver; shared groups measured)",
+               lambda: pack_measured(plan))
+    if not checks.confirm:
+        steps.skip("confirmation of each replica group under its mixed traffic", "--no-confirm")
+        return
+    for group in plan.packing.groups:
+        plan.confirmations.append(steps.call(
+            f"{' + '.join(group.models)}: confirmation of {group.replicas} replica(s) under its mixed traffic"
+            + (" and the burst check" if checks.burst_factor else ""), lambda g=group: _confirm(plan, g)))
+
+
+def estimate_minutes(deployment: Deployment, template: "SearchRequest", settings: DeploymentSettings) -> float:
+    """What the plan will cost in time at most, said before it starts: each model's search budget, its hold, the
+    shared groups a packing may measure (at most one per two models) and the confirmation of every group."""
+    checks = settings.checks
+    n = len(deployment.models)
+    window_min = checks.window_ms / 60_000
+    per_hold = (checks.retests + 2) * window_min * 3  # a few windows per point, a step down or two
+    per_group = (8 + checks.retests) * window_min * 3  # a bisection of about eight rates, then its hold
+    confirm = checks.rounds * checks.trials * window_min * 3 + (checks.burst_seconds * 2 / 60)
+    searches = n * (template.settings.max_minutes or 0.0)
+    return searches + n * per_hold + (n // 2) * per_group + n * confirm
 
 
 def plan_deployment(deployment: Deployment, out_dir: str | Path, settings: DeploymentSettings,
-                    template: "SearchRequest") -> DeploymentPlan:
-    """The whole deployment plan in `out_dir`; `template` is the search every model's is made from
-    (search_request: its settings, job and perf options; the model, the budget and the folders are the entry's)."""
+                    template: "SearchRequest", only: int | None = None, gather: bool = False) -> DeploymentPlan:
+    """The whole plan in `out_dir`; `template` is the search every model's is made from (search_request: its
+    settings, job and perf options; the model, the budget and the folders are the entry's). `only`: run only that
+    entry's search (an index of a fan-out job: fanout.py) and return; its steps are recorded in its own folder, as
+    the indexes share `out_dir`. `gather`: every search must be in its folder already (said in one line if not)."""
     from ..results.runinfo import cpu_info
     from ..server.local import LocalTritonServer, ServerConfig
     from . import pipelines
+    from .fanout import searches_done
     from .report import write_manifests, write_report
 
     out_dir = Path(out_dir)
+    entries = deployment.models
+    if only is not None and not 0 <= only < len(entries):
+        raise DeploymentPlanError(f"--index {only}: the deployment has {len(entries)} models (0..{len(entries) - 1})")
+    if gather:
+        searches_done(out_dir, [e.name for e in entries]).check()
     out_dir.mkdir(parents=True, exist_ok=True)
     workspace = workspace_of(deployment, template)
-    plan = DeploymentPlan(deployment, out_dir, StepRunner(out_dir), settings,
+    steps_dir = out_dir if only is None else search_dir(out_dir, entries[only].name).parent
+    plan = DeploymentPlan(deployment, out_dir, StepRunner(steps_dir, log=log.info), settings,
                           template.settings.capacity_resolution, workspace=workspace,
                           repository=Path(template.job.model_repository or workspace / "model_repository"))
     steps = plan.steps
-    for entry in deployment.models:
+    if only is not None:
+        entries = (entries[only],)
+    else:
+        plan.traffic = traffic_of(deployment)
+        log.info(f"plan of {len(entries)} model(s): at most about {estimate_minutes(deployment, template, settings):,.0f}"
+                 " min (each model's search budget, its hold, the shared groups measured, each group's confirmation)")
+    for entry in entries:
         model = plan.models[entry.name] = steps.call(
             f"{entry.name}: convert, verify and search under p99 <= {entry.p99_ms:g} ms",
             lambda e=entry: _search(e, plan, template))
-        if entry.has_pipeline:
+        if entry.has_pipeline and only is None:
             model.pipeline = steps.call(f"{entry.name}: pre/post-processing checked on its raw samples, as an ensemble",
                                         lambda e=entry, m=model: pipelines.write(e, m.search, plan.repository,
                                                                                  workspace / "pipelines" / e.name))
-    spreads = [m.search.outcome.decision.winner.capacity.result.headroom for m in plan.models.values()]
-    given = deployment.limits.headroom
-    plan.headroom = given if given is not None else max([DEFAULT_HEADROOM, *[s for s in spreads if s is not None]])
+    if only is not None:
+        return plan
+    _headroom(plan)
     plan.device = str(cpu_info().get("model", ""))
     plan.price_per_replica = _price(plan)
     with LocalTritonServer(ServerConfig(plan.repository, model_control_mode="explicit",
-                                        log_dir=out_dir / "logs")) as server:
+                                        log_dir=out_dir / "logs",
+                                        start_timeout_s=template.job.server.start_timeout_s)) as server:
         _on_server(plan, server)
-    if settings.k8s:
-        plan.manifests = steps.call("Kubernetes manifests per group", lambda: write_manifests(plan))
+    if settings.deploy.k8s:
+        plan.manifests = steps.call("Kubernetes manifests per replica group", lambda: write_manifests(plan))
+    else:
+        steps.skip("Kubernetes manifests per replica group", "--no-k8s")
     steps.call("plan.md and plan.html", lambda: write_report(plan))
     return plan
 
 
-__all__ = ["DeploymentPlan", "DeploymentPlanError", "DeploymentSettings", "GroupConfirmation", "ModelPlan",
-           "plan_deployment"]
+PlanError = DeploymentPlanError  # the API's names since `plan` of one model had its own planner
+PlanResult = DeploymentPlan
+
+__all__ = ["DeploymentPlan", "DeploymentPlanError", "DeploymentSettings", "GroupConfirmation", "MeasuredGroup",
+           "ModelPlan", "PlanError", "PlanResult", "estimate_minutes", "plan_deployment", "search_request"]

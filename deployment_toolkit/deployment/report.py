@@ -4,7 +4,8 @@ the group's models from the shared repository)."""
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+import os
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ from ..report.sections import plan_page
 from ..results.run_folder import RunFolder
 from ..results.runinfo import hardware
 from ..sizing.k8s import FleetSpec, dns_name, fleet_manifests, validate_all, write_manifests as write_k8s
+from ..sizing.replicas import ReplicaSet
 from ..spec import atomic_write_text
 from ..tables import markdown_table
 
@@ -25,37 +27,73 @@ def _memory(plan, name: str) -> str:
     return "-" if prints is None or name not in prints.models else f"{prints.models[name] / 1e9:.2f}"
 
 
+def _rel(plan, path: Path | str) -> str:
+    try:
+        return str(Path(path).resolve().relative_to(plan.out_dir.resolve()))
+    except ValueError:
+        return str(path)
+
+
+def _fleet(plan) -> list[str]:
+    d, packing = plan.deployment, plan.packing
+    cost = f", **${plan.cost_per_hour:,.2f}/h**" if plan.cost_per_hour is not None else ""
+    verdict = {True: "**confirmed**: every replica group held every model's SLO (derated first where it had to be)",
+               False: "**not confirmed**: a group missed an SLO in its last round (below)",
+               None: "not confirmed (--no-confirm)"}[plan.confirmed]
+    md = ["## The fleet", "", f"**{plan.replicas} replica(s)**{cost} on {plan.device or 'this host'}; {verdict}.", ""]
+    rows = [[" + ".join(g.models), "shared" if g.shared else "alone", g.replicas,
+             ", ".join(f"{m} {r:,.1f}" for m, r in g.rates.items()),
+             f"{g.peak_of_sum_rps:,.1f} / {g.sum_of_peaks_rps:,.1f}" if g.shared else f"{g.peak_of_sum_rps:,.1f}"]
+            for g in plan.groups]
+    md += [markdown_table(["models on a replica", "", "replicas", "planned per replica at the worst time slice "
+                           "(inf/s, headroom in)", "peak of the sum / sum of the peaks (inf/s)"], rows, "llrll"), "",
+           plan.headroom_note + (" (limits.headroom)" if d.limits.headroom is not None else ""), ""]
+    if packing is not None:
+        gap = packing.gap
+        md += ["## The packing", "",
+               f"Which models share a replica and how many replicas each group needs is a MILP solved by HiGHS on "
+               f"each model's held capacity, memory and traffic over {packing.slices} time slice(s): "
+               f"{packing.replicas} replica(s) ({packing.status.value}, {packing.seconds:.2f} s, {packing.solves} "
+               f"solve(s)); no packing of these models needs fewer than **{packing.lower_bound}** "
+               f"({packing.bound_source.value}), a gap of {gap:.1%}."
+               + (f" Sized by the sum of their peaks instead of the peak of their summed traffic, the same groups "
+                  f"would need {packing.replicas_by_peaks} replica(s)." if packing.replicas_by_peaks != packing.replicas
+                  else ""), ""]
+        shared = [m for m in plan.measured.values()]
+        md += [f"Packings: {len(plan.packings)}; shared groups measured: {len(shared)}, shared groups in the final "
+               f"packing: {sum(g.shared for g in packing.groups)}."
+               + (" " + "; ".join(m.text() for m in shared) + "." if shared else ""), ""]
+    return md
+
+
 def plan_markdown(plan) -> str:
-    d, chosen = plan.deployment, plan.decision.chosen
-    md = [f"# Fleet plan: deployment {d.name} ({len(d.models)} models)", ""]
-    cost = f", **${chosen.cost_per_hour:,.2f}/h**" if chosen.cost_per_hour is not None else ""
-    verdict = "**confirmed**: every model held its SLO in every round" if plan.confirmed else \
-        "**not confirmed**: a model missed its SLO in a round (below)"
-    md += ["## The fleet", "", f"**{chosen.replicas} replica(s)**{cost} on {plan.device or 'this host'}; "
-           f"{verdict}.", ""]
-    rows = []
-    for g in chosen.groups:
-        rows.append([" + ".join(g.models), "shared" if g.shared else "dedicated", g.replicas,
-                     f"{g.capacity.rate:,.1f}", ", ".join(f"{m} {r:,.1f}" for m, r in g.rates.items())])
-    md += [markdown_table(["models on a replica", "", "replicas", "capacity per replica (inf/s)",
-                           "planned per replica (inf/s, peak x (1 + headroom))"], rows, "llrrl"), "",
-           f"Headroom {plan.headroom:.0%}" + (" (given)" if d.limits.headroom is not None else
-                                               " (from the spread of the models' capacity searches)") + ".", ""]
+    d = plan.deployment
+    title = (f"# Fleet plan: deployment {d.name} ({len(d.models)} models)" if len(d.models) > 1 else
+             f"# Fleet plan: {d.models[0].name}, peak {d.models[0].peak_rps:,.6g} inf/s at p99 <= "
+             f"{d.models[0].p99_ms:g} ms")
+    md = [title, ""]
+    command = plan.steps.folder and RunFolder(plan.out_dir).run_json().get("command")
+    if command:
+        md += [f"Command: `{command}`", ""]
+    md += _fleet(plan)
     md += ["## Per model", ""]
     rows = []
     confirmations = {n: c for c in plan.confirmations for n in c.models}
     for name, m in plan.models.items():
         c = confirmations.get(name)
-        p99s = [p.points[name].p99 for p in c.points] if c else []
-        rows.append([name + (f" (ensemble `{m.pipeline.ensemble}`)" if m.pipeline is not None else ""), f"`{m.config}`", f"{m.entry.peak_rps:,.6g}", f"{m.entry.p99_ms:g}",
-                     f"{m.found:,.1f}", m.holding.text() if m.holding else "-",
-                     " / ".join(_ms(p) for p in p99s) or "-",
-                     f"{c.passed(name)} of {len(c.points)}" if c else "-", _memory(plan, name)])
+        cap = m.search.outcome.decision.winner.capacity
+        rows.append([name + (f" (`{m.pipeline.ensemble}`)" if m.pipeline is not None else ""), f"`{m.config}`",
+                     f"{m.entry.peak_rps:,.6g}" + (" (traffic)" if m.entry.traffic is not None else ""),
+                     f"{m.entry.p99_ms:g}", cap.spread.text() if cap.spread is not None else f"{m.found:,.1f}",
+                     m.holding.text() if m.holding else "-",
+                     " / ".join(_ms(p.points[name].p99) for p in c.points) if c else "-",
+                     f"{c.passed_of(name)} of {len(c.points)}" if c else "-", _memory(plan, name)])
     md += [markdown_table(["model", "config", "peak (inf/s)", "SLO p99 (ms)", "capacity found alone (inf/s)",
-                           "re-tested at the rate itself", "confirmation p99 per round (ms)", "SLO held",
+                           "re-tested at the rate itself", "confirmation p99, last round (ms)", "SLO held",
                            "memory (GB)"], rows, "llrrrlllr"), "",
-           "The capacity a layout uses is the re-tested one: a rate passes k of k re-tests (independent arrivals, "
-           f"{plan.settings.window_ms} ms windows) before it is used, else it steps down 10 % and is re-tested.", ""]
+           "The capacity a packing uses is the re-tested one: a rate passes k of k re-tests (independent arrivals, "
+           f"{plan.settings.checks.window_ms} ms windows) before it is used, else it steps down 10 % and is "
+           "re-tested.", ""]
     if plan.memory is not None:
         budget = (f"; a replica has {plan.memory.budget_gb:g} GB (limits.host_memory_gb)" if plan.memory.budget_gb
                   else "; no memory limit given (limits.host_memory_gb), so no grouping was refused for memory")
@@ -66,107 +104,88 @@ def plan_markdown(plan) -> str:
                "samples, so its capacity counts the steps around the network (its search found the network's alone). "
                + " ".join(f"{n}: served against in-process, {m.pipeline.verification.summary()}."
                           for n, m in plan.models.items() if m.pipeline is not None and m.pipeline.verification), ""]
-    md += ["## Layouts compared", "",
-           "Every grouping of the models, priced; a shared group's capacity is measured under its mixed traffic "
-           "(every model at once, split as the peaks) only where it could win, else estimated by time sharing.", ""]
-    rows = [[l.describe(), l.replicas if l.replicas is not None else "cannot",
-             f"${l.cost_per_hour:,.2f}/h" if l.cost_per_hour is not None else "-",
-             "estimated" if l.estimated else "measured",
-             "; ".join(g.capacity.reason for g in l.groups if g.capacity.reason and g.capacity.measured)]
-            for l in plan.decision.compared]
-    md += [markdown_table(["layout", "replicas", "cost", "capacities", "note"], rows, "lrrll"), ""]
-    if plan.groups:
-        md += ["Shared groups measured: " + "; ".join(f"{' + '.join(g)}: {h.text()}" for g, h in plan.groups.items())
-               + ".", ""]
-    md += ["## Confirmation under mixed open-loop traffic", "",
-           "Each replica group driven at its planned per-replica rates, all its models at once (one seeded Poisson "
-           "schedule and one perf_analyzer per model, network transfer), p99 from the intended send time:", ""]
-    rows = []
-    for c in plan.confirmations:
-        for i, p in enumerate(c.points, 1):
-            for name in c.models:
-                q = p.points[name]
-                rows.append([" + ".join(c.models), i, name, f"{c.rates[name]:,.1f}", _ms(q.answered), _ms(q.p99),
-                             f"{p.slos[name]:g}", q.verdict(p.slos[name])])
-    md += [markdown_table(["group", "round", "model", "offered (inf/s)", "answered (inf/s)", "p99 (ms)", "SLO (ms)",
-                           "verdict"], rows, "lrlrrrrl"), ""]
+    md += ["## Confirmation under mixed open-loop traffic", ""]
+    if not plan.confirmations:
+        md += ["Not run (--no-confirm).", ""]
+    else:
+        md += [f"Each replica group driven at its planned per-replica rates at its worst time slice, all its models at "
+               f"once (one seeded Poisson schedule and one perf_analyzer per model, network transfer), p99 from the "
+               f"intended send time; a round passes when most of its trials (up to {plan.settings.checks.trials}) "
+               "pass, a failed round derates the group to what its replica carried and confirms again (at most "
+               f"{plan.settings.checks.rounds} rounds).", ""]
+        cores = len(os.sched_getaffinity(0))
+        for c in plan.confirmations:
+            md += [f"**{c.summary()}**", "", c.table(), ""]
+            if c.client_text(cores):
+                md += [c.client_text(cores), ""]
+            if c.burst is not None:
+                md += [c.burst.text(), ""]
+    md += _searches(plan)
     if plan.manifests:
-        md += ["## Kubernetes", ""] + [f"- `{Path(p).relative_to(plan.out_dir)}`" for p in plan.manifests.values()] + [""]
+        md += ["## Kubernetes", ""] + [f"- `{_rel(plan, p)}`" for p in plan.manifests.values()] + [""]
     md += ["## Stages", "", plan.steps.table(), ""]
     return "\n".join(md)
 
 
-@dataclass
-class _GroupRun:
-    """What sizing.k8s reads of a measured run, for one replica group."""
-
-    path: Path
-    label: str
-    meta: dict[str, Any]
-    gpu: bool
-    device: str
-    gpus_per_replica: int = 1
-    model: str = ""
-
-    @property
-    def name(self) -> str:
-        return self.label
-
-
-@dataclass
-class _GroupPlan:
-    """What sizing.k8s reads of a plan, for one replica group."""
-
-    run: _GroupRun
-    demand: Any
-    replicas: int
-    replica_capacity: float
-    basis: str
-    sustainable: Any  # what the autoscaler's per-pod target divides by: the point's client batch
-    reachable: bool = True
-
-
-@dataclass(frozen=True)
-class _Batch:
-    batch: int = 1
+def _searches(plan) -> list[str]:
+    """What each search tried, with its verdict and why, and where each model's inputs came from."""
+    md = ["## What was tried", ""]
+    for name, m in plan.models.items():
+        outcome = m.search.outcome
+        rows = []
+        order = {"winner": 0, "runner-up": 1, "default": 2}
+        skipped = [t for t in outcome.trials if t.status == "skipped"]
+        for t in sorted((t for t in outcome.trials if t.status != "skipped"), key=lambda t: order.get(t.verdict, 3)):
+            c = f"{t.capacity.spread.text()}" if t.capacity is not None and t.capacity.spread is not None else ""
+            best = f"{t.best.throughput:,.1f} @ c{t.best.concurrency}" if t.best is not None else ""
+            rows.append([f"`{t.candidate.slug}`", t.verdict or t.status, c, best, (t.detail or t.reason)[:300]])
+        formats = "; ".join(f"{f.format}: " + ("verified" if not f.error else f"not usable - {f.error}")
+                            for f in m.search.formats)
+        data = m.data
+        md += [f"**{name}** (`{_rel(plan, m.search.result_dir / 'search.md')}`): {outcome.decision.message}. "
+               f"Formats: {formats}." + (f" Measured with the user's samples ({data})." if data else ""), "",
+               markdown_table(["config", "verdict", "open-loop capacity (inf/s)", "closed loop (inf/s @ concurrency)",
+                               "why"], rows, "llrrl"), ""]
+        if skipped:
+            reasons = sorted({t.detail or t.reason for t in skipped})
+            md += [f"{len(skipped)} other config(s) not measured: {'; '.join(reasons)[:300]}.", ""]
+        if not data and not m.entry.has_pipeline:
+            md += [f"{name}: no samples given, measured with **random inputs** of the model's signature. A model "
+                   "whose speed depends on its input (sequence lengths, early exits, image content) can serve real "
+                   "traffic at another rate: plan with your data before buying hardware.", ""]
+    return md
 
 
-@dataclass(frozen=True)
-class _Sustainable:
-    point: _Batch = _Batch()
+def replica_sets(plan) -> dict[tuple[str, ...], ReplicaSet]:
+    """Each replica group of the plan as the manifests read it: its replicas, what one carries, its tightest SLO."""
+    from ..repository.config import host_has_gpu
 
-
-@dataclass(frozen=True)
-class _Demand:
-    slo_ms: float
-    headroom: float
-
-
-def _served_models(plan, name: str) -> tuple[str, ...]:
-    """What a replica loads for a model: its network, or its pipeline's steps, network and ensemble."""
-    model = plan.models[name]
-    return model.pipeline.models if model.pipeline is not None else (model.search.model_name,)
+    cores = (hardware().get("cpu") or {}).get("usable_cores")
+    return {g.models: ReplicaSet("-".join(g.models), str(plan.out_dir), g.replicas, sum(g.rates.values()),
+                                 min(plan.deployment.model(m).p99_ms for m in g.models), plan.headroom,
+                                 ("mix capacity" if g.shared else "capacity") + " held k of k, confirmed",
+                                 gpu=host_has_gpu(), device=plan.device, usable_cores=cores)
+            for g in plan.groups}
 
 
 def write_manifests(plan) -> dict[str, Path]:
-    """One Deployment (+ Service, autoscaler) per group, each server loading its group's models only."""
-    from ..repository.config import host_has_gpu
-
+    """One Deployment (+ Service, autoscaler) per group, each server loading its group's models only from the
+    shared repository (Deploy: --pvc, --image, --namespace, --autoscale-on); a plan of one group writes k8s/."""
+    deploy, served = plan.settings.deploy, plan.served()
+    groups = replica_sets(plan)
     files: dict[str, Path] = {}
-    meta = {"hardware": hardware()}
-    for g in plan.decision.chosen.groups:
-        label = "-".join(g.models)
-        run = _GroupRun(plan.out_dir, label, meta, host_has_gpu(), plan.device, model=label)
-        group_plan = _GroupPlan(run, _Demand(min(plan.deployment.model(m).p99_ms for m in g.models), plan.headroom),
-                                g.replicas, g.capacity.rate, "mix capacity held k of k" if g.shared else
-                                "capacity held k of k", _Sustainable())
-        spec = FleetSpec(name=dns_name(f"triton-{plan.deployment.name}-{label}"),
-                         extra_args=["--model-control-mode=explicit", *[f"--load-model={n}" for m in g.models
-                                                                         for n in _served_models(plan, m)]])
-        documents = {k: v for k, v in fleet_manifests(group_plan, spec).items()}
+    for models, replicas in groups.items():
+        name = plan.deployment.name if len(groups) == 1 else f"{plan.deployment.name}-{replicas.label}"
+        spec = FleetSpec(name=dns_name(f"triton-{name}"), pvc=deploy.pvc, namespace=deploy.namespace,
+                         autoscale=deploy.autoscale_on,
+                         extra_args=["--model-control-mode=explicit", *[f"--load-model={n}" for m in models
+                                                                         for n in served[m]]],
+                         **({"image": deploy.image} if deploy.image else {}))
+        documents = fleet_manifests(replicas, spec)
         validate_all(documents)
-        for name, path in write_k8s(documents, plan.out_dir / "k8s" / label).items():
-            files[f"{label}/{name}"] = path
+        folder = plan.out_dir / "k8s" / (replicas.label if len(groups) > 1 else "")
+        for file, path in write_k8s(documents, folder).items():
+            files[f"{replicas.label}/{file}"] = path
     return files
 
 
@@ -175,16 +194,26 @@ def write_report(plan) -> dict[str, Path]:
     paths = {"plan.md": plan.out_dir / "plan.md", "plan.html": plan.out_dir / "plan.html"}
     atomic_write_text(paths["plan.md"], md)
     atomic_write_text(paths["plan.html"], plan_page(md, plan.out_dir))
-    chosen = plan.decision.chosen
+    packing = plan.packing
     RunFolder(plan.out_dir).record({
         "kind": "deployment-plan", "deployment": str(plan.deployment.source or plan.deployment.name),
         "settings": asdict(plan.settings), "headroom": plan.headroom,
         "models": {n: {"reference": m.entry.model, "peak_rps": m.entry.peak_rps, "p99_ms": m.entry.p99_ms,
-                       "config": m.config, "capacity_found": m.found, "capacity_held": m.capacity}
-                   for n, m in plan.models.items()},
-        "layout": [{"models": list(g.models), "replicas": g.replicas, "capacity": g.capacity.rate,
-                    "rates": dict(g.rates)} for g in chosen.groups],
-        "cost_h": chosen.cost_per_hour, "confirmed": plan.confirmed,
+                       "traffic": str(m.entry.traffic) if m.entry.traffic else None, "config": m.config,
+                       "capacity_found": m.found, "capacity_held": m.capacity,
+                       "sharing": plan.sharing.get(n, 1.0)} for n, m in plan.models.items()},
+        "groups": [{"models": list(g.models), "replicas": g.replicas, "rates": dict(g.rates),
+                    "peak_of_sum_rps": g.peak_of_sum_rps, "sum_of_peaks_rps": g.sum_of_peaks_rps}
+                   for g in plan.groups],
+        "packing": None if packing is None else {
+            "replicas": packing.replicas, "lower_bound": packing.lower_bound, "bound": packing.bound_source.value,
+            "gap": packing.gap, "status": packing.status.value, "seconds": packing.seconds, "slices": packing.slices,
+            "packings": len(plan.packings), "measured_groups": [list(g) for g in plan.measured]},
+        "confirmations": [{"models": list(c.models), "replicas": c.replicas, "passed": c.passed,
+                           "rounds": len(c.rounds), "client_cores_max": max(
+                               (p.client_cores for r in c.rounds for p in r.points if p.client_cores == p.client_cores),
+                               default=None)} for c in plan.confirmations],
+        "replicas": plan.replicas, "cost_h": plan.cost_per_hour, "confirmed": plan.confirmed,
         "steps": [r.to_dict() for r in plan.steps.results]})
     paths["run.json"] = plan.out_dir / "run.json"
     return paths

@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .plan import Plan
+from .fleet_spec import FleetSpec
+from .replicas import ReplicaSet
 from .runs import SizingError
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .k8s import FleetSpec
 
 HPA_METRIC = "triton_inference_requests_per_second"
 QUEUE_RATIO_METRIC = "triton_queue_compute_ratio"
@@ -19,10 +17,10 @@ AUTOSCALE = ("requests", "queue-ratio")
 MIN_QUEUE_RATIO = 0.1  # below this a ratio is noise of an idle queue: never a target
 
 
-def per_pod_request_target(plan: Plan) -> float:
+def per_pod_request_target(plan: ReplicaSet) -> float:
     """Requests/s per pod above which the headroom is being eaten: per-replica capacity (open loop or confirmed
     when measured) / batch / (1 + headroom)."""
-    return plan.replica_capacity / max(plan.sustainable.point.batch, 1) / (1.0 + plan.demand.headroom)
+    return plan.capacity / max(plan.batch, 1) / (1.0 + plan.headroom)
 
 
 @dataclass
@@ -35,15 +33,14 @@ class Autoscaling:
     adapter_rule: dict[str, Any]
 
 
-def queue_ratio_at(plan: Plan) -> float | None:
+def queue_ratio_at(plan: ReplicaSet) -> float | None:
     """Server queue time over compute time at the point the plan rests on (None where the run lacks them)."""
-    p = plan.sustainable.point
-    if math.isnan(p.queue_ms) or math.isnan(p.compute_ms) or p.compute_ms <= 0:
+    if math.isnan(plan.queue_ms) or math.isnan(plan.compute_ms) or plan.compute_ms <= 0:
         return None
-    return p.queue_ms / p.compute_ms
+    return plan.queue_ms / plan.compute_ms
 
 
-def autoscaling(plan: Plan, spec: FleetSpec) -> Autoscaling:
+def autoscaling(plan: ReplicaSet, spec: FleetSpec) -> Autoscaling:
     """requests: requests/s per pod above the planned load (the demand the plan was sized for). queue-ratio:
     NVIDIA's practice for Triton, rate(queue time) / rate(compute time) per pod, with the target the ratio the
     replica showed at the load the plan rests on; a queue that grows past what the plan measured means the pods
@@ -53,12 +50,11 @@ def autoscaling(plan: Plan, spec: FleetSpec) -> Autoscaling:
     if spec.autoscale == "queue-ratio":
         ratio = queue_ratio_at(plan)
         if ratio is None:
-            raise SizingError(f"{plan.run.name} has no Server Queue / Server Compute Infer at the planned point: "
+            raise SizingError(f"{plan.label} has no Server Queue / Server Compute Infer at the planned point: "
                               "scale on requests (--autoscale-on requests) or measure with perf_analyzer's breakdown")
         target = max(ratio, MIN_QUEUE_RATIO)
-        point = plan.sustainable.point
-        why = (f"queue/compute per pod, target {target:.3g}: the replica's {point.queue_ms:.3g} ms queue over "
-               f"{point.compute_ms:.3g} ms compute at {point.level}, the load the plan rests on"
+        why = (f"queue/compute per pod, target {target:.3g}: the replica's {plan.queue_ms:.3g} ms queue over "
+               f"{plan.compute_ms:.3g} ms compute at {plan.level}, the load the plan rests on"
                + (f" (measured {ratio:.3g}, raised to the floor {MIN_QUEUE_RATIO})" if ratio < MIN_QUEUE_RATIO else ""))
         rule = {"seriesQuery": 'nv_inference_queue_duration_us{namespace!="",pod!=""}',
                 "resources": {"overrides": {"namespace": {"resource": "namespace"}, "pod": {"resource": "pod"}}},
@@ -77,7 +73,7 @@ def autoscaling(plan: Plan, spec: FleetSpec) -> Autoscaling:
     return Autoscaling(HPA_METRIC, target, why, rule)
 
 
-def adapter_rules(plan: Plan, spec: FleetSpec) -> dict[str, Any]:
+def adapter_rules(plan: ReplicaSet, spec: FleetSpec) -> dict[str, Any]:
     """The prometheus-adapter values that make the HPA's metric exist (`helm install ... -f` this file)."""
     scaling = autoscaling(plan, spec)
     return {"kind": "PrometheusAdapterValues", "rules": {"custom": [scaling.adapter_rule]},

@@ -1,5 +1,5 @@
 """The fleet plan on measured capacities, its confirmation and its Kubernetes manifests: the steps that `size`
-(step.py) and `plan` (planner) both run (issue 37: the planner had its own copy of them).
+(step.py) runs (issue 44: `plan` runs the one planner, deployment.plan, which packs and confirms groups).
 
 The memory budget and the prices from their specs; headroom (given, or derived from the spread of the open-loop
 searches), the demand with it, the plans ranked by cost within the memory budget, the SLO frontier beside them; the
@@ -16,6 +16,7 @@ from .frontier import FrontierStep, frontier
 from .k8s import K8S_VERSION, FleetSpec, fleet_manifests, validate_all, write_manifests
 from .memory import MemoryBudget
 from .plan import EARTH_LAND_KM2, Demand, Plan, Prices, Sizing, load_prices, size
+from .replicas import replica_set
 from .request import ConfirmSpec, CostSpec, DemandSpec, K8sSpec, MemorySpec
 from .runs import Run
 
@@ -75,7 +76,7 @@ class Manifests:
 
 def emit_manifests(plan: Plan, spec: FleetSpec, out_dir: str | Path, version: str = K8S_VERSION) -> Manifests:
     """The plan's Deployment, Service, HPA, KServe and prometheus-adapter manifests, validated, then written."""
-    documents = fleet_manifests(plan, spec)
+    documents = fleet_manifests(replica_set(plan), spec)
     checks = validate_all(documents, version)
     return Manifests(documents, write_manifests(documents, out_dir), checks)
 

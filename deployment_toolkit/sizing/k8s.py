@@ -14,17 +14,16 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .autoscale import (AUTOSCALE, HPA_METRIC, MIN_QUEUE_RATIO, QUEUE_RATIO_METRIC,  # noqa: F401  (re-exported)
                         adapter_rules, autoscaling, per_pod_request_target, queue_ratio_at)
 from ..server.args import CONTAINER_PORTS, ServerArgs
-from .plan import Plan
+from .fleet_spec import TRITON_IMAGE, FleetSpec  # noqa: F401  (TRITON_IMAGE re-exported)
+from .replicas import ReplicaSet
 from .runs import SizingError
 
-TRITON_IMAGE = "nvcr.io/nvidia/tritonserver:24.10-py3"
 K8S_VERSION = "1.31"
 PORTS = CONTAINER_PORTS
 _QUANTITY = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+|[numkMGTPE]|[KMGTPE]i)?$")
@@ -41,25 +40,6 @@ HPA_HEADER = """\
 #     metricsQuery: 'sum(rate(<<.Series>>{{<<.LabelMatchers>>}}[1m])) by (<<.GroupBy>>)'
 # makes it available. Target per pod = sustainable requests/s / (1 + headroom); minReplicas = the sized count.
 """
-
-
-@dataclass
-class FleetSpec:
-    """What the manifests need besides the plan."""
-
-    name: str
-    pvc: str = "triton-model-repository"
-    repository_subpath: str = ""
-    image: str = TRITON_IMAGE
-    namespace: str | None = None
-    max_replicas: int | None = None
-    memory: str = "8Gi"
-    cpu: str | None = None  # default: the measuring host's usable cores for CPU plans, 4 for GPU plans
-    shm_size: str = "1Gi"
-    node_selector: bool = True
-    storage_uri: str | None = None  # KServe; default pvc://<pvc>/<subpath>
-    extra_args: list[str] = field(default_factory=list)
-    autoscale: str = "requests"  # requests | queue-ratio (AUTOSCALE; see autoscaling())
 
 
 def dns_name(text: str, prefix: str = "triton") -> str:
@@ -84,15 +64,13 @@ def _milli(value: float) -> str:
     return f"{int(math.floor(value * 1000))}m"
 
 
-def _resources(plan: Plan, spec: FleetSpec) -> dict[str, Any]:
-    run = plan.run
+def _resources(plan: ReplicaSet, spec: FleetSpec) -> dict[str, Any]:
     cpu = spec.cpu
     if cpu is None:
-        cores = ((run.meta.get("hardware") or {}).get("cpu") or {}).get("usable_cores")
-        cpu = str(cores) if (not run.gpu and cores) else "4"
+        cpu = str(plan.usable_cores) if (not plan.gpu and plan.usable_cores) else "4"
     limits: dict[str, Any] = {"memory": spec.memory}
-    if run.gpu:
-        limits["nvidia.com/gpu"] = run.gpus_per_replica
+    if plan.gpu:
+        limits["nvidia.com/gpu"] = plan.gpus_per_replica
     return {"requests": {"cpu": cpu, "memory": spec.memory}, "limits": limits}
 
 
@@ -100,15 +78,15 @@ def _labels(spec: FleetSpec) -> dict[str, str]:
     return {"app.kubernetes.io/name": spec.name, "app.kubernetes.io/component": "tritonserver"}
 
 
-def _meta(spec: FleetSpec, plan: Plan, **extra: Any) -> dict[str, Any]:
+def _meta(spec: FleetSpec, plan: ReplicaSet, **extra: Any) -> dict[str, Any]:
     m: dict[str, Any] = {"name": spec.name, "labels": _labels(spec)}
     if spec.namespace:
         m["namespace"] = spec.namespace
     annotations = {
-        "sizing.deployment-toolkit/run": str(plan.run.path),
-        "sizing.deployment-toolkit/config": plan.run.label[:200],
-        "sizing.deployment-toolkit/slo-p99-ms": f"{plan.demand.slo_ms:g}",
-        "sizing.deployment-toolkit/sustainable-inferences-per-s": f"{plan.replica_capacity:.6g}",
+        "sizing.deployment-toolkit/run": plan.source,
+        "sizing.deployment-toolkit/config": plan.label[:200],
+        "sizing.deployment-toolkit/slo-p99-ms": f"{plan.slo_ms:g}",
+        "sizing.deployment-toolkit/sustainable-inferences-per-s": f"{plan.capacity:.6g}",
         "sizing.deployment-toolkit/capacity-basis": plan.basis,
         **extra,
     }
@@ -124,12 +102,11 @@ def _probe(path: str, period: int, failures: int, initial: int = 0) -> dict[str,
     return p
 
 
-def _max_replicas(plan: Plan, spec: FleetSpec) -> int:
+def _max_replicas(plan: ReplicaSet, spec: FleetSpec) -> int:
     return max(spec.max_replicas or 2 * plan.replicas, plan.replicas)
 
 
-def deployment(plan: Plan, spec: FleetSpec) -> dict[str, Any]:
-    run = plan.run
+def deployment(plan: ReplicaSet, spec: FleetSpec) -> dict[str, Any]:
     ports = dict(CONTAINER_PORTS)
     args = ServerArgs(model_repository="/models", http_port=ports["http"], grpc_port=ports["grpc"],
                       metrics_port=ports["metrics"], extra=tuple(spec.extra_args)).argv()
@@ -156,8 +133,8 @@ def deployment(plan: Plan, spec: FleetSpec) -> dict[str, Any]:
         ],
         "terminationGracePeriodSeconds": 30,
     }
-    if run.gpu and spec.node_selector:
-        pod["nodeSelector"] = {"nvidia.com/gpu.product": gpu_product_label(run.device)}
+    if plan.gpu and spec.node_selector:
+        pod["nodeSelector"] = {"nvidia.com/gpu.product": gpu_product_label(plan.device)}
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -175,7 +152,7 @@ def deployment(plan: Plan, spec: FleetSpec) -> dict[str, Any]:
     }
 
 
-def service(plan: Plan, spec: FleetSpec) -> dict[str, Any]:
+def service(plan: ReplicaSet, spec: FleetSpec) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Service",
@@ -188,7 +165,7 @@ def service(plan: Plan, spec: FleetSpec) -> dict[str, Any]:
     }
 
 
-def hpa(plan: Plan, spec: FleetSpec) -> dict[str, Any]:
+def hpa(plan: ReplicaSet, spec: FleetSpec) -> dict[str, Any]:
     scaling = autoscaling(plan, spec)
     return {
         "apiVersion": "autoscaling/v2",
@@ -210,8 +187,7 @@ def hpa(plan: Plan, spec: FleetSpec) -> dict[str, Any]:
     }
 
 
-def inference_service(plan: Plan, spec: FleetSpec) -> dict[str, Any]:
-    run = plan.run
+def inference_service(plan: ReplicaSet, spec: FleetSpec) -> dict[str, Any]:
     sub = spec.repository_subpath.strip("/")
     uri = spec.storage_uri or f"pvc://{spec.pvc}" + (f"/{sub}" if sub else "")
     version = spec.image.rsplit(":", 1)[-1] if ":" in spec.image else "24.10-py3"
@@ -225,8 +201,8 @@ def inference_service(plan: Plan, spec: FleetSpec) -> dict[str, Any]:
         "scaleTarget": max(1, int(per_pod_request_target(plan))),
         "triton": triton,
     }
-    if run.gpu and spec.node_selector:
-        predictor["nodeSelector"] = {"nvidia.com/gpu.product": gpu_product_label(run.device)}
+    if plan.gpu and spec.node_selector:
+        predictor["nodeSelector"] = {"nvidia.com/gpu.product": gpu_product_label(plan.device)}
     return {
         "apiVersion": "serving.kserve.io/v1beta1",
         "kind": "InferenceService",
@@ -235,10 +211,8 @@ def inference_service(plan: Plan, spec: FleetSpec) -> dict[str, Any]:
     }
 
 
-def fleet_manifests(plan: Plan, spec: FleetSpec) -> dict[str, dict[str, Any]]:
-    """File name -> resource, for a reachable plan."""
-    if not plan.reachable:
-        raise SizingError(f"{plan.run.name}: no fleet to emit, the SLO is unreachable")
+def fleet_manifests(plan: ReplicaSet, spec: FleetSpec) -> dict[str, dict[str, Any]]:
+    """File name -> resource, for one kind of replica (sizing.replicas.replica_set makes it from a run's plan)."""
     spec.name = dns_name(spec.name)
     return {
         "deployment.yaml": deployment(plan, spec),

@@ -1,8 +1,8 @@
 """One open-loop point: measure a request rate with perf_analyzer and judge whether the replica kept up.
 
-Each rate is one perf_analyzer run of up to MAX_WINDOWS windows that ends when the last three agree within
-STABILITY percent: the first window (channel setup, first batches: latency spikes of 100+ ms) then usually falls
-out of the numbers. A rate at which the windows never settle has no p99 and fails.
+Each rate is one perf_analyzer run of up to MAX_WINDOWS windows that ends when the last three agree within STABILITY
+percent: the first window (channel setup, first batches: latency spikes of 100+ ms) then usually falls out of the
+numbers. A rate at which the windows never settle has no p99 and fails.
 
 A rate R passes when, over the measured windows:
 - the server answered >= KEEP_UP (97%) of the offered inferences/s: of what perf_analyzer says it sent when it
@@ -11,21 +11,19 @@ A rate R passes when, over the measured windows:
   arrivals there is no allowance);
 - the queue did not grow across windows: per-window average latency (after the first window) rising in most
   steps and ending more than QUEUE_GROWTH (and 5 ms) above where it started means requests pile up;
-- p99 <= the SLO (a window in which no request finished at all: a failing point with no p99).
+- p99 <= the SLO (a window in which no request finished, or a run perf_analyzer could not finish: no p99, fails).
 If perf_analyzer could not send at R (send rate below KEEP_UP of R, most requests delayed by its own account), the
 host's client is the limit and the search stops with ClientLimited: that rate says nothing about the server.
 
 The arrivals are the toolkit's own: a seeded Poisson (or constant) schedule written as perf_analyzer's
-`--request-intervals` file (perf/analyzer/schedule.py), with `--profile-export-file` beside it. perf_analyzer times
-a request from when it was actually sent, so when its sender falls behind the wait before sending is missing from
-its p99 (coordinated omission); the export says when each request went out, and the row keeps the latency from the
-intended send time (sched_p50/p90/p99_ms) and how late requests went (late_pct, late_p99_ms) next to
-perf_analyzer's own p50/p99. The p99 the SLO is checked against is the schedule-relative one when it was measured.
-The export is summarised beside the point (`<point>.profile.summary.json`: these figures and each window's, which
-the row's `profile_export` names) and dropped with the schedule file, or both kept with --keep-raw
-(perf/analyzer/profile_summary.py): a run stays small enough to commit.
-The seed is derived from (rate, trial) and recorded in the row: every configuration gets the same arrivals at the
-same rate, and a rerun the same ones.
+`--request-intervals` file (perf/analyzer/schedule.py), with `--profile-export-file` beside it. perf_analyzer times a
+request from when it was actually sent, so when its sender falls behind the wait before sending is missing from its
+p99 (coordinated omission); the export says when each request went out, and the row keeps the latency from the
+intended send time (sched_p50/p90/p99_ms) and how late requests went (late_pct, late_p99_ms) beside perf_analyzer's
+own p50/p99; the SLO is checked against the schedule-relative p99 when it was measured. The export is summarised
+beside the point (`<point>.profile.summary.json`) and dropped with the schedule file, or both kept with --keep-raw
+(perf/analyzer/profile_summary.py): a run stays small enough to commit. The seed is derived from (rate, trial) and
+recorded in the row: every configuration gets the same arrivals at the same rate, and a rerun the same ones.
 """
 from __future__ import annotations
 
@@ -43,7 +41,7 @@ from typing import Any, Callable, Sequence
 from .. import committed
 from ..errors import UserError, UserInputError, reason_line
 from ..perf import telemetry
-from ..perf.analyzer import (ARRIVALS, Concurrency, PerfOptions, PerfTarget, Schedule, ScheduleLatency, run_point,
+from ..perf.analyzer import (ARRIVALS, PerfOptions, PerfTarget, Schedule, ScheduleLatency, run_point,
                              write_schedule)
 from ..perf.analyzer.errors import EMPTY_WINDOW, PerfAnalyzerError, PerfAnalyzerTimeout
 from ..perf.analyzer.point import PointResult
@@ -285,6 +283,7 @@ class Target:
     cpu_probe: Callable[[], dict[str, float]] | None = None  # CPU seconds by part, read before and after a point
     metrics_url: str | None = None  # the server's metrics endpoint, scraped during every point (perf.telemetry)
     schedule_seed: int = 0  # the base of every point's arrival schedule seed (point_seed)
+    samples_per_request: float = 1.0  # a batch-coupled model's stacked samples: each request is that many inferences
 
 
 def point_key(target: Target, rate: float, trial: int = 1) -> RateKey:
@@ -329,8 +328,7 @@ def measure(target: Target, rate: float, store: RateStore, out_dir: Path, trial:
     """The stored point for (config, distribution, rate, batch, options, trial), or measure and store it."""
     rate = round_rate(rate)
     key = point_key(target, rate, trial)
-    row = store.get(key)
-    if row is not None:
+    if (row := store.get(key)) is not None:
         return RatePoint(key, row)
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{target.config}_{tag}t{trial}_{target.distribution}_r{rate:g}")
     seed = point_seed(target.schedule_seed, rate, trial)
@@ -342,20 +340,14 @@ def measure(target: Target, rate: float, store: RateStore, out_dir: Path, trial:
     with telemetry.scrape_during(target.metrics_url, target.model_name, log=_warn) as scraper:
         try:
             result = run_point(PerfTarget(target.model_name, target.url, target.signature, target.model_version,
-                                          binary=target.binary), target.batch, Schedule(schedule.path, rate),
+                                          binary=target.binary, samples_per_request=target.samples_per_request),
+                               target.batch, Schedule(schedule.path, rate),
                                target.options, out_dir / f"{safe}.csv", profile_export=export)
-        except PerfAnalyzerError as err:
-            # open loop: no request finished within a window, or perf_analyzer could not finish at all (an
-            # overloaded rate, a hung step), is a server that cannot answer this rate in time: a failing point (no
-            # p99) that the search steps down from, not a broken measurement that ends the plan
-            timed_out = isinstance(err, PerfAnalyzerTimeout)
-            if EMPTY_WINDOW not in str(err) and not timed_out:
-                raise
-            log_path = out_dir / f"{safe}.log"
-            if timed_out:
-                log_path.write_text(f"{err}\n")
-            result = PointResult(target.batch, None, {}, False, 1, request_rate=rate, log_path=log_path,
-                                 note=reason_line(err) if timed_out else EMPTY_WINDOW)
+        except PerfAnalyzerError as err:  # open loop: nothing finished in a window, or perf_analyzer not at all
+            if EMPTY_WINDOW not in str(err) and not isinstance(err, PerfAnalyzerTimeout):  # (overload, a hung step):
+                raise  # a failing rate, not the end of the plan
+            result = PointResult(target.batch, None, {}, False, 1, request_rate=rate, note=reason_line(err),
+                                 log_path=out_dir / f"{safe}.log")
     wall = (datetime.now(timezone.utc) - started).total_seconds()
     after = target.cpu_probe() if target.cpu_probe else None
     text = result.log_path.read_text() if result.log_path and result.log_path.exists() else ""
@@ -370,7 +362,8 @@ def measure(target: Target, rate: float, store: RateStore, out_dir: Path, trial:
             drop_raw(result.profile_export, keep_raw=keep)
             result.profile_export = None
     drop_raw(schedule.path, keep_raw=keep)  # the row's seed regenerates it (make_schedule)
-    row = row_from_outputs(rate * target.batch, result.values, result.stable, text, latency)
+    row = row_from_outputs(rate * target.batch * target.samples_per_request, result.values, result.stable, text,
+                           latency)
     row.update(_server_view(scraper, out_dir, key, row.get("answered")))
     row.update({"timestamp": started.isoformat(timespec="seconds"), "url": target.url,
                 "command": " ".join(result.command), "log": str(result.log_path or ""), "schedule_seed": seed,
@@ -382,42 +375,6 @@ def measure(target: Target, rate: float, store: RateStore, out_dir: Path, trial:
     point = RatePoint(key, store.get(key) or row)
     point.row.update({k: row[k] for k in ("cpu", "wall_s") if k in row})  # CPU accounting lives for this run only
     return point
-
-
-SEED_LEVELS = (1, 2, 4, 8)  # closed-loop concurrencies a target's own first measurements take
-
-
-def closed_loop_seed(target: Target, slo_ms: float, out_dir: Path, levels: Sequence[int] = SEED_LEVELS) -> float:
-    """Where an open-loop search of `target` starts, from its own first measurements: the most inferences/s a
-    closed-loop sweep (doubling concurrency, stopped once p99 passes the SLO) finished within the SLO, else at
-    concurrency 1. Closed loop never offers more than the server finishes, so it cannot overload a slow target (a
-    pipeline whose network alone is many times faster). Kept in `out_dir/seed.json` per target and options, so a
-    rerun measures nothing again."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / "seed.json"
-    key = f"{target.config}|{options_key(target.options.measurement_fields())}|{slo_ms:g}"
-    stored = json.loads(path.read_text()) if path.exists() else {}
-    if key in stored:
-        return float(stored[key])
-    options = replace(target.options, async_mode=False, max_attempts=2, relaxed_fallback=True)
-    perf = PerfTarget(target.model_name, target.url, target.signature, target.model_version, binary=target.binary)
-    best, first = 0.0, 0.0
-    for clients in levels:
-        result = run_point(perf, target.batch, Concurrency(clients), options, out_dir / f"seed_c{clients}.csv")
-        rate, p99 = result.values.get("Inferences/second", math.nan), result.values.get("P99 Latency", math.nan)
-        if math.isnan(rate):
-            continue
-        first = first or rate
-        if p99 > slo_ms:
-            break
-        best = max(best, rate)
-    seed = best or first
-    if not seed > 0:
-        raise UserError(f"{target.model_name}: no closed-loop level answered a request (concurrency "
-                        f"{', '.join(map(str, levels))}): see {out_dir}")
-    stored[key] = seed
-    path.write_text(json.dumps(stored, indent=1))
-    return seed
 
 
 def _warn(message: str) -> None:

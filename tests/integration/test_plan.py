@@ -1,7 +1,9 @@
 """`deployment-toolkit plan` end to end on the real embedded tritonserver and perf_analyzer, kept short: resnet18's
-small preset, short windows, one capacity search per finalist, one confirmation round without the burst. Checks
-the plumbing and the report (the search ranked by open-loop capacity, the winner swept, planned, confirmed and
-deployed), then that a peak beyond --max-replicas is refused in one line and that the rerun resumes."""
+small preset, short windows, one capacity search per finalist, one confirmation round without the burst. One model is
+a deployment of one (issue 44): the same planner as `plan --deployment`, its stages, report and manifests. Checks
+the plumbing and the report (the search ranked by open-loop capacity, the capacity held, packed, confirmed and
+deployed), then that a peak beyond --max-replicas is refused in one line naming the flag and that the rerun
+resumes."""
 from __future__ import annotations
 
 import json
@@ -36,21 +38,25 @@ def planned(tmp_path_factory):
 
 def test_plan_from_a_model_to_confirmed_replicas_and_manifests(planned):
     out, _, proc = planned
-    assert proc.returncode in (0, 1), proc.stdout[-4000:] + proc.stderr[-4000:]  # 1: the confirmation derated it
+    assert proc.returncode in (0, 1), proc.stdout[-4000:] + proc.stderr[-4000:]  # 1: the confirmation missed
     text = (out / "plan.md").read_text()
-    assert "## The plan" in text and "capacity per replica (open loop, Poisson)" in text
+    assert text.startswith("# Fleet plan: resnet18, peak 300 inf/s at p99 <= 200 ms")
+    for section in ("## The fleet", "## The packing", "## Per model", "## What was tried",
+                    "## Confirmation under mixed open-loop traffic", "## Kubernetes", "## Stages"):
+        assert section in text, section
     assert "random inputs" in text, "no user data: the report says the numbers come from random inputs"
-    assert "## What was tried" in text and "## Confirmation under open-loop traffic" in text
     assert (out / "plan.html").read_text().startswith("<!doctype html>")
     steps = json.loads((out / "steps.json").read_text())
-    assert [s["status"] for s in steps] == ["ok"] * len(steps) and len(steps) >= 7
-    search = (out / "search" / "search.md").read_text()
+    assert [s["status"] for s in steps] == ["ok"] * len(steps) and len(steps) >= 6
+    search = (out / "models" / "resnet18" / "search" / "search.md").read_text()
     assert "objective: capacity" in search and "Open-loop capacity (the ranking)" in search
     deployment = yaml.safe_load((out / "k8s" / "deployment.yaml").read_text())
     replicas = deployment["spec"]["replicas"]
     assert f"**{replicas} replica(s)**" in text
-    assert (out / "sizing" / "sizing.md").is_file() and (out / "winner" / "online.csv").is_file()
-    assert (out / "confirm" / "confirm.csv").is_file()
+    run = json.loads((out / "run.json").read_text())["config"]
+    assert run["replicas"] == replicas and run["packing"]["lower_bound"] <= replicas
+    (model,) = run["models"].values()
+    assert model["capacity_held"] <= model["capacity_found"]
 
 
 def test_a_peak_beyond_max_replicas_is_refused_and_the_rerun_resumes(planned):
@@ -59,8 +65,11 @@ def test_a_peak_beyond_max_replicas_is_refused_and_the_rerun_resumes(planned):
     assert proc.returncode == 2, proc.stdout[-3000:] + proc.stderr[-3000:]
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]  # the search's log is there too
     assert len(errors) == 1 and errors == proc.stderr.strip().splitlines()[-1:] and "Traceback" not in proc.stderr
-    assert "more than --max-replicas 2" in errors[0] and "inf/s fit" in errors[0]
-    assert "all points from the checkpoint" in proc.stdout + proc.stderr, "the search resumed instead of measuring"
+    assert "more than --max-replicas 2" in errors[0] and "limits." not in errors[0]
+    search = json.loads((out / "models" / "resnet18" / "search" / "run.json").read_text())
+    log = proc.stdout + proc.stderr
+    assert "measured 0 new" in log or "all points from the checkpoint" in log, "the search resumed, not measured"
+    assert search["config"]["winner"], search
 
 
 def test_the_python_api_plans_from_the_commands_points(planned):
@@ -83,20 +92,21 @@ def test_the_python_api_plans_from_the_commands_points(planned):
     # the command's checkpoint, copied: the API's plan must find every point there rather than measure again
     import shutil
 
-    shutil.copytree(out / "search", api_out / "search")
+    shutil.copytree(out / "models", api_out / "models")
     result = dt.plan("resnet18", dt.Demand(peak_rps=300, p99_ms=200, host_hour_cost=0.4),
                      dt.SearchSettings(budget_ms=200, open_loop_window_ms=500, **settings),
                      dt.SearchJob(preset="small", workspace=ws, result_dir=api_out), options=options,
                      checks=dt.Checks(confirm=False, retests=1, window_ms=1000))
-    command_plan = json.loads((out / "search" / "run.json").read_text())["config"]["winner"]
+    command_plan = json.loads((out / "models" / "resnet18" / "search" / "run.json").read_text())["config"]["winner"]
     assert result.search.outcome.measured_points == 0, "the API measured again: its request differs from the command's"
     assert result.search.outcome.decision.winner.candidate.to_dict() == command_plan
-    assert result.plan is not None and result.plan.replicas >= 1 and (api_out / "plan.md").is_file()
+    assert isinstance(result, dt.DeploymentPlan), "one planner: a plan of one model is a deployment of one"
+    assert result.replicas >= 1 and (api_out / "plan.md").is_file()
     assert set(result.manifests) and (api_out / "k8s" / "deployment.yaml").is_file()
-    skipped = result.stage("confirmation under open-loop traffic (and the burst check)")
+    skipped = result.stage("confirmation of each replica group under its mixed traffic")
     assert result.confirmed is None and skipped is StepStatus.SKIPPED  # --no-confirm: a stage skipped, with why
     run = dt.search_config("resnet18", dt.SearchSettings(budget_ms=200, open_loop_window_ms=500, **settings),
-                           dt.SearchJob(result_dir=api_out / "search", preset="small", workspace=ws,
-                                        model_repository=api_out / "repo"), options=options)
+                           dt.SearchJob(result_dir=api_out / "models" / "resnet18" / "search", preset="small",
+                                        workspace=ws, model_repository=api_out / "repo"), options=options)
     assert run.found and run.outcome.measured_points == 0 and run.written.name == "config.pbtxt"
     assert run.written.is_file() and run.written.parent.parent == api_out / "repo"

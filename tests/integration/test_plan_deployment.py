@@ -1,7 +1,8 @@
-"""`deployment-toolkit plan --deployment` end to end (issue 36) on the real embedded tritonserver and perf_analyzer,
-kept short (two small zoo models, short windows, one re-test and one confirmation round): each model searched
-under its own SLO, capacities held, the layout chosen by cost, the fleet confirmed under mixed traffic, manifests
-per group. Then the bad input a deployment can have, each one line and exit 2, on the stored points."""
+"""`deployment-toolkit plan --deployment` end to end (issues 36, 44) on the real embedded tritonserver and
+perf_analyzer, kept short (two small zoo models, short windows, one re-test and one confirmation round): each model
+searched under its own SLO, capacities held, packed by the solver, shared groups measured, each group confirmed under
+its mixed traffic, manifests per group. Then the fan-out (each index's search run as its pod would, then the
+gathering) gives the same plan, a rerun resumes, and the bad input a deployment can have is one line and exit 2."""
 from __future__ import annotations
 
 import json
@@ -47,27 +48,68 @@ def test_two_models_planned_as_one_fleet_confirmed_under_mixed_traffic(planned):
     _, out, _, proc = planned
     assert proc.returncode in (0, 1), proc.stdout[-4000:] + proc.stderr[-4000:]  # 1: a round missed an SLO
     text = (out / "plan.md").read_text()
-    for section in ("## The fleet", "## Per model", "## Layouts compared", "## Confirmation under mixed open-loop"):
+    for section in ("## The fleet", "## The packing", "## Per model", "## Confirmation under mixed open-loop"):
         assert section in text
     run = json.loads((out / "run.json").read_text())["config"]
     assert set(run["models"]) == {"classifier", "mobile"}
     assert all(m["capacity_held"] and m["capacity_held"] <= m["capacity_found"] for m in run["models"].values())
-    layout = run["layout"]
-    assert sorted(m for g in layout for m in g["models"]) == ["classifier", "mobile"]
-    # every group of the layout has its manifests, and its server loads exactly its models
-    for group in layout:
-        label = "-".join(group["models"])
-        deployment = yaml.safe_load((out / "k8s" / label / "deployment.yaml").read_text())
+    groups = run["groups"]
+    assert sorted(m for g in groups for m in g["models"]) == ["classifier", "mobile"]
+    assert run["packing"]["lower_bound"] <= run["replicas"] == sum(g["replicas"] for g in groups)
+    # every group has its manifests, and its server loads exactly its models
+    for group in groups:
+        folder = out / "k8s" / ("-".join(group["models"]) if len(groups) > 1 else "")
+        deployment = yaml.safe_load((folder / "deployment.yaml").read_text())
         assert deployment["spec"]["replicas"] == group["replicas"]
         args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
         assert sorted(a.split("=", 1)[1] for a in args if a.startswith("--load-model=")) == sorted(group["models"])
     steps = json.loads((out / "steps.json").read_text())
     assert [s["status"] for s in steps] == ["ok"] * len(steps)
-    # the two peaks are small next to one replica: sharing one is the estimate's pick, so its mix was measured (a
-    # busy host can still make the mix miss; then the dedicated layout is chosen and said)
-    assert "Shared groups measured: classifier + mobile" in text
-    if len(layout) == 1:
-        assert "fleet: classifier + mobile (shared): 1 replica(s)" in proc.stdout
+    # the two peaks are small next to one replica: the solver shares one, so that group's mix was measured (a busy
+    # host can make the mix miss; then the models are packed apart, and the report says what the mix held)
+    assert run["packing"]["measured_groups"] == [["classifier", "mobile"]]
+    assert "classifier + mobile: " in text
+
+
+def test_the_fan_out_gives_the_plan_the_sequential_run_gave(planned):
+    """Each index's command of the written search job, run here as its pod would, then the gathering job's
+    command: the searches are replayed from their folders (nothing searched twice) and the plan is the same."""
+    from deployment_toolkit.deployment.fanout import JOB_FILE, GATHER_FILE, index_command
+
+    base, out, ws, first = planned
+    assert first.returncode in (0, 1)
+    jobs, fan = base / "jobs", base / "fan"
+    deployment = base / "deployment.yaml"
+    wrote = subprocess.run([sys.executable, "-m", "deployment_toolkit", "plan", "--deployment", str(deployment),
+                            "--write-job", str(jobs), "--job-image", "registry.local/deployment-toolkit:1",
+                            "--node-selector", "kubernetes.io/hostname=ci", *FAST],
+                           capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert wrote.returncode == 0, wrote.stderr
+    job = yaml.safe_load((jobs / JOB_FILE).read_text())
+    assert job["spec"]["completionMode"] == "Indexed" and job["spec"]["completions"] == 2
+
+    def local(command: list[str]) -> list[str]:  # the pod's paths are this host's; the toolkit is this interpreter
+        paths = {f"/inputs/{deployment.name}": str(deployment), "/results/plan-pair": str(fan),
+                 "/results/workspace": str(ws)}
+        return [sys.executable, "-m", "deployment_toolkit", *[paths.get(a, a) for a in command[1:]]]
+
+    early = subprocess.run(local(yaml.safe_load((jobs / GATHER_FILE).read_text())["spec"]["template"]["spec"]
+                                 ["containers"][0]["command"]), capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert early.returncode == 2 and "2 of 2 searches missing" in early.stderr, early.stderr[-2000:]
+    for index in (0, 1):
+        proc = subprocess.run(local(index_command(job, index)), capture_output=True, text=True, cwd=ROOT,
+                              timeout=900)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert not (fan / "steps.json").exists(), "an index must not write the shared folder's steps"
+    gather = yaml.safe_load((jobs / GATHER_FILE).read_text())["spec"]["template"]["spec"]["containers"][0]["command"]
+    proc = subprocess.run(local(gather), capture_output=True, text=True, cwd=ROOT, timeout=1200)
+    assert proc.returncode in (0, 1), proc.stdout[-4000:] + proc.stderr[-4000:]
+    assert "measured 0 new ones" in proc.stdout + proc.stderr, "the gathering searched again"
+    sequential = json.loads((out / "run.json").read_text())["config"]
+    fanned = json.loads((fan / "run.json").read_text())["config"]
+    assert {n: m["config"] for n, m in fanned["models"].items()} == \
+        {n: m["config"] for n, m in sequential["models"].items()}
+    assert sorted(g["models"] for g in fanned["groups"]) == sorted(g["models"] for g in sequential["groups"])
 
 
 def test_a_peak_no_fleet_within_max_replicas_meets_is_one_line(planned):
@@ -85,5 +127,5 @@ def test_a_model_that_does_not_fit_the_host_memory_is_named(planned):
     proc = _plan(_deployment(base / "small-host.yaml", limits={"host_memory_gb": 0.001}), out, ws)
     assert proc.returncode == 2, proc.stdout[-3000:] + proc.stderr[-3000:]
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
-    assert len(errors) == 1 and "does not fit one replica alone: out of memory" in errors[0]
-    assert "--host-memory-gb 0.001" in errors[0] and "Traceback" not in proc.stderr
+    assert len(errors) == 1 and "fit one replica" in errors[0]  # the server alone is over 1 MB already
+    assert "the replica's 0.001 GB (limits.host_memory_gb)" in errors[0] and "Traceback" not in proc.stderr

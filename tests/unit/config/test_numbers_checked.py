@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from deployment_toolkit.errors import UserInputError
-from deployment_toolkit.planner.pipeline import Demand
+from deployment_toolkit.deployment.settings import Demand
 from deployment_toolkit.search.trials import SearchSettings
 from deployment_toolkit.sizing.plan import Demand as SizingDemand
 

@@ -119,3 +119,24 @@ def test_a_model_path_is_read_from_the_files_folder_and_checked_on_read(tmp_path
                                      f"{tmp_path / 'nets' / 'missing.onnx'} does not exist")
     factory = text.replace("nets/mlp.onnx", "tagger.py:get_model")
     assert load(_write(tmp_path, factory)).model("classifier").model == f"{tmp_path / 'tagger.py'}:get_model"
+
+
+def test_traffic_over_time_is_read_on_read_and_gives_the_peak(tmp_path):
+    (tmp_path / "day.csv").write_text("time,rate\n00:00,5\n12:00,40\n18:00,10\n")
+    text = GOOD.replace("peak_rps: 40.5", "traffic: day.csv")
+    tagger = load(_write(tmp_path, text)).model("tagger")
+    assert tagger.traffic == tmp_path / "day.csv" and tagger.peak_rps == 40 and not tagger.peak_given
+    both = load(_write(tmp_path, GOOD.replace("peak_rps: 40.5", "peak_rps: 80\n    traffic: day.csv")))
+    assert both.model("tagger").peak_rps == 80 and both.model("tagger").peak_given  # the shape scaled to the peak
+    (tmp_path / "bad.csv").write_text("time,rate\n00:00,5\n12:00,-1\n")
+    with pytest.raises(UserError) as err:
+        load(_write(tmp_path, GOOD.replace("peak_rps: 40.5", "traffic: bad.csv")))
+    assert "bad.csv" in str(err.value) and "line 3" in str(err.value) and "\n" not in str(err.value)
+    with pytest.raises(UserError, match="models\\[1\\]: 'peak_rps' is missing: give its peak"):
+        load(_write(tmp_path, GOOD.replace("    peak_rps: 40.5\n", "")))
+
+
+def test_many_models_are_one_deployment(tmp_path):
+    """No cap on the models of a deployment: the solver packs a hundred (the enumeration stopped at 16)."""
+    models = [{"name": f"m{i}", "model": "resnet18", "peak_rps": 1 + i, "p99_ms": 50} for i in range(120)]
+    assert len(parse({"models": models}).models) == 120

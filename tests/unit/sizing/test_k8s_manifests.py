@@ -14,6 +14,7 @@ from deployment_toolkit.server.args import ServerArgs
 import yaml
 
 from deployment_toolkit.sizing import Demand, Prices, SizingError, load_runs, size
+from deployment_toolkit.sizing.replicas import replica_set
 from deployment_toolkit.sizing.k8s import (
     TRITON_IMAGE,
     FleetSpec,
@@ -47,7 +48,7 @@ def _plan(run: str, peak=5000.0, slo=10.0):
 @pytest.fixture()
 def gpu_manifests():
     plan = _plan("gpu_a100_onnx_x2")  # 1560 inf/s per replica at SLO 10 ms -> 4 replicas
-    return plan, fleet_manifests(plan, FleetSpec(name="triton-resnet50", pvc="models", repository_subpath="repo"))
+    return plan, fleet_manifests(replica_set(plan), FleetSpec(name="triton-resnet50", pvc="models", repository_subpath="repo"))
 
 
 def test_gpu_fleet_resources_are_valid_kubernetes(gpu_manifests):
@@ -121,7 +122,7 @@ def test_the_validator_catches_mistakes(gpu_manifests):
 
 def test_cpu_fleet_has_no_gpu_limit_and_is_valid():
     plan = _plan("cpu_host_onnx_x2", peak=200, slo=50)  # 90 inf/s per host -> 3 hosts
-    docs = fleet_manifests(plan, FleetSpec(name="resnet50 CPU!"))
+    docs = fleet_manifests(replica_set(plan), FleetSpec(name="resnet50 CPU!"))
     dep = docs["deployment.yaml"]
     res = dep["spec"]["template"]["spec"]["containers"][0]["resources"]
     assert "nvidia.com/gpu" not in res["limits"] and res["requests"]["cpu"] == "16"
@@ -149,7 +150,7 @@ def test_unreachable_plan_has_no_manifests():
     (r,) = load_runs(FIX / "gpu_a100_onnx_x1")
     plan = size([r], Demand(100, 1.0)).plans[0]
     with pytest.raises(SizingError, match="unreachable"):
-        fleet_manifests(plan, FleetSpec(name="x"))
+        fleet_manifests(replica_set(plan), FleetSpec(name="x"))
 
 
 def test_names_and_labels():
@@ -169,10 +170,10 @@ def test_the_hpa_can_scale_on_tritons_queue_to_compute_ratio(tmp_path):
     from deployment_toolkit.sizing.k8s import MIN_QUEUE_RATIO, QUEUE_RATIO_METRIC, queue_ratio_at
 
     plan = _plan("cpu_host_onnx_x2", peak=200, slo=50)
-    ratio = queue_ratio_at(plan)
+    ratio = queue_ratio_at(replica_set(plan))
     point = plan.sustainable.point
     assert ratio is not None and math.isclose(ratio, point.queue_ms / point.compute_ms)
-    docs = fleet_manifests(plan, FleetSpec(name="r50", autoscale="queue-ratio"))
+    docs = fleet_manifests(replica_set(plan), FleetSpec(name="r50", autoscale="queue-ratio"))
     metric = docs["hpa.yaml"]["spec"]["metrics"][0]["pods"]
     assert metric["metric"]["name"] == QUEUE_RATIO_METRIC
     target = float(metric["target"]["averageValue"].rstrip("m")) / (1000 if metric["target"]["averageValue"].endswith("m") else 1)

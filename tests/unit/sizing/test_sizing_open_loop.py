@@ -645,5 +645,4 @@ def test_a_rate_perf_analyzer_cannot_finish_is_a_failing_rate_not_the_end_of_the
     store = RateStore(tmp_path)
     point = ratepoint.measure(target, 8068, store, tmp_path)
     assert not point.passes(300.0) and not point.kept_up and not point.client_limited
-    assert store.get(point.key) is not None
-    assert "did not finish within 114 s" in (tmp_path / Path(point.row["log"]).name).read_text()
+    assert store.get(point.key) is not None  # a rerun replays the verdict instead of waiting 114 s again

@@ -1,0 +1,198 @@
+"""A replica group confirmed under its mixed open-loop traffic, derated where it fails, then its burst check: the
+rules of a single model's confirmation (sizing.confirm) for a group of one or more models on one server.
+
+- a round drives one replica at the group's planned per-replica rates (every model at once, each its own seeded
+  schedule and SLO, p99 from the intended send time); it passes when most of its `trials` pass, a trial passing when
+  every model holds its SLO (one stall of a shared host must not derate a plan);
+- a round that fails derates the group to what the replica did carry: for each model that missed, what it answered
+  when it fell behind (else the offered rate x SLO / p99), the group's share the lowest of them (median over the
+  failed trials); the replicas are recomputed for the same load and confirmed again, at most `rounds` rounds;
+- after a pass, the burst check: each model's peak share per replica x the burst factor for a few seconds, then
+  straight back to the peak: whether the queue grew and drained. Informative: it does not change the plan.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
+
+from ..sizing.confirm import derated_capacity
+from ..sizing.ratepoint import ClientLimited
+from ..tables import markdown_table
+from .mixed import Mix, MixPoint
+
+
+@dataclass
+class GroupRound:
+    replicas: int
+    rates: dict[str, float]  # each model's inferences/s offered to one replica
+    points: list[MixPoint]
+    trials: int
+
+    @property
+    def passed(self) -> bool:
+        return sum(p.passes() for p in self.points) >= self.trials // 2 + 1
+
+    def decided(self) -> bool:
+        need = self.trials // 2 + 1
+        passed = sum(p.passes() for p in self.points)
+        return passed >= need or len(self.points) - passed >= need
+
+    def tally(self) -> str:
+        return f"{sum(p.passes() for p in self.points)} of {len(self.points)} trials passed"
+
+    def held(self, name: str) -> int:
+        return sum(p.points[name].passes(p.slos[name]) for p in self.points)
+
+
+@dataclass
+class GroupBurst:
+    factor: float
+    seconds: float
+    during: MixPoint
+    after: MixPoint
+
+    def text(self) -> str:
+        def model(name: str) -> str:
+            d, a = self.during.points[name], self.after.points[name]
+            slo = self.during.slos[name]
+            return (f"{name}: during p99 {d.p99:.1f} ms ({'within' if d.p99 <= slo else 'over'} its {slo:g} ms, "
+                    f"answered {d.answered:,.1f} of {d.offered:,.1f}/s), after p99 {a.p99:.1f} ms "
+                    f"({a.verdict(slo)})")
+        return (f"Burst check (each model's peak share x {self.factor:g} for about {self.seconds:g} s, then back to "
+                "the peak): " + "; ".join(model(n) for n in self.during.points) + ".")
+
+
+@dataclass
+class GroupConfirmation:
+    """One replica group's confirmation: its rounds (the last one's replicas and rates are the plan's) and burst."""
+
+    models: tuple[str, ...]
+    load: dict[str, float]  # each model's inferences/s over the whole fleet at the group's worst slice, headroom in
+    rounds: list[GroupRound] = field(default_factory=list)
+    burst: GroupBurst | None = None
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.rounds) and self.rounds[-1].passed
+
+    @property
+    def held(self) -> bool:
+        return self.passed
+
+    @property
+    def derated(self) -> bool:
+        return len(self.rounds) > 1
+
+    @property
+    def replicas(self) -> int:
+        return self.rounds[-1].replicas
+
+    @property
+    def rates(self) -> dict[str, float]:
+        return self.rounds[-1].rates
+
+    @property
+    def points(self) -> list[MixPoint]:
+        return self.rounds[-1].points
+
+    def passed_of(self, name: str) -> int:
+        return self.rounds[-1].held(name)
+
+    def summary(self) -> str:
+        r = self.rounds[-1]
+        head = "PASS" if self.passed else "FAIL"
+        if self.passed and self.derated:
+            head = f"PASS after derating to {r.replicas} replica(s)"
+        return f"{' + '.join(self.models)}: {head} ({r.tally()})"
+
+    def client_text(self, cores: int) -> str:
+        """What the load generator took of this host while it confirmed the group, and whether that matters."""
+        points = [p for r in self.rounds for p in r.points if not math.isnan(p.client_cores)]
+        if not points:
+            return ""
+        busiest = max(p.client_cores for p in points)
+        said = (f"Load generator: {len(self.models)} perf_analyzer process(es), at most {busiest:.2f} of this "
+                f"host's {cores} cores busy in a trial ({max(p.client_cpu_s for p in points):.1f} CPU-s).")
+        if busiest > cores / 2:
+            said += (" That is over half the host: the client competed with the server, so the group may hold more "
+                     "than confirmed here; confirm from another host (perf_analyzer -u) before buying from this.")
+        return said
+
+    def table(self) -> str:
+        rows = []
+        for i, r in enumerate(self.rounds, 1):
+            for t, p in enumerate(r.points, 1):
+                for name in self.models:
+                    q = p.points[name]
+                    rows.append([i, t, r.replicas, name, f"{r.rates[name]:,.1f}", f"{q.answered:,.1f}",
+                                 f"{q.p99:.1f}", f"{p.slos[name]:g}", q.verdict(p.slos[name])])
+        return markdown_table(["round", "trial", "replicas", "model", "offered per replica (inf/s)",
+                               "answered (inf/s)", "p99 (ms)", "SLO (ms)", "verdict"], rows, "rrrlrrrrl")
+
+
+def per_replica(load: Mapping[str, float], replicas: int) -> dict[str, float]:
+    return {n: r / replicas for n, r in load.items()}
+
+
+def derate_factor(points: list[MixPoint]) -> float:
+    """The share of what was offered that the replica did carry: per failed trial, the lowest over its models
+    (sizing.confirm.derated_capacity; a model that held carries all of its share), the median over the trials."""
+    shares = []
+    for p in points:
+        if p.passes():
+            continue
+        shares.append(min((derated_capacity(q, p.slos[n]) / q.offered if not q.passes(p.slos[n]) and q.offered
+                           else 1.0) for n, q in p.points.items()))
+    return statistics.median(shares) if shares else 1.0
+
+
+def confirm_group(mix: Mix, load: Mapping[str, float], replicas: int, rounds: int, trials: int,
+                  on_round: Callable[[GroupRound], None] | None = None) -> GroupConfirmation:
+    """Confirm `replicas` replicas of the group carrying `load` (inferences/s per model, the whole fleet's):
+    derated and confirmed again while most trials fail, at most `rounds` rounds."""
+    out = GroupConfirmation(tuple(m.name for m in mix.members), dict(load))
+    trials = max(1, trials)
+    for n in range(1, max(1, rounds) + 1):
+        rates = per_replica(load, replicas)
+        r = GroupRound(replicas, rates, [], trials)
+        for t in range(1, trials + 1):
+            point = mix.at_rates(rates, (n - 1) * trials + t, "confirm")
+            if point.client_limited:
+                raise ClientLimited(f"{' + '.join(out.models)}: the client could not send the mix "
+                                    f"({point.verdict()})")
+            r.points.append(point)
+            if r.decided():
+                break
+        out.rounds.append(r)
+        if on_round is not None:
+            on_round(r)
+        if r.passed or n == rounds:
+            break
+        factor = min(derate_factor(r.points), 0.97)
+        replicas = max(replicas + 1, math.ceil(replicas / max(factor, 1e-3)))
+    return out
+
+
+def burst_group(mix: Mix, peak: Mapping[str, float], replicas: int, factor: float, seconds: float) -> GroupBurst:
+    """Each model's peak share per replica x `factor` for about `seconds`, then the peak again for as long, in
+    fixed windows (stability off: the burst lasts what it says)."""
+    window = max(200, int(seconds * 1000 / 3))
+
+    def fixed(target):
+        options = dataclasses.replace(target.options, stability_percentage=100000.0, max_trials=3,
+                                      measurement_interval_ms=window)
+        return dataclasses.replace(target, options=options, config=f"{target.config}/burst")
+
+    burst = Mix([dataclasses.replace(m, target=fixed(m.target)) for m in mix.members], mix.out_dir / "burst",
+                fresh=True)
+    rates = per_replica(peak, replicas)
+    during = burst.at_rates({n: r * factor for n, r in rates.items()}, 1, "burst", windowed=False)
+    after = burst.at_rates(rates, 2, "after_burst", windowed=False)
+    return GroupBurst(factor, window * 3 / 1000, during, after)
+
+
+__all__ = ["GroupBurst", "GroupConfirmation", "GroupRound", "burst_group", "confirm_group", "derate_factor",
+           "per_replica"]

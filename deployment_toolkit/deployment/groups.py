@@ -1,0 +1,150 @@
+"""Which models share a replica, settled on what was measured: the solver packs the models (packing.py) on their
+held capacities, memory and traffic over time; only the shared groups of the packing are measured under their mixed
+traffic (split as the packing planned it) and held k of k; a group that falls short lowers its members' sharing
+factors (packing.fit_sharing), one that holds nothing is kept apart, and the models are packed again, until every
+shared group of the packing rests on a measurement. Measurement grows with the groups chosen, never with the
+groupings possible. `plan` is the planner's DeploymentPlan (plan.py imports this module, not the other way)."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from ..sizing.holding import Holding, hold
+from .errors import DeploymentPlanError
+from .file import Deployment
+from .mixed import Member, Mix, member_target
+from .packing import ModelLoad, PackedGroup, PackLimits, Packing, SharingFit, fit_sharing, pack
+from .traffic import Traffic, align, constant, read_csv
+
+MIX_FLOOR = 0.05  # a shared group's mix search goes down to this share of its predicted capacity
+
+
+@dataclass
+class MeasuredGroup:
+    """A shared group of a packing, measured under its mixed traffic (split as the packing planned it) and held."""
+
+    models: tuple[str, ...]
+    split: dict[str, float]  # each model's planned inferences/s per replica (the mix's shares)
+    predicted: float  # what time sharing with the packing's factors predicted (total inferences/s per replica)
+    holding: Holding | None  # None: no total rate kept every model within its SLO
+    reason: str = ""
+    fit: SharingFit | None = None  # what it changed in its members' sharing factors (None: it held the prediction)
+
+    @property
+    def held(self) -> float | None:
+        return self.holding.rate if self.holding else None
+
+    def text(self) -> str:
+        if self.held is None:
+            return f"{' + '.join(self.models)}: held no rate ({self.reason}); kept apart"
+        said = (f"{' + '.join(self.models)}: {self.held:,.1f} inf/s held (time sharing predicted "
+                f"{self.predicted:,.1f})")
+        return said + (f"; sharing factor x {self.fit.ratio:.2f}, packed again" if self.fit else "")
+
+
+def traffic_of(deployment: Deployment) -> Traffic:
+    """Every model's traffic on one grid: its CSV (scaled to its peak_rps where both are given), else its peak."""
+    series = {}
+    for m in deployment.models:
+        if m.traffic is None:
+            series[m.name] = constant(m.peak_rps)
+            continue
+        s = read_csv(m.traffic)
+        if m.peak_given and s.peak > 0:
+            s = dataclasses.replace(s, rates=tuple(r * m.peak_rps / s.peak for r in s.rates))
+        series[m.name] = s
+    return align(series)
+
+
+def _loads(plan: Any) -> tuple[ModelLoad, ...]:
+    prints = plan.memory
+    return tuple(ModelLoad(n, m.capacity, plan.traffic.rates[n],
+                           (prints.models.get(n, 0.0) / 1e9) if prints is not None else 0.0,
+                           plan.sharing.get(n, 1.0)) for n, m in plan.models.items())
+
+
+def _limits(plan: Any) -> PackLimits:
+    limits = plan.deployment.limits
+    budget = plan.memory.budget_gb if plan.memory is not None else None
+    server = plan.memory.server / 1e9 if plan.memory is not None and budget is not None else 0.0
+    if budget is not None and server >= budget:
+        raise DeploymentPlanError(f"no model fits one replica: the server alone takes {server:.2f} GB of the "
+                                  f"replica's {budget:g} GB (limits.host_memory_gb)")
+    return PackLimits(memory_gb=budget, server_gb=server, max_models=limits.max_models,
+                      max_replicas=limits.max_replicas, headroom=plan.headroom,
+                      price_per_replica=plan.price_per_replica)
+
+
+def mix_of(plan: Any, models: tuple[str, ...], split: dict[str, float], tag: str,
+         fresh: bool = False) -> Mix:
+    label = "+".join(models)
+    total = sum(split.values())
+    members = [Member(n, member_target(plan.models[n].target, label), split[n] / total,
+                      plan.deployment.model(n).p99_ms) for n in models]
+    return Mix(members, plan.out_dir / tag / label, fresh=fresh)
+
+
+def predicted_capacity(loads: tuple[ModelLoad, ...], split: dict[str, float]) -> float:
+    """Time sharing with the loads' sharing factors: the total inferences/s one replica holds at `split`."""
+    by = {m.name: m for m in loads}
+    total = sum(split.values())
+    return 1.0 / sum(r / total / (by[n].capacity * by[n].sharing) for n, r in split.items())
+
+
+def _measure_group(plan: Any, group: PackedGroup, loads: tuple[ModelLoad, ...]) -> MeasuredGroup:
+    """A shared group's mix capacity at the packing's split: bisected from the time-sharing prediction, then held
+    k of k (sizing.capacity.search on mix points)."""
+    from ..sizing.capacity import search
+    from ..sizing.ratepoint import ClientLimited
+
+    split = {n: group.rates[n] for n in group.models}
+    predicted = predicted_capacity(loads, split)
+    mix = mix_of(plan, group.models, split, "mix")
+    try:
+        found = search(lambda total: mix.measure(total), predicted, 1.0, 1, plan.resolution,
+                       min_fraction=MIX_FLOOR).capacity
+    except ClientLimited as err:
+        raise DeploymentPlanError(f"{' + '.join(group.models)}: the client could not send the mix: {err}") from None
+    if found is None:
+        return MeasuredGroup(group.models, split, predicted, None, "no total rate kept every model within its SLO")
+    retests = plan.settings.checks.retests
+    held = (hold(lambda total, trial: mix.measure(total, trial, "hold"), found, retests) if retests
+            else Holding(found, found, 0))
+    if held.rate is None:
+        return MeasuredGroup(group.models, split, predicted, held, held.text())
+    fit = fit_sharing(loads, split, held.rate) if held.rate < predicted * (1 - 1e-9) else None
+    return MeasuredGroup(group.models, split, predicted, held, fit=fit)
+
+
+def pack_measured(plan: Any) -> Packing:
+    """Pack, measure the shared groups the packing chose that were not measured yet, fold what they showed into
+    the sharing factors (or keep a group that held nothing apart) and pack again, until every shared group of the
+    packing was measured. Each round measures at least one new group, so the rounds are at most the models."""
+    for _ in range(len(plan.models) + 1):
+        loads = _loads(plan)
+        packing = pack(loads, _limits(plan), plan.settings.solver, apart=plan.apart)
+        plan.packings.append(packing)
+        if packing.misfits:
+            raise DeploymentPlanError("; ".join(f"{m.name} does not fit one replica alone: {m.reason}"
+                                                + (" (limits.host_memory_gb)" if "out of memory" in m.reason else "")
+                                                for m in packing.misfits))
+        if not packing.within_limit:
+            raise DeploymentPlanError(packing.reason)
+        todo = [g for g in packing.groups if g.shared and g.models not in plan.measured]
+        if not todo:
+            return packing
+        for group in todo:
+            measured = plan.steps.call(
+                f"{' + '.join(group.models)}: mix capacity under their mixed traffic, held "
+                f"{plan.settings.checks.retests} of {plan.settings.checks.retests}",
+                lambda g=group: _measure_group(plan, g, loads))
+            plan.measured[group.models] = measured
+            if measured.held is None:
+                plan.apart.append(group.models)
+            elif measured.fit is not None:
+                plan.sharing.update(measured.fit.factors)
+    raise DeploymentPlanError(f"the packing did not settle within {len(plan.models) + 1} rounds of measured groups")
+
+
+__all__ = ["MIX_FLOOR", "MeasuredGroup", "mix_of", "pack_measured", "predicted_capacity", "traffic_of"]

@@ -1,0 +1,76 @@
+"""A replica group's confirmation (deployment.confirm): majority of trials, derating to what the replica carried,
+replicas recomputed for the same load, at most `rounds` rounds; the load generator's share of the host said."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from deployment_toolkit.deployment.confirm import confirm_group, derate_factor
+from deployment_toolkit.deployment.mixed import MixPoint
+from deployment_toolkit.sizing.ratepoint import RatePoint
+from deployment_toolkit.sizing.ratestore import RateKey, options_key
+
+OPTS = options_key({"measurement_interval_ms": 1000})
+
+
+def _point(name: str, rate: float, carried: float, trial: int) -> RatePoint:
+    """One model's point on a replica that answers up to `carried` inferences/s of it (a growing queue above)."""
+    over = rate > carried
+    row = {"answered": carried if over else rate, "p99_ms": 400.0 if over else 20.0, "avg_ms": 5.0,
+           "window_latency_ms": [5, 10, 20, 40] if over else [5, 5, 5], "send_rate": None, "queue_growing": over,
+           "client_limited": False, "stable": True}
+    return RatePoint(RateKey(name, "poisson", rate, 1, OPTS, trial), row)
+
+
+@dataclass
+class Member:
+    name: str
+
+
+class ReplicaMix:
+    """What one replica holds in total: a replica over `holds` inferences/s carries `holds` split as offered."""
+
+    def __init__(self, holds: float, names=("a", "b"), cpu_s: float = 1.5):
+        self.holds, self.members, self.calls, self.cpu_s = holds, [Member(n) for n in names], [], cpu_s
+
+    def at_rates(self, rates, trial=1, tag=""):
+        self.calls.append(dict(rates))
+        total = sum(rates.values())
+        scale = min(1.0, self.holds / total)
+        points = {n: _point(n, r, r * scale if scale < 1 else r, trial) for n, r in rates.items()}
+        return MixPoint(total, points, {n: 100.0 for n in rates}, client_cpu_s=self.cpu_s, wall_s=3.0)
+
+
+def test_a_group_that_holds_its_rates_passes_in_one_round():
+    mix = ReplicaMix(holds=100)
+    c = confirm_group(mix, {"a": 60, "b": 30}, replicas=1, rounds=3, trials=3)
+    assert c.passed and not c.derated and c.replicas == 1 and len(c.rounds[0].points) == 2  # 2 of 3 decide
+    assert c.rates == {"a": 60, "b": 30} and c.passed_of("a") == 2
+
+
+def test_a_group_that_falls_short_is_derated_to_what_it_carried_and_confirmed_again():
+    mix = ReplicaMix(holds=100)
+    c = confirm_group(mix, {"a": 120, "b": 60}, replicas=1, rounds=3, trials=1)  # 180 offered, 100 carried
+    assert [r.replicas for r in c.rounds] == [1, 2] and c.passed and c.derated
+    assert c.rates == {"a": 60, "b": 30}  # the same load over the replicas the derating asked for
+    assert "PASS after derating to 2 replica(s)" in c.summary()
+
+
+def test_a_group_out_of_rounds_fails_and_says_so():
+    c = confirm_group(ReplicaMix(holds=100), {"a": 120, "b": 60}, replicas=1, rounds=1, trials=1)
+    assert not c.passed and len(c.rounds) == 1 and c.replicas == 1 and c.summary().endswith("FAIL (0 of 1 trials "
+                                                                                            "passed)")
+
+
+def test_the_derating_factor_is_the_worst_models_share_and_one_when_all_held():
+    short = MixPoint(180, {"a": _point("a", 120, 60, 1), "b": _point("b", 60, 60, 1)}, {"a": 100, "b": 100})
+    assert abs(derate_factor([short]) - 0.5) < 1e-9
+    held = MixPoint(90, {"a": _point("a", 60, 60, 1), "b": _point("b", 30, 30, 1)}, {"a": 100, "b": 100})
+    assert derate_factor([held]) == 1.0
+
+
+def test_the_load_generators_share_of_the_host_is_said_and_flagged_past_half():
+    c = confirm_group(ReplicaMix(holds=100), {"a": 60, "b": 30}, replicas=1, rounds=1, trials=1)
+    assert "at most 0.50 of this host's 2 cores" in c.client_text(2) and "competed" not in c.client_text(2)
+    busy = confirm_group(ReplicaMix(holds=100, cpu_s=4.5), {"a": 60, "b": 30}, replicas=1, rounds=1, trials=1)
+    assert "at most 1.50 of this host's 2 cores" in busy.client_text(2)
+    assert "competed with the server" in busy.client_text(2)
