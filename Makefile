@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-stamp
 # new folder (default results/local/demo-<model>-onnx-<UTC time>, git-ignored), never over a committed one.
 DEMO_ARGS ?=
 
-.PHONY: install system-deps demo test test-unit test-integration doctor accuracy clean gpu-check wheelhouse
+.PHONY: install system-deps demo test test-unit test-integration test-lab doctor accuracy clean gpu-check wheelhouse docs
 
 # Air-gapped hosts (README, "GPU acceptance"): `make wheelhouse` gathers the wheels where an index is reachable;
 # `make install WHEELHOUSE=DIR` (and `make gpu-check WHEELHOUSE=DIR`) installs from DIR with no index, into a venv
@@ -39,10 +39,12 @@ system-deps:
 		else echo "not installed:$$missing (shellcheck: the docker-script lint tests skip; nginx: the fleet check and its test skip) - 'sudo apt-get install$$missing'"; fi; \
 	fi
 
+# The test, hf and docs extras (pytest; transformers; mkdocs for `make docs` and the test that builds the site): two
+# -e of this checkout are one editable install with their extras merged.
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip "setuptools<81" wheel
-	$(VENV)/bin/pip install -q -e '.[test,hf]'
+	$(VENV)/bin/pip install -q -e '.[test,hf]' -e '.[docs]'
 	@touch $(STAMP)
 
 demo: install
@@ -58,16 +60,27 @@ test-unit: install
 test-integration: install
 	$(PY) -m pytest -q -ra tests/integration
 
+# The lab's tests (deployment_toolkit_lab/: the toolkit's own benchmarks, the corpus, the comparisons with Model
+# Analyzer, the housekeeping of the committed runs); `make test` collects tests/ only. `.ci/run` runs both.
+test-lab: install
+	$(PY) -m pytest -q -ra --durations=30 tests_lab
+
 # Train a small U-Net on synthetic shapes, deploy it (ONNX, embedded Triton) and show that Triton and the
 # framework give the same Dice vs labels.
 accuracy: install
 	$(PY) triton/accuracy_demo.py
 
+# The docs site (mkdocs.yml, docs/) into site/ (git-ignored), strict: a broken link, anchor or nav entry fails the
+# build. The CLI and deployment-file references are generated from the code on the way (docs/gen_reference.py).
+# (The two variables keep the theme's and a plugin's banners about MkDocs' future out of the build's output.)
+docs: install
+	NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true $(PY) -m mkdocs build --strict --clean --site-dir site
+
 doctor: install
 	$(PY) -m deployment_toolkit doctor
 
 clean:
-	rm -rf workspace model_repository/*/ .pytest_cache
+	rm -rf workspace model_repository/*/ .pytest_cache site
 
 # GPU acceptance in one command: results/gpu-<device-slug>/ (GPU_CHECK_ARGS, e.g. --max-minutes 10 --dry-run).
 gpu-check: install

@@ -1,16 +1,30 @@
 """`deployment-toolkit SUBCOMMAND ...` (also `python -m deployment_toolkit`): one command for every step.
 
 COMMANDS is the one table: each subcommand is a module of deployment_toolkit/commands with `main(argv)`, run through
-`cli.run` (user errors: one line, exit 2; bugs: traceback, exit 1). The triton/*.py scripts keep the seed's names
-and flags as shims over the same table (`run_script`).
+`cli.run` (user errors: one line, exit 2; bugs: traceback, exit 1), listed in --help under what the user is doing
+(Group). The triton/*.py scripts keep the seed's names and flags as shims over the same table (`run_script`).
+The toolkit's own benchmarks and result housekeeping are the lab's (`deployment-toolkit-lab`, deployment_toolkit_lab/),
+which imports this package and is never imported by it.
 """
 from __future__ import annotations
 
 import importlib
 import sys
 from dataclasses import dataclass
+from enum import Enum
 
 import deployment_toolkit  # noqa: F401  (first: hides the triton/ scripts folder from torch)
+
+
+class Group(str, Enum):
+    """What the user is doing: the headings of `deployment-toolkit --help`, in this order."""
+
+    BRING = "bring and convert"
+    SERVE = "serve and check"
+    MEASURE = "measure"
+    DECIDE = "decide and plan"
+    PIPELINES = "pipelines and diffusion"
+    HOST = "host checks"
 
 
 @dataclass(frozen=True)
@@ -18,80 +32,53 @@ class Command:
     name: str  # the subcommand
     module: str  # deployment_toolkit.<module>, which has main(argv) -> int
     help: str  # one line for `deployment-toolkit --help`
+    group: Group  # the heading it is listed under
     script: str | None = None  # triton/<script>.py, the seed's name, when there is one
 
 
+B, S, M, D, P, H = Group  # short names for the table below, in Group's order
 COMMANDS: dict[str, Command] = {c.name: c for c in (
-    Command("doctor", "commands.doctor", "report what this host has and what to install"),
-    Command("models", "commands.models", "list the registered models"),
-    Command("convert", "commands.convert_model", "convert a model to TorchScript, ONNX or TensorRT and verify it",
+    Command("models", "commands.models", "list the registered models", B),
+    Command("convert", "commands.convert_model", "convert a model to TorchScript, ONNX or TensorRT and verify it", B,
             "convert_model"),
-    Command("config", "commands.config_model_on_triton", "write a model's Triton repository entry (config.pbtxt)",
+    Command("train", "commands.train_segmentation", "train the small segmentation U-Net on synthetic shapes", B,
+            "train_segmentation"),
+    Command("config", "commands.config_model_on_triton", "write a model's Triton repository entry (config.pbtxt)", S,
             "config_model_on_triton"),
-    Command("serve", "commands.serve", "run the embedded tritonserver on a model repository until Ctrl-C"),
-    Command("infer", "commands.run_inference_on_triton", "run a dataset through Triton and dump the outputs",
+    Command("serve", "commands.serve", "run the embedded tritonserver on a model repository until Ctrl-C", S),
+    Command("infer", "commands.run_inference_on_triton", "run a dataset through Triton and dump the outputs", S,
             "run_inference_on_triton"),
     Command("infer-fw", "commands.run_inference_on_fw", "run a dataset through the framework and dump the outputs",
-            "run_inference_on_fw"),
-    Command("metrics", "commands.calculate_metrics", "accuracy metrics of a dump, with optional thresholds",
+            S, "run_inference_on_fw"),
+    Command("metrics", "commands.calculate_metrics", "accuracy metrics of a dump, with optional thresholds", S,
             "calculate_metrics"),
+    Command("demo", "demo", "convert, serve and measure one model end to end", S),
+    Command("accuracy-demo", "commands.accuracy_demo",
+            "train a small U-Net and compare Triton's Dice with the framework's", S, "accuracy_demo"),
     Command("perf-offline", "commands.run_offline_performance_test_on_triton", "perf_analyzer over client batch sizes",
-            "run_offline_performance_test_on_triton"),
-    Command("perf-online", "commands.run_online_performance_test_on_triton", "perf_analyzer over concurrencies",
+            M, "run_offline_performance_test_on_triton"),
+    Command("perf-online", "commands.run_online_performance_test_on_triton", "perf_analyzer over concurrencies", M,
             "run_online_performance_test_on_triton"),
-    Command("report", "commands.report", "build report.md/html for a results folder, or compare two", "report"),
+    Command("report", "commands.report", "build report.md/html for a results folder, or compare two", M, "report"),
     Command("search", "commands.search_config",
-            "search the serving config with the most throughput within a p99 budget",
-            "search_config"),
-    Command("size", "commands.size_fleet", "size a fleet (replicas, GPUs, cost) from measured runs", "size_fleet"),
+            "search the serving config with the most throughput within a p99 budget", D, "search_config"),
+    Command("size", "commands.size_fleet", "size a fleet (replicas, GPUs, cost) from measured runs", D, "size_fleet"),
     Command("plan", "commands.plan_fleet",
             "from a model to a confirmed fleet plan: convert, search by open-loop capacity, size, confirm, manifests",
-            "plan_fleet"),
-    Command("bench", "commands.run_framework_benchmark", "benchmark the framework itself (precisions, compile)",
-            "run_framework_benchmark"),
-    Command("bench-overhead", "commands.benchmark_overhead", "Triton's overhead over the same runtime in-process",
-            "benchmark_overhead"),
-    Command("bench-ragged", "commands.benchmark_ragged",
-            "what samples of different lengths cost the accuracy check, against one length"),
-    Command("bench-runtimes", "commands.benchmark_runtimes",
-            "compare the serving runtimes on one model", "benchmark_runtimes"),
-    Command("bench-sources", "commands.benchmark_sources",
-            "the same architecture from the zoo and from timm, alternated",
-            "benchmark_sources"),
-    Command("bench-vs-model-analyzer", "commands.benchmark_vs_model_analyzer",
-            "our search against Triton's Model Analyzer",
-            "benchmark_vs_model_analyzer"),
-    Command("bench-deployment-vs-model-analyzer", "commands.benchmark_deployment_vs_model_analyzer",
-            "a deployment of several models: plan --deployment against Model Analyzer, judged under mixed traffic"),
-    Command("bench-telemetry", "commands.benchmark_telemetry",
-            "what scraping the server's metrics costs the measured throughput", "benchmark_telemetry"),
-    Command("bench-corpus", "commands.benchmark_corpus",
-            "real architectures (transformers, torchvision, timm, torch) converted, served and measured",
-            "benchmark_corpus"),
-    Command("conversion-matrix", "commands.conversion_matrix", "which model converts to which format on this host",
-            "conversion_matrix"),
-    Command("demo", "demo", "convert, serve and measure one model end to end"),
-    Command("accuracy-demo", "commands.accuracy_demo",
-            "train a small U-Net and compare Triton's Dice with the framework's",
-            "accuracy_demo"),
-    Command("train", "commands.train_segmentation", "train the small segmentation U-Net on synthetic shapes",
-            "train_segmentation"),
+            D, "plan_fleet"),
     Command("deploy-pipeline", "commands.deploy_pipeline",
-            "a model with its pre/post-processing as a Triton ensemble: serve, verify, measure"),
-    Command("deploy-diffusion", "commands.deploy_diffusion", "deploy a diffusion sampler pipeline on Triton",
+            "a model with its pre/post-processing as a Triton ensemble: serve, verify, measure", P),
+    Command("deploy-diffusion", "commands.deploy_diffusion", "deploy a diffusion sampler pipeline on Triton", P,
             "deploy_diffusion"),
-    Command("diffusion-latency", "commands.run_diffusion_latency", "per-request latency of a diffusion pipeline",
+    Command("diffusion-latency", "commands.run_diffusion_latency", "per-request latency of a diffusion pipeline", P,
             "run_diffusion_latency"),
-    Command("diffusion-speedup", "commands.run_diffusion_speedup", "diffusion speedup of the converted formats",
+    Command("diffusion-speedup", "commands.run_diffusion_speedup", "diffusion speedup of the converted formats", P,
             "run_diffusion_speedup"),
-    Command("embed-results", "commands.embed_results", "copy generated result files into the Markdown that quotes them",
-            "embed_results"),
-    Command("compact-results", "commands.compact_results",
-            "summarise raw per-request exports and compress telemetry so a run folder stays small to commit"),
-    Command("footprint", "commands.footprint", "the size of the repository and of each run folder under results/"),
-    Command("gpu-check", "commands.gpu_acceptance", "GPU acceptance in one command", "gpu_acceptance"),
+    Command("doctor", "commands.doctor", "report what this host has and what to install", H),
+    Command("gpu-check", "commands.gpu_acceptance", "GPU acceptance in one command", H, "gpu_acceptance"),
 )}
 PROG = "deployment-toolkit"
+LAB = "deployment-toolkit-lab"  # the toolkit's own benchmarks and result housekeeping (deployment_toolkit_lab/)
 EXAMPLE = f"""example:
   {PROG} doctor
   {PROG} convert --model resnet50 --output-type onnx --output-path workspace/resnet50/onnx
@@ -100,10 +87,16 @@ EXAMPLE = f"""example:
 
 
 def usage() -> str:
+    """The subcommands under their headings (Group), each with its one line, then the examples."""
     width = max(len(n) for n in COMMANDS)
-    rows = "\n".join(f"  {c.name:<{width}}  {c.help}" for c in COMMANDS.values())
+    sections = []
+    for group in Group:
+        rows = [f"  {c.name:<{width}}  {c.help}" for c in COMMANDS.values() if c.group is group]
+        sections.append(f"{group.value}:\n" + "\n".join(rows))
     return (f"usage: {PROG} SUBCOMMAND [options]\n\nConvert, configure, serve, check and measure models on "
-            f"Triton Inference Server.\n\nsubcommands:\n{rows}\n\n{EXAMPLE}")
+            f"Triton Inference Server.\n\n" + "\n\n".join(sections) +
+            f"\n\nThe toolkit's own benchmarks and the housekeeping of its committed runs: `{LAB} --help`.\n\n"
+            f"{EXAMPLE}")
 
 
 def _command_main(name: str):

@@ -4,8 +4,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-from .export.verify import torch_callable
 from .runtimes.artifact import load_runtime, run_batched
+from .sources.outputs import torch_callable
 from .sources.trained import framework_model
 from .spec import Manifest
 

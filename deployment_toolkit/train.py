@@ -167,7 +167,7 @@ def predict(model: "nn.Module", images: np.ndarray, batch_size: int = 32) -> np.
 
 def evaluate(model: "nn.Module", images: np.ndarray, masks: np.ndarray, batch_size: int = 32) -> dict[str, float]:
     """dice_mean / dice_class_<c> with the same function calculate_metrics.py uses."""
-    from .metrics.segmentation import dice_scores
+    from .scores.segmentation import dice_scores
 
     return dice_scores(predict(model, images, batch_size), masks).as_metrics("dice")
 
@@ -219,7 +219,8 @@ def export_trained(weights: str | Path, output_dir: str | Path, model_name: str 
 
     from .export.errors import VerificationError
     from .export.onnx import OnnxSettings, export_onnx
-    from .export.verify import VerifyPlan, torch_callable, verify
+    from .export.verify import VerifyPlan, verify
+    from .sources.outputs import torch_callable
     from .runtimes.artifact import load_runtime
 
     entry = segmentation_entry(model_name)
@@ -266,7 +267,7 @@ def framework_dump(weights: str | Path, data_dir: str | Path, output_dir: str | 
 
     from .data.batches import FolderSource
     from .data.predict import predict_batches, write_dump
-    from .export.verify import torch_callable
+    from .sources.outputs import torch_callable
 
     torch.set_num_threads(threads)
     entry = segmentation_entry(model_name)

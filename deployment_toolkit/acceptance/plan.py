@@ -18,6 +18,8 @@ SERVED_MODEL = "resnet50"  # the offline/online sweeps with the per-stage breakd
 NNUNET = "nnunet3d"  # seed 001's online table: concurrency 1..8, max batch 4, preferred 2 4, queue delay 1 ms
 DIFFUSION_STEPS = (8, 18)  # seed 000: low- and high-quality step counts
 CONVERT_FORMATS = ("ts-trace", "onnx", "trt")
+# run with -m: the framework bench (the lab's `bench`; not a subcommand)
+FRAMEWORK_BENCH = "deployment_toolkit.commands.run_framework_benchmark"
 # fp16 agreement of the served model with the framework: scale-free, so it holds for logits and masks alike.
 FP16_AGREEMENT = "cosine_min>=0.999"
 
@@ -44,7 +46,9 @@ class Step:
 
     name: str  # unique, e.g. "convert resnet50 ts-trace fp16"
     stage: str  # key of the budget table
-    argv: tuple[str, ...]  # relative to the repo root: ("triton/x.py", "--flag", ...); run with sys.executable
+    # run with sys.executable: a script relative to the repo root, ("triton/x.py", "--flag", ...), or a module,
+    # ("-m", "deployment_toolkit.x", "--flag", ...)
+    argv: tuple[str, ...]
     budget_s: float
     requires: tuple[str, ...] = ()  # names of steps that must have succeeded
     server: bool = False  # needs the embedded tritonserver on the plan's repository
@@ -90,12 +94,13 @@ def _art(opts: PlanOptions, model: str, fmt: str) -> Path:
 
 
 def framework_steps(opts: PlanOptions) -> list[Step]:
-    """Seed 004's bench through triton/run_framework_benchmark.py, as three steps so a slow compile cannot
-    starve the eager rows (each writes its rows as it goes; a rerun resumes): eager at every precision (fp32
-    rows with TF32, the seed's default), fp32 without TF32 (its own folder: the CSV's key has no TF32 column),
-    and torch.compile at fp16, batch 32 (one compile per model fits the budget; run the bench directly for more)."""
+    """Seed 004's bench through `python -m deployment_toolkit.commands.run_framework_benchmark`, as three steps so
+    a slow compile cannot starve the eager rows (each writes its rows as it goes; a rerun resumes): eager at every
+    precision (fp32 rows with TF32, the seed's default), fp32 without TF32 (its own folder: the CSV's key has no
+    TF32 column), and torch.compile at fp16, batch 32 (one compile per model fits the budget; run the bench
+    directly for more)."""
     def bench(result: str, precisions: tuple[str, ...], batches: str, *extra: str) -> tuple[str, ...]:
-        return ("triton/run_framework_benchmark.py", "--models", *opts.bench_models, "--preset", opts.preset,
+        return ("-m", FRAMEWORK_BENCH, "--models", *opts.bench_models, "--preset", opts.preset,
                 "--precisions", *precisions, "--runtimes", "eager", "--batch-sizes", batches, "--device",
                 opts.device, "--warmup", "3", "--duration", "2", "--min-iterations", "3", "--no-progress",
                 "--result-path", str(opts.result_dir / result), *extra)

@@ -113,8 +113,9 @@ class Runner:
             argv = tuple(fill(a) for a in step.argv)
             budget = min(step.budget_s, self.deadline - time.monotonic())
             step_log = self.result_dir / "logs" / f"{i:02d}_{_slug(step.name)}.log"
-            # argv[0] is a script relative to the checkout's root, run with this Python
-            self.steps.run_command(step.name, (sys.executable, str(ROOT / argv[0]), *argv[1:]), step_log, budget,
+            # argv[0] is a script relative to the checkout's root (or -m and a module), run with this Python
+            run = argv if argv[0] == "-m" else (str(ROOT / argv[0]), *argv[1:])
+            self.steps.run_command(step.name, (sys.executable, *run), step_log, budget,
                                    step.ok_codes, step.skip_codes, step.stage, command=shown(argv))
         self.stop_server()
         return self.results

@@ -3,7 +3,11 @@ mode x batch size x runtime (torch eager, TorchScript, ONNX Runtime). Warm-up ca
 throughput, mean/p50/p95/p99 latency and peak memory (CUDA max allocated on a GPU, peak-RSS growth on CPU);
 the batch is halved on out-of-memory; combinations the host cannot run are recorded as skipped with the
 reason. Rows go to <result-dir>/<device_slug>.csv (+ <device_slug>_hardware.json); a rerun skips completed
-configurations. Geospatial models get km^2/s coverage columns at each --gsd-m."""
+configurations. Geospatial models get km^2/s coverage columns at each --gsd-m.
+
+Not a `deployment-toolkit` subcommand (a benchmark: the lab lists it as `deployment-toolkit-lab bench`), but it stays
+in the toolkit's command layer because gpu-check runs it as its framework stages
+(`python -m deployment_toolkit.commands.run_framework_benchmark`)."""
 import argparse
 import sys
 from pathlib import Path
@@ -17,9 +21,10 @@ from deployment_toolkit.committed import refuse_committed  # noqa: E402
 
 def _parser() -> argparse.ArgumentParser:
     p = cli.parser(__doc__, """
-        deployment-toolkit bench --models resnet50 s2_resnet50 --preset full \\
+        deployment-toolkit-lab bench --models resnet50 s2_resnet50 --preset full \\
             --precisions fp32 bf16 amp --compile-modes none default --batch-sizes 1,8 \\
             --runtimes eager torchscript onnxruntime --warmup 5 --duration 5 --gsd-m 10 30
+        python -m deployment_toolkit.commands.run_framework_benchmark --models resnet18 --preset small --dry-run
     """)
     from deployment_toolkit.perf.framework import BenchMatrix, BenchOptions, BenchRun
 

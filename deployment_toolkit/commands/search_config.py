@@ -23,6 +23,9 @@ EXAMPLE = """
     # rerun the same command to resume: measured points are reused, not measured again
 """
 EXIT_NO_CONFIG = cli.EXIT_NOT_MET  # no configuration meets the budget: a bound not met (README: exit codes)
+# the perf_analyzer flags whose defaults are the search request's (DEFAULT_PERF_OPTIONS), not PerfOptions'
+SEARCH_PERF_DEFAULTS = ("measurement_mode", "measurement_request_count", "measurement_interval_ms",
+                        "stability_percentage", "max_trials", "max_attempts")
 
 
 def build_parser(**defaults: Any) -> argparse.ArgumentParser:
@@ -57,7 +60,6 @@ def build_parser(**defaults: Any) -> argparse.ArgumentParser:
     add_arguments(v, SearchServer, only=("http_port", "grpc_port", "metrics_port", "log_verbose"))
     add_server_timeout(v)
     add_arguments(v, SearchServer, only=("metrics_period_s",))
-    add_perf_arguments(p)
     # Shorter perf_analyzer windows and a looser stability check than the runners': a search measures many
     # points and judges gains against its own noise estimate from repeated samples, so perf_analyzer's check
     # only has to reject gross outliers. Retrying an unstable point with longer windows cost 30-60 s a point on
@@ -69,9 +71,7 @@ def build_parser(**defaults: Any) -> argparse.ArgumentParser:
     # p99 noise rose (42.9% against 30.8% in the Model Analyzer comparison), which makes the search step down
     # further from the knee. --measurement-request-count raises it for such a model.
     d = DEFAULT_PERF_OPTIONS  # the request's defaults, so that the API and the command measure alike
-    p.set_defaults(measurement_mode=d.measurement_mode, measurement_request_count=d.measurement_request_count,
-                   measurement_interval=d.measurement_interval_ms, stability_percentage=d.stability_percentage,
-                   max_trials=d.max_trials, max_attempts=d.max_attempts)
+    add_perf_arguments(p, **{name: getattr(d, name) for name in SEARCH_PERF_DEFAULTS})
     return p
 
 

@@ -34,7 +34,7 @@ class Flag:
     type: Callable[[str], Any] | None = None  # how the flag's text is read (default: from the field's default)
     to_value: Callable[[Any], Any] | None = None  # flag value -> field value (0 -> None, 1 -> True, ...)
     choices: tuple[Any, ...] | None = None
-    action: str | None = None  # "store_true" / "store_false" for a switch
+    action: str | None = None  # "store_true" / "store_false" for a switch; "append": repeatable, the field a tuple
     metavar: str | None = None
     aliases: tuple[str, ...] = ()
     show_default: bool = True
@@ -174,6 +174,8 @@ def add_arguments(parser: Any, settings: type, *, only: Iterable[str] | None = N
                 kwargs["metavar"] = "{" + ",".join(str(c.value) for c in choices) + "}"
         if f.nargs:
             kwargs["nargs"] = f.nargs
+        if f.action == "append":  # each occurrence adds one value (argparse appends to a copy of a list default)
+            kwargs.update(action="append", default=list(default or ()))
         if f.metavar:
             kwargs["metavar"] = f.metavar
         elif choices is None:  # named for the flag, not the field
@@ -189,7 +191,7 @@ def from_args(settings: type, args: argparse.Namespace, **extra: Any) -> Any:
         if f is not None and f.name and hasattr(args, field.name):
             value = getattr(args, field.name)
             check_number(value, f, field.name)  # as typed, before a conversion (0 -> None) can hide it
-            if f.nargs and isinstance(value, list):
+            if (f.nargs or f.action == "append") and isinstance(value, list):
                 value = tuple(value)  # several values on the command line: the field's tuple
             values[field.name] = f.to_value(value) if f.to_value is not None and value is not None else value
     values.update(extra)

@@ -55,7 +55,7 @@ def eager_denoiser(model_name: str, preset: str = "small", device: str = "cpu", 
     the seed-003 "FW FP16 (AMP)" baseline. Returns (denoise, signature)."""
     import torch
 
-    from ..export.verify import torch_callable
+    from ..sources.outputs import torch_callable
     from ..sources import resolve
 
     if amp and not device.startswith("cuda"):

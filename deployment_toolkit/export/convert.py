@@ -13,7 +13,7 @@ from typing import Callable
 from ..config import OnnxExporter, Precision, check_numbers, setting
 from ..config.fields import int_list
 from ..sources import ModelSource, ResolvedModel, parse_reference, resolve, sha256_file
-from ..sources.outputs import left_out_line
+from ..sources.outputs import left_out_line, torch_callable
 from ..sources.trained import framework_model
 from ..spec import ARTIFACT_NAMES, FORMATS, Manifest, ModelSignature
 from .errors import ConversionError, FormatUnavailable, VerificationError
@@ -22,7 +22,7 @@ from .attempts import LOG_NAME, Attempt, all_failed, run_attempt
 from .coupling import batch_coupling
 from .routes import ExportExample, export_routes
 from .tensorrt import build_engine, tensorrt_available
-from .verify import VerifyPlan, torch_callable, verify
+from .verify import VerifyPlan, verify
 
 log = logging.getLogger(__name__)
 

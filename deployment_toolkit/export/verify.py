@@ -12,6 +12,7 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
+from ..scores.agreement import task_agreement
 from ..spec import TOLERANCES, ModelSignature, TensorSpec
 from .errors import ConversionError
 
@@ -42,31 +43,8 @@ class VerificationResult:
         return asdict(self)
 
 
-def torch_callable(model, input_names: list[str], output_names: list[str], device: str = "cpu",
-                   output_paths: dict[str, list] | None = None) -> Callable[[dict], dict]:
-    """Wrap an nn.Module as numpy-in / numpy-out, like the converted runtimes. The model runs as the user runs
-    it (keyword inputs where its forward names them, attention fast path as configured); its structured output
-    is flattened by `output_paths` (the manifest's), else by name or position (sources.outputs.flatten)."""
-    import torch
-
-    from ..sources.outputs import call, flatten
-
-    model = model.to(device)
-
-    def run(inputs: dict) -> dict:
-        with torch.inference_mode():
-            args = [torch.from_numpy(np.ascontiguousarray(inputs[n])).to(device) for n in input_names]
-            out = flatten(call(model, args, input_names), output_names, output_paths)
-        return {n: (o.detach().float() if o.is_floating_point() else o.detach()).cpu().numpy()
-                for n, o in zip(output_names, out)}
-
-    return run
-
-
 def agreement(task: str, ref: np.ndarray, got: np.ndarray) -> dict[str, float]:
     """Task-level agreement: what a user of the model would notice, beyond raw error."""
-    from ..metrics.compare import task_agreement
-
     return task_agreement(task, ref, got)
 
 

@@ -1,6 +1,7 @@
 """Accuracy metrics over inference dumps: labels metrics per task and agreement with a reference run.
 
-Pure numpy; `calculate_metrics` is the entry point used by triton/calculate_metrics.py.
+Pure numpy; `calculate_metrics` is the entry point used by triton/calculate_metrics.py. The per-task numbers are
+deployment_toolkit.scores' (re-exported here), which the conversion's verification shares.
 """
 from .calculate import (
     METRIC_TASKS,
@@ -19,10 +20,9 @@ from .calculate import (
     parse_thresholds,
     write_metrics_csv,
 )
-from .classification import top1_agreement, topk_accuracy, topk_overlap
-from .denoising import psnr_metrics, psnr_per_sample
-from .regression import DEFAULT_ATOL, MetricInputError, cosine_per_sample, error_stats
-from .segmentation import DiceResult, dice_from_masks, dice_scores
+from ..scores import (DEFAULT_ATOL, DiceResult, MetricInputError, dice_from_masks, dice_scores, psnr_metrics,
+                      psnr_per_sample, top1_agreement, topk_accuracy, topk_overlap)
+from .regression import cosine_per_sample, error_stats
 from .user import BaseMetricsCalculator, MetricsFileError, load_metrics_file, user_metrics
 
 __all__ = [

@@ -48,10 +48,9 @@ from ..config import check_numbers, setting
 from ..models.registry import TASKS
 from ..results.rows import RowSchema, to_csv
 from ..spec import atomic_write_text
-from .classification import classification_label_metrics, classification_reference_metrics
-from .denoising import psnr_metrics
-from .regression import DEFAULT_ATOL, DEFAULT_REL_EPS, MetricInputError, as_float_pair, error_stats
-from .segmentation import dice_scores
+from ..scores import (DEFAULT_ATOL, MetricInputError, as_float_pair, classification_label_metrics,
+                      classification_reference_metrics, dice_scores, psnr_metrics)
+from .regression import DEFAULT_REL_EPS, error_stats
 from ..errors import ToolkitError, UserError
 
 # the zoo's tasks plus two for models outside it

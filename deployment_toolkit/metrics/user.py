@@ -29,7 +29,7 @@ import numpy as np
 from ..watchdog import user_stage
 from ..data.dump import Dump
 from ..data.ragged import stacked
-from ..sources.userfile import first_line as _first_line, import_file
+from ..userfile import first_line as _first_line, import_file
 from ..errors import UserError
 
 CLASS_NAME = "MetricsCalculator"

@@ -53,7 +53,7 @@ def build_report(run_dir: str | Path) -> dict[str, Path]:
             md += ["What the server measured (its metrics endpoint, scraped during each point; queue and compute "
                    "in microseconds, from Triton's cumulative counters):", "", server, ""]
     paths: dict[str, Path] = {name: p for s in sections for name, p in s["plots"].items()}
-    paths["hardware.md"] = run_dir / "hardware.md"  # alone, for READMEs that quote a run (embed_results.py)
+    paths["hardware.md"] = run_dir / "hardware.md"  # alone, for READMEs that quote a run (the lab's embed-results)
     atomic_write_text(paths["hardware.md"], hardware_section(meta, all_rows) + "\n")
     paths["report.md"] = run_dir / "report.md"
     atomic_write_text(paths["report.md"], "\n".join(md))

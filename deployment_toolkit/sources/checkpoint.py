@@ -19,7 +19,7 @@ from typing import Any, Iterator, Mapping
 
 from ..watchdog import user_stage
 from .base import SourceError
-from .userfile import first_line
+from ..userfile import first_line
 
 _SHOWN = 10
 _DEPTH = 4  # wrappers nest: {"model": {"state_dict": {...}}}

@@ -5,8 +5,9 @@ namedtuple, or a Hugging Face `ModelOutput` (a dict subclass whose unset fields 
 Triton serves a flat list of named tensors, so the structure is walked once and each tensor leaf gets a name
 from its keys (`logits`, `out`, `hidden_states__3`); `output__<i>` only where no key names it (a bare tensor,
 a top-level tuple). `None` leaves are dropped. Each served output keeps its *path* (the keys and indices that
-reach it) in the manifest, so the framework reference, the ONNX/TorchScript exporters (through `FlatOutputs`)
-and every later rebuild pick exactly the same tensors.
+reach it) in the manifest, so the framework reference (`torch_callable`: numpy in and out, like the converted
+runtimes), the ONNX/TorchScript exporters (through `FlatOutputs`) and every later rebuild pick exactly the same
+tensors.
 
 Leaves that are not tensors (a decoder's `past_key_values` Cache, Mamba's `cache_params`) are left out unless
 --outputs names them: a causal LM or a seq2seq model is served by its tensors without listing them, and
@@ -18,7 +19,7 @@ import inspect
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from .base import SourceError
 
@@ -195,6 +196,26 @@ def call(model, args: Sequence[Any], input_names: Sequence[str]) -> Any:
     if _takes_keywords(model, input_names):
         return model(**dict(zip(input_names, args)))
     return model(*args)
+
+
+def torch_callable(model, input_names: list[str], output_names: list[str], device: str = "cpu",
+                   output_paths: dict[str, list] | None = None) -> Callable[[dict], dict]:
+    """Wrap an nn.Module as numpy-in / numpy-out, like the converted runtimes. The model runs as the user runs
+    it (keyword inputs where its forward names them, attention fast path as configured); its structured output
+    is flattened by `output_paths` (the manifest's), else by name or position (flatten)."""
+    import numpy as np
+    import torch
+
+    model = model.to(device)
+
+    def run(inputs: dict) -> dict:
+        with torch.inference_mode():
+            args = [torch.from_numpy(np.ascontiguousarray(inputs[n])).to(device) for n in input_names]
+            out = flatten(call(model, args, input_names), output_names, output_paths)
+        return {n: (o.detach().float() if o.is_floating_point() else o.detach()).cpu().numpy()
+                for n, o in zip(output_names, out)}
+
+    return run
 
 
 def _takes_keywords(model, input_names: Sequence[str]) -> bool:

@@ -7,7 +7,8 @@ import pytest
 
 from deployment_toolkit.client import TritonClient
 from deployment_toolkit.export import ConvertOptions, convert
-from deployment_toolkit.export.verify import TOLERANCES, torch_callable
+from deployment_toolkit.export.verify import TOLERANCES
+from deployment_toolkit.sources.outputs import torch_callable
 from deployment_toolkit.models import get_model, list_models
 from deployment_toolkit.models.geospatial import S2_WAVELENGTHS_UM
 from deployment_toolkit.repository import ConfigOptions, write_model

@@ -16,7 +16,8 @@ from safetensors.torch import save_file
 
 from deployment_toolkit.client import TritonClient
 from deployment_toolkit.export import ConvertOptions, convert
-from deployment_toolkit.export.verify import TOLERANCES, torch_callable
+from deployment_toolkit.export.verify import TOLERANCES
+from deployment_toolkit.sources.outputs import torch_callable
 from deployment_toolkit.framework import framework_predictor
 from deployment_toolkit.repository import ConfigOptions, write_model
 from deployment_toolkit.server import LocalTritonServer, ServerConfig

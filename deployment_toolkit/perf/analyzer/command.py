@@ -22,6 +22,7 @@ from ...spec import TensorSpec, atomic_write_text
 
 
 DEFAULT_OUTPUT_SHM_BYTES = 100 * 1024  # perf_analyzer's own default
+AUTO = "auto"  # --shared-memory auto: system for a server on this host (loopback URL), else none
 
 class HasSignature(typing.Protocol):
     """A Manifest or a ModelSignature: anything with inputs and outputs."""
@@ -50,33 +51,45 @@ def _choice(kind: type[Choice], name: str, value: Any) -> Choice:
 @dataclass(frozen=True)
 class PerfOptions:
     """How perf_analyzer measures a point. Fields that change the numbers go into a sweep's fingerprint. Each
-    default is written here once; the command-line flags (flags.add_perf_arguments) take theirs from these fields."""
+    setting is declared here once, its flag with it: the commands' flags are built from these fields
+    (flags.add_perf_arguments) and parsed back into them (flags.perf_options_from_args)."""
 
     protocol: Protocol = setting(Protocol.GRPC, flag="--protocol", help="perf_analyzer -i")
-    shared_memory: SharedMemory = setting(SharedMemory.NONE, flag="--shared-memory", help="tensor transport")
-    # bytes per sample; None = from the manifest
-    output_shared_memory_size: int | None = setting(None, flag="--output-shared-memory-size", unit="bytes", low=1,
-                                                    high=1 << 40)
-    input_data: str = setting("random", flag="--input-data", metavar="random|zero|PATH")
-    measurement_mode: MeasurementMode = setting(MeasurementMode.TIME_WINDOWS, flag="--measurement-mode")
+    # the flag also takes `auto` (its default there): system for a server on this host, else none
+    shared_memory: SharedMemory = setting(
+        SharedMemory.NONE, flag="--shared-memory", type=str, choices=(AUTO, *SharedMemory.values()),
+        help="tensor transport; auto = system for a server on this host (loopback URL), else none")
+    # None = from the manifest
+    output_shared_memory_size: int | None = setting(
+        None, flag="--output-shared-memory-size", unit="bytes", low=1, high=1 << 40, metavar="BYTES",
+        help="bytes per sample and output; default: the manifest's largest output + 25%% (min 100 KB)")
+    input_data: str = setting("random", flag="--input-data", metavar="random|zero|PATH",
+                              help="inputs with fixed values in the manifest always get those values")
+    measurement_mode: MeasurementMode = setting(MeasurementMode.TIME_WINDOWS, flag="--measurement-mode",
+                                                help="a window ends after a time or after a number of requests")
     measurement_interval_ms: int = setting(5000, flag="--measurement-interval", unit="ms", low=1, high=3_600_000,
-                                           help="perf_analyzer's measurement window")
-    measurement_request_count: int = setting(50, flag="--measurement-request-count", low=1, high=10_000_000)
+                                           metavar="MS", help="window length for time_windows")
+    measurement_request_count: int = setting(50, flag="--measurement-request-count", low=1, high=10_000_000,
+                                             help="requests per window for count_windows")
     # the relaxed final run sets 100000: stability unchecked
-    stability_percentage: float = setting(10.0, flag="--stability-percentage", unit="%", low=0, low_open=True,
-                                          high=1_000_000)
-    max_trials: int = setting(10, flag="--max-trials", low=1, high=1000)
+    stability_percentage: float = setting(
+        10.0, flag="--stability-percentage", unit="%", low=0, low_open=True, high=1_000_000,
+        help="how far (%%) the last windows may be from their average for a stable point")
+    max_trials: int = setting(10, flag="--max-trials", low=1, high=1000, help="windows per attempt")
     # stabilise on this latency percentile instead of the average
-    percentile: int | None = setting(None, flag="--percentile", low=1, high=99)
-    async_mode: bool = setting(False, flag="--async", action="store_true")
-    extra_args: tuple[str, ...] = ()
+    percentile: int | None = setting(None, flag="--percentile", low=1, high=99,
+                                     help="stabilise on this latency percentile (e.g. 99)")
+    async_mode: bool = setting(False, flag="--async", action="store_true", help="perf_analyzer --async")
+    extra_args: tuple[str, ...] = setting((), flag="--perf-analyzer-arg", action="append", metavar="ARG",
+                                          help="extra argument passed to perf_analyzer as is (repeatable)")
     # retries of an unstable point (not part of the measurement definition)
     max_attempts: int = setting(5, flag="--max-attempts", low=1, high=100,
-                                help="tries for a stable measurement of a point (then one with stability unchecked)")
+                                help="attempts for a stable point, each with a longer window (+2000 ms or +50 "
+                                     "requests); then one with stability unchecked")
     retry_interval_step_ms: int = 2000
     retry_request_count_step: int = 50
     relaxed_fallback: bool = True  # after the last unstable attempt, measure once with stability unchecked
-    # per perf_analyzer call; None = derived from the window settings
+    # per perf_analyzer call; None = derived from the window settings (no command-line flag: the name is for errors)
     timeout_s: float | None = setting(None, flag="timeout_s", unit="s", low=0, low_open=True, high=86_400)
 
     def __post_init__(self) -> None:
@@ -133,6 +146,9 @@ class PerfTarget:
     model_version: str = ""
     input_data: str | None = None
     binary: str | Path | None = None
+    # inferences per request beyond perf_analyzer's client batch: a model served one whole batch per request counts
+    # each stacked sample (data.whole.samples_per_request); Inferences/second is scaled by it
+    samples_per_request: float = 1.0
 
     def data(self, options: PerfOptions) -> str:
         return str(self.input_data or options.input_data)

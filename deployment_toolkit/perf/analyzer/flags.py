@@ -1,61 +1,45 @@
-"""perf_analyzer's command-line flags, shared by the offline/online scripts, the search and sizing; parsed flags
-to PerfOptions, and --data-dir/--dataloader samples to perf_analyzer JSON."""
+"""perf_analyzer's command-line flags, shared by the offline/online scripts, the search and sizing: built from
+the fields of PerfOptions and RealSamples (each setting declared once, with its flag) and parsed back into
+PerfOptions; --data-dir/--dataloader samples to perf_analyzer JSON."""
 from __future__ import annotations
 
-import dataclasses
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ...config import Protocol, SharedMemory
+from ...config import SharedMemory, add_arguments, from_args, setting
+from ...data.perf_input import DEFAULT_PERF_SAMPLES
 from ...errors import UserInputError
-from .command import HasSignature, MeasurementMode, PerfOptions
+from .command import AUTO, HasSignature, PerfOptions
 
-AUTO = "auto"  # --shared-memory auto: system for a server on this host (loopback URL), else none
-
-
-def _default(name: str) -> Any:
-    """PerfOptions' own default for a field: each default is written once, there."""
-    field = next(f for f in dataclasses.fields(PerfOptions) if f.name == name)
-    return field.default.value if hasattr(field.default, "value") else field.default
+PERF_FLAGS_SKIP = ("timeout_s",)  # a PerfOptions setting of the Python API alone: its `flag` names it in errors
 
 
-def add_perf_arguments(parser) -> None:
-    """The perf_analyzer flags of triton/run_*_performance_test_on_triton.py (names follow perf_analyzer's), with
-    PerfOptions' defaults and choices (config.Protocol, config.SharedMemory plus `auto`)."""
+@dataclass(frozen=True)
+class RealSamples:
+    """The user's samples perf_analyzer sends instead of --input-data: the flags data.samples.DataSpec.from_args
+    reads, and how many of the samples go into perf_analyzer's input file."""
+
+    data_dir: str | None = setting(
+        None, flag="--data-dir", metavar="DIR",
+        help="real samples instead of --input-data: a folder of .npy/.npz samples, or the data_dir of --dataloader; "
+             "written as perf_analyzer JSON (input_data_<sha12>.json) in the run folder")
+    dataloader: str | None = setting(
+        None, flag="--dataloader", metavar="FILE",
+        help="a dataloader.py defining get_dataloader_fn(**kwargs) (the DLE form) for the real samples")
+    dataloader_arg: tuple[str, ...] = setting((), flag="--dataloader-arg", action="append", metavar="KEY=VALUE",
+                                              help="extra keyword argument for get_dataloader_fn (repeatable)")
+    perf_samples: int = setting(DEFAULT_PERF_SAMPLES, flag="--perf-samples",
+                                help="real samples written for perf_analyzer, sent round-robin")
+
+
+def add_perf_arguments(parser, **defaults: Any) -> None:
+    """The perf_analyzer flags of triton/run_*_performance_test_on_triton.py (names follow perf_analyzer's): the
+    fields of PerfOptions and RealSamples; --shared-memory defaults to `auto` here. `defaults` override a field's
+    default for one command (the search's shorter windows)."""
     g = parser.add_argument_group("perf_analyzer")
-    g.add_argument("--protocol", choices=Protocol.values(), default=_default("protocol"), help="default: %(default)s")
-    g.add_argument("--shared-memory", choices=(AUTO, *SharedMemory.values()), default=AUTO,
-                   help="tensor transport; auto = system for a server on this host (loopback URL), else none")
-    g.add_argument("--output-shared-memory-size", type=int, default=_default("output_shared_memory_size"),
-                   metavar="BYTES", help="per sample and output; default: the manifest's largest output + 25%% "
-                                         "(min 100 KB)")
-    g.add_argument("--input-data", default=_default("input_data"), metavar="random|zero|PATH",
-                   help="inputs with fixed values in the manifest always get those values (default: %(default)s)")
-    g.add_argument("--data-dir", default=None, metavar="DIR",
-                   help="real samples instead of --input-data: a folder of .npy/.npz samples, or the data_dir of "
-                        "--dataloader; written as perf_analyzer JSON (input_data_<sha12>.json) in the run folder")
-    g.add_argument("--dataloader", default=None, metavar="FILE",
-                   help="a dataloader.py defining get_dataloader_fn(**kwargs) (the DLE form) for the real samples")
-    g.add_argument("--dataloader-arg", action="append", default=[], metavar="KEY=VALUE",
-                   help="extra keyword argument for get_dataloader_fn (repeatable)")
-    g.add_argument("--perf-samples", type=int, default=16,
-                   help="real samples written for perf_analyzer, sent round-robin (default: %(default)s)")
-    g.add_argument("--measurement-mode", choices=MeasurementMode.values(), default=_default("measurement_mode"))
-    g.add_argument("--measurement-interval", type=int, default=_default("measurement_interval_ms"), metavar="MS",
-                   help="window length for time_windows (default: %(default)s)")
-    g.add_argument("--measurement-request-count", type=int, default=_default("measurement_request_count"),
-                   help="requests per window for count_windows (default: %(default)s)")
-    g.add_argument("--stability-percentage", type=float, default=_default("stability_percentage"),
-                   help="default: %(default)s")
-    g.add_argument("--max-trials", type=int, default=_default("max_trials"),
-                   help="windows per attempt (default: %(default)s)")
-    g.add_argument("--percentile", type=int, default=_default("percentile"),
-                   help="stabilise on this latency percentile (e.g. 99)")
-    g.add_argument("--async", dest="async_mode", action="store_true", help="perf_analyzer --async")
-    g.add_argument("--max-attempts", type=int, default=_default("max_attempts"),
-                   help="attempts per point, each with a longer window (+2000 ms or +50 requests); default %(default)s")
-    g.add_argument("--perf-analyzer-arg", action="append", default=[], metavar="ARG",
-                   help="extra argument passed to perf_analyzer as is (repeatable)")
+    add_arguments(g, PerfOptions, skip=PERF_FLAGS_SKIP, **{"shared_memory": AUTO, **defaults})
+    add_arguments(g, RealSamples)
 
 
 def shared_memory_for(url: str, choice: str) -> SharedMemory:
@@ -97,18 +81,4 @@ def sample_input_data(data, signature: HasSignature, directory: str | Path, samp
 
 def perf_options_from_args(args, shared_memory: SharedMemory | str | None = None) -> PerfOptions:
     """PerfOptions from the parsed flags; `shared_memory` replaces --shared-memory (which may say `auto`)."""
-    return PerfOptions(
-        protocol=args.protocol,
-        shared_memory=shared_memory or args.shared_memory,
-        output_shared_memory_size=args.output_shared_memory_size,
-        input_data=args.input_data,
-        measurement_mode=args.measurement_mode,
-        measurement_interval_ms=args.measurement_interval,
-        measurement_request_count=args.measurement_request_count,
-        stability_percentage=args.stability_percentage,
-        max_trials=args.max_trials,
-        percentile=args.percentile,
-        async_mode=args.async_mode,
-        max_attempts=args.max_attempts,
-        extra_args=tuple(args.perf_analyzer_arg),
-    )
+    return from_args(PerfOptions, args, shared_memory=shared_memory or args.shared_memory)

@@ -23,7 +23,8 @@ ROOT = Path(__file__).resolve().parents[3]
 
 def test_nothing_spawns_with_a_preexec_fn():
     offenders = []
-    for folder in ("deployment_toolkit", "triton", "tests", "examples", "scripts"):
+    for folder in ("deployment_toolkit", "triton", "tests", "examples", "scripts", "deployment_toolkit_lab",
+                   "tests_lab"):
         for path in (ROOT / folder).rglob("*.py"):
             for node in ast.walk(ast.parse(path.read_text(), str(path))):
                 if isinstance(node, ast.keyword) and node.arg == "preexec_fn":

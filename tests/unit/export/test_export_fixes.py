@@ -12,7 +12,8 @@ from torch import nn
 
 import deployment_toolkit.export.onnx as onnx_mod
 from deployment_toolkit.export import ConvertOptions, FormatUnavailable, VerificationError, convert, copy_artifact
-from deployment_toolkit.export.verify import torch_callable, verify
+from deployment_toolkit.export.verify import verify
+from deployment_toolkit.sources.outputs import torch_callable
 from deployment_toolkit.models.registry import ModelEntry, Preset
 from deployment_toolkit.repository import ConfigOptions, write_model
 from deployment_toolkit.runtimes.artifact import OnnxRuntime

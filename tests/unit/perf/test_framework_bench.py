@@ -316,9 +316,9 @@ def test_tiny_run_writes_csv_and_hardware_json_and_resumes(tmp_path, table_rows)
 
 def test_dry_run_lists_the_plan(tmp_path):
     out = subprocess.run(
-        [sys.executable, str(ROOT / "triton/run_framework_benchmark.py"), "--models", "resnet18", "--preset", "small",
+        [sys.executable, "-m", "deployment_toolkit.commands.run_framework_benchmark", "--models", "resnet18", "--preset", "small",
          "--precisions", "fp32", "bf16", "--compile-modes", "none", "--batch-sizes", "1", "--result-dir",
-         str(tmp_path), "--dry-run"], capture_output=True, text=True, timeout=300)
+         str(tmp_path), "--dry-run"], capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert out.returncode == 0, out.stderr
     assert "6 configurations" in out.stdout
     assert "skip     resnet18/small onnxruntime bf16 b1: ONNX Runtime has no bf16" in out.stdout

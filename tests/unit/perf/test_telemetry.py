@@ -1,6 +1,4 @@
 """Triton's metrics text read with prometheus_client's parser, and a point summarised from its active samples."""
-import pytest
-
 from deployment_toolkit.perf.telemetry import Sample, active, foreign, metrics_url_for, parse, summarise
 
 TEXT = """# HELP nv_inference_count Number of inferences performed
@@ -81,31 +79,6 @@ def test_a_run_comparison_includes_the_servers_figures(tmp_path):
                                                 "client_infer_per_s": 100.0}, summarise(busy, 100.0), busy)
     text = server_comparison(tmp_path / "a", tmp_path / "b", "online")
     assert "compute us/req" in text and "4e+03 -> 2e+03 (-2e+03)" in text
-
-
-def test_the_scrape_cost_verdict_pairs_rounds_and_says_when_noise_hides_it():
-    from deployment_toolkit.perf.scrape_cost import CSV_SCHEMA, ScrapeCost
-    from deployment_toolkit.results.rows import to_csv
-
-    cost = ScrapeCost(0.5, 3)
-    # a host that drifts between rounds: each round's two sweeps agree within 0.5%, the rounds do not
-    cost.throughput = {"scraped": {1: [100.0, 150.0, 120.0]}, "not scraped": {1: [100.4, 150.3, 119.8]}}
-    assert cost.paired(1) == pytest.approx([100 / 100.4, 150 / 150.3, 120 / 119.8])
-    assert cost.verdict().startswith("met: median paired ratio 0.998 [0.996..1.002] over 3 pairs, resolved to +-0.")
-    # the committed run's shape (2026-11-25): the median passes but 15 pairs spread 0.84..1.31 resolve only +-6%
-    noisy = ScrapeCost(0.5, 5)
-    noisy.throughput = {"scraped": {1: [100.0, 131.0, 84.0, 102.0, 99.0]}, "not scraped": {1: [98.0, 100.0] + [100.0] * 3}}
-    assert noisy.verdict().startswith("met by the median, not resolved to 1%: median paired ratio 1.020 [0.840..1.310]")
-    assert "the pairs resolve the ratio to +-" in noisy.verdict()
-    cost.throughput = {"scraped": {1: [100.0, 150.0], 2: [90.0]}, "not scraped": {1: [120.0, 140.0], 2: [100.0]}}
-    assert cost.verdict().startswith("not resolved: median paired ratio 0.900 [0.833..1.071]")
-    cost.throughput = {"scraped": {1: [95.0, 96.0]}, "not scraped": {1: [100.0, 100.0]}}
-    assert cost.verdict().startswith("not met: median paired ratio 0.955")
-    assert ScrapeCost(0.5, 1).verdict().startswith("no paired rounds")
-    text = to_csv(CSV_SCHEMA, cost.records())
-    assert text.splitlines() == ["concurrency,round,mode,throughput", "1,1,scraped,95", "1,2,scraped,96",
-                                 "1,1,not scraped,100", "1,2,not scraped,100"]
-    assert cost.rows() == [["1", "95.5 [95.0..96.0]", "100.0 [100.0..100.0]", "0.955", "0.955 [0.950..0.960]"]]
 
 
 # ---- whose endpoint (issue 38): scrapes count only when they are the measured server's -------------------------

@@ -1,5 +1,7 @@
 """One installed `deployment-toolkit` command (issue 19, item 6): every triton/*.py script is a shim over a
-subcommand, every subcommand's --help ends with an example of itself, and every command goes through cli.run."""
+subcommand, every subcommand's --help ends with an example of itself, and every command goes through cli.run.
+Its --help lists the user's jobs by what the user is doing, at most 22, none of them a benchmark of the toolkit or the
+housekeeping of its results (issue 45, item 1): those are the lab's, `deployment-toolkit-lab` (tests_lab/)."""
 from __future__ import annotations
 
 import ast
@@ -14,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from deployment_toolkit.__main__ import COMMANDS, PROG, main
+from deployment_toolkit.__main__ import COMMANDS, PROG, Group, main
 
 ROOT = Path(__file__).resolve().parents[3]
 SCRIPTS = sorted((ROOT / "triton").glob("*.py"))
@@ -28,9 +30,31 @@ def _help(name: str) -> str:
     return out.getvalue()
 
 
-def test_the_installed_command_is_the_table():
+MAX_SUBCOMMANDS = 22
+# what a user's job is not: the toolkit's own benchmarks and the housekeeping of its committed runs
+LAB_WORDS = ("bench", "corpus", "model-analyzer", "matrix", "embed", "compact", "footprint", "results")
+
+
+def test_the_installed_commands_are_the_two_tables():
+    """Two entry points: the toolkit's, and the lab's (read from pyproject.toml: this test imports no lab code)."""
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
-    assert scripts == {PROG: "deployment_toolkit.__main__:main"}
+    assert scripts == {PROG: "deployment_toolkit.__main__:main",
+                       "deployment-toolkit-lab": "deployment_toolkit_lab.__main__:main"}
+
+
+def test_help_groups_at_most_22_user_jobs_and_no_benchmark(capsys):
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    listed = re.findall(r"^  ([a-z][a-z0-9-]*)  ", out, re.M)
+    assert sorted(listed) == sorted(COMMANDS) and len(listed) <= MAX_SUBCOMMANDS, listed
+    assert not [n for n in listed if any(w in n for w in LAB_WORDS)], listed
+    headings = re.findall(r"^(\S[^\n]*):$", out, re.M)
+    assert headings == [g.value for g in Group] + ["example"], headings
+    for group in Group:  # each command under its own heading, with its one line
+        section = out.split(f"\n{group.value}:\n", 1)[1].split("\n\n", 1)[0]
+        assert [ln.split()[0] for ln in section.splitlines()] == [c.name for c in COMMANDS.values() if c.group is group]
+        assert all(c.help in section for c in COMMANDS.values() if c.group is group)
+    assert "deployment-toolkit-lab --help" in out
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)

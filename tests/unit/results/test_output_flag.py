@@ -9,11 +9,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
-WRITES_A_RUN_FOLDER = {  # subcommand -> the spelling it had before, still accepted
+WRITES_A_RUN_FOLDER = {  # subcommand -> the spelling it had before, still accepted (the lab's: tests_lab)
     "perf-offline": None, "perf-online": None, "search": None, "plan": None, "size": "--output",
-    "bench": "--result-dir", "bench-overhead": None, "bench-runtimes": "--result-dir", "bench-corpus": "--output",
-    "bench-vs-model-analyzer": None, "demo": "--output", "accuracy-demo": "--results-dir",
-    "diffusion-latency": "--result-dir", "diffusion-speedup": "--result-dir", "gpu-check": None,
+    "demo": "--output", "accuracy-demo": "--results-dir", "diffusion-latency": "--result-dir",
+    "diffusion-speedup": "--result-dir", "gpu-check": None,
 }
 
 

@@ -12,7 +12,7 @@ import torch
 from safetensors.torch import save_file
 
 from deployment_toolkit.export import ConvertOptions, convert
-from deployment_toolkit.export.verify import torch_callable
+from deployment_toolkit.sources.outputs import torch_callable
 from deployment_toolkit.framework import framework_model, framework_predictor
 from deployment_toolkit.sources import (ModelSource, SourceError, create_model, parse_reference, rebuild, resolve,
                                         sha256_file)
@@ -304,19 +304,6 @@ def _run_script(monkeypatch, capsys, script, *argv):
     return exc.value.code, out.out, out.err
 
 
-def test_benchmark_sources_prints_the_ratio(monkeypatch, capsys, tmp_path):
-    script = ROOT / "triton" / "benchmark_sources.py"
-    code, out, err = _run_script(monkeypatch, capsys, script, "--zoo-model", "resnet18", "--repeats", "1",
-                                 "--no-verify", "--json", tmp_path / "run.json")
-    assert code == 0, err
-    assert "timm/zoo time ratio" in out
-    rec = json.loads((tmp_path / "run.json").read_text())
-    assert rec["sides"] == {"zoo": "resnet18", "timm": "timm:resnet18"} and rec["ratio_timm_over_zoo"] > 0
-    code, _, err = _run_script(monkeypatch, capsys, script, "--zoo-model", "unet2d",
-                               "--timm-arch", "resnet18")
-    assert code == 2 and "different signatures" in err
-
-
 def test_worked_example_checkpoint_converts(monkeypatch, capsys, tmp_path):
     example = ROOT / "examples" / "my_model"
     code, out, err = _run_script(monkeypatch, capsys, example / "make_checkpoint.py", "--output",
@@ -353,22 +340,6 @@ def test_convert_from_a_manifest_record_into_another_format(monkeypatch, capsys,
 
 
 # ------------------------------------------------------------------ the other tools take any source
-
-
-def test_runtime_speed_and_overhead_repository_take_a_model_py(tmp_path):
-    from deployment_toolkit.export.speed import TimingOptions, measure_model
-    from deployment_toolkit.perf.overhead import OverheadOptions, Variant, prepare_repository
-
-    rows = measure_model(str(FIXTURE), "small", (2,), TimingOptions(warmup=0, iterations=1, min_iterations=1),
-                         log=lambda m: None)
-    assert {r.runtime for r in rows} == {"pytorch-eager", "onnxruntime"} and all(r.model == str(FIXTURE) for r in rows)
-    assert max(r.max_abs_err_vs_eager for r in rows) < 1e-4  # the ONNX came from the same model.py
-
-    opts = OverheadOptions(model=str(FIXTURE), preset="small", batch_sizes=(2,), variants=(Variant(1, 1),),
-                           workspace=tmp_path / "ws")
-    onnx_dir, repo, manifest = prepare_repository(opts, lambda m: None)
-    assert onnx_dir.name == "user_model-small-onnx" and manifest.source["kind"] == "python"
-    assert (repo / "user_model_i1_t1" / "config.pbtxt").exists()
 
 
 def test_search_reuses_only_artifacts_of_the_same_source(tmp_path):
