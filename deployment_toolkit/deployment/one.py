@@ -43,7 +43,7 @@ def plan_model(request: "SearchRequest", demand: Demand, settings: DeploymentSet
     """`plan` for one model: the same planner on a deployment of one (deployment_of_one). The request's job names
     the plan's folder (default results/local/plan-<model>-<time>) and repository (default <plan>/model_repository)."""
     from ..committed import refuse_committed
-    from ..errors import UserInputError
+    from ..errors import UserError, UserInputError
 
     check_demand(demand)
     if request.settings.rank_by != "capacity":
@@ -56,10 +56,12 @@ def plan_model(request: "SearchRequest", demand: Demand, settings: DeploymentSet
     template = dataclasses.replace(request, job=job)
     try:
         return plan_deployment(deployment_of_one(request, demand), out_dir, settings, template)
-    except DeploymentPlanError as err:  # the limits of a plan of one came from flags: name those
+    except UserError as err:  # a failed stage (StepFailed) or the plan's own: its limits came from flags here
         text = str(err)
         for key, flag in FLAGS_OF_LIMITS.items():
             text = text.replace(key, flag)
+        if text == str(err):
+            raise
         raise DeploymentPlanError(text) from None
 
 

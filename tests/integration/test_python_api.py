@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def readme_example() -> str:
-    section = (ROOT / "README.md").read_text().split("### From Python", 1)[1]
+    section = (ROOT / "README.md").read_text().split("## From Python", 1)[1]
     return re.search(r"```python\n(.*?)```", section, re.S).group(1)
 
 
