@@ -188,7 +188,8 @@ class SearchStore:
         """The stored answers of a search run under `settings` (clock.settings_key), None when there are none or
         they were given under other settings."""
         log = self.clock_log
-        if not log or log.get("settings") != settings:
+        # compared as values, not text: 200 from Python and 200.0 from a flag are the same budget
+        if not log or json.loads(log.get("settings") or "null") != json.loads(settings):
             return None
         return [list(a) for a in log.get("answers", [])]
 

@@ -156,3 +156,15 @@ def test_search_complete_needs_a_finished_checkpoint_and_the_written_outputs(tmp
     assert search_complete(tmp_path)[0] is False  # run.json not yet written by the orchestration
     (tmp_path / "run.json").write_text(json.dumps({"config": {"kind": "search"}}))
     assert search_complete(tmp_path) == (True, "")
+
+
+def test_settings_of_the_same_value_replay_whatever_their_type(tmp_path):
+    """200 from Python and 200.0 from a flag are one budget: the API resumes what the command recorded."""
+    from deployment_toolkit.search.clock import settings_key
+    from deployment_toolkit.search.store import SearchStore
+    from deployment_toolkit.search.trials import SearchSettings
+
+    store = SearchStore.__new__(SearchStore)
+    store.clock_log = {"settings": settings_key(SearchSettings(budget_ms=200.0)), "answers": [["elapsed", 1.0]]}
+    assert store.clock_replay(settings_key(SearchSettings(budget_ms=200))) == [["elapsed", 1.0]]
+    assert store.clock_replay(settings_key(SearchSettings(budget_ms=201))) is None
