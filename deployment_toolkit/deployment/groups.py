@@ -7,6 +7,7 @@ groupings possible. `plan` is the planner's DeploymentPlan (plan.py imports this
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +19,7 @@ from .packing import ModelLoad, PackedGroup, PackLimits, Packing, SharingFit, fi
 from .traffic import Traffic, align, constant, read_csv
 
 MIX_FLOOR = 0.05  # a shared group's mix search goes down to this share of its predicted capacity
+MAX_PACKINGS = 3  # packings in a row, each measuring the groups it chose that were not measured yet
 
 
 @dataclass
@@ -120,8 +122,10 @@ def _measure_group(plan: Any, group: PackedGroup, loads: tuple[ModelLoad, ...]) 
 def pack_measured(plan: Any) -> Packing:
     """Pack, measure the shared groups the packing chose that were not measured yet, fold what they showed into
     the sharing factors (or keep a group that held nothing apart) and pack again, until every shared group of the
-    packing was measured. Each round measures at least one new group, so the rounds are at most the models."""
-    for _ in range(len(plan.models) + 1):
+    packing was measured, for at most MAX_PACKINGS packings: the last one's groups are measured and a group short of
+    its plan gets the replicas its measured capacity needs (the confirmation checks them), so the measurements stay
+    within MAX_PACKINGS x the groups, never every grouping."""
+    for round_ in range(1, MAX_PACKINGS + 1):
         loads = _loads(plan)
         packing = pack(loads, _limits(plan), plan.settings.solver, apart=plan.apart)
         plan.packings.append(packing)
@@ -144,7 +148,27 @@ def pack_measured(plan: Any) -> Packing:
                 plan.apart.append(group.models)
             elif measured.fit is not None:
                 plan.sharing.update(measured.fit.factors)
-    raise DeploymentPlanError(f"the packing did not settle within {len(plan.models) + 1} rounds of measured groups")
+        if round_ == MAX_PACKINGS:
+            return _as_measured(plan, packing)
+    raise AssertionError("not reached")
+
+
+def _as_measured(plan: Any, packing: Packing) -> Packing:
+    """The last packing with each shared group's replicas for the capacity it was measured to hold."""
+    groups = []
+    for g in packing.groups:
+        measured = plan.measured.get(g.models) if g.shared else None
+        if measured is not None and measured.held is None:
+            raise DeploymentPlanError(f"{' + '.join(g.models)} held no rate together ({measured.reason}) in the "
+                                      f"last of {MAX_PACKINGS} packings: run the plan again (every measured group "
+                                      "is kept, and kept apart) or give limits.max_models")
+        if measured is not None and measured.held < sum(g.rates.values()):
+            load = sum(g.rates.values()) * g.replicas
+            replicas = max(g.replicas, math.ceil(load / measured.held - 1e-9))
+            g = dataclasses.replace(g, replicas=replicas,
+                                    rates={n: r * g.replicas / replicas for n, r in g.rates.items()})
+        groups.append(g)
+    return dataclasses.replace(packing, groups=tuple(groups))
 
 
 __all__ = ["MIX_FLOOR", "MeasuredGroup", "mix_of", "pack_measured", "predicted_capacity", "traffic_of"]
