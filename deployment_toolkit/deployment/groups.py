@@ -123,8 +123,9 @@ def pack_measured(plan: Any) -> Packing:
     """Pack, measure the shared groups the packing chose that were not measured yet, fold what they showed into
     the sharing factors (or keep a group that held nothing apart) and pack again, until every shared group of the
     packing was measured, for at most MAX_PACKINGS packings: the last one's groups are measured and a group short of
-    its plan gets the replicas its measured capacity needs (the confirmation checks them), so the measurements stay
-    within MAX_PACKINGS x the groups, never every grouping."""
+    its plan gets the replicas its measured capacity needs (where one held nothing, the models are packed once more
+    and the new groups left to the confirmation, which measures and derates each), so the measurements stay within
+    MAX_PACKINGS x the groups, never every grouping."""
     for round_ in range(1, MAX_PACKINGS + 1):
         loads = _loads(plan)
         packing = pack(loads, _limits(plan), plan.settings.solver, apart=plan.apart)
@@ -149,6 +150,12 @@ def pack_measured(plan: Any) -> Packing:
             elif measured.fit is not None:
                 plan.sharing.update(measured.fit.factors)
         if round_ == MAX_PACKINGS:
+            if not any(plan.measured[g.models].held is None for g in todo):
+                return _as_measured(plan, packing)
+            # a group that held nothing is kept apart once more; the new groups are left to the confirmation,
+            # which measures each under its mixed traffic and derates it where it falls short
+            packing = pack(_loads(plan), _limits(plan), plan.settings.solver, apart=plan.apart)
+            plan.packings.append(packing)
             return _as_measured(plan, packing)
     raise AssertionError("not reached")
 
@@ -160,8 +167,8 @@ def _as_measured(plan: Any, packing: Packing) -> Packing:
         measured = plan.measured.get(g.models) if g.shared else None
         if measured is not None and measured.held is None:
             raise DeploymentPlanError(f"{' + '.join(g.models)} held no rate together ({measured.reason}) in the "
-                                      f"last of {MAX_PACKINGS} packings: run the plan again (every measured group "
-                                      "is kept, and kept apart) or give limits.max_models")
+                                      f"last of {MAX_PACKINGS} packings: give limits.max_models to keep fewer "
+                                      "models on one server")
         if measured is not None and measured.held < sum(g.rates.values()):
             load = sum(g.rates.values()) * g.replicas
             replicas = max(g.replicas, math.ceil(load / measured.held - 1e-9))

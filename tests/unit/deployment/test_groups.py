@@ -33,5 +33,5 @@ def test_a_group_short_of_its_plan_gets_the_replicas_it_was_measured_to_need():
 def test_a_group_that_held_nothing_in_the_last_packing_is_one_line():
     group = _group(("a", "b"), 1, {"a": 5.0, "b": 5.0})
     plan = SimpleNamespace(measured={("a", "b"): MeasuredGroup(("a", "b"), {}, 10.0, None, "no total rate held")})
-    with pytest.raises(DeploymentPlanError, match="a \\+ b held no rate together .*run the plan again"):
+    with pytest.raises(DeploymentPlanError, match="a \\+ b held no rate together .*limits.max_models"):
         _as_measured(plan, _packing(group))
