@@ -108,12 +108,18 @@ class GroupConfirmation:
             head = f"PASS after derating to {r.replicas} replica(s)"
         return f"{' + '.join(self.models)}: {head} ({r.tally()})"
 
+    @property
+    def client_cores(self) -> float | None:
+        """The most cores the load generator kept busy in any trial (None: nothing measured)."""
+        return max((p.client_cores for r in self.rounds for p in r.points if not math.isnan(p.client_cores)),
+                   default=None)
+
     def client_text(self, cores: int) -> str:
         """What the load generator took of this host while it confirmed the group, and whether that matters."""
         points = [p for r in self.rounds for p in r.points if not math.isnan(p.client_cores)]
         if not points:
             return ""
-        busiest = max(p.client_cores for p in points)
+        busiest = self.client_cores
         said = (f"Load generator: {len(self.models)} perf_analyzer process(es), at most {busiest:.2f} of this "
                 f"host's {cores} cores busy in a trial ({max(p.client_cpu_s for p in points):.1f} CPU-s).")
         if busiest > cores / 2:
@@ -189,8 +195,8 @@ def burst_group(mix: Mix, peak: Mapping[str, float], replicas: int, factor: floa
     burst = Mix([dataclasses.replace(m, target=fixed(m.target)) for m in mix.members], mix.out_dir / "burst",
                 fresh=True)
     rates = per_replica(peak, replicas)
-    during = burst.at_rates({n: r * factor for n, r in rates.items()}, 1, "burst", windowed=False)
-    after = burst.at_rates(rates, 2, "after_burst", windowed=False)
+    during = burst.at_rates({n: r * factor for n, r in rates.items()}, 1, "burst", own_windows=True)
+    after = burst.at_rates(rates, 2, "after_burst", own_windows=True)
     return GroupBurst(factor, window * 3 / 1000, during, after)
 
 

@@ -15,7 +15,7 @@ from ..sizing.holding import Holding, hold
 from .errors import DeploymentPlanError
 from .file import Deployment
 from .mixed import Member, Mix, member_target
-from .packing import ModelLoad, PackedGroup, PackLimits, Packing, SharingFit, fit_sharing, pack
+from .packing import ModelLoad, PackedGroup, PackLimits, Packing, SharingFit, fit_sharing, pack, time_shared
 from .traffic import Traffic, align, constant, read_csv
 
 MIX_FLOOR = 0.05  # a shared group's mix search goes down to this share of its predicted capacity
@@ -87,13 +87,6 @@ def mix_of(plan: Any, models: tuple[str, ...], split: dict[str, float], tag: str
     return Mix(members, plan.out_dir / tag / label, fresh=fresh)
 
 
-def predicted_capacity(loads: tuple[ModelLoad, ...], split: dict[str, float]) -> float:
-    """Time sharing with the loads' sharing factors: the total inferences/s one replica holds at `split`."""
-    by = {m.name: m for m in loads}
-    total = sum(split.values())
-    return 1.0 / sum(r / total / (by[n].capacity * by[n].sharing) for n, r in split.items())
-
-
 def _measure_group(plan: Any, group: PackedGroup, loads: tuple[ModelLoad, ...]) -> MeasuredGroup:
     """A shared group's mix capacity at the packing's split: bisected from the time-sharing prediction, then held
     k of k (sizing.capacity.search on mix points)."""
@@ -101,7 +94,7 @@ def _measure_group(plan: Any, group: PackedGroup, loads: tuple[ModelLoad, ...]) 
     from ..sizing.ratepoint import ClientLimited
 
     split = {n: group.rates[n] for n in group.models}
-    predicted = predicted_capacity(loads, split)
+    predicted = time_shared(loads, split)
     mix = mix_of(plan, group.models, split, "mix")
     try:
         found = search(lambda total: mix.measure(total), predicted, 1.0, 1, plan.resolution,
@@ -178,4 +171,4 @@ def _as_measured(plan: Any, packing: Packing) -> Packing:
     return dataclasses.replace(packing, groups=tuple(groups))
 
 
-__all__ = ["MIX_FLOOR", "MeasuredGroup", "mix_of", "pack_measured", "predicted_capacity", "traffic_of"]
+__all__ = ["MAX_PACKINGS", "MIX_FLOOR", "MeasuredGroup", "mix_of", "pack_measured", "traffic_of"]

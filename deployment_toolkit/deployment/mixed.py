@@ -97,9 +97,6 @@ def windowed(target: Target, rate: float) -> Target:
     return dataclasses.replace(target, options=dataclasses.replace(target.options, measurement_interval_ms=window))
 
 
-_windowed = windowed  # Mix.at_rates has a parameter of that name
-
-
 class Mix:
     """A group of models on one server, measured together; each model's points in `<out_dir>/<model>/`."""
 
@@ -123,13 +120,14 @@ class Mix:
         """All models at once at `total` inferences/s, each its share: the point the mix capacity bisects."""
         return self.at_rates(self.shares(total), trial, tag)
 
-    def at_rates(self, rates: Mapping[str, float], trial: int = 1, tag: str = "", windowed: bool = True) -> MixPoint:
+    def at_rates(self, rates: Mapping[str, float], trial: int = 1, tag: str = "",
+                 own_windows: bool = False) -> MixPoint:
         """All models at once, each at its own inferences/s, one perf_analyzer each (a confirmation sends the
-        planned per-replica rates); `windowed=False` keeps the targets' own windows (a burst of fixed length)."""
+        planned per-replica rates); `own_windows` keeps the targets' own windows (a burst of fixed length)."""
         requests = {m.name: round_rate(rates[m.name] / max(m.target.batch, 1)) for m in self.members}
         before, started = resource.getrusage(resource.RUSAGE_CHILDREN), time.monotonic()
         with ThreadPoolExecutor(max_workers=len(self.members), thread_name_prefix="mix") as pool:
-            futures = {m.name: pool.submit(measure, _windowed(m.target, requests[m.name]) if windowed else m.target,
+            futures = {m.name: pool.submit(measure, m.target if own_windows else windowed(m.target, requests[m.name]),
                                            requests[m.name],
                                            self.stores[m.name],
                                            self.out_dir / m.name, trial, tag) for m in self.members}

@@ -295,6 +295,14 @@ class SharingFit:
         return tuple(replace(m, sharing=self.factors[m.name]) if m.name in self.factors else m for m in models)
 
 
+def time_shared(models: Sequence[ModelLoad], split: Mapping[str, float]) -> float:
+    """The total inferences/s one replica holds at `split` (each member's rate) by time sharing with the models'
+    sharing factors: 1 / sum_i (f_i / (c_i s_i)), f_i member i's share of the split."""
+    by_name = {m.name: m for m in models}
+    total = sum(split.values())
+    return 1.0 / sum(rate / total / (by_name[n].capacity * by_name[n].sharing) for n, rate in split.items())
+
+
 def fit_sharing(models: Sequence[ModelLoad], split: Mapping[str, float], held_rps: float) -> SharingFit:
     """A shared group measured under mixed traffic split as planned (`split`: each member's rate, e.g.
     PackedGroup.rates) held `held_rps` in total per replica. Time sharing with the current factors predicts
@@ -309,12 +317,11 @@ def fit_sharing(models: Sequence[ModelLoad], split: Mapping[str, float], held_rp
     if total <= 0 or not held_rps > 0:
         raise ValueError(f"a fit needs a planned split > 0 and a held rate > 0 (got {total!r}, {held_rps!r}); a "
                          "mix that held nothing is kept apart (pack's `apart`)")
-    busy = sum(rate / total / (by_name[n].capacity * by_name[n].sharing) for n, rate in split.items())
-    predicted = 1.0 / busy
+    predicted = time_shared(models, split)
     ratio = min(1.0, max(MIN_SHARING, held_rps / predicted))
     factors = {n: max(MIN_SHARING, by_name[n].sharing * ratio) for n in split}
     return SharingFit(tuple(split), predicted, held_rps, ratio, factors)
 
 
 __all__ = ["BoundSource", "Misfit", "ModelLoad", "PackLimits", "PackedGroup", "Packing", "SharingFit",
-           "SolveStatus", "SolverSettings", "fit_sharing", "models_from_traffic", "pack"]
+           "SolveStatus", "SolverSettings", "fit_sharing", "models_from_traffic", "pack", "time_shared"]

@@ -116,8 +116,8 @@ def plan_markdown(plan) -> str:
         cores = len(os.sched_getaffinity(0))
         for c in plan.confirmations:
             md += [f"**{c.summary()}**", "", c.table(), ""]
-            if c.client_text(cores):
-                md += [c.client_text(cores), ""]
+            if said := c.client_text(cores):
+                md += [said, ""]
             if c.burst is not None:
                 md += [c.burst.text(), ""]
     md += _searches(plan)
@@ -210,9 +210,7 @@ def write_report(plan) -> dict[str, Path]:
             "gap": packing.gap, "status": packing.status.value, "seconds": packing.seconds, "slices": packing.slices,
             "packings": len(plan.packings), "measured_groups": [list(g) for g in plan.measured]},
         "confirmations": [{"models": list(c.models), "replicas": c.replicas, "passed": c.passed,
-                           "rounds": len(c.rounds), "client_cores_max": max(
-                               (p.client_cores for r in c.rounds for p in r.points if p.client_cores == p.client_cores),
-                               default=None)} for c in plan.confirmations],
+                           "rounds": len(c.rounds), "client_cores_max": c.client_cores} for c in plan.confirmations],
         "replicas": plan.replicas, "cost_h": plan.cost_per_hour, "confirmed": plan.confirmed,
         "steps": [r.to_dict() for r in plan.steps.results]})
     paths["run.json"] = plan.out_dir / "run.json"

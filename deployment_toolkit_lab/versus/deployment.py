@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from deployment_toolkit.deployment.mixed import Member, Mix, member_target
+from deployment_toolkit.deployment.packing import ModelLoad, time_shared
 from deployment_toolkit.deployment.plan import DeploymentPlan
 from .deployment_types import DeploymentVersus, MARun, Side, VersusSettings
 
@@ -201,7 +202,7 @@ def compare_deployment(plan: DeploymentPlan, settings: VersusSettings, out_dir: 
     peaks = {n: m.entry.peak_rps for n, m in plan.models.items()}
     measured = plan.measured.get(tuple(plan.models))
     seed = measured.held if measured is not None and measured.held else \
-        1.0 / sum(p / sum(peaks.values()) / plan.models[n].capacity for n, p in peaks.items())  # time sharing
+        time_shared([ModelLoad(n, plan.models[n].capacity, (p,)) for n, p in peaks.items()], peaks)
 
     def judge() -> None:
         for trial in range(1, settings.rounds + 1):
