@@ -120,7 +120,10 @@ class GroupConfirmation:
         if not points:
             return ""
         busiest = self.client_cores
-        said = (f"Load generator: {len(self.models)} perf_analyzer process(es), at most {busiest:.2f} of this "
+        processes = max(p.processes for p in points)
+        kind = "one process for every model (perf.multistream)" if processes == 1 and len(self.models) > 1 else \
+            f"{processes} perf_analyzer process(es)"
+        said = (f"Load generator: {kind}, at most {busiest:.2f} of this "
                 f"host's {cores} cores busy in a trial ({max(p.client_cpu_s for p in points):.1f} CPU-s).")
         if busiest > cores / 2:
             said += (" That is over half the host: the client competed with the server, so the group may hold more "
@@ -193,7 +196,7 @@ def burst_group(mix: Mix, peak: Mapping[str, float], replicas: int, factor: floa
         return dataclasses.replace(target, options=options, config=f"{target.config}/burst")
 
     burst = Mix([dataclasses.replace(m, target=fixed(m.target)) for m in mix.members], mix.out_dir / "burst",
-                fresh=True)
+                fresh=True, generator=mix.generator)
     rates = per_replica(peak, replicas)
     during = burst.at_rates({n: r * factor for n, r in rates.items()}, 1, "burst", own_windows=True)
     after = burst.at_rates(rates, 2, "after_burst", own_windows=True)

@@ -84,7 +84,7 @@ def mix_of(plan: Any, models: tuple[str, ...], split: dict[str, float], tag: str
     total = sum(split.values())
     members = [Member(n, member_target(plan.models[n].target, label), split[n] / total,
                       plan.deployment.model(n).p99_ms) for n in models]
-    return Mix(members, plan.out_dir / tag / label, fresh=fresh)
+    return Mix(members, plan.out_dir / tag / label, fresh=fresh, generator=plan.settings.checks.load_generator)
 
 
 def _measure_group(plan: Any, group: PackedGroup, loads: tuple[ModelLoad, ...]) -> MeasuredGroup:

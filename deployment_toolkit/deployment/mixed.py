@@ -1,11 +1,15 @@
 """Mixed open-loop traffic: every model of a replica driven at once, each on its own seeded schedule, each judged
 against its own SLO from the intended send time.
 
-One perf_analyzer per model runs at the same time against the same server (perf_analyzer drives one model). They
-send over the network, not shared memory: perf_analyzer unregisters every shared-memory region of its server when it
-starts, so two at once corrupt each other (perf.analyzer.shm_lock). A mix point passes only when every model's
-point passes; its rate is the total inferences/s, split between the models as their peaks are, so the one number
-`sizing.capacity.search` bisects is the group's mix capacity.
+What drives a mix is the load generator (LoadGenerator): one perf_analyzer per model at the same time against the
+same server (perf_analyzer drives one model), or one process for every model of the group (perf.multistream, through
+sizing.together), so a group of many models does not need more load-generator processes than the host has cores
+(`auto`: one process once a group has more models than half the host's cores, at least 2). Either way each model
+keeps its own seeded schedule and its latency from the intended send time, and the client's CPU is measured
+(MixPoint.client_cores). They send over the network, not shared memory: perf_analyzer unregisters every
+shared-memory region of its server when it starts, so two at once corrupt each other (perf.analyzer.shm_lock). A mix
+point passes only when every model's point passes; its rate is the total inferences/s, split between the models as
+their peaks are, so the one number `sizing.capacity.search` bisects is the group's mix capacity.
 """
 from __future__ import annotations
 
@@ -19,9 +23,33 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from ..config import SharedMemory
+from ..config import Choice, Protocol, SharedMemory
+from ..errors import UserInputError
+from ..sizing.fleet import usable_cores
 from ..sizing.ratepoint import RatePoint, Target, auto_window_ms, measure, round_rate
 from ..sizing.ratestore import FreshStore, RateStore
+from ..sizing.together import measure_together
+
+
+class LoadGenerator(Choice):
+    """What drives a group's mixed traffic."""
+    AUTO = "auto"  # one process when a group has more models than half this host's cores (at least 2)
+    PERF_ANALYZER = "perf_analyzer"  # one perf_analyzer per model
+    ONE_PROCESS = "one-process"  # one process for every model of the group (perf.multistream, gRPC)
+
+
+def one_process(generator: LoadGenerator, members: Sequence["Member"]) -> bool:
+    """Whether one process drives the mix: asked for, or `auto` with more models than the host has room for
+    perf_analyzers beside its server. It sends over gRPC only: asked for with another protocol, one line."""
+    grpc = all(m.target.options.protocol == Protocol.GRPC for m in members)
+    if LoadGenerator(generator) == LoadGenerator.ONE_PROCESS:
+        if not grpc:
+            raise UserInputError("--load-generator one-process sends over gRPC: drop --protocol http, or take "
+                                 "--load-generator perf_analyzer")
+        return True
+    if LoadGenerator(generator) == LoadGenerator.PERF_ANALYZER:
+        return False
+    return grpc and len(members) > max(2, usable_cores() // 2)
 
 
 @dataclass(frozen=True)
@@ -49,8 +77,9 @@ class MixPoint:
     rate: float  # total inferences/s offered
     points: dict[str, RatePoint]
     slos: dict[str, float]
-    client_cpu_s: float = math.nan  # CPU seconds the load generator (one perf_analyzer per model) used
+    client_cpu_s: float = math.nan  # CPU seconds the load generator (its processes) used
     wall_s: float = math.nan
+    processes: int = 1  # load-generator processes that drove it (one per model, or one for all)
 
     @property
     def client_cores(self) -> float:
@@ -100,11 +129,14 @@ def windowed(target: Target, rate: float) -> Target:
 class Mix:
     """A group of models on one server, measured together; each model's points in `<out_dir>/<model>/`."""
 
-    def __init__(self, members: Sequence[Member], out_dir: Path, fresh: bool = False):
+    def __init__(self, members: Sequence[Member], out_dir: Path, fresh: bool = False,
+                 generator: LoadGenerator = LoadGenerator.AUTO):
         total = sum(m.share for m in members)
         if not members or not math.isclose(total, 1.0, rel_tol=1e-6):
             raise ValueError(f"a mix's shares add up to 1, got {total}")
         self.members = list(members)
+        self.generator = LoadGenerator(generator)
+        self.one_process = one_process(self.generator, self.members)
         self.out_dir = Path(out_dir)
         self.stores: dict[str, RateStore | FreshStore] = {}
         for m in self.members:
@@ -122,22 +154,28 @@ class Mix:
 
     def at_rates(self, rates: Mapping[str, float], trial: int = 1, tag: str = "",
                  own_windows: bool = False) -> MixPoint:
-        """All models at once, each at its own inferences/s, one perf_analyzer each (a confirmation sends the
-        planned per-replica rates); `own_windows` keeps the targets' own windows (a burst of fixed length)."""
+        """All models at once, each at its own inferences/s (a confirmation sends the planned per-replica rates),
+        driven by one perf_analyzer each or by one process for all (`one_process`); `own_windows` keeps the
+        targets' own windows (a burst of fixed length), else each rate gets windows long enough for it."""
         requests = {m.name: round_rate(rates[m.name] / max(m.target.batch, 1)) for m in self.members}
         before, started = resource.getrusage(resource.RUSAGE_CHILDREN), time.monotonic()
-        with ThreadPoolExecutor(max_workers=len(self.members), thread_name_prefix="mix") as pool:
-            futures = {m.name: pool.submit(measure, m.target if own_windows else windowed(m.target, requests[m.name]),
-                                           requests[m.name],
-                                           self.stores[m.name],
-                                           self.out_dir / m.name, trial, tag) for m in self.members}
-            points = {name: f.result() for name, f in futures.items()}
-        # the perf_analyzers are this process's children, each waited for: their CPU is the client's (a point
+        if self.one_process:
+            windows = [m.target if own_windows else windowed(m.target, requests[m.name]) for m in self.members]
+            points = measure_together({m.name: m.target for m in self.members}, requests, self.stores, self.out_dir,
+                                      trial, tag, max(t.options.measurement_interval_ms for t in windows))
+        else:
+            with ThreadPoolExecutor(max_workers=len(self.members), thread_name_prefix="mix") as pool:
+                futures = {m.name: pool.submit(measure,
+                                               m.target if own_windows else windowed(m.target, requests[m.name]),
+                                               requests[m.name], self.stores[m.name], self.out_dir / m.name, trial,
+                                               tag) for m in self.members}
+                points = {name: f.result() for name, f in futures.items()}
+        # the load generators are this process's children, each waited for: their CPU is the client's (a point
         # replayed from the store measured nothing, and counts nothing)
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
         return MixPoint(sum(rates.values()), points, {m.name: m.slo_ms for m in self.members}, cpu,
-                        time.monotonic() - started)
+                        time.monotonic() - started, 1 if self.one_process else len(self.members))
 
 
-__all__ = ["Member", "Mix", "MixPoint", "member_target"]
+__all__ = ["LoadGenerator", "Member", "Mix", "MixPoint", "member_target", "one_process"]

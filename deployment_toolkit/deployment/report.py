@@ -210,7 +210,9 @@ def write_report(plan) -> dict[str, Path]:
             "gap": packing.gap, "status": packing.status.value, "seconds": packing.seconds, "slices": packing.slices,
             "packings": len(plan.packings), "measured_groups": [list(g) for g in plan.measured]},
         "confirmations": [{"models": list(c.models), "replicas": c.replicas, "passed": c.passed,
-                           "rounds": len(c.rounds), "client_cores_max": c.client_cores} for c in plan.confirmations],
+                           "rounds": len(c.rounds), "client_cores_max": c.client_cores,
+                           "client_processes": max((p.processes for p in c.points), default=None)}
+                          for c in plan.confirmations],
         "replicas": plan.replicas, "cost_h": plan.cost_per_hour, "confirmed": plan.confirmed,
         "steps": [r.to_dict() for r in plan.steps.results]})
     paths["run.json"] = plan.out_dir / "run.json"

@@ -10,6 +10,7 @@ from ..config.fields import MAX_HEADROOM, MAX_HOUR_COST, MAX_LATENCY_MS, MAX_MEM
 from ..errors import UserInputError
 from ..sizing.request import (DEFAULT_BURST_FACTOR, DEFAULT_BURST_SECONDS, DEFAULT_ROUNDS, DEFAULT_TRIALS,
                               K8sSpec)
+from .mixed import LoadGenerator
 from .packing import SolverSettings
 
 
@@ -56,6 +57,11 @@ class Checks:
     burst_seconds: float = setting(DEFAULT_BURST_SECONDS, flag="--burst-seconds", unit="s", low=0, low_open=True,
                                    high=3600)
     window_ms: int = setting(3000, flag="--confirm-window-ms", unit="ms", low=100, high=600_000)
+    load_generator: LoadGenerator = setting(
+        LoadGenerator.AUTO, flag="--load-generator",
+        help="what drives a group's mixed traffic: one perf_analyzer per model, one process for all of a group's "
+             "models (gRPC), or auto: one process once a group has more models than half this host's cores (at "
+             "least 2)")
     retests: int = setting(3, flag="--retests", low=0, high=20,
                            help="k: the capacity a plan uses must hold k of k re-tests at the rate itself (independent "
                                 "arrivals, --confirm-window-ms windows), stepping down 10%% until it does; 0 skips it")

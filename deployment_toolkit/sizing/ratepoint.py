@@ -24,6 +24,8 @@ own p50/p99; the SLO is checked against the schedule-relative p99 when it was me
 beside the point (`<point>.profile.summary.json`) and dropped with the schedule file, or both kept with --keep-raw
 (perf/analyzer/profile_summary.py): a run stays small enough to commit. The seed is derived from (rate, trial) and
 recorded in the row: every configuration gets the same arrivals at the same rate, and a rerun the same ones.
+
+Over 400 lines on purpose: measuring a point and judging it read and write the same row, field by field.
 """
 from __future__ import annotations
 
@@ -284,12 +286,13 @@ class Target:
     metrics_url: str | None = None  # the server's metrics endpoint, scraped during every point (perf.telemetry)
     schedule_seed: int = 0  # the base of every point's arrival schedule seed (point_seed)
     samples_per_request: float = 1.0  # a batch-coupled model's stacked samples: each request is that many inferences
+    driving: str = DRIVING  # what sends the requests, part of a point's key (a mix may be driven by one process)
 
 
 def point_key(target: Target, rate: float, trial: int = 1) -> RateKey:
     """The stored identity of a point: configuration, distribution, rate, batch, trial, and the perf options
     together with how the arrivals are driven (DRIVING, the base seed)."""
-    fields = {**target.options.measurement_fields(), "driving": DRIVING, "schedule_seed": target.schedule_seed}
+    fields = {**target.options.measurement_fields(), "driving": target.driving, "schedule_seed": target.schedule_seed}
     return RateKey(target.config, target.distribution, round_rate(rate), target.batch, options_key(fields), trial)
 
 

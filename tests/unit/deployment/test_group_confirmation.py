@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import pytest
+
 from deployment_toolkit.deployment.confirm import confirm_group, derate_factor
 from deployment_toolkit.deployment.mixed import MixPoint
 from deployment_toolkit.sizing.ratepoint import RatePoint
@@ -74,3 +76,30 @@ def test_the_load_generators_share_of_the_host_is_said_and_flagged_past_half():
     busy = confirm_group(ReplicaMix(holds=100, cpu_s=4.5), {"a": 60, "b": 30}, replicas=1, rounds=1, trials=1)
     assert "at most 1.50 of this host's 2 cores" in busy.client_text(2)
     assert "competed with the server" in busy.client_text(2)
+
+
+def test_auto_drives_a_group_from_one_process_once_it_has_more_models_than_half_the_cores(monkeypatch):
+    """`--load-generator auto`: one perf_analyzer per model while the group is small beside the host, one process
+    for all beyond max(2, cores // 2) models; one-process is refused in one line over HTTP (it sends gRPC)."""
+    import dataclasses
+
+    from deployment_toolkit.config import Protocol
+    from deployment_toolkit.deployment import mixed
+    from deployment_toolkit.deployment.mixed import LoadGenerator, Member, one_process
+    from deployment_toolkit.errors import UserInputError
+    from deployment_toolkit.perf.analyzer import PerfOptions
+    from deployment_toolkit.sizing.ratepoint import Target
+
+    def members(n, protocol=Protocol.GRPC):
+        target = Target("c", "m", "localhost:8001", 1, None, PerfOptions(protocol=protocol))
+        return [Member(f"m{i}", dataclasses.replace(target, model_name=f"m{i}"), 1 / n, 100.0) for i in range(n)]
+
+    monkeypatch.setattr(mixed, "usable_cores", lambda: 2)
+    assert [one_process(LoadGenerator.AUTO, members(n)) for n in (1, 2, 3, 6)] == [False, False, True, True]
+    monkeypatch.setattr(mixed, "usable_cores", lambda: 16)
+    assert [one_process(LoadGenerator.AUTO, members(n)) for n in (8, 9)] == [False, True]
+    assert one_process(LoadGenerator.ONE_PROCESS, members(2)) and not one_process(LoadGenerator.PERF_ANALYZER,
+                                                                                   members(9))
+    assert not one_process(LoadGenerator.AUTO, members(9, Protocol.HTTP))
+    with pytest.raises(UserInputError, match="^--load-generator one-process sends over gRPC"):
+        one_process(LoadGenerator.ONE_PROCESS, members(2, Protocol.HTTP))
