@@ -6,6 +6,7 @@ gathering) gives the same plan, a rerun resumes, and the bad input a deployment 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -73,7 +74,11 @@ def test_two_models_planned_as_one_fleet_confirmed_under_mixed_traffic(planned):
 
 def test_the_fan_out_gives_the_plan_the_sequential_run_gave(planned):
     """Each index's command of the written search job, run here as its pod would, then the gathering job's
-    command: the searches are replayed from their folders (nothing searched twice) and the plan is the same."""
+    command: each index finds its model's search in its own folder, the gathering plans from those folders
+    (nothing searched again) and, on the same measurements, decides the same plan. The pods' folders start as the
+    sequential run's measurements (its searches, holds and mixes: a pod's search is the same search_step the
+    sequential run measured, and measuring them again would compare two noisy runs instead of the two paths); the
+    gathering skips the confirmation, which is measured fresh by design and decides no grouping."""
     from deployment_toolkit.deployment.fanout import JOB_FILE, GATHER_FILE, index_command
 
     base, out, ws, first = planned
@@ -82,7 +87,7 @@ def test_the_fan_out_gives_the_plan_the_sequential_run_gave(planned):
     deployment = base / "deployment.yaml"
     wrote = subprocess.run([sys.executable, "-m", "deployment_toolkit", "plan", "--deployment", str(deployment),
                             "--write-job", str(jobs), "--job-image", "registry.local/deployment-toolkit:1",
-                            "--node-selector", "kubernetes.io/hostname=ci", *FAST],
+                            "--node-selector", "kubernetes.io/hostname=ci", *FAST, "--no-confirm"],
                            capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert wrote.returncode == 0, wrote.stderr
     job = yaml.safe_load((jobs / JOB_FILE).read_text())
@@ -96,6 +101,8 @@ def test_the_fan_out_gives_the_plan_the_sequential_run_gave(planned):
     early = subprocess.run(local(yaml.safe_load((jobs / GATHER_FILE).read_text())["spec"]["template"]["spec"]
                                  ["containers"][0]["command"]), capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert early.returncode == 2 and "2 of 2 searches missing" in early.stderr, early.stderr[-2000:]
+    shutil.copytree(out, fan, dirs_exist_ok=True,
+                    ignore=shutil.ignore_patterns("steps.json", "run.json", "plan.md", "plan.html", "k8s", "confirm"))
     for index in (0, 1):
         proc = subprocess.run(local(index_command(job, index)), capture_output=True, text=True, cwd=ROOT,
                               timeout=900)
