@@ -92,9 +92,16 @@ class Limits:
     host_memory_gb: float | None = setting(None, unit="GB", low=0, low_open=True, high=MAX_MEMORY_GB)
     gpu_memory_gb: float | None = setting(None, unit="GB", low=0, low_open=True, high=MAX_MEMORY_GB)
     max_models: int | None = setting(None, low=1, high=10_000)  # models one server may load
+    # how a limit was given where that is not its file key (a plan of one model takes them from flags): every
+    # message about a limit names it as the user gave it (`key`); not a key of the file itself
+    given_as: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
         check_numbers(self)
+
+    def key(self, name: str) -> str:
+        """How the user gave limit `name`: its flag (a plan of one model), else the file's `limits.<name>`."""
+        return self.given_as.get(name, f"limits.{name}")
 
 
 @dataclass(frozen=True)
@@ -261,7 +268,7 @@ def parse(data: Any, source: Path | None = None) -> Deployment:
     costs_raw = _mapping(top.get("costs"), f"{where}: costs")
     limits_raw = _mapping(top.get("limits"), f"{where}: limits")
     _keys(f"{where}: costs", costs_raw, Costs)
-    _keys(f"{where}: limits", limits_raw, Limits)
+    _keys(f"{where}: limits", limits_raw, Limits, skip=("given_as",))
     try:
         costs = Costs(**{k: (dict(_mapping(v, f"{where}: costs.by_device")) if k == "by_device"
                              else _number(v, f"{where}: costs.{k}")) for k, v in costs_raw.items()})

@@ -72,10 +72,10 @@ def _limits(plan: Any) -> PackLimits:
     server = plan.memory.server / 1e9 if plan.memory is not None and budget is not None else 0.0
     if budget is not None and server >= budget:
         raise DeploymentPlanError(f"no model fits one replica: the server alone takes {server:.2f} GB of the "
-                                  f"replica's {budget:g} GB (limits.host_memory_gb)")
+                                  f"replica's {budget:g} GB ({limits.key('host_memory_gb')})")
     return PackLimits(memory_gb=budget, server_gb=server, max_models=limits.max_models,
                       max_replicas=limits.max_replicas, headroom=plan.headroom,
-                      price_per_replica=plan.price_per_replica)
+                      price_per_replica=plan.price_per_replica, max_replicas_key=limits.key("max_replicas"))
 
 
 def mix_of(plan: Any, models: tuple[str, ...], split: dict[str, float], tag: str,
@@ -125,7 +125,8 @@ def pack_measured(plan: Any) -> Packing:
         plan.packings.append(packing)
         if packing.misfits:
             raise DeploymentPlanError("; ".join(f"{m.name} does not fit one replica alone: {m.reason}"
-                                                + (" (limits.host_memory_gb)" if "out of memory" in m.reason else "")
+                                                + (f" ({plan.deployment.limits.key('host_memory_gb')})"
+                                                   if "out of memory" in m.reason else "")
                                                 for m in packing.misfits))
         if not packing.within_limit:
             raise DeploymentPlanError(packing.reason)

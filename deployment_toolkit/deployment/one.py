@@ -7,7 +7,6 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .errors import DeploymentPlanError
 from .file import Costs, Deployment, Limits, ModelEntry
 from .plan import DeploymentPlan, plan_deployment
 from .settings import Demand, DeploymentSettings, check_demand
@@ -15,9 +14,9 @@ from .settings import Demand, DeploymentSettings, check_demand
 if TYPE_CHECKING:
     from ..search.request import SearchRequest
 
-# the deployment file's keys a plan of one takes from the command's flags (deployment_of_one)
-FLAGS_OF_LIMITS = {"limits.max_replicas": "--max-replicas", "limits.host_memory_gb": "--host-memory-gb",
-                   "limits.gpu_memory_gb": "--gpu-memory-gb", "limits.headroom": "--headroom"}
+# the limits a plan of one takes from the command's flags (deployment_of_one): its messages name these flags
+FLAGS_OF_LIMITS = {"max_replicas": "--max-replicas", "host_memory_gb": "--host-memory-gb",
+                   "gpu_memory_gb": "--gpu-memory-gb", "headroom": "--headroom"}
 
 
 def deployment_of_one(request: "SearchRequest", demand: Demand) -> Deployment:
@@ -30,7 +29,8 @@ def deployment_of_one(request: "SearchRequest", demand: Demand) -> Deployment:
     entry = ModelEntry(name, request.source.ref, demand.peak_rps, demand.p99_ms)
     return Deployment(name, (entry,), Costs(host_hour=demand.host_hour_cost, gpu_hour=demand.gpu_hour_cost),
                       Limits(max_replicas=demand.max_replicas, headroom=demand.headroom,
-                             host_memory_gb=demand.host_memory_gb, gpu_memory_gb=demand.gpu_memory_gb))
+                             host_memory_gb=demand.host_memory_gb, gpu_memory_gb=demand.gpu_memory_gb,
+                             given_as=FLAGS_OF_LIMITS))
 
 
 def default_out_dir(request: "SearchRequest") -> Path:
@@ -43,7 +43,7 @@ def plan_model(request: "SearchRequest", demand: Demand, settings: DeploymentSet
     """`plan` for one model: the same planner on a deployment of one (deployment_of_one). The request's job names
     the plan's folder (default results/local/plan-<model>-<time>) and repository (default <plan>/model_repository)."""
     from ..committed import refuse_committed
-    from ..errors import UserError, UserInputError
+    from ..errors import UserInputError
 
     check_demand(demand)
     if request.settings.rank_by != "capacity":
@@ -54,15 +54,7 @@ def plan_model(request: "SearchRequest", demand: Demand, settings: DeploymentSet
     refuse_committed(out_dir, "--result-path")
     job = dataclasses.replace(request.job, model_repository=request.job.model_repository or out_dir / "model_repository")
     template = dataclasses.replace(request, job=job)
-    try:
-        return plan_deployment(deployment_of_one(request, demand), out_dir, settings, template)
-    except UserError as err:  # a failed stage (StepFailed) or the plan's own: its limits came from flags here
-        text = str(err)
-        for key, flag in FLAGS_OF_LIMITS.items():
-            text = text.replace(key, flag)
-        if text == str(err):
-            raise
-        raise DeploymentPlanError(text) from None
+    return plan_deployment(deployment_of_one(request, demand), out_dir, settings, template)
 
 
 __all__ = ["default_out_dir", "deployment_of_one", "plan_model"]

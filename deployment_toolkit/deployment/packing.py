@@ -90,6 +90,7 @@ class PackLimits:
     max_replicas: int | None = setting(None, low=1)
     headroom: float = setting(0.2, low=0, high=10)  # fraction added on top of the load
     price_per_replica: float | None = setting(None, unit="$/h", low=0)  # None: minimise replicas
+    max_replicas_key: str = "limits.max_replicas"  # how the user gave max_replicas (file.Limits.key), for messages
 
     def __post_init__(self) -> None:
         check_numbers(self)
@@ -179,7 +180,8 @@ class Packing:
         """Why the packing cannot be deployed as it is ('' when it can)."""
         if not self.within_limit:
             return (f"the packing needs {self.replicas} replicas (no packing needs fewer than {self.lower_bound}), "
-                    f"more than limits.max_replicas {self.limits.max_replicas}: raise it or lower the peaks")
+                    f"more than {self.limits.max_replicas_key} {self.limits.max_replicas}: raise it or lower the "
+                    "peaks")
         if self.misfits:
             return "; ".join(f"{m.name}: {m.reason}" for m in self.misfits)
         return ""

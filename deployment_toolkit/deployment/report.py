@@ -47,7 +47,7 @@ def _fleet(plan) -> list[str]:
             for g in plan.groups]
     md += [markdown_table(["models on a replica", "", "replicas", "planned per replica at the worst time slice "
                            "(inf/s, headroom in)", "peak of the sum / sum of the peaks (inf/s)"], rows, "llrll"), "",
-           plan.headroom_note + (" (limits.headroom)" if d.limits.headroom is not None else ""), ""]
+           plan.headroom_note + (f" ({d.limits.key('headroom')})" if d.limits.headroom is not None else ""), ""]
     if packing is not None:
         gap = packing.gap
         md += ["## The packing", "",
@@ -95,8 +95,9 @@ def plan_markdown(plan) -> str:
            f"{plan.settings.checks.window_ms} ms windows) before it is used, else it steps down 10 % and is "
            "re-tested.", ""]
     if plan.memory is not None:
-        budget = (f"; a replica has {plan.memory.budget_gb:g} GB (limits.host_memory_gb)" if plan.memory.budget_gb
-                  else "; no memory limit given (limits.host_memory_gb), so no grouping was refused for memory")
+        key = plan.deployment.limits.key("host_memory_gb")
+        budget = (f"; a replica has {plan.memory.budget_gb:g} GB ({key})" if plan.memory.budget_gb
+                  else f"; no memory limit given ({key}), so no grouping was refused for memory")
         md += [f"Memory: each model's resident memory as it loaded, beside the server's own "
                f"{plan.memory.server / 1e9:.2f} GB{budget}.", ""]
     if any(m.pipeline is not None for m in plan.models.values()):

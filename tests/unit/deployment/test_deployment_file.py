@@ -140,3 +140,17 @@ def test_many_models_are_one_deployment(tmp_path):
     """No cap on the models of a deployment: the solver packs a hundred (the enumeration stopped at 16)."""
     models = [{"name": f"m{i}", "model": "resnet18", "peak_rps": 1 + i, "p99_ms": 50} for i in range(120)]
     assert len(parse({"models": models}).models) == 120
+
+
+def test_each_limit_is_named_as_it_was_given(tmp_path):
+    """A file's limits are its keys in every message; a plan of one model's are its flags (deployment_of_one sets
+    given_as), and given_as is the program's, never a key of the file."""
+    from deployment_toolkit.deployment.file import Limits
+    from deployment_toolkit.deployment.one import FLAGS_OF_LIMITS
+
+    assert load(_write(tmp_path, GOOD)).limits.key("max_replicas") == "limits.max_replicas"
+    flags = Limits(max_replicas=3, given_as=FLAGS_OF_LIMITS)
+    assert [flags.key(k) for k in ("max_replicas", "host_memory_gb", "headroom")] == \
+        ["--max-replicas", "--host-memory-gb", "--headroom"]
+    with pytest.raises(UserError, match="limits: unknown key 'given_as'"):
+        load(_write(tmp_path, GOOD.replace("headroom: 0.25", "given_as: {max_replicas: x}")))

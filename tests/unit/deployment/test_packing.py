@@ -78,6 +78,10 @@ def test_max_replicas_exceeded_says_so_with_the_replicas_needed():
     assert not packing.within_limit and packing.replicas == 10
     assert "needs 10 replicas" in packing.reason and "limits.max_replicas 5" in packing.reason
     assert pack([ModelLoad.at_peak("a", 100.0, 1000.0)], PackLimits(max_replicas=10, headroom=0.0)).within_limit
+    # a plan of one model was given the limit as a flag: the message names the flag, not a file key
+    flagged = pack([ModelLoad.at_peak("a", 100.0, 1000.0)],
+                   PackLimits(max_replicas=5, headroom=0.0, max_replicas_key="--max-replicas"))
+    assert "more than --max-replicas 5" in flagged.reason and "limits." not in flagged.reason
 
 
 def test_a_group_that_fell_short_is_repacked_with_the_fitted_factor():
