@@ -120,9 +120,10 @@ class GroupConfirmation:
         if not points:
             return ""
         busiest = self.client_cores
-        processes = max(p.processes for p in points)
-        kind = "one process for every model (perf.multistream)" if processes == 1 and len(self.models) > 1 else \
-            f"{processes} perf_analyzer process(es)"
+        widest = max(points, key=lambda p: (p.processes, p.shared))
+        kind = f"{widest.processes} process(es)" + (
+            f", {widest.shared} of the {len(self.models)} models driven together from one (perf.multistream)"
+            if widest.shared else ", one perf_analyzer per model")
         said = (f"Load generator: {kind}, at most {busiest:.2f} of this "
                 f"host's {cores} cores busy in a trial ({max(p.client_cpu_s for p in points):.1f} CPU-s).")
         if busiest > cores / 2:

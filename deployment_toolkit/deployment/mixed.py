@@ -2,11 +2,12 @@
 against its own SLO from the intended send time.
 
 What drives a mix is the load generator (LoadGenerator): one perf_analyzer per model at the same time against the
-same server (perf_analyzer drives one model), or one process for every model of the group (perf.multistream, through
-sizing.together), so a group of many models does not need more load-generator processes than the host has cores
-(`auto`: one process once a group has more models than half the host's cores, at least 2). Either way each model
-keeps its own seeded schedule and its latency from the intended send time, and the client's CPU is measured
-(MixPoint.client_cores). They send over the network, not shared memory: perf_analyzer unregisters every
+same server (perf_analyzer drives one model), or one process for several models (perf.multistream, through
+sizing.together), so a group of many models does not need more load-generator processes than the host has cores.
+`auto` shares one process once a group has more models than half the host's cores (at least 2), among its lightest
+models up to SHARED_PROCESS_RPS together; a busier model keeps its own perf_analyzer (one Python process sending
+1,100 requests/s beside a busy server fell behind its schedule here). Either way each model keeps its own seeded
+schedule and its latency from the intended send time, and the client's CPU is measured (MixPoint.client_cores). They send over the network, not shared memory: perf_analyzer unregisters every
 shared-memory region of its server when it starts, so two at once corrupt each other (perf.analyzer.shm_lock). A mix
 point passes only when every model's point passes; its rate is the total inferences/s, split between the models as
 their peaks are, so the one number `sizing.capacity.search` bisects is the group's mix capacity.
@@ -31,9 +32,12 @@ from ..sizing.ratestore import FreshStore, RateStore
 from ..sizing.together import measure_together
 
 
+SHARED_PROCESS_RPS = 400.0  # requests/s `auto` lets one shared load-generator process send (the module docstring)
+
+
 class LoadGenerator(Choice):
     """What drives a group's mixed traffic."""
-    AUTO = "auto"  # one process when a group has more models than half this host's cores (at least 2)
+    AUTO = "auto"  # a large group's lightest models from one process, the others one perf_analyzer each
     PERF_ANALYZER = "perf_analyzer"  # one perf_analyzer per model
     ONE_PROCESS = "one-process"  # one process for every model of the group (perf.multistream, gRPC)
 
@@ -79,7 +83,8 @@ class MixPoint:
     slos: dict[str, float]
     client_cpu_s: float = math.nan  # CPU seconds the load generator (its processes) used
     wall_s: float = math.nan
-    processes: int = 1  # load-generator processes that drove it (one per model, or one for all)
+    processes: int = 1  # load-generator processes that drove it
+    shared: int = 0  # models of it driven together from one process (perf.multistream)
 
     @property
     def client_cores(self) -> float:
@@ -110,6 +115,10 @@ class MixPoint:
     @property
     def p99(self) -> float:  # the worst model's p99 against its SLO, as a fraction of it (1.0 = at its SLO)
         return max(p.p99 / self.slos[name] for name, p in self.points.items())
+
+    def client_limit_text(self) -> str:
+        """Which model's load generator could not send its share, and what it managed (capacity.search's stop)."""
+        return "; ".join(f"{n}: {p.client_limit_text()}" for n, p in self.points.items() if p.client_limited)
 
     def verdicts(self) -> dict[str, str]:
         return {name: p.verdict(self.slos[name]) for name, p in self.points.items()}
@@ -158,24 +167,42 @@ class Mix:
         driven by one perf_analyzer each or by one process for all (`one_process`); `own_windows` keeps the
         targets' own windows (a burst of fixed length), else each rate gets windows long enough for it."""
         requests = {m.name: round_rate(rates[m.name] / max(m.target.batch, 1)) for m in self.members}
+        together, alone = self.drivers(requests)
+        targets = {m.name: m.target if own_windows else windowed(m.target, requests[m.name]) for m in self.members}
         before, started = resource.getrusage(resource.RUSAGE_CHILDREN), time.monotonic()
-        if self.one_process:
-            windows = [m.target if own_windows else windowed(m.target, requests[m.name]) for m in self.members]
-            points = measure_together({m.name: m.target for m in self.members}, requests, self.stores, self.out_dir,
-                                      trial, tag, max(t.options.measurement_interval_ms for t in windows))
-        else:
-            with ThreadPoolExecutor(max_workers=len(self.members), thread_name_prefix="mix") as pool:
-                futures = {m.name: pool.submit(measure,
-                                               m.target if own_windows else windowed(m.target, requests[m.name]),
-                                               requests[m.name], self.stores[m.name], self.out_dir / m.name, trial,
-                                               tag) for m in self.members}
-                points = {name: f.result() for name, f in futures.items()}
+        with ThreadPoolExecutor(max_workers=len(alone) + 1, thread_name_prefix="mix") as pool:
+            shared = pool.submit(measure_together, {m.name: m.target for m in together}, requests, self.stores,
+                                 self.out_dir, trial, tag,
+                                 max(targets[m.name].options.measurement_interval_ms for m in together)) \
+                if together else None
+            futures = {m.name: pool.submit(measure, targets[m.name], requests[m.name], self.stores[m.name],
+                                           self.out_dir / m.name, trial, tag) for m in alone}
+            found = {**(shared.result() if shared else {}), **{n: f.result() for n, f in futures.items()}}
         # the load generators are this process's children, each waited for: their CPU is the client's (a point
         # replayed from the store measured nothing, and counts nothing)
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
-        return MixPoint(sum(rates.values()), points, {m.name: m.slo_ms for m in self.members}, cpu,
-                        time.monotonic() - started, 1 if self.one_process else len(self.members))
+        return MixPoint(sum(rates.values()), {m.name: found[m.name] for m in self.members},
+                        {m.name: m.slo_ms for m in self.members}, cpu, time.monotonic() - started,
+                        len(alone) + (1 if together else 0), len(together))
+
+    def drivers(self, requests: Mapping[str, float]) -> tuple[list[Member], list[Member]]:
+        """(the models driven together from one process, those driven by a perf_analyzer each) at these
+        requests/s: `one-process` all together; `auto` in a large group (one_process) its lightest models while
+        they add up to SHARED_PROCESS_RPS, when that is at least two of them."""
+        if not self.one_process:
+            return [], list(self.members)
+        if self.generator == LoadGenerator.ONE_PROCESS:
+            return list(self.members), []
+        together, total = [], 0.0
+        for m in sorted(self.members, key=lambda m: requests[m.name]):
+            if total + requests[m.name] > SHARED_PROCESS_RPS:
+                break
+            together.append(m)
+            total += requests[m.name]
+        if len(together) < 2:
+            return [], list(self.members)
+        return together, [m for m in self.members if m not in together]
 
 
-__all__ = ["LoadGenerator", "Member", "Mix", "MixPoint", "member_target", "one_process"]
+__all__ = ["SHARED_PROCESS_RPS", "LoadGenerator", "Member", "Mix", "MixPoint", "member_target", "one_process"]

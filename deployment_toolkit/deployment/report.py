@@ -212,7 +212,8 @@ def write_report(plan) -> dict[str, Path]:
             "packings": len(plan.packings), "measured_groups": [list(g) for g in plan.measured]},
         "confirmations": [{"models": list(c.models), "replicas": c.replicas, "passed": c.passed,
                            "rounds": len(c.rounds), "client_cores_max": c.client_cores,
-                           "client_processes": max((p.processes for p in c.points), default=None)}
+                           "client_processes": max((p.processes for p in c.points), default=None),
+                           "client_shared_models": max((p.shared for p in c.points), default=None)}
                           for c in plan.confirmations],
         "replicas": plan.replicas, "cost_h": plan.cost_per_hour, "confirmed": plan.confirmed,
         "steps": [r.to_dict() for r in plan.steps.results]})

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import UserInputError
-from .ratepoint import KEEP_UP, ClientLimited, RatePoint, Target, client_limit_message, measure, round_rate
+from .ratepoint import KEEP_UP, ClientLimited, RatePoint, Target, measure, round_rate
 from .ratestore import RateStore
 
 DEFAULT_RESOLUTION = 0.03
@@ -93,7 +93,7 @@ def search(measure_at: Callable[[float], RatePoint], seed_rate: float, slo_ms: f
         s.points.append(p)
         if p.client_limited:
             s.client_limit = p
-            raise ClientLimited(client_limit_message(p))
+            raise ClientLimited(p.client_limit_text())
         lo = s.best.rate if s.best else None
         f = s.lowest_failing
         hi = f.rate if f else None

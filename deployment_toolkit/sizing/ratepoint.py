@@ -188,6 +188,9 @@ class RatePoint:
     def passes(self, slo_ms: float) -> bool:
         return self.kept_up and not math.isnan(self.p99) and self.p99 <= slo_ms and not self.client_limited
 
+    def client_limit_text(self) -> str:
+        return client_limit_message(self)
+
     def verdict(self, slo_ms: float) -> str:
         if self.client_limited:
             return "client limited"

@@ -103,3 +103,29 @@ def test_auto_drives_a_group_from_one_process_once_it_has_more_models_than_half_
     assert not one_process(LoadGenerator.AUTO, members(9, Protocol.HTTP))
     with pytest.raises(UserInputError, match="^--load-generator one-process sends over gRPC"):
         one_process(LoadGenerator.ONE_PROCESS, members(2, Protocol.HTTP))
+
+
+def test_auto_shares_one_process_among_the_lightest_models_and_a_busy_one_keeps_its_own(monkeypatch, tmp_path):
+    """A Python process sending 1,100 requests/s beside a busy server fell behind its schedule: `auto` drives the
+    lightest models of a large group together up to SHARED_PROCESS_RPS, the others one perf_analyzer each."""
+    import dataclasses
+
+    from deployment_toolkit.deployment import mixed
+    from deployment_toolkit.deployment.mixed import SHARED_PROCESS_RPS, LoadGenerator, Member, Mix
+    from deployment_toolkit.perf.analyzer import PerfOptions
+    from deployment_toolkit.sizing.ratepoint import Target
+
+    monkeypatch.setattr(mixed, "usable_cores", lambda: 2)
+    target = Target("c", "m", "localhost:8001", 1, None, PerfOptions())
+    names = ("a", "b", "c", "busy")
+    members = [Member(n, dataclasses.replace(target, model_name=n), 0.25, 100.0) for n in names]
+    requests = {"a": 30.0, "b": 120.0, "c": 200.0, "busy": 1100.0}
+    together, alone = Mix(members, tmp_path).drivers(requests)
+    assert [m.name for m in together] == ["a", "b", "c"] and [m.name for m in alone] == ["busy"]
+    assert sum(requests[m.name] for m in together) <= SHARED_PROCESS_RPS
+    # two light models are not worth a shared process beside two busy ones; one-process takes every model
+    heavy = {"a": 30.0, "b": 500.0, "c": 600.0, "busy": 1100.0}
+    assert Mix(members, tmp_path).drivers(heavy) == ([], members)
+    assert Mix(members, tmp_path, generator=LoadGenerator.ONE_PROCESS).drivers(heavy) == (members, [])
+    pair = [dataclasses.replace(m, share=0.5) for m in members[:2]]
+    assert Mix(pair, tmp_path).drivers(requests) == ([], pair)  # a small group: a perf_analyzer each
