@@ -7,10 +7,11 @@ sizing.together), so a group of many models does not need more load-generator pr
 `auto` shares one process once a group has more models than half the host's cores (at least 2), among its lightest
 models up to SHARED_PROCESS_RPS together; a busier model keeps its own perf_analyzer (one Python process sending
 1,100 requests/s beside a busy server fell behind its schedule here). Either way each model keeps its own seeded
-schedule and its latency from the intended send time, and the client's CPU is measured (MixPoint.client_cores). They send over the network, not shared memory: perf_analyzer unregisters every
-shared-memory region of its server when it starts, so two at once corrupt each other (perf.analyzer.shm_lock). A mix
-point passes only when every model's point passes; its rate is the total inferences/s, split between the models as
-their peaks are, so the one number `sizing.capacity.search` bisects is the group's mix capacity.
+schedule and its latency from the intended send time, and the client's CPU is measured (MixPoint.client_cores).
+They send over the network, not shared memory: perf_analyzer unregisters every shared-memory region of its server
+when it starts, so two at once corrupt each other (perf.analyzer.shm_lock). A mix point passes only when every
+model's point passes; its rate is the total inferences/s, split between the models as their peaks are, so the one
+number `sizing.capacity.search` bisects is the group's mix capacity.
 """
 from __future__ import annotations
 
