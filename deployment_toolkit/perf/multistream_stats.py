@@ -1,11 +1,9 @@
-"""What a multistream run measured (perf/multistream.py): per-request times in, per-window figures and one
-StreamResult per stream out.
-
-Pure functions over timestamps, apart from the driver so that the counting rules can be checked on hand-made times:
-a request counts in the window its answer came in (perf_analyzer counts by last response); the first window is
-warm-up; the last three windows are reported and settle under perf_analyzer's rule (max / min of their throughput
-and of their average latency within 1 + stability / 100, none empty); latency is taken from the actual and from the intended
-send, and a request sent more than LATE_TOLERANCE_MS after its intended time is late.
+"""What a multistream run measured (perf/multistream.py): per-request times in, per-window figures and one StreamResult
+per stream out. Pure functions over timestamps, apart from the driver so that the counting rules can be checked on
+hand-made times: a request counts in the window its answer came in (perf_analyzer counts by last response); the first
+window is warm-up; the last three windows are reported and settle under perf_analyzer's rule (max / min of their
+throughput and of their average latency within 1 + stability / 100, none empty); latency is taken from the actual and
+from the intended send, and a request sent more than LATE_TOLERANCE_MS after its intended time is late.
 """
 from __future__ import annotations
 

@@ -54,7 +54,8 @@ def driven_together(target: Target) -> Target:
 
 
 def measure_together(targets: Mapping[str, Target], rates: Mapping[str, float], stores: Mapping[str, Any],
-                     out_dir: Path, trial: int = 1, tag: str = "", window_ms: int | None = None) -> dict[str, RatePoint]:
+                     out_dir: Path, trial: int = 1, tag: str = "",
+                     window_ms: int | None = None) -> dict[str, RatePoint]:
     """Every target (by name) at its requests/s at once, from one process, on one server: the stored points when
     every one is there (a rerun), else all measured together and stored (a mix point is one measurement). The
     window is `window_ms`, else the longest of the targets'; their first target's options give the windows'
