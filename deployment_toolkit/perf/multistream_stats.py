@@ -105,6 +105,9 @@ class StreamResult:
     window_p99_ms: list[float | None]
     answered: float | None  # mean of the reported windows' throughput
     send_rate: float | None  # inferences/s sent (actual send time) within the reported windows
+    # inferences/s the schedule meant to send within them: a Poisson schedule's count over a few windows is a few
+    # percent off its nominal rate, so whether the client kept up is sent against this, never against the rate
+    intended_rate: float | None
     delayed_pct: float | None  # of the requests sent within the reported windows: sent late
     p50_ms: float | None  # from the actual send, over the counted requests
     p90_ms: float | None
@@ -182,6 +185,8 @@ def summarise(stream: "Stream", trace: Trace, window_ms: int, windows: int, stab
         window_throughput=fig.throughput, window_latency_ms=fig.avg_ms, window_p99_ms=fig.p99_ms,
         answered=float(np.mean([fig.throughput[k] for k in span])) if len(span) else None,
         send_rate=float(in_span.sum() * per_request / seconds) if seconds > 0 else None,
+        intended_rate=float(np.sum((trace.intended_ns >= lo) & (trace.intended_ns < hi)) * per_request / seconds)
+        if seconds > 0 else None,
         delayed_pct=float(100.0 * np.mean(late_ms[in_span] > LATE_TOLERANCE_MS)) if in_span.any() else None,
         p50_ms=p50, p90_ms=p90, p99_ms=p99, avg_ms=avg, sched_p50_ms=s50, sched_p90_ms=s90, sched_p99_ms=s99,
         late_pct=late_pct, late_p99_ms=late_p99, late_max_ms=late_max,

@@ -61,6 +61,7 @@ DISTRIBUTIONS = ARRIVALS
 # what drives an open-loop point, part of its stored key: rows measured with perf_analyzer's own
 # --request-distribution (no such field in their key) are never mixed with these
 DRIVING = "toolkit-request-intervals/1"
+MULTISTREAM = "toolkit-multistream/1"  # ... and when one process drove several models (sizing.together)
 REQUESTS_PER_WINDOW = 100  # an automatic window holds about this many requests (closed-loop windows hold 40)
 AUTO_WINDOW_MS = (300, 1000)  # ... within these bounds: 1 s at 100 requests/s or less, 300 ms from 333/s up
 EXPORT_BUDGET_BYTES = 64 * 2**20  # a profile export estimated larger than this is not asked for (see export_wanted)
@@ -219,7 +220,8 @@ def client_limited(offered: float, send_rate: float | None, delayed_pct: float |
 
 
 def client_limit_message(point: RatePoint) -> str:
-    return (f"perf_analyzer on this host could not generate {point.offered:,.1f} inferences/s: it sent "
+    client = "the toolkit's load-generator process" if MULTISTREAM in point.key.options else "perf_analyzer"
+    return (f"{client} on this host could not generate {point.offered:,.1f} inferences/s: it sent "
             f"{point.send_rate:,.1f}/s ({point.row.get('delayed_pct') or 0:.0f}% of requests delayed), so the client, "
             "not the server, is the limit; lower the rate, free CPU for the client or run it on another host")
 

@@ -102,6 +102,14 @@ def test_the_row_is_judged_as_a_perf_analyzer_point():
     # a failed request: no latency figures either
     errored = summarise(STREAM, _steady(6), 100, 6, 30.0, errors=1, first_error="boom")
     assert not RatePoint(key, row_of(errored, 200.0)).passes(50.0)
+    # a Poisson schedule meant 5 % fewer sends than its nominal rate within the windows and every one went out,
+    # late: the client kept its schedule, so it is not the limit (against the nominal rate it would read as one)
+    sparse = summarise(STREAM, _steady(6), 100, 6, 30.0)
+    sparse.intended_rate = sparse.send_rate = 0.95 * 200.0
+    sparse.delayed_pct = 80.0
+    assert not RatePoint(key, row_of(sparse, 200.0)).client_limited
+    sparse.send_rate = 0.90 * 200.0  # ... but 5 % short of its own schedule, most of it late: the client's limit
+    assert RatePoint(key, row_of(sparse, 200.0)).client_limited
     # latency rising window after window: the queue grows (ratepoint's rule, first window left out)
     growing = summarise(STREAM, _steady(6), 100, 6, 30.0)
     growing.window_latency_ms = [9.0, 5.0, 10.0, 20.0, 40.0, 80.0]
