@@ -143,6 +143,9 @@ class GroupConfirmation:
                                "answered (inf/s)", "p99 (ms)", "SLO (ms)", "verdict"], rows, "rrrlrrrrl")
 
 
+MIN_DERATE = 0.1  # the lowest share of its load a failed round derates a group to
+
+
 def per_replica(load: Mapping[str, float], replicas: int) -> dict[str, float]:
     return {n: r / replicas for n, r in load.items()}
 
@@ -181,7 +184,9 @@ def confirm_group(mix: Mix, load: Mapping[str, float], replicas: int, rounds: in
             on_round(r)
         if r.passed or n == rounds:
             break
-        factor = min(derate_factor(r.points), 0.97)
+        # at most 10 x the replicas a round: a model that answered next to nothing is broken or starved, and
+        # 1,000 replicas of it would be no plan (the next round says whether more replicas help at all)
+        factor = max(min(derate_factor(r.points), 0.97), MIN_DERATE)
         replicas = max(replicas + 1, math.ceil(replicas / max(factor, 1e-3)))
     return out
 

@@ -265,7 +265,7 @@ class _Driver:
         return window_figures(st.trace.head(st.fired), self.window_ns, windows, st.stream.inferences_per_request)
 
     def _all_settled(self, windows: int) -> bool:
-        return all(settled(f.throughput, f.avg_ms, self.spec.stability)
+        return all(settled(f.throughput, f.avg_ms, self.spec.stability, f.counts)
                    for f in (self._figures(st, windows) for st in self.states))
 
     def _log_window(self, windows: int) -> None:

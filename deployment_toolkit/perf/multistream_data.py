@@ -92,11 +92,11 @@ def _entry_sample(stream: "Stream", entry: dict[str, Any], index: int) -> dict[s
         value = entry[spec.name]
         shape = value.get("shape") if isinstance(value, dict) else None
         dtype = object if np.dtype(spec.dtype).kind in "OSU" else np.dtype(spec.dtype)
+        if isinstance(value, dict) and isinstance(value.get("content"), dict) and "b64" in value["content"]:
+            value = {**value, "b64": value["content"]["b64"]}  # a BYTES tensor as the toolkit's pipelines write it
         if isinstance(value, dict) and "b64" in value:
-            if dtype is object:
-                raise UserInputError(f"stream {stream.model_name}: {spec.name} is a string input: give its "
-                                     "entries as \"content\", not \"b64\"")
-            arr = np.frombuffer(base64.b64decode(value["b64"]), dtype=dtype)
+            raw = base64.b64decode(value["b64"])
+            arr = _bytes_elements(raw, stream, spec.name) if dtype is object else np.frombuffer(raw, dtype=dtype)
         elif isinstance(value, dict) and "content" in value:
             arr = np.asarray(value["content"], dtype=dtype)
         elif isinstance(value, (list, int, float, str)):
@@ -112,6 +112,20 @@ def _entry_sample(stream: "Stream", entry: dict[str, Any], index: int) -> dict[s
             raise UserInputError(f"stream {stream.model_name}: entry {index} input {spec.name!r}: {arr.size} "
                                  f"values do not fill shape {list(shape)}") from err
     return sample
+
+
+def _bytes_elements(raw: bytes, stream: "Stream", name: str) -> np.ndarray:
+    """A BYTES tensor's elements from Triton's serialized form (each a 4-byte little-endian length, then that many
+    bytes), as perf_analyzer reads a base64 entry of a BYTES input (raw image bytes, a serialized string)."""
+    elements, i = [], 0
+    while i < len(raw):
+        n = int.from_bytes(raw[i:i + 4], "little")
+        if i + 4 + n > len(raw):
+            raise UserInputError(f"stream {stream.model_name}: input {name!r}: its base64 data is not a serialized "
+                                 "BYTES tensor (4-byte length, then the bytes, per element)")
+        elements.append(raw[i + 4:i + 4 + n])
+        i += 4 + n
+    return np.array(elements, dtype=object)
 
 
 __all__ = ["intended_offsets_ns", "request_arrays", "schedule_seconds"]

@@ -51,6 +51,7 @@ class WindowFigures:
     throughput: list[float]
     avg_ms: list[float | None]
     p99_ms: list[float | None]
+    counts: list[int]  # requests answered in each window
 
 
 def window_figures(trace: Trace, window_ns: int, windows: int, inferences_per_request: float) -> WindowFigures:
@@ -58,13 +59,14 @@ def window_figures(trace: Trace, window_ns: int, windows: int, inferences_per_re
     answered = trace.ok & (trace.end_ns >= 0)
     index = np.where(answered, trace.end_ns // window_ns, -1)
     latency_ms = (trace.end_ns - trace.send_ns) / 1e6
-    throughput, avg, p99 = [], [], []
+    throughput, avg, p99, counts = [], [], [], []
     for k in range(windows):
         lat = latency_ms[index == k]
         throughput.append(len(lat) * inferences_per_request / (window_ns / 1e9))
         avg.append(float(lat.mean()) if len(lat) else None)
         p99.append(float(np.percentile(lat, 99)) if len(lat) else None)
-    return WindowFigures(throughput, avg, p99)
+        counts.append(int(len(lat)))
+    return WindowFigures(throughput, avg, p99, counts)
 
 
 def reported(windows: int) -> range:
@@ -73,17 +75,24 @@ def reported(windows: int) -> range:
     return range(max(min(WARMUP_WINDOWS, windows - 1), windows - REPORTED_WINDOWS, 0), windows)
 
 
-def settled(throughput: Sequence[float], latency_ms: Sequence[float | None], stability: float) -> bool:
+POISSON_SIGMAS = 3.0  # a window of n requests may differ from the next by this many sqrt(n) and still agree
+
+
+def settled(throughput: Sequence[float], latency_ms: Sequence[float | None], stability: float,
+            counts: Sequence[int] | None = None) -> bool:
     """perf_analyzer's stability over the last three windows after the warm-up: none empty, and max / min of their
     throughput and of their average latency within 1 + stability / 100 (perf_analyzer compares the average unless
     given --percentile, which open-loop points never are: a p99 over a window of 30 requests is its slowest one or
-    two, and would never settle at low rates)."""
+    two, and would never settle at low rates). Given each window's request `counts`, the bound widens to what
+    a Poisson count of the fewest carries (POISSON_SIGMAS / sqrt(n)): five requests a window never agree within
+    30 % however steady the model, and a stream of a mix at a few requests/s would never be judged."""
     if len(throughput) < WARMUP_WINDOWS + REPORTED_WINDOWS:
         return False
     tp, lat = list(throughput[-REPORTED_WINDOWS:]), list(latency_ms[-REPORTED_WINDOWS:])
     if min(tp) <= 0 or any(v is None for v in lat):
         return False
-    bound = 1.0 + stability / 100.0
+    fewest = min(counts[-REPORTED_WINDOWS:]) if counts is not None else 0
+    bound = 1.0 + max(stability / 100.0, POISSON_SIGMAS / math.sqrt(fewest) if fewest > 0 else 0.0)
     return max(tp) / min(tp) <= bound and max(lat) / max(min(lat), 1e-9) <= bound
 
 
@@ -190,7 +199,7 @@ def summarise(stream: "Stream", trace: Trace, window_ms: int, windows: int, stab
         delayed_pct=float(100.0 * np.mean(late_ms[in_span] > LATE_TOLERANCE_MS)) if in_span.any() else None,
         p50_ms=p50, p90_ms=p90, p99_ms=p99, avg_ms=avg, sched_p50_ms=s50, sched_p90_ms=s90, sched_p99_ms=s99,
         late_pct=late_pct, late_p99_ms=late_p99, late_max_ms=late_max,
-        stable=settled(fig.throughput, fig.avg_ms, stability), errors=int(errors), first_error=first_error,
+        stable=settled(fig.throughput, fig.avg_ms, stability, fig.counts), errors=int(errors), first_error=first_error,
         requests=int(sent.sum()), counted=int(counted.sum()), unanswered=int(unanswered),
         samples_per_request=float(stream.samples_per_request))
 

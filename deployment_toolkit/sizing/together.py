@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..perf.multistream import DriveSpec, Stream, StreamResult, drive
+from ..perf.multistream import DriveError, DriveSpec, Stream, StreamResult, drive
 from .ratepoint import (MULTISTREAM, RatePoint, Target, client_limited, point_key, point_seed, queue_growing,
                         round_rate)
 REQUEST_TIMEOUT_S = 30.0  # a request of a mix unanswered for this long is an error of its model
@@ -82,6 +82,11 @@ def measure_together(targets: Mapping[str, Target], rates: Mapping[str, float], 
     log = Path(out_dir) / f"{safe}.log"
     started = datetime.now(timezone.utc)
     results = drive(spec, log)
+    for n, t in targets.items():  # a request the server refused is an error, as perf_analyzer stops on one
+        r = results[t.model_name]
+        if r.errors > r.unanswered and not any(w in r.first_error.lower() for w in ("deadline", "no answer within")):
+            raise DriveError(f"{t.model_name}: {r.errors} of {r.requests} requests failed: {r.first_error} (the "
+                             f"load generator's log: {log})")
     points = {}
     for n, t in targets.items():
         row = row_of(results[t.model_name], rates[n] * t.batch * t.samples_per_request)

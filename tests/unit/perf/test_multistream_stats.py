@@ -64,6 +64,9 @@ def test_stability_needs_three_windows_after_the_warm_up():
     assert not settled([5.0, 100, 130, 99], p99, 10.0)  # throughput apart by more than 10%
     assert not settled([5.0, 100, 101, 99], [50.0, 10.0, 20.0, 10.5], 10.0)  # average latencies apart
     assert not settled([5.0, 100, 0.0, 99], [50.0, 10.0, None, 10.5], 10.0)  # an empty window
+    # five requests a window: 4, 7 and 5 is a Poisson count's own spread, so they agree; 100 a window must hold 10 %
+    assert settled([2.0, 4.0, 7.0, 5.0], [9.0, 10.0, 14.0, 11.0], 10.0, counts=[2, 4, 7, 5])
+    assert not settled([5.0, 100, 130, 99], p99, 10.0, counts=[5, 100, 130, 99])
 
 
 def _steady(windows: int, rate_per_window: int = 10, latency_ms: float = 5.0, jitter_window: int | None = None):
@@ -143,3 +146,21 @@ def test_a_spec_round_trips_and_refuses_a_model_twice():
     assert DriveSpec.from_dict(json.loads(json.dumps(spec.to_dict()))) == spec and spec.grpc_target == "127.0.0.1:8001"
     with pytest.raises(UserInputError, match="one stream per model"):
         DriveSpec("h:1", (STREAM, STREAM), 500, 6, 30.0)
+
+
+def test_a_bytes_input_given_as_serialized_base64_is_sent_as_its_elements(tmp_path):
+    """A pipeline's raw image bytes as the toolkit writes them for perf_analyzer ({"content": {"b64": ...}}, the
+    serialized BYTES tensor: a 4-byte length, then the bytes): each request carries the image, not the dict."""
+    import base64
+
+    image = b"\xff\xd8\xff\xe0" + bytes(range(40))
+    blob = base64.b64encode(len(image).to_bytes(4, "little") + image).decode()
+    path = tmp_path / "images.json"
+    path.write_text(json.dumps({"data": [{"image": {"content": {"b64": blob}, "shape": [1]}}]}))
+    (req,) = request_arrays(Stream("p", batch=1, rate=1.0, seed=0, input_data=str(path),
+                                   inputs=(TensorSpec("image", (1,), "object"),)))
+    assert req["image"].dtype == object and req["image"].shape == (1, 1) and req["image"][0, 0] == image
+    path.write_text(json.dumps({"data": [{"image": {"b64": base64.b64encode(b"\x09\x00\x00\x00ab").decode()}}]}))
+    with pytest.raises(UserInputError, match="not a serialized BYTES tensor"):
+        request_arrays(Stream("p", batch=1, rate=1.0, seed=0, input_data=str(path),
+                              inputs=(TensorSpec("image", (1,), "object"),)))
