@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+import zlib
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping
@@ -18,6 +19,7 @@ from typing import Any, Mapping
 from ..perf.multistream import DriveError, DriveSpec, Stream, StreamResult, drive
 from .ratepoint import (MULTISTREAM, RatePoint, Target, client_limited, point_key, point_seed, queue_growing,
                         round_rate)
+
 REQUEST_TIMEOUT_S = 30.0  # a request of a mix unanswered for this long is an error of its model
 
 
@@ -79,6 +81,8 @@ def measure_together(targets: Mapping[str, Target], rates: Mapping[str, float], 
                                                               for t in targets.values())),
                      options.max_trials + 1, options.stability_percentage, REQUEST_TIMEOUT_S)
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"together_{tag}t{trial}_" + "_".join(f"r{rates[n]:g}" for n in targets))
+    if len(safe) > 120:  # many models: a file name within every file system's limit, still one per point
+        safe = f"{safe[:100]}_{zlib.crc32(safe.encode()):08x}"
     log = Path(out_dir) / f"{safe}.log"
     started = datetime.now(timezone.utc)
     results = drive(spec, log)
