@@ -17,7 +17,7 @@ import numpy as np
 
 from ..errors import UserInputError
 from ..spec import TensorSpec
-from .analyzer.schedule import make_schedule
+from .analyzer.schedule import make_schedule, schedule_length_s
 
 if TYPE_CHECKING:
     from .multistream import Stream
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 def schedule_seconds(window_ms: int, max_windows: int) -> float:
     """The schedule's length: every window with slack, the length a perf_analyzer point of the same windows writes
     (so the seed gives the same intervals file, not only the same arrivals); cycled if a run outlasts it."""
-    return 1.5 * max_windows * window_ms / 1000.0 + 5.0
+    return schedule_length_s(max_windows * window_ms / 1000.0)
 
 
 def intended_offsets_ns(stream: "Stream", window_ms: int, max_windows: int) -> np.ndarray:

@@ -47,6 +47,7 @@ from ..perf.analyzer import (ARRIVALS, PerfOptions, PerfTarget, Schedule, Schedu
                              write_schedule)
 from ..perf.analyzer.errors import EMPTY_WINDOW, PerfAnalyzerError, PerfAnalyzerTimeout
 from ..perf.analyzer.point import PointResult
+from ..perf.analyzer.schedule import schedule_length_s
 from ..perf.analyzer.profile_summary import drop_raw, finish_point, schedule_record, summary_path
 from .ratestore import RateKey, RateStore, options_key
 
@@ -314,7 +315,7 @@ def schedule_seconds(options: PerfOptions, rate: float) -> float:
         measured = options.max_trials * options.measurement_interval_ms / 1000.0
     else:
         measured = options.max_trials * options.measurement_request_count / max(rate, 1e-9)
-    return 1.5 * measured + 5.0
+    return schedule_length_s(measured)
 
 
 def export_wanted(target: Target, rate: float) -> bool:

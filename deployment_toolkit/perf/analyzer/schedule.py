@@ -72,6 +72,12 @@ class Arrivals:
         return np.cumsum(np.resize(self.intervals_us.astype(np.int64), n)) * 1000
 
 
+def schedule_length_s(measured_s: float) -> float:
+    """How long a schedule to write for a run that may measure `measured_s` seconds: with slack, so a run that
+    outlasts its windows rarely cycles the arrivals (perf_analyzer loops its file; the multistream driver too)."""
+    return 1.5 * measured_s + 5.0
+
+
 def make_schedule(rate: float, duration_s: float, distribution: str = "poisson", seed: int = 0) -> Arrivals:
     """`rate` requests/s for `duration_s`: Poisson (exponential gaps, seeded) or constant. Arrival times are rounded
     to whole microseconds before differencing, so rounding never drifts the mean rate."""
