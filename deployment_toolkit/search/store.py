@@ -157,7 +157,11 @@ class SearchStore:
         self._write()
 
     def samples(self, candidate: str, concurrency: int) -> list[Point]:
-        found = [p for p in self.points.values() if p.candidate == candidate and p.concurrency == concurrency]
+        """The samples of a level the search has had so far: measured in this run or read back through `get`. A
+        stored sample it has not asked for yet is left out: a rerun judging a level by a noise sample the first run
+        took only later ranked another level best, took its noise there and measured again (test_search_rerun)."""
+        found = [p for key, p in self.points.items() if p.candidate == candidate and p.concurrency == concurrency
+                 and (key not in self._loaded or key in self.reused)]
         return sorted(found, key=lambda p: p.sample)
 
     # ---- refused / failed candidates ----

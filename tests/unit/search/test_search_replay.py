@@ -168,3 +168,29 @@ def test_settings_of_the_same_value_replay_whatever_their_type(tmp_path):
     store.clock_log = {"settings": settings_key(SearchSettings(budget_ms=200.0)), "answers": [["elapsed", 1.0]]}
     assert store.clock_replay(settings_key(SearchSettings(budget_ms=200))) == [["elapsed", 1.0]]
     assert store.clock_replay(settings_key(SearchSettings(budget_ms=201))) is None
+
+
+class LaterSampleLower(FakeMeasurer):
+    """The baseline's top level measures high first and low in its later (noise) sample: judged with both samples,
+    a lower level is best; judged with the first alone (as the first run did when it chose where to take the noise),
+    the top one is."""
+
+    def measure(self, cand, c, sample, key):
+        point = super().measure(cand, c, sample, key)
+        if sample > 0:
+            point.throughput *= 0.4
+        return point
+
+
+def test_a_rerun_judges_a_level_only_by_the_samples_the_first_run_had_at_that_moment(tmp_path):
+    """Caught by the integration rerun on a loaded host: the checkpoint holds every sample, including the noise
+    sample the first run took after choosing its best level; judging with it, the rerun chose another level, took
+    its noise there and measured again."""
+    first, fake1, _ = run(tmp_path, LaterSampleLower(), noise_repeats=1, max_concurrency=8, max_configs=1)
+    assert any(s > 0 for _, _, s in fake1.measured), "the fake needs a noise sample to be taken"
+    store = _store(tmp_path)
+    assert store.samples(first.trials[0].key, 1) == [], "a sample the rerun has not asked for is not judged"
+    second, fake2, _ = run(tmp_path, LaterSampleLower(), store=store, noise_repeats=1, max_concurrency=8,
+                           max_configs=1)
+    assert fake2.measured == [], fake2.measured
+    assert second.decision.winner.candidate == first.decision.winner.candidate
