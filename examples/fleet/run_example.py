@@ -23,12 +23,14 @@ SHORT = ["--preset", "small", "--formats", "onnx", "--max-minutes", "1", "--max-
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog="example:\n  python examples/fleet/run_example.py "
-                                       "--result-path results/local/plan-fleet")
+                                       "--result-path results/local/plan-fleet\n"
+                                       "  python examples/fleet/run_example.py --result-path results/plan-fleet-cpu "
+                                       "--workspace workspace/plan-fleet-cpu --update-committed")
     p.add_argument("--result-path", type=Path, default=ROOT / "results" / "local" / "plan-fleet")
-    args = p.parse_args()
+    args, rest = p.parse_known_args()  # the rest goes to `plan` as given (--workspace, --update-committed, ...)
     subprocess.run([sys.executable, str(HERE / "make_fleet.py")], check=True)
     argv = [sys.executable, "-m", "deployment_toolkit", "plan", "--deployment", str(HERE / "deployment.yaml"),
-            "--result-path", str(args.result_path), *SHORT]
+            "--result-path", str(args.result_path), *SHORT, *rest]
     print("$", shlex.join(argv), flush=True)
     return subprocess.run(argv, cwd=ROOT).returncode
 
