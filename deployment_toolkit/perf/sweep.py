@@ -24,8 +24,8 @@ from ..client import ServerNotReady, TritonClient, instance_count
 from ..committed import refuse_committed
 from ..data.whole import samples_per_request
 from ..errors import UserError
-from ..results.identity import (RunIdentity, artifact_digest, host_identity, input_data_digest, library_versions,
-                                served_config, toolkit_version)
+from ..results.identity import (RunIdentity, artifact_digest, host_identity, input_data_digest, key_fields,
+                                library_versions, served_config, toolkit_version)
 from ..results.run_folder import RunFolder
 from ..results.schema import THROUGHPUT
 from ..results.store import ResultsStore
@@ -65,7 +65,7 @@ def sweep_identity(model_config: dict[str, Any], server_version: str | None, man
         server_version=server_version,
         model_config=served_config(model_config),
         artifact_digest=artifact_digest(manifest_path),
-        perf_options=options.measurement_fields(),
+        perf_options=key_fields(options.measurement_fields()),
         input_data=input_data_digest(input_data if input_data is not None else options.input_data),
         toolkit_version=toolkit_version(),
         libraries=library_versions(),

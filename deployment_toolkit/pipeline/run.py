@@ -20,6 +20,7 @@ from ..framework import framework_predictor
 from ..perf.analyzer import PerfOptions
 from ..repository.config import ConfigOptions
 from ..results import RunFolder
+from ..results.identity import key_fields
 from ..server.local import LocalTritonServer, ServerConfig
 from ..sources import ModelSource
 from ..sources.base import DEFAULT_MAX_BATCH, slugify
@@ -199,7 +200,8 @@ def _serve_checks(run: PipelineRun, request: PipelineRequest, client: TritonClie
     (log.info if run.verification.passed else log.warning)("%s", run.verification.summary())
     input_json = write_input_json(plan, out_dir / "input_data.json")
     loaded = {m: client.config_json(m) for m in run.written.models}
-    identity = run_identity(plan, loaded, client.server_version(), request.perf.measurement_fields(), input_json)
+    identity = run_identity(plan, loaded, client.server_version(), key_fields(request.perf.measurement_fields()),
+                            input_json)
     if request.concurrencies:
         job = MeasureJob(url, tuple(request.concurrencies), request.perf, out_dir / "perf", input_json)
         run.points = measure_points(plan, client, run.written.composing, job)

@@ -7,6 +7,7 @@ toolkit version. Each of those is one field here; the short `id` is what CSV row
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field
@@ -77,6 +78,28 @@ def input_data_digest(input_data: str | Path | None) -> str:
     if text in ("random", "zero"):
         return text
     return "sha256:" + file_digest(text)
+
+
+@functools.lru_cache(maxsize=256)
+def _digest_of(path: str, size: int, mtime_ns: int) -> str:
+    return "sha256:" + file_digest(path)
+
+
+def key_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """Measurement fields (PerfOptions.measurement_fields) as a stored key or an identity holds them: input data
+    from a file by its content, not its path. Keyed by the path, a result folder moved (or a pod's folder gathered
+    elsewhere) held no stored point for a pipeline, whose inputs are written inside it, and measured all again."""
+    out = dict(fields)
+    data = out.get("input_data")
+    if data is None or str(data) in ("random", "zero"):
+        return out
+    path = Path(str(data))
+    if path.is_file():
+        st = path.stat()
+        out["input_data"] = _digest_of(str(path.resolve()), st.st_size, st.st_mtime_ns)
+    elif path.is_dir():
+        out["input_data"] = input_data_digest(path)
+    return out
 
 
 def artifact_digest(manifest_path: str | Path | None) -> str | None:

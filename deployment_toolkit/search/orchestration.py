@@ -18,7 +18,8 @@ from typing import Any, Sequence
 
 from ..committed import refuse_committed
 from ..repository.names import check_model_name
-from ..results.identity import RunIdentity, host_identity, input_data_digest, library_versions, toolkit_version
+from ..results.identity import (RunIdentity, host_identity, input_data_digest, key_fields, library_versions,
+                                toolkit_version)
 from .request import FINISH_RESERVE_S, SearchRequest
 from .store import SearchStore, StoreMismatch
 from .trials import FormatInfo, SearchError, SearchRun
@@ -51,7 +52,7 @@ def search_identity(model: str, preset: str, options: Any, infos: Sequence[Forma
         server = None
     digests = ";".join(sorted(f"{i.format}:{i.digest}" for i in infos if getattr(i, "digest", None)))
     return RunIdentity(host=host_identity(), server_version=server, model_config=None, artifact_digest=digests or None,
-                       perf_options=options.measurement_fields(), input_data=input_data_digest(options.input_data),
+                       perf_options=key_fields(options.measurement_fields()), input_data=input_data_digest(options.input_data),
                        toolkit_version=toolkit_version(), libraries=library_versions(),
                        extra={"model": model, "preset": preset, "batch_size": 1})
 

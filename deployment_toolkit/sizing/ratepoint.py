@@ -49,6 +49,7 @@ from ..perf.analyzer.errors import EMPTY_WINDOW, PerfAnalyzerError, PerfAnalyzer
 from ..perf.analyzer.point import PointResult
 from ..perf.analyzer.schedule import schedule_length_s
 from ..perf.analyzer.profile_summary import drop_raw, finish_point, schedule_record, summary_path
+from ..results.identity import key_fields
 from .ratestore import RateKey, RateStore, options_key
 
 KEEP_UP = 0.97
@@ -298,7 +299,7 @@ class Target:
 def point_key(target: Target, rate: float, trial: int = 1) -> RateKey:
     """The stored identity of a point: configuration, distribution, rate, batch, trial, and the perf options
     together with how the arrivals are driven (DRIVING, the base seed)."""
-    fields = {**target.options.measurement_fields(), "driving": target.driving, "schedule_seed": target.schedule_seed}
+    fields = {**key_fields(target.options.measurement_fields()), "driving": target.driving, "schedule_seed": target.schedule_seed}
     return RateKey(target.config, target.distribution, round_rate(rate), target.batch, options_key(fields), trial)
 
 

@@ -9,6 +9,7 @@ from typing import Sequence
 
 from ..errors import UserError
 from ..perf.analyzer import Concurrency, PerfTarget, run_point
+from ..results.identity import key_fields
 from .ratepoint import Target
 from .ratestore import options_key
 
@@ -23,7 +24,7 @@ def closed_loop_seed(target: Target, slo_ms: float, out_dir: Path, levels: Seque
     rerun measures nothing again."""
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "seed.json"
-    key = f"{target.config}|{options_key(target.options.measurement_fields())}|{slo_ms:g}"
+    key = f"{target.config}|{options_key(key_fields(target.options.measurement_fields()))}|{slo_ms:g}"
     stored = json.loads(path.read_text()) if path.exists() else {}
     if key in stored:
         return float(stored[key])

@@ -292,6 +292,27 @@ def test_profile_export_only_where_it_stays_small():
 
 # ---- the store --------------------------------------------------------------------------------------
 
+def test_a_point_with_input_data_from_a_file_is_keyed_by_its_content_not_its_path(tmp_path):
+    """A pipeline's inputs are written inside its result folder: keyed by their path, the folder moved (or a pod's
+    folder gathered elsewhere) held no stored rate and its search measured all again."""
+    from dataclasses import replace
+
+    from deployment_toolkit.spec import ModelSignature, TensorSpec
+
+    sig = ModelSignature(inputs=(TensorSpec("x", (4,)),), outputs=(TensorSpec("y", (4,)),))
+    here, moved, other = tmp_path / "a" / "in.json", tmp_path / "b" / "in.json", tmp_path / "c" / "in.json"
+    for path, text in ((here, '{"data": [1]}'), (moved, '{"data": [1]}'), (other, '{"data": [2]}')):
+        path.parent.mkdir()
+        path.write_text(text)
+    base = Target("m/online", "m", "", 1, sig, open_loop_options(PerfOptions(protocol="grpc"), "poisson", 700, 50.0),
+                  "poisson")
+    key = {p: point_key(replace(base, options=replace(base.options, input_data=str(p))), 40.0, 1)
+           for p in (here, moved, other)}
+    assert key[here] == key[moved] != key[other]
+    assert json.loads(key[here].options)["input_data"].startswith("sha256:")
+    assert json.loads(point_key(base, 40.0, 1).options)["input_data"] == "random"  # generated data names itself
+
+
 def test_store_roundtrip_keys_and_provenance(tmp_path):
     store = RateStore(tmp_path)
     key = RateKey("m/online", "poisson", 123.4, 1, OPTS, 1)
