@@ -52,7 +52,8 @@ def search_identity(model: str, preset: str, options: Any, infos: Sequence[Forma
         server = None
     digests = ";".join(sorted(f"{i.format}:{i.digest}" for i in infos if getattr(i, "digest", None)))
     return RunIdentity(host=host_identity(), server_version=server, model_config=None, artifact_digest=digests or None,
-                       perf_options=key_fields(options.measurement_fields()), input_data=input_data_digest(options.input_data),
+                       perf_options=key_fields(options.measurement_fields()),
+                       input_data=input_data_digest(options.input_data),
                        toolkit_version=toolkit_version(), libraries=library_versions(),
                        extra={"model": model, "preset": preset, "batch_size": 1})
 

@@ -299,7 +299,8 @@ class Target:
 def point_key(target: Target, rate: float, trial: int = 1) -> RateKey:
     """The stored identity of a point: configuration, distribution, rate, batch, trial, and the perf options
     together with how the arrivals are driven (DRIVING, the base seed)."""
-    fields = {**key_fields(target.options.measurement_fields()), "driving": target.driving, "schedule_seed": target.schedule_seed}
+    fields = {**key_fields(target.options.measurement_fields()), "driving": target.driving,
+              "schedule_seed": target.schedule_seed}
     return RateKey(target.config, target.distribution, round_rate(rate), target.batch, options_key(fields), trial)
 
 
