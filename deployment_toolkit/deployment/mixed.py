@@ -28,7 +28,7 @@ from typing import Mapping, Sequence
 from ..config import Choice, Protocol, SharedMemory
 from ..errors import UserInputError
 from ..sizing.fleet import usable_cores
-from ..sizing.ratepoint import RatePoint, Target, auto_window_ms, measure, round_rate
+from ..sizing.ratepoint import RatePoint, Target, auto_window_ms, measure, round_rate, settling_window_ms
 from ..sizing.ratestore import FreshStore, RateStore
 from ..sizing.together import measure_together
 
@@ -132,7 +132,7 @@ class MixPoint:
 def windowed(target: Target, rate: float) -> Target:
     """The target with windows long enough for `rate` requests/s (at least its own): a low rate in a short window
     has too few requests for the windows to agree, and a point whose windows never settle fails."""
-    window = max(target.options.measurement_interval_ms, auto_window_ms(rate))
+    window = max(target.options.measurement_interval_ms, auto_window_ms(rate), settling_window_ms(rate))
     return dataclasses.replace(target, options=dataclasses.replace(target.options, measurement_interval_ms=window))
 
 

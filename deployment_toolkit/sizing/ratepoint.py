@@ -66,6 +66,8 @@ DRIVING = "toolkit-request-intervals/1"
 MULTISTREAM = "toolkit-multistream/1"  # ... and when one process drove several models (sizing.together)
 REQUESTS_PER_WINDOW = 100  # an automatic window holds about this many requests (closed-loop windows hold 40)
 AUTO_WINDOW_MS = (300, 1000)  # ... within these bounds: 1 s at 100 requests/s or less, 300 ms from 333/s up
+SETTLING_REQUESTS = 25  # a window whose count and average latency must agree with its neighbours holds this many
+LONGEST_WINDOW_MS = 8000  # ... within this (3 requests/s: 8 s windows of 24 requests)
 EXPORT_BUDGET_BYTES = 64 * 2**20  # a profile export estimated larger than this is not asked for (see export_wanted)
 
 _PASS = re.compile(r"Pass \[(\d+)\] throughput: ([\d.eE+-]+) infer/sec\. (?:Avg|p\d+) latency: (\d+) usec")
@@ -274,6 +276,16 @@ def auto_window_ms(rate: float) -> int:
         return hi
     ms = math.ceil(REQUESTS_PER_WINDOW * 1000.0 / rate / 50.0) * 50
     return max(lo, min(hi, ms))
+
+
+def settling_window_ms(rate: float) -> int:
+    """The shortest window in which a low rate's windows can settle: SETTLING_REQUESTS requests at `rate`
+    (requests/s), rounded up to 50 ms, at most LONGEST_WINDOW_MS. A 1-s window at 3 requests/s holds 3 requests;
+    one slow request moves its average latency past any band, so a twelve-model plan's confirmation failed its
+    low-rate models for windows that never settled, not for their latency."""
+    if not rate > 0:
+        return LONGEST_WINDOW_MS
+    return min(LONGEST_WINDOW_MS, math.ceil(SETTLING_REQUESTS * 1000.0 / rate / 50.0) * 50)
 
 
 @dataclass

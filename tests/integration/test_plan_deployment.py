@@ -114,9 +114,13 @@ def test_the_fan_out_gives_the_plan_the_sequential_run_gave(planned):
             proc.stdout[-3000:] + proc.stderr[-3000:]
     assert not (fan / "steps.json").exists(), "an index must not write the shared folder's steps"
     gather = yaml.safe_load((jobs / GATHER_FILE).read_text())["spec"]["template"]["spec"]["containers"][0]["command"]
+    stale = fan / "k8s" / "a-group-of-an-earlier-plan"  # `kubectl apply -R k8s/` must not deploy it beside the plan
+    stale.mkdir(parents=True)
+    (stale / "deployment.yaml").write_text("kind: Deployment\n")
     proc = subprocess.run(local(gather), capture_output=True, text=True, cwd=ROOT, timeout=1200)
     assert proc.returncode in (0, 1), proc.stdout[-4000:] + proc.stderr[-4000:]
     assert "measured 0 new ones" in proc.stdout + proc.stderr, "the gathering searched again"
+    assert not stale.exists(), "a manifest of an earlier plan was left in k8s/"
     sequential = json.loads((out / "run.json").read_text())["config"]
     fanned = json.loads((fan / "run.json").read_text())["config"]
     assert {n: m["config"] for n, m in fanned["models"].items()} == \

@@ -313,6 +313,23 @@ def test_a_point_with_input_data_from_a_file_is_keyed_by_its_content_not_its_pat
     assert json.loads(point_key(base, 40.0, 1).options)["input_data"] == "random"  # generated data names itself
 
 
+def test_a_mix_or_hold_window_at_a_low_rate_holds_enough_requests_to_settle():
+    """A confirmation at 3 requests/s in 1-s windows (3 requests each) never settled; its window now holds
+    SETTLING_REQUESTS requests, up to LONGEST_WINDOW_MS; a faster rate keeps the window it had."""
+    from deployment_toolkit.deployment.mixed import windowed
+    from deployment_toolkit.sizing.ratepoint import LONGEST_WINDOW_MS, SETTLING_REQUESTS, settling_window_ms
+    from deployment_toolkit.spec import ModelSignature, TensorSpec
+
+    sig = ModelSignature(inputs=(TensorSpec("x", (4,)),), outputs=(TensorSpec("y", (4,)),))
+    target = Target("m/online", "m", "", 1, sig, open_loop_options(PerfOptions(protocol="grpc"), "poisson", 1000),
+                    "poisson")
+    window = {r: windowed(target, r).options.measurement_interval_ms for r in (1.0, 3.0, 10.0, 45.0, 500.0)}
+    assert window[1.0] == window[3.0] == LONGEST_WINDOW_MS and 3.0 * LONGEST_WINDOW_MS / 1000 >= 0.9 * SETTLING_REQUESTS
+    assert window[10.0] == 2500 and window[10.0] * 10.0 / 1000 == SETTLING_REQUESTS
+    assert window[45.0] == window[500.0] == 1000  # the window asked for, already long enough
+    assert settling_window_ms(0.0) == LONGEST_WINDOW_MS
+
+
 def test_store_roundtrip_keys_and_provenance(tmp_path):
     store = RateStore(tmp_path)
     key = RateKey("m/online", "poisson", 123.4, 1, OPTS, 1)
