@@ -1,9 +1,10 @@
 """Which models share a replica, settled on what was measured: the solver packs the models (packing.py) on their
 held capacities, memory and traffic over time; only the shared groups of the packing are measured under their mixed
 traffic (split as the packing planned it) and held k of k; a group that falls short lowers its members' sharing
-factors (packing.fit_sharing), one that holds nothing is kept apart, and the models are packed again, until every
-shared group of the packing rests on a measurement. Measurement grows with the groups chosen, never with the
-groupings possible. `plan` is the planner's DeploymentPlan (plan.py imports this module, not the other way)."""
+factors (packing.fit_sharing), one that holds nothing is kept apart and later groups are smaller than it, and the
+models are packed again, until every shared group of the packing rests on a measurement. Measurement grows with
+the groups chosen, never with the groupings possible. `plan` is the planner's DeploymentPlan (plan.py imports this
+module, not the other way)."""
 from __future__ import annotations
 
 import dataclasses
@@ -73,7 +74,8 @@ def _limits(plan: Any) -> PackLimits:
     if budget is not None and server >= budget:
         raise DeploymentPlanError(f"no model fits one replica: the server alone takes {server:.2f} GB of the "
                                   f"replica's {budget:g} GB ({limits.key('host_memory_gb')})")
-    return PackLimits(memory_gb=budget, server_gb=server, max_models=limits.max_models,
+    caps = [c for c in (limits.max_models, getattr(plan, "most_shared", None)) if c is not None]
+    return PackLimits(memory_gb=budget, server_gb=server, max_models=min(caps) if caps else None,
                       max_replicas=limits.max_replicas, headroom=plan.headroom,
                       price_per_replica=plan.price_per_replica, max_replicas_key=limits.key("max_replicas"))
 
@@ -139,8 +141,9 @@ def pack_measured(plan: Any) -> Packing:
                 f"{plan.settings.checks.retests} of {plan.settings.checks.retests}",
                 lambda g=group: _measure_group(plan, g, loads))
             plan.measured[group.models] = measured
-            if measured.held is None:
-                plan.apart.append(group.models)
+            if measured.held is None:  # kept apart, and no later group as large: another set of that size was
+                plan.apart.append(group.models)  # as likely to fail (twelve models: six groups of six held nothing)
+                plan.most_shared = min(plan.most_shared or len(group.models), len(group.models) - 1)
             elif measured.fit is not None:
                 plan.sharing.update(measured.fit.factors)
         if round_ == MAX_PACKINGS:

@@ -114,6 +114,7 @@ class DeploymentPlan:
     packings: list[Packing] = field(default_factory=list)  # every packing, the first on capacities alone
     measured: dict[tuple[str, ...], MeasuredGroup] = field(default_factory=dict)
     apart: list[tuple[str, ...]] = field(default_factory=list)  # groups that held no rate together
+    most_shared: int | None = None  # after a group held no rate: the most models a later packing puts on a replica
     sharing: dict[str, float] = field(default_factory=dict)  # each model's sharing factor, as last fitted
     memory: Any = None  # memory.Footprints: each model's share of a replica's memory
     confirmations: list[GroupConfirmation] = field(default_factory=list)

@@ -63,7 +63,9 @@ def _fleet(plan) -> list[str]:
         shared = [m for m in plan.measured.values()]
         md += [f"Packings: {len(plan.packings)}; shared groups measured: {len(shared)}, shared groups in the final "
                f"packing: {sum(g.shared for g in packing.groups)}."
-               + (" " + "; ".join(m.text() for m in shared) + "." if shared else ""), ""]
+               + (" " + "; ".join(m.text() for m in shared) + "." if shared else "")
+               + (f" After a group held no rate, later packings put at most {plan.most_shared} model(s) on a "
+                  "replica." if getattr(plan, "most_shared", None) else ""), ""]
     return md
 
 
