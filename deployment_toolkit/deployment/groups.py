@@ -74,7 +74,7 @@ def _limits(plan: Any) -> PackLimits:
     if budget is not None and server >= budget:
         raise DeploymentPlanError(f"no model fits one replica: the server alone takes {server:.2f} GB of the "
                                   f"replica's {budget:g} GB ({limits.key('host_memory_gb')})")
-    caps = [c for c in (limits.max_models, getattr(plan, "most_shared", None)) if c is not None]
+    caps = [c for c in (limits.max_models, plan.most_shared) if c is not None]
     return PackLimits(memory_gb=budget, server_gb=server, max_models=min(caps) if caps else None,
                       max_replicas=limits.max_replicas, headroom=plan.headroom,
                       price_per_replica=plan.price_per_replica, max_replicas_key=limits.key("max_replicas"))

@@ -65,7 +65,7 @@ def _fleet(plan) -> list[str]:
                f"packing: {sum(g.shared for g in packing.groups)}."
                + (" " + "; ".join(m.text() for m in shared) + "." if shared else "")
                + (f" After a group held no rate, later packings put at most {plan.most_shared} model(s) on a "
-                  "replica." if getattr(plan, "most_shared", None) else ""), ""]
+                  "replica." if plan.most_shared else ""), ""]
     return md
 
 
