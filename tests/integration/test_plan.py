@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.exclusive]  # one at a time under xdist (conftest)
 ROOT = Path(__file__).resolve().parents[2]
 FAST = ["--model", "resnet18", "--preset", "small", "--formats", "onnx", "--p99-ms", "200", "--max-minutes", "1.5",
         "--measurement-mode", "time_windows", "--measurement-interval", "500", "--stability-percentage", "100",
