@@ -89,10 +89,12 @@ def test_the_python_api_plans_from_the_commands_points(planned):
                     capacity_trials=1, capacity_resolution=0.2)
     api_out = out.parent / "api-plan"
     api_out.mkdir()
-    # the command's checkpoint, copied: the API's plan must find every point there rather than measure again
+    # the command's checkpoint and holds, copied: the API's plan must find every point there rather than measure
+    # again (a fresh hold, beside the other test worker, once answered 60 of 109 inf/s and stopped the plan)
     import shutil
 
     shutil.copytree(out / "models", api_out / "models")
+    shutil.copytree(out / "alone", api_out / "alone")
     result = dt.plan("resnet18", dt.Demand(peak_rps=300, p99_ms=200, host_hour_cost=0.4),
                      dt.SearchSettings(budget_ms=200, open_loop_window_ms=500, **settings),
                      dt.SearchJob(preset="small", workspace=ws, result_dir=api_out), options=options,
