@@ -77,6 +77,10 @@ def input_data_digest(input_data: str | Path | None) -> str:
     text = str(input_data)
     if text in ("random", "zero"):
         return text
+    path = Path(text)
+    if path.is_file():  # asked again for every stored key: hashed once per file version
+        st = path.stat()
+        return _digest_of(str(path.resolve()), st.st_size, st.st_mtime_ns)
     return "sha256:" + file_digest(text)
 
 
@@ -91,14 +95,8 @@ def key_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
     elsewhere) held no stored point for a pipeline, whose inputs are written inside it, and measured all again."""
     out = dict(fields)
     data = out.get("input_data")
-    if data is None or str(data) in ("random", "zero"):
-        return out
-    path = Path(str(data))
-    if path.is_file():
-        st = path.stat()
-        out["input_data"] = _digest_of(str(path.resolve()), st.st_size, st.st_mtime_ns)
-    elif path.is_dir():
-        out["input_data"] = input_data_digest(path)
+    if data is not None and Path(str(data)).exists():  # random / zero name themselves; a path not there yet stays
+        out["input_data"] = input_data_digest(data)
     return out
 
 

@@ -271,11 +271,15 @@ def auto_window_ms(rate: float) -> int:
     `rate` (requests/s), rounded up to 50 ms, within AUTO_WINDOW_MS. A fixed 1-s window made a fast model's
     capacity search (7 rates of 3 to 6 windows) most of a short search's time while a window of a few hundred
     requests says no more about its p99 than one of a hundred; a slow model keeps the full second."""
-    lo, hi = AUTO_WINDOW_MS
+    return _window_holding(REQUESTS_PER_WINDOW, rate, *AUTO_WINDOW_MS)
+
+
+def _window_holding(requests: int, rate: float, lo: int, hi: int) -> int:
+    """The window (ms) that holds `requests` requests at `rate` requests/s, rounded up to 50 ms, within [lo, hi]
+    (hi when the rate is unknown)."""
     if not rate > 0:
         return hi
-    ms = math.ceil(REQUESTS_PER_WINDOW * 1000.0 / rate / 50.0) * 50
-    return max(lo, min(hi, ms))
+    return max(lo, min(hi, math.ceil(requests * 1000.0 / rate / 50.0) * 50))
 
 
 def settling_window_ms(rate: float) -> int:
@@ -283,9 +287,7 @@ def settling_window_ms(rate: float) -> int:
     (requests/s), rounded up to 50 ms, at most LONGEST_WINDOW_MS. A 1-s window at 3 requests/s holds 3 requests;
     one slow request moves its average latency past any band, so a twelve-model plan's confirmation failed its
     low-rate models for windows that never settled, not for their latency."""
-    if not rate > 0:
-        return LONGEST_WINDOW_MS
-    return min(LONGEST_WINDOW_MS, math.ceil(SETTLING_REQUESTS * 1000.0 / rate / 50.0) * 50)
+    return _window_holding(SETTLING_REQUESTS, rate, 0, LONGEST_WINDOW_MS)
 
 
 @dataclass

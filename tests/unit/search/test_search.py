@@ -512,14 +512,23 @@ def test_latency_objective_picks_the_lowest_p99_at_one_request(tmp_path):
     assert any("latency objective" in n for n in outcome.notes)
 
 
-class DriftingFake(FakeMeasurer):
-    """The host gets busier after the sweep: repeated samples have a 60% higher p99."""
+class LaterSamples(FakeMeasurer):
+    """Every sample after a level's first has `field` scaled by `factor` (the host changed after the sweep)."""
+
+    def __init__(self, field, factor, **kw):
+        super().__init__(**kw)
+        self.field, self.factor = field, factor
 
     def measure(self, cand, c, sample, key):
         p = super().measure(cand, c, sample, key)
         if sample > 0:
-            p.p99_ms *= 1.6
+            setattr(p, self.field, getattr(p, self.field) * self.factor)
         return p
+
+
+def DriftingFake():
+    """The host gets busier after the sweep: repeated samples have a 60% higher p99."""
+    return LaterSamples("p99_ms", 1.6)
 
 
 def test_a_finalist_over_budget_when_remeasured_steps_down_a_level(tmp_path):

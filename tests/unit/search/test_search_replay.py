@@ -13,7 +13,7 @@ from deployment_toolkit.search.clock import ELAPSED, SearchClock, settings_key
 from deployment_toolkit.search.store import POINTS_FILE, search_complete
 from deployment_toolkit.search.trials import SearchSettings
 
-from test_search import FakeMeasurer, OpenLoopFake, run  # noqa: E402  (the same fakes)
+from test_search import FakeMeasurer, LaterSamples, OpenLoopFake, run  # noqa: E402  (the same fakes)
 
 
 @pytest.fixture
@@ -170,16 +170,11 @@ def test_settings_of_the_same_value_replay_whatever_their_type(tmp_path):
     assert store.clock_replay(settings_key(SearchSettings(budget_ms=201))) is None
 
 
-class LaterSampleLower(FakeMeasurer):
+def LaterSampleLower():
     """The baseline's top level measures high first and low in its later (noise) sample: judged with both samples,
     a lower level is best; judged with the first alone (as the first run did when it chose where to take the noise),
     the top one is."""
-
-    def measure(self, cand, c, sample, key):
-        point = super().measure(cand, c, sample, key)
-        if sample > 0:
-            point.throughput *= 0.4
-        return point
+    return LaterSamples("throughput", 0.4)
 
 
 def test_a_rerun_judges_a_level_only_by_the_samples_the_first_run_had_at_that_moment(tmp_path):
