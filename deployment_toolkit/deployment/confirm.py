@@ -101,6 +101,13 @@ class GroupConfirmation:
     def passed_of(self, name: str) -> int:
         return self.rounds[-1].held(name)
 
+    def missed(self) -> tuple[str, ...]:
+        """The models that did not hold their SLO in most trials of the last round (none when it passed)."""
+        if not self.rounds or self.passed:
+            return ()
+        r = self.rounds[-1]
+        return tuple(n for n in self.models if r.held(n) < r.trials // 2 + 1)
+
     def summary(self) -> str:
         r = self.rounds[-1]
         head = "PASS" if self.passed else "FAIL"

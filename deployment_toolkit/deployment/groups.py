@@ -1,10 +1,11 @@
 """Which models share a replica, settled on what was measured: the solver packs the models (packing.py) on their
 held capacities, memory and traffic over time; only the shared groups of the packing are measured under their mixed
 traffic (split as the packing planned it) and held k of k; a group that falls short lowers its members' sharing
-factors (packing.fit_sharing), one that holds nothing is kept apart and later groups are smaller than it, and the
-models are packed again, until every shared group of the packing rests on a measurement. Measurement grows with
-the groups chosen, never with the groupings possible. `plan` is the planner's DeploymentPlan (plan.py imports this
-module, not the other way)."""
+factors (packing.fit_sharing), one that holds nothing is kept apart and later groups are smaller than it (groups of
+its size not measured yet are skipped), and the models are packed again, until every shared group of the packing
+rests on a measurement. A group whose confirmation fails is split with the models that missed apart (`Split`).
+Measurement grows with the groups chosen, never with the groupings possible. `plan` is the planner's DeploymentPlan
+(plan.py imports this module, not the other way)."""
 from __future__ import annotations
 
 import dataclasses
@@ -132,10 +133,14 @@ def pack_measured(plan: Any) -> Packing:
                                                 for m in packing.misfits))
         if not packing.within_limit:
             raise DeploymentPlanError(packing.reason)
-        todo = [g for g in packing.groups if g.shared and g.models not in plan.measured]
+        todo = sorted((g for g in packing.groups if g.shared and g.models not in plan.measured),
+                      key=lambda g: -len(g.models))  # the largest first: the most a failure can rule out
         if not todo:
             return packing
         for group in todo:
+            if plan.most_shared is not None and len(group.models) > plan.most_shared:
+                plan.unmeasured.append(group.models)  # as large as one that held nothing: no later packing uses it
+                continue  # (twelve models: two more groups of four and one of three were measured so, 346 s)
             measured = plan.steps.call(
                 f"{' + '.join(group.models)}: mix capacity under their mixed traffic, held "
                 f"{plan.settings.checks.retests} of {plan.settings.checks.retests}",
@@ -147,7 +152,7 @@ def pack_measured(plan: Any) -> Packing:
             elif measured.fit is not None:
                 plan.sharing.update(measured.fit.factors)
         if round_ == MAX_PACKINGS:
-            if not any(plan.measured[g.models].held is None for g in todo):
+            if not any(g.models not in plan.measured or plan.measured[g.models].held is None for g in todo):
                 return _as_measured(plan, packing)
             # a group that held nothing is kept apart once more; the new groups are left to the confirmation,
             # which measures each under its mixed traffic and derates it where it falls short
@@ -155,6 +160,35 @@ def pack_measured(plan: Any) -> Packing:
             plan.packings.append(packing)
             return _as_measured(plan, packing)
     raise AssertionError("not reached")
+
+
+@dataclass(frozen=True)
+class Split:
+    """A shared group that missed an SLO in its confirmation's last round, derated as far as it went: its models
+    packed again (the solver on them alone) with each model that missed kept from sharing with the others.
+    Derating answers load; a model that misses at every rate it is given beside others is interfered with, and
+    on its own replicas it is sized by the capacity it held alone."""
+
+    models: tuple[str, ...]
+    missed: tuple[str, ...]
+    parts: tuple[PackedGroup, ...]
+
+    def text(self) -> str:
+        parts = "; ".join(f"{' + '.join(g.models)}: {g.replicas} replica(s)" for g in self.parts)
+        return (f"{' + '.join(self.models)}: {', '.join(self.missed)} missed the SLO in the last round, derated as "
+                f"it was; packed again with {', '.join(self.missed)} apart from the others ({parts}) and confirmed "
+                "again (below)")
+
+
+def split_missed(plan: Any, models: tuple[str, ...], missed: tuple[str, ...]) -> Split:
+    """`models`, a shared group whose confirmation failed, packed again with every model in `missed` apart."""
+    if len(models) < 2 or not missed or not set(missed) <= set(models):
+        raise ValueError(f"a split needs a shared group and the models of it that missed: {models}, {missed}")
+    loads = tuple(m for m in _loads(plan) if m.name in models)
+    apart = [(a, b) for i, a in enumerate(models) for b in models[i + 1:] if a in missed or b in missed]
+    limits = dataclasses.replace(_limits(plan), max_replicas=None)  # the fleet's limit is checked on the whole
+    packing = pack(loads, limits, plan.settings.solver, apart=apart)
+    return Split(models, tuple(m for m in models if m in missed), packing.groups)
 
 
 def _as_measured(plan: Any, packing: Packing) -> Packing:
@@ -175,4 +209,5 @@ def _as_measured(plan: Any, packing: Packing) -> Packing:
     return dataclasses.replace(packing, groups=tuple(groups))
 
 
-__all__ = ["MAX_PACKINGS", "MIX_FLOOR", "MeasuredGroup", "mix_of", "pack_measured", "traffic_of"]
+__all__ = ["MAX_PACKINGS", "MIX_FLOOR", "MeasuredGroup", "Split", "mix_of", "pack_measured", "split_missed",
+           "traffic_of"]

@@ -13,7 +13,8 @@ each replica group's mixed open-loop traffic. `plan` for one model is a deployme
    measured under their mixed traffic and held; a group that falls short lowers its members' sharing factors and
    the models are packed again with what it showed, never by measuring alternatives;
 5. each group confirmed at its worst time slice's rates (derated and confirmed again where it fails) and its burst
-   check (confirm.py);
+   check (confirm.py); a shared group that still fails is packed again with the models that missed apart, and its
+   parts are confirmed (groups.split_missed);
 6. the Kubernetes manifests per group and plan.md / plan.html (report.py).
 
 Each stage's typed result goes to the next in memory (DeploymentPlan); measured points are stored in the run
@@ -34,7 +35,7 @@ from .confirm import GroupConfirmation, burst_group, confirm_group
 from .errors import DeploymentPlanError
 from .fanout import search_dir
 from .file import Deployment, ModelEntry
-from .groups import MeasuredGroup, mix_of, pack_measured, traffic_of
+from .groups import MeasuredGroup, Split, mix_of, pack_measured, split_missed, traffic_of
 from .mixed import windowed
 from .packing import PackedGroup, Packing
 from .settings import DeploymentSettings
@@ -115,6 +116,8 @@ class DeploymentPlan:
     measured: dict[tuple[str, ...], MeasuredGroup] = field(default_factory=dict)
     apart: list[tuple[str, ...]] = field(default_factory=list)  # groups that held no rate together
     most_shared: int | None = None  # after a group held no rate: the most models a later packing puts on a replica
+    unmeasured: list[tuple[str, ...]] = field(default_factory=list)  # groups skipped: as large as one that held none
+    splits: list[Split] = field(default_factory=list)  # groups whose confirmation failed, packed again (groups.Split)
     sharing: dict[str, float] = field(default_factory=dict)  # each model's sharing factor, as last fitted
     memory: Any = None  # memory.Footprints: each model's share of a replica's memory
     confirmations: list[GroupConfirmation] = field(default_factory=list)
@@ -128,12 +131,18 @@ class DeploymentPlan:
 
     @property
     def groups(self) -> tuple[PackedGroup, ...]:
-        """The final groups: the packing's, with the replicas and rates their confirmation settled on."""
+        """The final groups: the packing's, a split group replaced by its parts, with the replicas and rates their
+        confirmation settled on."""
         if self.packing is None:
             return ()
+        parts = {s.models: s.parts for s in self.splits}
+
+        def final(g: PackedGroup) -> list[PackedGroup]:
+            return [f for part in parts[g.models] for f in final(part)] if g.models in parts else [g]
+
         confirmed = {c.models: c for c in self.confirmations}
         return tuple(dataclasses.replace(g, replicas=confirmed[g.models].replicas, rates=confirmed[g.models].rates)
-                     if g.models in confirmed else g for g in self.packing.groups)
+                     if g.models in confirmed else g for group in self.packing.groups for g in final(group))
 
     @property
     def replicas(self) -> int:
@@ -149,7 +158,8 @@ class DeploymentPlan:
         (--no-confirm)."""
         if not self.confirmations:
             return None
-        return all(c.passed for c in self.confirmations)
+        final = {g.models for g in self.groups}  # a split group's own failed confirmation is its parts' now
+        return all(c.passed for c in self.confirmations if c.models in final)
 
     @property
     def code(self) -> int:
@@ -287,10 +297,19 @@ def _on_server(plan: DeploymentPlan, server) -> None:
     if not checks.confirm:
         steps.skip("confirmation of each replica group under its mixed traffic", "--no-confirm")
         return
-    for group in plan.packing.groups:
-        plan.confirmations.append(steps.call(
+    queue = list(plan.packing.groups)
+    while queue:
+        group = queue.pop(0)
+        confirmation = steps.call(
             f"{' + '.join(group.models)}: confirmation of {group.replicas} replica(s) under its mixed traffic"
-            + (" and the burst check" if checks.burst_factor else ""), lambda g=group: _confirm(plan, g)))
+            + (" and the burst check" if checks.burst_factor else ""), lambda g=group: _confirm(plan, g))
+        plan.confirmations.append(confirmation)
+        missed = confirmation.missed()
+        if group.shared and missed:  # each part has fewer models than its group: this ends
+            split = steps.call(f"{' + '.join(group.models)}: packed again with {', '.join(missed)} apart",
+                               lambda g=group, m=missed: split_missed(plan, g.models, m))
+            plan.splits.append(split)
+            queue[0:0] = split.parts
 
 
 def estimate_minutes(deployment: Deployment, template: "SearchRequest", settings: DeploymentSettings) -> float:

@@ -65,7 +65,12 @@ def _fleet(plan) -> list[str]:
                f"packing: {sum(g.shared for g in packing.groups)}."
                + (" " + "; ".join(m.text() for m in shared) + "." if shared else "")
                + (f" After a group held no rate, later packings put at most {plan.most_shared} model(s) on a "
-                  "replica." if plan.most_shared else ""), ""]
+                  "replica" + (f", and {len(plan.unmeasured)} group(s) of more were not measured"
+                               if plan.unmeasured else "") + "." if plan.most_shared else ""), ""]
+        if plan.splits:
+            md += [f"After the confirmation: {len(plan.splits)} group(s) that missed an SLO were packed again with the "
+                   f"models that missed apart (below); the fleet is {plan.replicas} replica(s), "
+                   f"{(plan.replicas - packing.lower_bound) / plan.replicas:.1%} over the bound.", ""]
     return md
 
 
@@ -118,8 +123,11 @@ def plan_markdown(plan) -> str:
                "pass, a failed round derates the group to what its replica carried and confirms again (at most "
                f"{plan.settings.checks.rounds} rounds).", ""]
         cores = len(os.sched_getaffinity(0))
+        splits = {s.models: s for s in plan.splits}
         for c in plan.confirmations:
             md += [f"**{c.summary()}**", "", c.table(), ""]
+            if c.models in splits:
+                md += [splits[c.models].text() + ".", ""]
             if said := c.client_text(cores):
                 md += [said, ""]
             if c.burst is not None:
@@ -215,7 +223,10 @@ def write_report(plan) -> dict[str, Path]:
         "packing": None if packing is None else {
             "replicas": packing.replicas, "lower_bound": packing.lower_bound, "bound": packing.bound_source.value,
             "gap": packing.gap, "status": packing.status.value, "seconds": packing.seconds, "slices": packing.slices,
-            "packings": len(plan.packings), "measured_groups": [list(g) for g in plan.measured]},
+            "packings": len(plan.packings), "measured_groups": [list(g) for g in plan.measured],
+            "unmeasured_groups": [list(g) for g in plan.unmeasured]},
+        "splits": [{"models": list(s.models), "missed": list(s.missed), "parts": [list(g.models) for g in s.parts]}
+                   for s in plan.splits],
         "confirmations": [{"models": list(c.models), "replicas": c.replicas, "passed": c.passed,
                            "rounds": len(c.rounds), "client_cores_max": c.client_cores,
                            "client_processes": max((p.processes for p in c.points), default=None),

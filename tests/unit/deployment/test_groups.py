@@ -42,7 +42,6 @@ def test_after_a_group_held_nothing_later_packings_share_a_replica_among_fewer_m
     let the next packing choose another six (six measured, none held, the last packing's two groups of six
     unmeasured). A group that held nothing now caps later groups below its size."""
     from deployment_toolkit.deployment import groups
-    from deployment_toolkit.deployment.packing import SolverSettings
 
     sizes: list[int] = []
 
@@ -54,16 +53,86 @@ def test_after_a_group_held_nothing_later_packings_share_a_replica_among_fewer_m
         return MeasuredGroup(group.models, split, 1.0, Holding(sum(split.values()), sum(split.values()), 1))
 
     monkeypatch.setattr(groups, "_measure_group", measure)
-    names = [f"m{i}" for i in range(6)]
-    limits = SimpleNamespace(max_models=None, max_replicas=100, key=lambda name: f"limits.{name}")
-    plan = SimpleNamespace(
-        memory=None, headroom=0.2, price_per_replica=1.0, deployment=SimpleNamespace(limits=limits),
-        models={n: SimpleNamespace(capacity=1000.0) for n in names},
-        traffic=SimpleNamespace(rates={n: (10.0,) for n in names}), sharing={}, packings=[], measured={}, apart=[],
-        most_shared=None, settings=SimpleNamespace(solver=SolverSettings(), checks=SimpleNamespace(retests=1)),
-        steps=SimpleNamespace(call=lambda label, work: work()))
+    plan = _plan([f"m{i}" for i in range(6)])
     packing = groups.pack_measured(plan)
     assert sizes[0] == 6 and plan.most_shared is not None and plan.most_shared < 6
     # three packings measured (6, 5, 4 models a group); the last packing, left to the confirmation, stays below them
     assert [s for s in sizes if s > 2] == [6, 5, 4] and plan.most_shared == 3 and len(plan.packings) == 4
     assert max(len(g.models) for g in packing.groups) <= 3
+
+
+def _plan(names, capacity=1000.0, rate=10.0, **extra):
+    from deployment_toolkit.deployment.packing import SolverSettings
+
+    limits = SimpleNamespace(max_models=None, max_replicas=100, key=lambda name: f"limits.{name}")
+    return SimpleNamespace(
+        memory=None, headroom=0.2, price_per_replica=1.0, deployment=SimpleNamespace(limits=limits),
+        models={n: SimpleNamespace(capacity=capacity) for n in names},
+        traffic=SimpleNamespace(rates={n: (rate,) for n in names}), sharing={}, packings=[], measured={}, apart=[],
+        most_shared=None, unmeasured=[],
+        settings=SimpleNamespace(solver=SolverSettings(), checks=SimpleNamespace(retests=1)),
+        steps=SimpleNamespace(call=lambda label, work: work()), **extra)
+
+
+def test_a_group_as_large_as_one_that_held_nothing_is_not_measured(monkeypatch):
+    """Twelve models: three groups of four in the first packing, the first held nothing, and the other two, which
+    no later packing could use, were measured all the same (345 s). The largest group goes first; after it held
+    nothing, the packing's groups of its size are skipped and said."""
+    from deployment_toolkit.deployment import groups
+
+    measured: list[tuple[str, ...]] = []
+
+    def measure(plan, group, loads):  # a group of more than two holds nothing; a pair holds what was planned
+        measured.append(group.models)
+        split = dict(group.rates)
+        if len(group.models) > 2:
+            return MeasuredGroup(group.models, split, 1.0, None, "no total rate kept every model within its SLO")
+        return MeasuredGroup(group.models, split, 1.0, Holding(sum(split.values()), sum(split.values()), 1))
+
+    monkeypatch.setattr(groups, "_measure_group", measure)
+    # at most 4 models a server: the solver packs 12 models into three groups of four
+    plan = _plan([f"m{i:02d}" for i in range(12)])
+    plan.deployment.limits.max_models = 4
+    packing = groups.pack_measured(plan)
+    first = [g.models for g in plan.packings[0].groups if g.shared]
+    assert sorted(len(g) for g in first) == [4, 4, 4], first
+    assert sum(m in first for m in measured) == 1, "a second group of four was measured after one held nothing"
+    assert set(first) - set(measured) <= set(plan.unmeasured)
+    assert [len(m) for m in measured if len(m) > 2] == [4, 3], measured  # one of each size, no more
+    assert max(len(g.models) for g in packing.groups) <= 2
+
+
+def test_a_group_that_missed_in_its_confirmation_is_packed_again_with_the_model_that_missed_apart():
+    """The twelve-model plan: scorer_eu (10 ms) beside scorer_us missed at 990, 495 and 330 inf/s a replica:
+    derating answers load, not interference. Packed again with it apart: the rest stay together where the solver
+    keeps them, the one that missed runs on its own replicas, sized by its capacity alone."""
+    from deployment_toolkit.deployment.groups import split_missed
+
+    plan = _plan(["a", "b", "c"], capacity=100.0, rate=30.0)  # one replica holds all three by time sharing
+    split = split_missed(plan, ("a", "b", "c"), ("b",))
+    parts = {g.models: g for g in split.parts}
+    assert set(parts) == {("a", "c"), ("b",)}, parts
+    assert parts[("b",)].replicas == 1 and not parts[("b",)].shared
+    assert "b missed the SLO in the last round" in split.text() and "b: 1 replica(s)" in split.text()
+    with pytest.raises(ValueError):
+        split_missed(plan, ("a",), ("a",))
+
+
+def test_the_fleet_is_the_split_groups_parts_and_is_confirmed_by_them():
+    """A split group's failed confirmation stays in the report; the plan's groups, replicas and verdict are its
+    parts'."""
+    from deployment_toolkit.deployment.groups import Split
+    from deployment_toolkit.deployment.plan import DeploymentPlan
+
+    ab, a, b, c = (_group(("a", "b"), 3, {"a": 1.0, "b": 1.0}), _group(("a",), 1, {"a": 2.0}),
+                   _group(("b",), 1, {"b": 2.0}), _group(("c",), 2, {"c": 1.0}))
+    verdicts = {("a", "b"): False, ("a",): True, ("b",): True, ("c",): True}
+    plan = DeploymentPlan(None, None, None, None, 0.1)
+    plan.packings.append(_packing(ab, c))
+    plan.splits.append(Split(("a", "b"), ("a",), (a, b)))
+    plan.confirmations.extend(SimpleNamespace(models=m, passed=v, replicas={("c",): 2}.get(m, 1),
+                                              rates={n: 1.0 for n in m}) for m, v in verdicts.items())
+    assert [g.models for g in plan.groups] == [("a",), ("b",), ("c",)] and plan.replicas == 4
+    assert plan.confirmed is True and plan.code == 0
+    plan.confirmations[-1].passed = False
+    assert plan.confirmed is False
