@@ -22,48 +22,19 @@ def console_logging():
     cli.console_logging()
 
 
-# A module is exclusive when its `pytestmark` line names pytest.mark.exclusive (the one place it is declared): read
-# from the files, since xdist's controller schedules before any worker has imported a module.
-EXCLUSIVE_MARK = re.compile(r"^pytestmark\s*=.*\bpytest\.mark\.exclusive\b", re.M)
-
-
-def exclusive_modules(root: Path) -> set[str]:
-    """The test files marked exclusive, as nodeids begin (relative to the rootdir)."""
-    return {p.relative_to(root).as_posix() for p in (root / "tests").rglob("test_*.py")
-            if EXCLUSIVE_MARK.search(p.read_text())}
-
-
-def unit_of_work(nodeid: str, exclusive: set[str]) -> str:
-    """The unit of work a test goes with: its file, or one unit for every exclusive file."""
-    path = nodeid.split("::", 1)[0]
-    return "exclusive" if path in exclusive else path
-
-
-def pytest_xdist_make_scheduler(config, log):
-    """`make test` runs under `-n 2 --dist loadfile`: each file one unit of work (its module-scoped fixtures run
-    once), and here the files marked `exclusive` one unit together, so they run one after another on one worker
-    while the other goes through the rest. (With the lock below alone, a worker that drew an exclusive module sat
-    idle until the other's was done; xdist's own --dist loadgroup cannot group on pytest 9, whose items ignore the
-    nodeid suffix it sets.)"""
-    if config.getvalue("dist") != "loadfile":
-        return None
-    from xdist.scheduler import LoadScopeScheduling
-
-    exclusive = exclusive_modules(config.rootpath)
-
-    class ExclusiveAsOneFile(LoadScopeScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            return unit_of_work(nodeid, exclusive)
-
-    return ExclusiveAsOneFile(config, log)
-
-
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups off the items
 def pytest_collection_modifyitems(config, items):
-    """Under xdist the exclusive modules come first in the collection the scheduler queues (the longest unit)."""
+    """Under pytest-xdist (`make test`: `-n 2 --dist loadgroup`) each module is one unit of work, so its
+    module-scoped fixtures run once, and the modules marked `exclusive` are one unit together, queued first: they
+    run one after another on one worker while the other goes through the rest. (With the lock below alone, a worker
+    that drew an exclusive module sat idle until the other worker's was done.)"""
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         return
     first = [i for i in items if i.get_closest_marker("exclusive") is not None]
     items[:] = first + [i for i in items if i.get_closest_marker("exclusive") is None]
+    for item in items:
+        exclusive = item.get_closest_marker("exclusive") is not None
+        item.add_marker(pytest.mark.xdist_group("exclusive" if exclusive else item.nodeid.split("::")[0]))
 
 
 @pytest.fixture(scope="module", autouse=True)
