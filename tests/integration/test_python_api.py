@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.integration  # no SLO judged: it runs beside the exclusive modules (conftest)
+pytestmark = [pytest.mark.integration, pytest.mark.exclusive]  # one at a time under xdist (conftest)
 ROOT = Path(__file__).resolve().parents[2]
 
 
