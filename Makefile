@@ -50,13 +50,12 @@ $(STAMP): pyproject.toml
 demo: install
 	$(PY) -m deployment_toolkit.demo $(DEMO_ARGS)
 
-# Two workers (pytest-xdist), each taking whole test files (a module's server or plan fixture is set up once), the
-# modules that judge measurements against an SLO queued first as one unit on one worker (--dist loadgroup, groups
-# set in tests/conftest.py): the suite waits on servers starting and perf_analyzer windows about as much as it
-# computes, so two at once finish in about 0.6 of the time on 2 cores. TEST_WORKERS=1 runs it in one process.
+# Two workers (pytest-xdist), each taking whole test files (--dist loadfile: a module's server or plan fixture is
+# set up once): the suite waits on servers starting and perf_analyzer windows about as much as it computes, so two
+# at once finish in about 0.6 of the time on 2 cores. TEST_WORKERS=1 runs it in one process, in order.
 TEST_WORKERS ?= 2
 test: install
-	$(PY) -m pytest -q -ra --durations=30 $(if $(filter 1,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder) tests
+	$(PY) -m pytest -q -ra --durations=30 $(if $(filter 1,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile) tests
 
 # the fast tier (under 3 minutes on 2 cores): unit tests without the `slow` ones; `make test` runs everything
 test-unit: install

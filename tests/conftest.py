@@ -22,27 +22,15 @@ def console_logging():
     cli.console_logging()
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups off the items
-def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist (`make test`: `-n 2 --dist loadgroup`) each module is one unit of work, so its
-    module-scoped fixtures run once, and the modules marked `exclusive` are one unit together, queued first: they
-    run one after another on one worker while the other goes through the rest. (With the lock below alone, a worker
-    that drew an exclusive module sat idle until the other worker's was done.)"""
-    if not os.environ.get("PYTEST_XDIST_WORKER"):
-        return
-    first = [i for i in items if i.get_closest_marker("exclusive") is not None]
-    items[:] = first + [i for i in items if i.get_closest_marker("exclusive") is None]
-    for item in items:
-        exclusive = item.get_closest_marker("exclusive") is not None
-        item.add_marker(pytest.mark.xdist_group("exclusive" if exclusive else item.nodeid.split("::")[0]))
-
-
 @pytest.fixture(scope="module", autouse=True)
 def exclusive_measurement(request):
     """A module marked `exclusive` judges measurements against an SLO (holds, confirmations, a rerun that must
-    measure nothing). Under pytest-xdist one such module runs at a time (one xdist group above; and a lock file
-    every worker takes, for other --dist modes), so two workers' measurements never share the host's cores: a one-model plan's hold, beside the other worker's plan,
-    answered 62 of 154 inf/s offered and the plan stopped."""
+    measure nothing). Under pytest-xdist one such module runs at a time (a lock file both workers take), so two
+    workers' measurements never share the host's cores: a one-model plan's hold, beside the other worker's plan,
+    answered 62 of 154 inf/s offered and the plan stopped. Tried and dropped: all exclusive modules as one unit of
+    work on one worker (an xdist scheduler) removed the idle waits here but kept the other worker's torch exports
+    beside every measurement; the two-model plan's search then saw a 500 ms window with no answer at all and
+    found no config within 300 ms."""
     if request.node.get_closest_marker("exclusive") is None or not os.environ.get("PYTEST_XDIST_WORKER"):
         yield
         return
