@@ -6,7 +6,9 @@ rules of a single model's confirmation (sizing.confirm) for a group of one or mo
   every model holds its SLO (one stall of a shared host must not derate a plan);
 - a round that fails derates the group to what the replica did carry: for each model that missed, what it answered
   when it fell behind (else the offered rate x SLO / p99), the group's share the lowest of them (median over the
-  failed trials); the replicas are recomputed for the same load and confirmed again, at most `rounds` rounds;
+  failed trials); the replicas are recomputed for the same load and confirmed again, at most `rounds` rounds; a
+  shared group stops earlier when a model that missed misses again with its p99 no better though offered less
+  (`stuck`: interference, not load, which the planner answers by splitting the group);
 - after a pass, the burst check: each model's peak share per replica x the burst factor for a few seconds, then
   straight back to the peak: whether the queue grew and drained. Informative: it does not change the plan.
 """
@@ -46,6 +48,15 @@ class GroupRound:
     def held(self, name: str) -> int:
         return sum(p.points[name].passes(p.slos[name]) for p in self.points)
 
+    def missed(self) -> tuple[str, ...]:
+        """The models that did not hold their SLO in most of the round's trials."""
+        need = self.trials // 2 + 1
+        return tuple(n for n in self.rates if self.held(n) < need)
+
+    def p99(self, name: str) -> float:
+        """The model's median p99 over the round's trials (ms)."""
+        return statistics.median(p.points[name].p99 for p in self.points)
+
 
 @dataclass
 class GroupBurst:
@@ -73,6 +84,7 @@ class GroupConfirmation:
     load: dict[str, float]  # each model's inferences/s over the whole fleet at the group's worst slice, headroom in
     rounds: list[GroupRound] = field(default_factory=list)
     burst: GroupBurst | None = None
+    stuck: str = ""  # why derating stopped before its last round (a shared group that more replicas did not help)
 
     @property
     def passed(self) -> bool:
@@ -103,17 +115,14 @@ class GroupConfirmation:
 
     def missed(self) -> tuple[str, ...]:
         """The models that did not hold their SLO in most trials of the last round (none when it passed)."""
-        if not self.rounds or self.passed:
-            return ()
-        r = self.rounds[-1]
-        return tuple(n for n in self.models if r.held(n) < r.trials // 2 + 1)
+        return () if not self.rounds or self.passed else self.rounds[-1].missed()
 
     def summary(self) -> str:
         r = self.rounds[-1]
         head = "PASS" if self.passed else "FAIL"
         if self.passed and self.derated:
             head = f"PASS after derating to {r.replicas} replica(s)"
-        return f"{' + '.join(self.models)}: {head} ({r.tally()})"
+        return f"{' + '.join(self.models)}: {head} ({r.tally()})" + (f"; {self.stuck}" if self.stuck else "")
 
     @property
     def client_cores(self) -> float | None:
@@ -151,6 +160,20 @@ class GroupConfirmation:
 
 
 MIN_DERATE = 0.1  # the lowest share of its load a failed round derates a group to
+STUCK = 0.9  # a derated round whose missing model's p99 is above this share of the round before: no better
+
+
+def stuck(before: GroupRound, after: GroupRound) -> str:
+    """Why derating a shared group stopped helping ('' while it helps): a model missed in both rounds, kept up with
+    what it was offered in the later one (answered it, no growing queue), and its p99 fell by less than a tenth
+    though it was offered less. More replicas answer load; a model that misses at a lower rate beside the same
+    neighbours is interfered with (the split in groups.split_missed answers that)."""
+    said = [f"{n} {after.p99(n):,.1f} ms at {after.rates[n]:,.1f} inf/s a replica after {before.p99(n):,.1f} ms at "
+            f"{before.rates[n]:,.1f}" for n in after.missed()
+            if n in before.missed() and after.rates[n] < before.rates[n] and after.p99(n) > STUCK * before.p99(n)
+            and all(p.points[n].kept_up for p in after.points)]
+    return ("derating did not lower the p99 of " + "; ".join(said) + ": interference, not load; derating stopped"
+            if said else "")
 
 
 def per_replica(load: Mapping[str, float], replicas: int) -> dict[str, float]:
@@ -191,6 +214,10 @@ def confirm_group(mix: Mix, load: Mapping[str, float], replicas: int, rounds: in
             on_round(r)
         if r.passed or n == rounds:
             break
+        if len(out.models) > 1 and len(out.rounds) > 1:
+            out.stuck = stuck(out.rounds[-2], r)
+            if out.stuck:
+                break
         # at most 10 x the replicas a round: a model that answered next to nothing is broken or starved, and
         # 1,000 replicas of it would be no plan (the next round says whether more replicas help at all)
         factor = max(min(derate_factor(r.points), 0.97), MIN_DERATE)
@@ -217,4 +244,4 @@ def burst_group(mix: Mix, peak: Mapping[str, float], replicas: int, factor: floa
 
 
 __all__ = ["GroupBurst", "GroupConfirmation", "GroupRound", "burst_group", "confirm_group", "derate_factor",
-           "per_replica"]
+           "per_replica", "stuck"]

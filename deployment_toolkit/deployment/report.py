@@ -228,7 +228,7 @@ def write_report(plan) -> dict[str, Path]:
         "splits": [{"models": list(s.models), "missed": list(s.missed), "parts": [list(g.models) for g in s.parts]}
                    for s in plan.splits],
         "confirmations": [{"models": list(c.models), "replicas": c.replicas, "passed": c.passed,
-                           "rounds": len(c.rounds), "client_cores_max": c.client_cores,
+                           "rounds": len(c.rounds), "stuck": c.stuck, "client_cores_max": c.client_cores,
                            "client_processes": max((p.processes for p in c.points), default=None),
                            "client_shared_models": max((p.shared for p in c.points), default=None)}
                           for c in plan.confirmations],

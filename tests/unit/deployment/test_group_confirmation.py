@@ -63,6 +63,33 @@ def test_a_group_out_of_rounds_fails_and_says_so():
                                                                                             "passed)")
 
 
+class InterferedMix(ReplicaMix):
+    """Model `a` answers all it is offered at p99 150 ms (its SLO: 100) whatever its rate: its neighbours, not its
+    load, keep it over (the twelve-model plan: scorer_apac at 19.5 ms with 660 inf/s a replica, 53.1 ms with 220)."""
+
+    def at_rates(self, rates, trial=1, tag=""):
+        self.calls.append(dict(rates))
+        points = {}
+        for n, r in rates.items():
+            row = {"answered": r, "p99_ms": 150.0 if n == "a" else 20.0, "avg_ms": 5.0, "window_latency_ms": [5, 5],
+                   "send_rate": None, "queue_growing": False, "client_limited": False, "stable": True}
+            points[n] = RatePoint(RateKey(n, "poisson", r, 1, OPTS, trial), row)
+        return MixPoint(sum(rates.values()), points, {n: 100.0 for n in rates}, client_cpu_s=1.0, wall_s=3.0)
+
+
+def test_a_shared_group_that_derating_does_not_help_stops_and_says_why():
+    """Derating answers load: once a model misses again at a lower rate with its p99 no better, more replicas are
+    not the answer, and the group stops (the planner splits it); a model alone goes on derating to its last round."""
+    c = confirm_group(InterferedMix(holds=1000), {"a": 60, "b": 30}, replicas=1, rounds=4, trials=1)
+    assert [r.replicas for r in c.rounds] == [1, 2] and not c.passed and c.missed() == ("a",)
+    assert c.stuck.startswith("derating did not lower the p99 of a 150.0 ms at 30.0 inf/s a replica after 150.0 ms")
+    assert "interference, not load" in c.summary()
+    alone = confirm_group(InterferedMix(holds=1000, names=("a",)), {"a": 60}, replicas=1, rounds=4, trials=1)
+    assert len(alone.rounds) == 4 and not alone.stuck
+    helped = confirm_group(ReplicaMix(holds=100), {"a": 240, "b": 120}, replicas=1, rounds=4, trials=1)
+    assert helped.passed and not helped.stuck  # a queue that drains with more replicas is load
+
+
 def test_the_derating_factor_is_the_worst_models_share_and_one_when_all_held():
     short = MixPoint(180, {"a": _point("a", 120, 60, 1), "b": _point("b", 60, 60, 1)}, {"a": 100, "b": 100})
     assert abs(derate_factor([short]) - 0.5) < 1e-9
