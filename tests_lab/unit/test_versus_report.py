@@ -66,3 +66,7 @@ def test_a_served_config_is_described_in_a_few_words(tmp_path: Path):
     path.write_text('name: "m"\nmax_batch_size: 8\ninstance_group { count: 2 kind: KIND_CPU }\n'
                     'dynamic_batching { max_queue_delay_microseconds: 500 }\n')
     assert describe(path) == "2 x CPU, max batch 8, dynamic batching (delay 500 us)"
+    threaded = tmp_path / "threaded.pbtxt"  # the plan's classifier in the three-replica comparison: 2 threads
+    threaded.write_text(path.read_text() + 'parameters { key: "intra_op_threads" value { string_value: "2" } }\n')
+    assert describe(threaded) == "2 x CPU, 2 intra-op threads, max batch 8, dynamic batching (delay 500 us)"
+    assert describe(threaded) != describe(path)  # not "the same configs" when only the threads differ
