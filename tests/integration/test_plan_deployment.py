@@ -68,9 +68,15 @@ def test_two_models_planned_as_one_fleet_confirmed_under_mixed_traffic(planned):
     steps = json.loads((out / "steps.json").read_text())
     assert [s["status"] for s in steps] == ["ok"] * len(steps)
     # the two peaks are small next to one replica: the solver shares one, so that group's mix was measured (a busy
-    # host can make the mix miss; then the models are packed apart, and the report says what the mix held)
-    assert run["packing"]["measured_groups"] == [["classifier", "mobile"]]
-    assert "classifier + mobile: " in text
+    # host can make the mix miss; then the models are packed apart, and the report says what the mix held). On a
+    # host busy enough that classifier's capacity alone falls under its peak with headroom (a make test beside
+    # torch exports: 3 replicas of 8 inf/s), no replica carries both: nothing is shared and nothing measured.
+    measured = run["packing"]["measured_groups"]
+    assert measured in ([], [["classifier", "mobile"]]), measured
+    if any(len(g["models"]) > 1 for g in groups) or measured:
+        assert measured == [["classifier", "mobile"]] and "classifier + mobile: " in text
+    else:
+        assert run["packing"]["lower_bound"] >= 2 and run["packing"]["packings"] == 1, run["packing"]
 
 
 def test_the_fan_out_gives_the_plan_the_sequential_run_gave(planned):
