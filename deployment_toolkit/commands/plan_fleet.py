@@ -164,11 +164,10 @@ def report(result) -> int:
     for g in result.groups:
         configs = ", ".join(f"{n} `{result.models[n].config}`" for n in g.models)
         print(f"  {' + '.join(g.models)}: {g.replicas} replica(s) ({configs})")
-    splits = {s.models: s for s in result.splits}
     for c in result.confirmations:
         print(f"  confirmation: {c.summary()}")
-        if c.models in splits:
-            print(f"  split: {splits[c.models].text()}")
+        if split := result.split_of(c.models):
+            print(f"  split: {split.text()}")
     if result.confirmed is None:
         print("  not confirmed (--no-confirm)")
     print(f"report: {result.out_dir / 'plan.md'} and {result.out_dir / 'plan.html'}")

@@ -144,6 +144,10 @@ class DeploymentPlan:
         return tuple(dataclasses.replace(g, replicas=confirmed[g.models].replicas, rates=confirmed[g.models].rates)
                      if g.models in confirmed else g for group in self.packing.groups for g in final(group))
 
+    def split_of(self, models: tuple[str, ...]) -> Split | None:
+        """How the group of `models` was packed again after its confirmation failed (None: it was not)."""
+        return next((s for s in self.splits if s.models == models), None)
+
     @property
     def replicas(self) -> int:
         return sum(g.replicas for g in self.groups)

@@ -123,11 +123,10 @@ def plan_markdown(plan) -> str:
                "pass, a failed round derates the group to what its replica carried and confirms again (at most "
                f"{plan.settings.checks.rounds} rounds).", ""]
         cores = len(os.sched_getaffinity(0))
-        splits = {s.models: s for s in plan.splits}
         for c in plan.confirmations:
             md += [f"**{c.summary()}**", "", c.table(), ""]
-            if c.models in splits:
-                md += [splits[c.models].text() + ".", ""]
+            if split := plan.split_of(c.models):
+                md += [split.text() + ".", ""]
             if said := c.client_text(cores):
                 md += [said, ""]
             if c.burst is not None:

@@ -37,24 +37,34 @@ def test_a_group_that_held_nothing_in_the_last_packing_is_one_line():
         _as_measured(plan, _packing(group))
 
 
-def test_after_a_group_held_nothing_later_packings_share_a_replica_among_fewer_models(monkeypatch):
-    """Twelve models on CPU: each 6-model group the solver chose held no rate, and keeping only that exact set apart
-    let the next packing choose another six (six measured, none held, the last packing's two groups of six
-    unmeasured). A group that held nothing now caps later groups below its size."""
+def _only_pairs_hold(monkeypatch) -> list[tuple[str, ...]]:
+    """Measuring a shared group, faked: one of more than two models holds nothing, a pair holds what was planned.
+    Returns the groups measured, in order."""
     from deployment_toolkit.deployment import groups
 
-    sizes: list[int] = []
+    measured: list[tuple[str, ...]] = []
 
-    def measure(plan, group, loads):  # a group of more than two holds nothing; a pair holds what was planned
-        sizes.append(len(group.models))
+    def measure(plan, group, loads):
+        measured.append(group.models)
         split = dict(group.rates)
         if len(group.models) > 2:
             return MeasuredGroup(group.models, split, 1.0, None, "no total rate kept every model within its SLO")
         return MeasuredGroup(group.models, split, 1.0, Holding(sum(split.values()), sum(split.values()), 1))
 
     monkeypatch.setattr(groups, "_measure_group", measure)
+    return measured
+
+
+def test_after_a_group_held_nothing_later_packings_share_a_replica_among_fewer_models(monkeypatch):
+    """Twelve models on CPU: each 6-model group the solver chose held no rate, and keeping only that exact set apart
+    let the next packing choose another six (six measured, none held, the last packing's two groups of six
+    unmeasured). A group that held nothing now caps later groups below its size."""
+    from deployment_toolkit.deployment import groups
+
+    measured = _only_pairs_hold(monkeypatch)
     plan = _plan([f"m{i}" for i in range(6)])
     packing = groups.pack_measured(plan)
+    sizes = [len(m) for m in measured]
     assert sizes[0] == 6 and plan.most_shared is not None and plan.most_shared < 6
     # three packings measured (6, 5, 4 models a group); the last packing, left to the confirmation, stays below them
     assert [s for s in sizes if s > 2] == [6, 5, 4] and plan.most_shared == 3 and len(plan.packings) == 4
@@ -76,20 +86,11 @@ def _plan(names, capacity=1000.0, rate=10.0, **extra):
 
 def test_a_group_as_large_as_one_that_held_nothing_is_not_measured(monkeypatch):
     """Twelve models: three groups of four in the first packing, the first held nothing, and the other two, which
-    no later packing could use, were measured all the same (345 s). The largest group goes first; after it held
+    no later packing could use, were measured all the same (346 s). The largest group goes first; after it held
     nothing, the packing's groups of its size are skipped and said."""
     from deployment_toolkit.deployment import groups
 
-    measured: list[tuple[str, ...]] = []
-
-    def measure(plan, group, loads):  # a group of more than two holds nothing; a pair holds what was planned
-        measured.append(group.models)
-        split = dict(group.rates)
-        if len(group.models) > 2:
-            return MeasuredGroup(group.models, split, 1.0, None, "no total rate kept every model within its SLO")
-        return MeasuredGroup(group.models, split, 1.0, Holding(sum(split.values()), sum(split.values()), 1))
-
-    monkeypatch.setattr(groups, "_measure_group", measure)
+    measured = _only_pairs_hold(monkeypatch)
     # at most 4 models a server: the solver packs 12 models into three groups of four
     plan = _plan([f"m{i:02d}" for i in range(12)])
     plan.deployment.limits.max_models = 4
@@ -134,5 +135,6 @@ def test_the_fleet_is_the_split_groups_parts_and_is_confirmed_by_them():
                                               rates={n: 1.0 for n in m}) for m, v in verdicts.items())
     assert [g.models for g in plan.groups] == [("a",), ("b",), ("c",)] and plan.replicas == 4
     assert plan.confirmed is True and plan.code == 0
+    assert plan.split_of(("a", "b")) is plan.splits[0] and plan.split_of(("c",)) is None
     plan.confirmations[-1].passed = False
     assert plan.confirmed is False
