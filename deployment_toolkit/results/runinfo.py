@@ -9,6 +9,7 @@ import datetime as _dt
 import json
 import os
 import platform
+import re
 import shlex
 import shutil
 import subprocess
@@ -163,6 +164,15 @@ def commit_text(git: dict[str, Any]) -> str:
     return text + (" (uncommitted changes)" if git.get("dirty") else "")
 
 
+def invocation(argv: "list[str] | None" = None) -> str:
+    """The command line as a user types it again. An entry point sets argv[0] to "<program> <subcommand>" (argparse's
+    prog): two words, which shlex.join alone quoted as one ('deployment-toolkit-lab pack-bench' --models 100, a
+    command no shell finds)."""
+    argv = list(sys.argv if argv is None else argv)
+    head = argv[0].split(" ") if argv and re.fullmatch(r"[\w.-]+ [\w.-]+", argv[0]) else argv[:1]
+    return shlex.join([*head, *argv[1:]])
+
+
 def run_metadata(config: dict[str, Any], server_version: str | None = None) -> dict[str, Any]:
     """The run.json document: when, where, with what, how it was invoked, and the given config."""
     versions: dict[str, Any] = package_versions()
@@ -171,7 +181,7 @@ def run_metadata(config: dict[str, Any], server_version: str | None = None) -> d
         versions["tritonserver"] = server_version
     return {
         "timestamp": _dt.datetime.now(_dt.timezone.utc).astimezone().isoformat(timespec="seconds"),
-        "command": shlex.join(sys.argv),
+        "command": invocation(),
         "cwd": os.getcwd(),
         "hardware": hardware(),
         "versions": versions,

@@ -13,6 +13,7 @@ replayed one: an interrupted search resumes with the time it had left."""
 from __future__ import annotations
 
 import json
+import logging
 import statistics
 import time
 from dataclasses import asdict, dataclass, field
@@ -21,6 +22,8 @@ from typing import Any, Callable, Sequence
 from .trials import SearchSettings
 
 ELAPSED, POINT, RATE = "elapsed", "point", "rate"  # the kinds of answer a clock gives
+ASKED = {ELAPSED: "the time elapsed", POINT: "the time a point takes", RATE: "the time a rate takes"}
+log = logging.getLogger(__name__)
 
 
 def settings_key(settings: SearchSettings) -> str:
@@ -43,6 +46,7 @@ class SearchClock:
     replay: Sequence[Sequence] | None = None
     answers: list[list] = field(default_factory=list)
     replayed: int = 0  # answers taken from `replay`
+    diverged: str = ""  # where the replay ended before its last answer, and why (said once, in the log)
     _offset: float = 0.0  # added to the live elapsed time once a replay has run out
 
     @classmethod
@@ -79,6 +83,11 @@ class SearchClock:
                 self.answers.append([kind, value])
                 self.replayed += 1
                 return value
+            if i < len(self.replay):
+                self.diverged = (f"answer {i + 1} of {len(self.replay)}: this run asked for {ASKED[kind]} where the "
+                                 f"first run had asked for {ASKED.get(self.replay[i][0], self.replay[i][0])}")
+                log.info(f"checkpoint: the replay of the first run's decisions ended at {self.diverged}; the search "
+                         "decides live from here, and may measure what the first run did not")
             self._go_live()
         value = float(live())
         self.answers.append([kind, value])

@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     name = api.load_deployment(args.deployment).name
     out = Path(args.result_path or f"results/vs-ma-{name}")
     refuse_committed(out, "--result-path")
-    command = shlex.join(["deployment-toolkit", "bench-deployment-vs-model-analyzer",
+    command = shlex.join(["deployment-toolkit-lab", "bench-deployment-vs-model-analyzer",
                           *(argv if argv is not None else sys.argv[1:])])
     plan = deployment_plan(args, command, result_dir=str(out / "plan"))
     versus = compare_deployment(plan, settings, out, plan.workspace / "vs-ma")
@@ -48,9 +48,10 @@ def main(argv: list[str] | None = None) -> int:
     for run in versus.ma_runs:
         print(f"Model Analyzer, {run.asked}: {run.outcome}")
     for side in versus.sides:
-        held = ", ".join(f"{n} {side.held(n)}/{len(side.at_rates)}" for n in plan.models)
-        capacity = f"{side.capacity:,.1f} inf/s" if side.capacity else "none"
-        print(f"{side.name}: SLO held at the fleet's rates: {held}; mix capacity {capacity} per replica, "
+        held = ", ".join(f"{n} {side.held(n)}/{len(side.group_of(n).at_rates)}" for n in plan.models)
+        capacities = "; ".join(f"{g.name} {g.capacity:,.1f} inf/s" if g.capacity else f"{g.name} none"
+                               for g in side.groups)
+        print(f"{side.name}: SLO held at the fleet's rates: {held}; mix capacity per replica: {capacities}; "
               f"{replicas_for(versus, side) or '-'} replica(s) for the peaks" + (f" ({side.error})" if side.error else ""))
     print(f"summary: {out / 'vs_model_analyzer.md'}")
     return 0

@@ -144,9 +144,13 @@ def test_the_clock_replays_answers_of_the_same_kind_and_then_answers_live(monkey
     now["t"] += 2.0
     assert clock.elapsed_s() == 32.0
     assert clock.answers == [[ELAPSED, 30.0], ["point", 4.0], [ELAPSED, 30.0], [ELAPSED, 32.0]] and clock.replayed == 2
+    assert clock.diverged == ""  # the replay ran to its end: nothing to say
     diverged = SearchClock(settings, replay=[["point", 4.0]])
     diverged.start()
     assert diverged.elapsed_s() == 0.0 and not diverged.replaying  # another question: live from the first one
+    # a rerun that measures what the first run did not says where its decisions left the first run's
+    assert diverged.diverged == ("answer 1 of 1: this run asked for the time elapsed where the first run had asked "
+                                 "for the time a point takes")
     assert settings_key(settings) != settings_key(SearchSettings(budget_ms=50, max_minutes=2))
 
 
