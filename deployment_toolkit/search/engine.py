@@ -232,9 +232,6 @@ class Search:
         problem = config_problem(info.manifest, cand)
         if problem:
             return "invalid", f"build_config refused it: {problem}"
-        stored = self.store.failure(trial.key, lambda why: self.progress.say(f"[{trial.stage}] {cand.label()}: {why}"))
-        if stored:
-            return stored["kind"], stored["reason"] + " (from the checkpoint)"
         if self.stopped:
             return "skipped", self.stopped
         counted = sum(1 for t in self.trials.values() if t.status == "measured")
@@ -243,11 +240,15 @@ class Search:
             return "skipped", self.stopped
         if self.s.max_minutes is not None and self.default is not None:
             left = self.clock.time_left_s()
-            needed = self._estimate_candidate_s(trial) + self._confirmation_reserve_s()
-            if needed > left:
+            estimate = self._estimate_candidate_s(trial)
+            if estimate + self._confirmation_reserve_s() > left:
                 self.stopped = (f"--max-minutes {self.s.max_minutes:g}: {left / 60:.1f} min left, a config takes about "
-                                f"{self._estimate_candidate_s(trial) / 60:.1f} min plus the final re-measurement")
+                                f"{estimate / 60:.1f} min plus the final re-measurement")
                 return "skipped", self.stopped
+        # after the time check, as in the run that measured it and failed: a rerun asks the clock what that run asked
+        stored = self.store.failure(trial.key, lambda why: self.progress.say(f"[{trial.stage}] {cand.label()}: {why}"))
+        if stored:
+            return stored["kind"], stored["reason"] + " (from the checkpoint)"
         return None
 
     # ---- noise and the baseline's knee -------------------------------------------------------
@@ -348,12 +349,14 @@ class Search:
         return self.clock.confirmation_reserve_s(challengers, default, self._step_down_possible())
 
     def _estimate_candidate_s(self, trial: Trial) -> float:
-        """The time a challenger takes (`candidate_s`); 0 when the checkpoint has its first point."""
+        """The time a challenger takes (`candidate_s`); 0 when the checkpoint has its first point. The clock is asked
+        either way: a rerun must ask what the first run asked, in order, or its replay goes astray (a rerun that
+        skipped this question for a stored challenger took the next answer for another question, went live at the
+        capacity stage and measured again what the first run had: the three-replica comparison's plan)."""
+        estimate = self.clock.candidate_s([t.measured_points for t in self.trials.values()
+                                           if t is not self.default and t.measured_points])
         start = self.judge.best(self.incumbent) if self.incumbent else None
-        if self.store.get(trial.key, start.concurrency if start else 1, 0) is not None:
-            return 0.0
-        return self.clock.candidate_s([t.measured_points for t in self.trials.values()
-                                       if t is not self.default and t.measured_points])
+        return 0.0 if self.store.get(trial.key, start.concurrency if start else 1, 0) is not None else estimate
 
     # ---- final decision ---------------------------------------------------------------------
     def _decide(self) -> Decision:

@@ -60,6 +60,11 @@ def _store(tmp_path):
     return SearchStore(tmp_path, {"model": "toy"}).open()
 
 
+def _answers(folder):
+    """The clock's answers the checkpoint in `folder` keeps (the last run's)."""
+    return json.loads((folder / POINTS_FILE).read_text())["clock"]["answers"]
+
+
 def _capacity(outcome):
     w = outcome.decision.winner
     return w.candidate.key, w.capacity.result.capacity
@@ -71,7 +76,11 @@ def test_a_time_limited_search_rerun_measures_nothing_and_names_the_same_winner(
     first, fake1, _ = run(tmp_path, _slow(fake_clock, FakeMeasurer)(), max_minutes=1.5)
     assert first.stopped.startswith("--max-minutes"), first.stopped  # the limit shaped the first run
     assert fake1.measured
+    asked = _answers(tmp_path)
     second, fake2, store = run(tmp_path, _slow(fake_clock, FakeMeasurer)(), store=_store(tmp_path), max_minutes=1.5)
+    # the rerun asked the clock exactly what the first run asked, in order: every answer replayed, none live (a
+    # challenger already in the checkpoint once skipped a question, and the replay went on one answer astray)
+    assert _answers(tmp_path) == asked and second.replayed_answers == len(asked)
     assert fake2.measured == [] and fake2.loads == [] and second.measured_points == 0
     assert second.replayed_answers > 0 and store.reused_points == second.reused_points == len(set(fake1.measured))
     assert second.decision.winner.candidate == first.decision.winner.candidate
@@ -88,10 +97,33 @@ def test_a_capacity_search_rerun_measures_no_rate_and_keeps_its_capacity(tmp_pat
     first, fake1, _ = run(tmp_path, _slow(fake_clock, StoringOpenLoop)({}, stored), **kw)
     assert fake1.rates and first.measured_rates == len(fake1.rates)
     assert any("got as few as" in n for n in first.notes), first.notes  # the limit cut its bisection short
+    asked = _answers(tmp_path)
     second, fake2, _ = run(tmp_path, _slow(fake_clock, StoringOpenLoop)({}, stored), store=_store(tmp_path), **kw)
+    assert _answers(tmp_path) == asked and second.replayed_answers == len(asked)  # the same questions, all replayed
     assert fake2.rates == [] and fake2.measured == [] and fake2.loads == []
     assert second.measured_rates == 0 and second.reused_rates == len(fake1.rates)
     assert _capacity(second) == _capacity(first)
+
+
+@pytest.mark.parametrize("objective,max_minutes", [("closed-loop", 2.0), ("capacity", 3.0)])
+def test_a_rerun_with_challengers_in_the_checkpoint_asks_the_clock_what_the_first_run_asked(tmp_path, fake_clock,
+                                                                                             objective, max_minutes):
+    """The three-replica comparison's plan, rerun, went live at answer 12 of 78 and measured 17 open-loop rates
+    again: a challenger whose first point was in the checkpoint skipped the clock's question of what a config takes
+    (its estimate is 0 then), so every later answer was taken for the wrong question. Here challengers are measured
+    before the limit stops the first run; the rerun asks the same questions and replays every answer."""
+    capacity = objective == "capacity"
+    stored: dict = {}
+    measurer = (lambda: _slow(fake_clock, StoringOpenLoop)({}, stored)) if capacity else \
+        (lambda: _slow(fake_clock, FakeMeasurer)())
+    kw = dict(objective=objective, capacity_trials=1, max_minutes=max_minutes)
+    first, _, _ = run(tmp_path, measurer(), **kw)
+    assert sum(t.status == "measured" for t in first.trials) > 1 and first.stopped.startswith("--max-minutes")
+    asked = _answers(tmp_path)
+    second, fake2, _ = run(tmp_path, measurer(), store=_store(tmp_path), **kw)
+    assert _answers(tmp_path) == asked and second.replayed_answers == len(asked)
+    assert second.measured_points == 0 and second.measured_rates == 0 and fake2.loads == []
+    assert second.decision.winner.candidate == first.decision.winner.candidate
 
 
 def test_other_settings_are_not_replayed_and_measure_only_what_is_missing(tmp_path, fake_clock):
