@@ -11,17 +11,19 @@ Model Analyzer's side is what a user can get from it on a deployment:
   each under its own p99 SLO (per-model constraints, no global budget, which would overwrite them);
 - its pick per model: the run config it ranks first within every budget (model_analyzer.best_run_config); a model it
   found nothing for keeps the config it was handed (the format's default, as `config` writes it).
-Model Analyzer sizes no fleet, so both picks are judged as a fleet of the same size would run them: every replica
-holding every model, each model at its peak x (1 + headroom) / our plan's replica count, all at once (mixed.Mix),
-then each side's mix capacity (the highest total rate at which every model keeps its SLO) and the replicas and cost
-that capacity needs for the peaks. Round by round, the order of the two sides alternating, each on a server of its
-own started for its turn (a drift of the host hits both alike).
+Both picks are judged laid out as each side deploys them, on a fleet of our plan's size (the same cost): ours as
+its plan's replica groups (a model the plan keeps apart runs on replicas of its own, at the rates its group's
+confirmation drove), Model Analyzer's with every model on every replica, as its concurrent search measured them (it
+sizes no fleet), each model at its peak x (1 + headroom) / our plan's replica count. Each group on a server of its own,
+its models at once (mixed.Mix); then each group's mix capacity (the highest total rate at which every model of it
+keeps its SLO), and the replicas and cost those capacities need for the peaks. Round by round, the order of the two
+sides alternating (a drift of the host hits both alike). Judging both sides co-located, as this comparison first
+did, measured our picks in a layout our plan does not deploy wherever it keeps models apart.
 """
 from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 import shutil
 from pathlib import Path
 from typing import Any
@@ -29,7 +31,7 @@ from typing import Any
 from deployment_toolkit.deployment.mixed import Member, Mix, member_target
 from deployment_toolkit.deployment.packing import ModelLoad, time_shared
 from deployment_toolkit.deployment.plan import DeploymentPlan
-from .deployment_types import DeploymentVersus, MARun, Side, VersusSettings
+from .deployment_types import DeploymentVersus, Judged, MARun, Side, VersusSettings, group_replicas, replicas_for
 
 log = logging.getLogger(__name__)
 OURS, THEIRS = "plan --deployment", "Model Analyzer"
@@ -152,41 +154,67 @@ def _configs(plan: DeploymentPlan, repository: Path) -> dict[str, str]:
     return out
 
 
-def _mix(plan: DeploymentPlan, server: Any, out_dir: Path) -> Mix:
-    """Every model at once on `server`, traffic split as the peaks, each judged against its own SLO."""
-    peaks = {n: m.entry.peak_rps for n, m in plan.models.items()}
+def _mix(plan: DeploymentPlan, models: tuple[str, ...], server: Any, out_dir: Path) -> Mix:
+    """The group's `models` at once on `server`, traffic split as their peaks, each judged against its own SLO."""
+    peaks = {n: plan.models[n].entry.peak_rps for n in models}
     total = sum(peaks.values())
     members = []
-    for name, model in plan.models.items():
+    for name in models:
+        model = plan.models[name]
         url = server.grpc_url if model.target.options.protocol == "grpc" else server.http_url
         target = dataclasses.replace(model.target, url=url, metrics_url=server.metrics_url)
         members.append(Member(name, member_target(target, "judge"), peaks[name] / total, model.entry.p99_ms))
     return Mix(members, out_dir)
 
 
-def _turn(versus: DeploymentVersus, side: Side, trial: int, seed: float) -> None:
-    """One side's round: its own server, every model at the judge's rates, then its mix capacity."""
+def _slug(side: Side, group: Judged) -> str:
+    return ("ours" if side.name == OURS else "model_analyzer") + "-" + "-".join(group.models)
+
+
+def _judge_group(versus: DeploymentVersus, side: Side, group: Judged, trial: int) -> None:
+    """One group's round: its own server with its models, at its rates, then its mix capacity."""
     from deployment_toolkit.server.local import LocalTritonServer, ServerConfig
     from deployment_toolkit.sizing.capacity import search
     from deployment_toolkit.sizing.ratepoint import ClientLimited
 
-    plan = versus.plan
-    names = tuple(m for models in plan.served().values() for m in models)
-    slug = "ours" if side.name == OURS else "model_analyzer"
+    plan, slug = versus.plan, _slug(side, group)
+    served = plan.served()
+    names = tuple(m for n in group.models for m in served[n])
     with LocalTritonServer(ServerConfig(side.repository, model_control_mode="explicit", load_models=names,
                                         log_dir=versus.out_dir / "logs" / f"{slug}-{trial}")) as server:
-        mix = _mix(plan, server, versus.out_dir / "judge" / slug)
-        point = mix.at_rates(versus.rates, trial, "fleet")
-        side.at_rates.append(point)
-        log.info(f"  round {trial}, {side.name}: at the fleet's rates {point.verdict()}")
+        mix = _mix(plan, group.models, server, versus.out_dir / "judge" / slug)
+        point = mix.at_rates(group.rates, trial, "fleet")
+        group.at_rates.append(point)
+        log.info(f"  round {trial}, {side.name}, {group.name}: at the fleet's rates {point.verdict()}")
         try:
-            found = search(lambda total: mix.measure(total, trial, "capacity"), side.capacity or seed, 1.0, 1).capacity
+            found = search(lambda total: mix.measure(total, trial, "capacity"), group.capacity or group.seed, 1.0,
+                           1).capacity
         except ClientLimited as err:
-            side.error = f"the client could not send the mix: {err}"
+            group.error = f"the client could not send the mix: {err}"
             return
-        side.capacities.append(found or 0.0)
-        log.info(f"  round {trial}, {side.name}: mix capacity "
+        group.capacities.append(found or 0.0)
+        log.info(f"  round {trial}, {side.name}, {group.name}: mix capacity "
                  + (f"{found:,.1f} inf/s per replica" if found else "none: no rate kept every SLO"))
+
+
+def _seed(plan: DeploymentPlan, models: tuple[str, ...]) -> float:
+    """Where a group's capacity search starts: what the plan measured of that group, else time sharing of its
+    members' capacities."""
+    measured = plan.measured.get(models)
+    if measured is not None and measured.held:
+        return measured.held
+    peaks = {n: plan.models[n].entry.peak_rps for n in models}
+    return time_shared([ModelLoad(n, plan.models[n].capacity, (p,)) for n, p in peaks.items()], peaks)
+
+
+def layouts(plan: DeploymentPlan) -> tuple[list[Judged], list[Judged]]:
+    """(our groups, Model Analyzer's) on a fleet of our plan's size: ours as the plan deploys them, at the rates its
+    confirmations drove; Model Analyzer's every model on every replica, each at its peak x (1 + headroom) / the
+    fleet's replicas."""
+    ours = [Judged(g.models, g.replicas, dict(g.rates), _seed(plan, g.models)) for g in plan.groups]
+    everything = tuple(plan.models)
+    rates = {n: m.entry.peak_rps * (1 + plan.headroom) / plan.replicas for n, m in plan.models.items()}
+    return ours, [Judged(everything, plan.replicas, rates, _seed(plan, everything))]
 
 
 def compare_deployment(plan: DeploymentPlan, settings: VersusSettings, out_dir: str | Path,
@@ -202,20 +230,17 @@ def compare_deployment(plan: DeploymentPlan, settings: VersusSettings, out_dir: 
     versus.ma_runs, ma_repository = versus.steps.call("Model Analyzer on the deployment",
                                                     lambda: model_analyzer_side(plan, settings, work))
     versus.replicas = plan.replicas
-    versus.rates = {n: m.entry.peak_rps * (1 + plan.headroom) / versus.replicas for n, m in plan.models.items()}
-    versus.sides = [Side(OURS, plan.repository, _configs(plan, plan.repository)),
-                    Side(THEIRS, ma_repository, _configs(plan, ma_repository))]
-    peaks = {n: m.entry.peak_rps for n, m in plan.models.items()}
-    measured = plan.measured.get(tuple(plan.models))
-    seed = measured.held if measured is not None and measured.held else \
-        time_shared([ModelLoad(n, plan.models[n].capacity, (p,)) for n, p in peaks.items()], peaks)
+    ours, theirs = layouts(plan)
+    versus.sides = [Side(OURS, plan.repository, _configs(plan, plan.repository), ours),
+                    Side(THEIRS, ma_repository, _configs(plan, ma_repository), theirs)]
 
     def judge() -> None:
         for trial in range(1, settings.rounds + 1):
             order = versus.sides if trial % 2 else versus.sides[::-1]
             for side in order:
-                if not side.error:
-                    _turn(versus, side, trial, seed)
+                for group in side.groups:
+                    if not group.error:
+                        _judge_group(versus, side, group, trial)
 
     versus.steps.call(f"both picks judged under the same mixed traffic, {settings.rounds} rounds in turns", judge)
     for side in versus.sides:
@@ -224,13 +249,5 @@ def compare_deployment(plan: DeploymentPlan, settings: VersusSettings, out_dir: 
     return versus
 
 
-def replicas_for(versus: DeploymentVersus, side: Side) -> int | None:
-    """The replicas `side`'s mix capacity needs for the peaks (with the plan's headroom), as the plan counts them."""
-    if not side.capacity:
-        return None
-    load = sum(m.entry.peak_rps for m in versus.plan.models.values()) * (1 + versus.plan.headroom)
-    return max(1, math.ceil(load / side.capacity - 1e-9))
-
-
-__all__ = ["DeploymentVersus", "MARun", "OURS", "Side", "THEIRS", "VersusSettings", "compare_deployment",
-           "model_analyzer_side", "replicas_for"]
+__all__ = ["DeploymentVersus", "Judged", "MARun", "OURS", "Side", "THEIRS", "VersusSettings", "compare_deployment",
+           "group_replicas", "layouts", "model_analyzer_side", "replicas_for"]

@@ -2,6 +2,7 @@
 from both, so the report does not import the run that imports it."""
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,23 +54,49 @@ class MARun:
 
 
 @dataclass
-class Side:
-    """One side's deployment and what the judge measured of it."""
+class Judged:
+    """One replica group of a side as the judge serves it: its models on a server of their own at the rates one of
+    its replicas gets, then the group's mix capacity."""
 
-    name: str
-    repository: Path
-    configs: dict[str, str]  # each served model's config, described
+    models: tuple[str, ...]
+    replicas: int  # the replicas the side gives this group in a fleet of our plan's size
+    rates: dict[str, float]  # per replica, what the judge offers each model of the group
+    seed: float  # where the first round's capacity search starts (what the plan measured, else time sharing)
     at_rates: list[MixPoint] = field(default_factory=list)  # one per round
     capacities: list[float] = field(default_factory=list)  # mix capacity (inferences/s per replica), one per round
     error: str = ""
-    replicas: int | None = None  # what the median mix capacity needs for the peaks (replicas_for)
 
-    def held(self, model: str) -> int:
-        return sum(p.points[model].passes(p.slos[model]) for p in self.at_rates)
+    @property
+    def name(self) -> str:
+        return " + ".join(self.models)
 
     @property
     def capacity(self) -> float | None:
         return statistics.median(self.capacities) if self.capacities else None
+
+    def held(self, model: str) -> int:
+        return sum(p.points[model].passes(p.slos[model]) for p in self.at_rates)
+
+
+@dataclass
+class Side:
+    """One side's deployment, laid out as it deploys (its replica groups), and what the judge measured of it."""
+
+    name: str
+    repository: Path
+    configs: dict[str, str]  # each served model's config, described
+    groups: list[Judged] = field(default_factory=list)
+    replicas: int | None = None  # what its groups' median mix capacities need for the peaks (replicas_for)
+
+    def group_of(self, model: str) -> Judged:
+        return next(g for g in self.groups if model in g.models)
+
+    def held(self, model: str) -> int:
+        return self.group_of(model).held(model)
+
+    @property
+    def error(self) -> str:
+        return "; ".join(f"{g.name}: {g.error}" for g in self.groups if g.error)
 
 
 @dataclass
@@ -79,6 +106,20 @@ class DeploymentVersus:
     out_dir: Path
     ma_runs: list[MARun] = field(default_factory=list)
     sides: list[Side] = field(default_factory=list)
-    rates: dict[str, float] = field(default_factory=dict)  # per replica, what the judge offers each model
-    replicas: int = 1  # our plan's fleet size: the judge's replicas
+    replicas: int = 1  # our plan's fleet size: the fleet both sides are judged on
     steps: Any = None  # steps.StepRunner of out_dir
+
+
+def group_replicas(versus: DeploymentVersus, group: Judged) -> int | None:
+    """The replicas `group`'s median mix capacity needs for its models' peaks (with the plan's headroom), as the
+    plan counts them."""
+    if not group.capacity:
+        return None
+    load = sum(versus.plan.models[n].entry.peak_rps for n in group.models) * (1 + versus.plan.headroom)
+    return max(1, math.ceil(load / group.capacity - 1e-9))
+
+
+def replicas_for(versus: DeploymentVersus, side: Side) -> int | None:
+    """The replicas `side`'s groups need for the peaks (None when a group held no rate)."""
+    counts = [group_replicas(versus, g) for g in side.groups]
+    return None if not counts or None in counts else sum(counts)
