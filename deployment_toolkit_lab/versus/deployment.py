@@ -135,7 +135,8 @@ def describe(path: Path) -> str:
     kinds = {g.kind for g in cfg.instance_group}
     kind = "GPU" if 1 in kinds else "CPU"  # KIND_GPU = 1
     threads = next((cfg.parameters[k].string_value for k in THREAD_KEYS if k in cfg.parameters), "")
-    text = (f"{instances} x {kind}, " + (f"{threads} intra-op threads, " if threads else "")
+    plural = "" if threads == "1" else "s"
+    text = (f"{instances} x {kind}, " + (f"{threads} intra-op thread{plural}, " if threads else "")
             + f"max batch {cfg.max_batch_size}")
     if cfg.HasField("dynamic_batching"):
         db = cfg.dynamic_batching

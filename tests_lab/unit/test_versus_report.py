@@ -80,6 +80,9 @@ def test_a_served_config_is_described_in_a_few_words(tmp_path: Path):
     threaded.write_text(path.read_text() + 'parameters { key: "intra_op_threads" value { string_value: "2" } }\n')
     assert describe(threaded) == "2 x CPU, 2 intra-op threads, max batch 8, dynamic batching (delay 500 us)"
     assert describe(threaded) != describe(path)  # not "the same configs" when only the threads differ
+    one = tmp_path / "one.pbtxt"
+    one.write_text(path.read_text() + 'parameters { key: "intra_op_thread_count" value { string_value: "1" } }\n')
+    assert describe(one) == "2 x CPU, 1 intra-op thread, max batch 8, dynamic batching (delay 500 us)"
 
 
 def test_each_side_is_laid_out_as_it_deploys_on_a_fleet_of_our_plans_size():
