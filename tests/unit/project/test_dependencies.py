@@ -4,6 +4,7 @@ deployment_toolkit/ is declared, and test-only packages live in the `test` extra
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import sys
 import tomllib
@@ -40,8 +41,10 @@ def _name(requirement: str) -> str:
     return re.split(r"[\[<>=!~; ]", requirement, maxsplit=1)[0].strip().lower().replace("_", "-")
 
 
+@functools.lru_cache(maxsize=1)
 def _imports() -> dict[str, set[str]]:
-    """Top-level module -> files of deployment_toolkit/ importing it (lazy imports inside functions included)."""
+    """Top-level module -> files of deployment_toolkit/ importing it (lazy imports inside functions included); parsed
+    once for the module's tests."""
     found: dict[str, set[str]] = {}
     for path in PACKAGE.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
@@ -59,8 +62,15 @@ def _third_party(imports: dict[str, set[str]]) -> dict[str, set[str]]:
     return {m: files for m, files in imports.items() if m not in sys.stdlib_module_names and m != "__future__"}
 
 
+@functools.lru_cache(maxsize=1)
+def _installed() -> dict[str, list[str]]:
+    """Top-level module -> the distributions providing it: read once (each read scans every installed
+    distribution's files, about half a second; read per module it made two tests take 50 s)."""
+    return packages_distributions()
+
+
 def _distributions_of(module: str) -> set[str]:
-    return {d.lower().replace("_", "-") for d in packages_distributions().get(module, [])}
+    return {d.lower().replace("_", "-") for d in _installed().get(module, [])}
 
 
 def test_every_declared_runtime_dependency_is_imported():
