@@ -220,6 +220,7 @@ def write_report(plan) -> dict[str, Path]:
                     "peak_of_sum_rps": g.peak_of_sum_rps, "sum_of_peaks_rps": g.sum_of_peaks_rps}
                    for g in plan.groups],
         "packing": None if packing is None else {
+            "groups": [list(g.models) for g in packing.groups],  # the solver's, before any confirmation split one
             "replicas": packing.replicas, "lower_bound": packing.lower_bound, "bound": packing.bound_source.value,
             "gap": packing.gap, "status": packing.status.value, "seconds": packing.seconds, "slices": packing.slices,
             "packings": len(plan.packings), "measured_groups": [list(g) for g in plan.measured],
