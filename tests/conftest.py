@@ -66,6 +66,13 @@ def converted(tmp_path_factory):
     return {fmt: (base / fmt, convert("resnet18", fmt, base / fmt)) for fmt in ("onnx", "ts-trace")}
 
 
+def pytest_collection_modifyitems(config, items):
+    """Modules marked `long` (about 40 s or more) first, each module's tests in their order: xdist's `loadfile`
+    hands out modules in collection order, so a long one collected last ran alone at the end while the other worker
+    sat idle (gpu_acceptance_cpu's 69 s)."""
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)  # a stable sort
+
+
 def pytest_addoption(parser):
     parser.addoption("--update-golden", action="store_true", help="rewrite golden config files")
 

@@ -48,6 +48,7 @@ from ..perf.analyzer import (ARRIVALS, PerfOptions, PerfTarget, Schedule, Schedu
 from ..perf.analyzer.errors import EMPTY_WINDOW, PerfAnalyzerError, PerfAnalyzerTimeout
 from ..perf.analyzer.point import PointResult
 from ..perf.analyzer.schedule import schedule_length_s
+from ..perf.multistream_stats import POISSON_SIGMAS
 from ..perf.analyzer.profile_summary import drop_raw, finish_point, schedule_record, summary_path
 from ..results.identity import key_fields
 from .ratestore import RateKey, RateStore, options_key
@@ -310,9 +311,29 @@ class Target:
     driving: str = DRIVING  # what sends the requests, part of a point's key (a mix may be driven by one process)
 
 
+def arrival_band(target: Target, rate: float) -> Target:
+    """The target with perf_analyzer's stability band widened to what Poisson arrivals alone put between windows
+    at `rate` requests/s: a window of n requests differs from the next by about sqrt(n), so at 48 requests/s in
+    1-s windows (counts from 36 to 58 on a steady model) a 30 % band failed rates for their arrival noise, not their
+    server, and each such failure cost a search a step or a hold a derating. It is the rule our own load generator
+    applies (perf.multistream_stats.settled, POISSON_SIGMAS / sqrt(n)); a queue that grows is still caught
+    (queue_growing), and so is a server that falls behind (answered against offered). Constant arrivals, count
+    windows and the toolkit's own generator keep the band as given."""
+    options, rate = target.options, round_rate(rate)
+    if (target.driving != DRIVING or target.distribution != "poisson" or options.measurement_mode != "time_windows"
+            or not rate > 0):
+        return target
+    band = math.ceil(1000.0 * POISSON_SIGMAS / math.sqrt(rate * options.measurement_interval_ms / 1000.0)) / 10.0
+    if band <= options.stability_percentage:
+        return target
+    return replace(target, options=replace(options, stability_percentage=band))
+
+
 def point_key(target: Target, rate: float, trial: int = 1) -> RateKey:
     """The stored identity of a point: configuration, distribution, rate, batch, trial, and the perf options
-    together with how the arrivals are driven (DRIVING, the base seed)."""
+    (with the band its arrivals need: arrival_band) together with how the arrivals are driven (DRIVING, the base
+    seed)."""
+    target = arrival_band(target, rate)
     fields = {**key_fields(target.options.measurement_fields()), "driving": target.driving,
               "schedule_seed": target.schedule_seed}
     return RateKey(target.config, target.distribution, round_rate(rate), target.batch, options_key(fields), trial)
@@ -350,8 +371,11 @@ def export_wanted(target: Target, rate: float) -> bool:
 
 def measure(target: Target, rate: float, store: RateStore, out_dir: Path, trial: int = 1,
             tag: str = "") -> RatePoint:
-    """The stored point for (config, distribution, rate, batch, options, trial), or measure and store it."""
+    """The stored point for (config, distribution, rate, batch, options, trial), or measure and store it. The
+    point's stability band is its options' or what its arrivals need (arrival_band), whichever is wider; its key
+    holds the band used."""
     rate = round_rate(rate)
+    target = arrival_band(target, rate)
     key = point_key(target, rate, trial)
     if (row := store.get(key)) is not None:
         return RatePoint(key, row)

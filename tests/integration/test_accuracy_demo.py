@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long]  # long: collected first (conftest)
 
 TRAIN_SECONDS = 20
 MIN_DICE = 0.6  # 20 s of training reaches ~0.9 on an idle 2-core host; the bound leaves room for a busy one

@@ -14,7 +14,7 @@ import pytest
 
 from deployment_toolkit.results.store import read_store_csv
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long]  # long: collected first (conftest)
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "results" / "demo-resnet50-onnx-cpu"
 

@@ -14,7 +14,7 @@ from deployment_toolkit.models.geospatial import S2_WAVELENGTHS_UM
 from deployment_toolkit.repository import ConfigOptions, write_model
 from deployment_toolkit.server import LocalTritonServer, ServerConfig
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long]  # long: collected first (conftest)
 
 # served name -> (registered model, format): every registered model, ONNX unless named here (a TorchScript
 # format per kind of model, so both runtimes of the Python backend are exercised)

@@ -21,7 +21,7 @@ from conftest import require_triton_tools, wait_until
 from deployment_toolkit.cleanup import SHM_DIR, regions_with_prefix
 from deployment_toolkit.server.local import free_ports, port_is_free
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long]  # long: collected first (conftest)
 ROOT = Path(__file__).resolve().parents[2]
 
 FI_CONFIG = """

@@ -14,7 +14,7 @@ from deployment_toolkit.acceptance.plan import DEFAULT_BUDGETS, PlanOptions, bui
 from deployment_toolkit.acceptance.report import write_readme
 from deployment_toolkit.acceptance.runner import SERVER_STEP, Runner
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long]  # long: collected first (conftest)
 
 STAGES = {"convert", "configure", "accuracy", "offline", "online"}
 

@@ -31,7 +31,7 @@ from deployment_toolkit.results.schema import STORE_COLUMNS
 from deployment_toolkit.results.store import read_store_csv
 from deployment_toolkit.spec import ModelSignature, TensorSpec
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long]  # long: collected first (conftest)
 ROOT = Path(__file__).resolve().parents[2]
 SIG = ModelSignature(inputs=(TensorSpec("INPUT__0", (16,)),), outputs=(TensorSpec("OUTPUT__0", (16,)),))
 # the seed's perf_analyzer columns (DLE names, ms), then the toolkit's bookkeeping and provenance columns

@@ -9,7 +9,7 @@ import pytest
 
 from deployment_toolkit.server import LocalTritonServer, ServerConfig
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long]  # long: collected first (conftest)
 ROOT = Path(__file__).resolve().parents[2]
 
 

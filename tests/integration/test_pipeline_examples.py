@@ -22,7 +22,7 @@ from deployment_toolkit.pipeline import PipelineLayout, PipelineRequest, deploy_
 from deployment_toolkit.server import LocalTritonServer, ServerConfig
 from conftest import require_triton_tools
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long]  # long: collected first (conftest)
 
 ROOT = Path(__file__).resolve().parents[2]
 IMAGE = ROOT / "examples" / "image_pipeline"

@@ -14,7 +14,7 @@ from conftest import run_script as script
 
 from deployment_toolkit.server import LocalTritonServer, ServerConfig
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long]  # long: collected first (conftest)
 UNET = '''from diffusers import UNet2DConditionModel
 
 

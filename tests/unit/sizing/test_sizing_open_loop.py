@@ -330,6 +330,32 @@ def test_a_mix_or_hold_window_at_a_low_rate_holds_enough_requests_to_settle():
     assert settling_window_ms(0.0) == LONGEST_WINDOW_MS
 
 
+def test_a_low_rates_stability_band_covers_its_poisson_arrivals_and_its_key_holds_the_band():
+    """perf_analyzer keeps three windows whose counts lie within +-band of their mean. At 25 requests a window a
+    30 % band fails about one triple in six of a perfectly steady server (seeded draws below), so the band widens
+    to what the arrivals need (POISSON_SIGMAS / sqrt(n), as our own generator's rule); a fast rate, constant
+    arrivals and the toolkit's own generator keep theirs. The stored key holds the band the point ran with, so a
+    replay (openloop._replay, search.triton.stored_rate) looks up what measure() stored."""
+    import numpy as np
+
+    from deployment_toolkit.sizing.ratepoint import MULTISTREAM, arrival_band
+
+    sig = None
+    poisson = Target("m/online", "m", "", 1, sig, open_loop_options(PerfOptions(protocol="grpc"), "poisson", 1000))
+    band = {r: arrival_band(poisson, r).options.stability_percentage for r in (25.0, 48.0, 100.0, 400.0)}
+    assert band[25.0] == 60.0 and band[48.0] == pytest.approx(43.4) and band[100.0] == band[400.0] == 30.0
+    constant = Target("m/online", "m", "", 1, sig, poisson.options, "constant")
+    together = Target("m/online", "m", "", 1, sig, poisson.options, driving=MULTISTREAM)
+    assert arrival_band(constant, 25.0) is constant and arrival_band(together, 25.0) is together
+    draws = np.random.default_rng(7).poisson(25, (20000, 3))
+    mean = draws.mean(axis=1, keepdims=True)
+    settles = {b: float((np.abs(draws - mean) <= b / 100 * mean).all(axis=1).mean()) for b in (30.0, band[25.0])}
+    assert settles[30.0] < 0.9 and settles[band[25.0]] > 0.995, settles
+    assert point_key(poisson, 25.0) == point_key(arrival_band(poisson, 25.0), 25.0)
+    assert json.loads(point_key(poisson, 25.0).options)["stability_percentage"] == 60.0
+    assert json.loads(point_key(poisson, 400.0).options)["stability_percentage"] == 30.0
+
+
 def test_store_roundtrip_keys_and_provenance(tmp_path):
     store = RateStore(tmp_path)
     key = RateKey("m/online", "poisson", 123.4, 1, OPTS, 1)

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-pytestmark = pytest.mark.slow  # real exports or subprocesses: `make test` runs it, `make test-unit` does not
+pytestmark = [pytest.mark.slow, pytest.mark.long]  # real exports or subprocesses: `make test` runs it, `make test-unit` does not
 
 ROOT = Path(__file__).resolve().parents[3]
 BROUGHT = ROOT / "tests" / "fixtures" / "brought"
