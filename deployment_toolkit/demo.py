@@ -178,7 +178,7 @@ def run_demo(settings: DemoSettings, result_dir: Path, workspace: Path, reposito
 
 
 # `--fast` (CI): the same steps on a small model with fewer, shorter points; every point it reports is measured.
-FAST = dict(model="resnet18", preset="small", concurrency="1:2:1", batch_sizes="1,2", measurement_interval_ms=1000,
+FAST = dict(model="resnet18", preset="small", concurrency="1:2:1", batch_sizes="1,2", measurement_interval_ms=500,
             max_attempts=1)
 LOCAL_RUNS = "local"  # results/local/ is git-ignored: where `make demo` writes a new run folder each time
 

@@ -20,7 +20,7 @@ def command(workspace: Path, result: Path, fast: bool) -> list[str]:
             "--num-classes", "10", "--preprocess", str(HERE / "preprocess.py"),
             "--postprocess", str(HERE / "postprocess.py"), "--raw-data", str(workspace / "images"),
             "--name", "classifier", "--workspace", str(workspace), "--result-path", str(result),
-            "--concurrency", "1" if fast else "1,2,4", "--measurement-interval", "1000" if fast else "3000",
+            "--concurrency", "1" if fast else "1,2,4", "--measurement-interval", "500" if fast else "3000",
             "--speed-rounds", "2" if fast else "5"]
 
 

@@ -32,7 +32,7 @@ def run_example(out: Path, workspace: Path, fast: bool) -> Path:
     ws, data, onnx = workspace, workspace / "data", workspace / "onnx"
     repo = workspace / "model_repository"
     weights = ws / "weights.safetensors"
-    window = "1000" if fast else "3000"
+    window = "500" if fast else "3000"
     steps = StepRunner()
     run_step = steps.script
     t0 = time.perf_counter()

@@ -26,7 +26,7 @@ def test_serving_stages_run_through_the_real_scripts_on_cpu(tmp_path):
     plan = build_plan(PlanOptions(result_dir=result, workspace=ws, device="cpu", budgets=budgets,
                                   bench_models=("resnet18",), preset="small", served_model="resnet18",
                                   served_max_batch=8, instance_kind="cpu", shared_memory="system",
-                                  offline_batches="1,8", online_concurrency="1,2", measurement_interval_ms=1000,
+                                  offline_batches="1,8", online_concurrency="1,2", measurement_interval_ms=500,
                                   max_attempts=1))
     steps = [s for s in plan if s.stage in STAGES and "onnx" not in s.name]
     runner = Runner(result, 1800, {"tensorrt": "`import tensorrt` fails here"},

@@ -12,7 +12,7 @@ import pytest
 
 from deployment_toolkit.commands.search_config import EXIT_NO_CONFIG, main
 
-pytestmark = [pytest.mark.integration, pytest.mark.exclusive]  # one at a time under xdist (conftest)
+pytestmark = [pytest.mark.integration, pytest.mark.long]  # long: collected first; judges no SLO (p99 5 s), so not exclusive
 FAST = ["--measurement-mode", "time_windows", "--measurement-interval", "500", "--stability-percentage", "100",
         "--max-trials", "3", "--max-attempts", "1",
         "--noise-repeats", "1", "--confirm-samples", "2", "--refine-steps", "0", "--max-concurrency", "4",

@@ -14,7 +14,7 @@ import pytest
 
 from deployment_toolkit.results.store import read_store_csv
 
-pytestmark = [pytest.mark.integration, pytest.mark.exclusive]  # one at a time under xdist (conftest)
+pytestmark = [pytest.mark.integration, pytest.mark.long]  # long: collected first; judges no SLO (p99 50 ms for a few-ms model), so not exclusive
 ROOT = Path(__file__).resolve().parents[2]
 
 
