@@ -14,7 +14,7 @@ import pytest
 from deployment_toolkit.export import ConvertOptions, VerificationError, convert
 from deployment_toolkit.sources import ModelSource, resolve
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long]  # long: collected first (conftest)
 ROOT = Path(__file__).resolve().parents[2]
 
 MODEL_PY = '''

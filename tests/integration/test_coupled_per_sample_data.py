@@ -17,7 +17,7 @@ from deployment_toolkit.export import ConvertOptions, convert
 from deployment_toolkit.sources import ModelSource, resolve
 from conftest import require_triton_tools
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long]  # long: collected first (conftest)
 
 MODEL_PY = '''
 import transformers as T

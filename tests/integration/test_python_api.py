@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.integration  # judges no SLO (rates > 0), so not exclusive (conftest)
+pytestmark = [pytest.mark.integration, pytest.mark.long]  # long: collected first; judges no SLO (rates > 0), so not exclusive
 ROOT = Path(__file__).resolve().parents[2]
 
 

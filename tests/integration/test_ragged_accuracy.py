@@ -17,7 +17,7 @@ from conftest import run_script as script
 from deployment_toolkit.data.dump import load_dump
 from deployment_toolkit.server import LocalTritonServer, ServerConfig
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long]  # long: collected first (conftest)
 ROOT = Path(__file__).resolve().parents[2]
 TOKENS = ROOT / "examples" / "token_classifier"
 FIXTURES = ROOT / "tests" / "fixtures" / "brought" / "tokens"

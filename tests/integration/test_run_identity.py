@@ -16,7 +16,7 @@ from deployment_toolkit.results import IdentityMismatch
 from deployment_toolkit.results.identity import host_identity
 from deployment_toolkit.results.store import read_store_csv
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long]  # long: collected first (conftest)
 
 
 @pytest.fixture()

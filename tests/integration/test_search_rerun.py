@@ -15,7 +15,7 @@ from deployment_toolkit.commands.search_config import build_parser, request_from
 from deployment_toolkit.search.orchestration import search_step
 from deployment_toolkit.search.store import search_complete
 
-pytestmark = pytest.mark.integration  # judges no SLO (p99 2 s): the rerun replays what the first run measured, whatever the load
+pytestmark = [pytest.mark.integration, pytest.mark.long]  # long: collected first; judges no SLO (p99 2 s): the rerun replays what the first run measured, whatever the load
 FLAGS = ["--model", "resnet18", "--preset", "small", "--formats", "onnx", "--p99-ms", "2000", "--objective", "capacity",
          "--max-minutes", "1", "--max-configs", "2", "--capacity-trials", "1", "--capacity-resolution", "0.2",
          "--open-loop-window-ms", "500", "--measurement-mode", "time_windows", "--measurement-interval", "500",

@@ -25,7 +25,7 @@ from deployment_toolkit.sizing import Demand, load_runs, size
 from deployment_toolkit.sizing.ratestore import read_rows
 from deployment_toolkit.spec import ModelSignature, TensorSpec
 
-pytestmark = pytest.mark.integration  # a tiny Python model at rates far below its ceiling: not exclusive (conftest)
+pytestmark = [pytest.mark.integration, pytest.mark.exclusive]  # one at a time under xdist (conftest)
 ROOT = Path(__file__).resolve().parents[2]
 SIG = ModelSignature(inputs=(TensorSpec("INPUT__0", (16,)),), outputs=(TensorSpec("OUTPUT__0", (16,)),))
 FAST = PerfOptions(protocol="grpc", shared_memory="none", measurement_interval_ms=500, stability_percentage=50,

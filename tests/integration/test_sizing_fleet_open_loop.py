@@ -25,7 +25,7 @@ from deployment_toolkit.sizing.ratepoint import ClientLimited, RatePoint, Target
 from deployment_toolkit.sizing.ratestore import RateKey, RateStore, read_rows
 from deployment_toolkit.spec import ModelSignature, TensorSpec
 
-pytestmark = [pytest.mark.integration, pytest.mark.long]  # long: collected first; its sleeping model holds its numbers on a busy host, so not exclusive
+pytestmark = [pytest.mark.integration, pytest.mark.exclusive]  # one at a time under xdist (conftest)
 ROOT = Path(__file__).resolve().parents[2]
 SERVICE_MS = 10
 SIG = ModelSignature(inputs=(TensorSpec("INPUT__0", (16,)),), outputs=(TensorSpec("OUTPUT__0", (16,)),))

@@ -20,7 +20,7 @@ from deployment_toolkit.cleanup import (PYTHON_ENV_DIR, PYTHON_ENV_PREFIX, START
                                         sweep_python_env_dirs, tritonserver_start_times)
 from deployment_toolkit.server.local import port_is_free
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long]  # long: collected first (conftest)
 
 
 def maps_library(pid: int, fragment: str) -> bool:

@@ -23,7 +23,7 @@ from deployment_toolkit.repository import ConfigOptions, write_model
 from deployment_toolkit.server import LocalTritonServer, ServerConfig
 from deployment_toolkit.sources import parse_reference
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long]  # long: collected first (conftest)
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "user_model" / "model.py"
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow  # real exports or subprocesses: `make test` runs it, `make test-unit` does not
+pytestmark = [pytest.mark.slow, pytest.mark.long]  # real exports or subprocesses: `make test` runs it, `make test-unit` does not
 
 ROOT = Path(__file__).resolve().parents[3]
 
