@@ -313,9 +313,10 @@ class Target:
 
 def arrival_band(target: Target, rate: float) -> Target:
     """The target with perf_analyzer's stability band widened to what Poisson arrivals alone put between windows
-    at `rate` requests/s: a window of n requests differs from the next by about sqrt(n), so at 48 requests/s in
-    1-s windows (counts from 36 to 58 on a steady model) a 30 % band failed rates for their arrival noise, not their
-    server, and each such failure cost a search a step or a hold a derating. It is the rule our own load generator
+    at `rate` requests/s: a window of n requests differs from the next by about sqrt(n), so at 25 requests a window
+    a 30 % band fails about one triple of windows in six on a perfectly steady server (a two-model mix's 24 to 41
+    requests/s in 1-s windows failed 4 of 8 rates), and each such failure cost a search a step or a hold a
+    derating. It is the rule our own load generator
     applies (perf.multistream_stats.settled, POISSON_SIGMAS / sqrt(n)); a queue that grows is still caught
     (queue_growing), and so is a server that falls behind (answered against offered). Constant arrivals, count
     windows and the toolkit's own generator keep the band as given."""
