@@ -78,6 +78,12 @@ def reported(windows: int) -> range:
 POISSON_SIGMAS = 3.0  # a window of n requests may differ from the next by this many sqrt(n) and still agree
 
 
+def poisson_band(requests: float) -> float:
+    """The relative band within which windows of `requests` Poisson arrivals each agree: POISSON_SIGMAS / sqrt(n)
+    (0 for no requests). Our generator's settling rule and perf_analyzer's widened band (sizing.ratepoint) use it."""
+    return POISSON_SIGMAS / math.sqrt(requests) if requests > 0 else 0.0
+
+
 def settled(throughput: Sequence[float], latency_ms: Sequence[float | None], stability: float,
             counts: Sequence[int] | None = None) -> bool:
     """perf_analyzer's stability over the last three windows after the warm-up: none empty, and max / min of their
@@ -92,7 +98,7 @@ def settled(throughput: Sequence[float], latency_ms: Sequence[float | None], sta
     if min(tp) <= 0 or any(v is None for v in lat):
         return False
     fewest = min(counts[-REPORTED_WINDOWS:]) if counts is not None else 0
-    bound = 1.0 + max(stability / 100.0, POISSON_SIGMAS / math.sqrt(fewest) if fewest > 0 else 0.0)
+    bound = 1.0 + max(stability / 100.0, poisson_band(fewest))
     return max(tp) / min(tp) <= bound and max(lat) / max(min(lat), 1e-9) <= bound
 
 

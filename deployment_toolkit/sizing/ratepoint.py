@@ -48,7 +48,7 @@ from ..perf.analyzer import (ARRIVALS, PerfOptions, PerfTarget, Schedule, Schedu
 from ..perf.analyzer.errors import EMPTY_WINDOW, PerfAnalyzerError, PerfAnalyzerTimeout
 from ..perf.analyzer.point import PointResult
 from ..perf.analyzer.schedule import schedule_length_s
-from ..perf.multistream_stats import POISSON_SIGMAS
+from ..perf.multistream_stats import poisson_band
 from ..perf.analyzer.profile_summary import drop_raw, finish_point, schedule_record, summary_path
 from ..results.identity import key_fields
 from .ratestore import RateKey, RateStore, options_key
@@ -317,14 +317,14 @@ def arrival_band(target: Target, rate: float) -> Target:
     a 30 % band fails about one triple of windows in six on a perfectly steady server (a two-model mix's 24 to 41
     requests/s in 1-s windows failed 4 of 8 rates), and each such failure cost a search a step or a hold a
     derating. It is the rule our own load generator
-    applies (perf.multistream_stats.settled, POISSON_SIGMAS / sqrt(n)); a queue that grows is still caught
+    applies (perf.multistream_stats.poisson_band, POISSON_SIGMAS / sqrt(n)); a queue that grows is still caught
     (queue_growing), and so is a server that falls behind (answered against offered). Constant arrivals, count
     windows and the toolkit's own generator keep the band as given."""
     options, rate = target.options, round_rate(rate)
     if (target.driving != DRIVING or target.distribution != "poisson" or options.measurement_mode != "time_windows"
             or not rate > 0):
         return target
-    band = math.ceil(1000.0 * POISSON_SIGMAS / math.sqrt(rate * options.measurement_interval_ms / 1000.0)) / 10.0
+    band = math.ceil(1000.0 * poisson_band(rate * options.measurement_interval_ms / 1000.0)) / 10.0
     if band <= options.stability_percentage:
         return target
     return replace(target, options=replace(options, stability_percentage=band))
