@@ -52,11 +52,11 @@ demo: install
 
 # Two phases. First every module but the `exclusive` ones on two workers (pytest-xdist, whole files each: a module's
 # server or plan fixture is set up once; the suite waits on servers starting and perf_analyzer windows about as much
-# as it computes). Then the modules that judge what the host's cores carry (a capacity held against an SLO, a
-# confirmation, a rate kept up within 10 %), one at a time in one process with nothing beside them: beside the
-# other worker's perf_analyzer a plan's capacity held at half of what its search had measured (CI), and a confirmed
-# Python model answered 191 of 213 requests/s. Modules whose models meet their budgets many times over (p99 of 50 ms
-# to seconds for models that answer in a few, a rerun that replays) run in the first phase. Both phases run; either
+# as it computes). Then the modules that judge what the host's cores carry (a plan's capacities held against their
+# SLOs and confirmed under mixed traffic), one at a time in one process with nothing beside them: beside the other
+# worker's perf_analyzer a plan's capacity held at half of what its search had measured (CI). Modules whose models
+# meet their budgets many times over (p99 of 50 ms to seconds for models that answer in a few, a rerun that replays)
+# or sleep (a rate that does not depend on how busy the cores are) run in the first phase. Both phases run; either
 # failing fails.
 # TEST_WORKERS=1 runs the first phase in one process too.
 TEST_WORKERS ?= 2

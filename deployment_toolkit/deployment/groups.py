@@ -17,7 +17,8 @@ from ..sizing.holding import Holding, hold
 from .errors import DeploymentPlanError
 from .file import Deployment
 from .mixed import Member, Mix, member_target
-from .packing import ModelLoad, PackedGroup, PackLimits, Packing, SharingFit, fit_sharing, pack, time_shared
+from .packing import (ModelLoad, PackedGroup, PackLimits, Packing, SharingFit, fit_sharing, lower_bound, pack,
+                      time_shared)
 from .traffic import Traffic, align, constant, read_csv
 
 MIX_FLOOR = 0.05  # a shared group's mix search goes down to this share of its predicted capacity
@@ -79,6 +80,21 @@ def _limits(plan: Any) -> PackLimits:
     return PackLimits(memory_gb=budget, server_gb=server, max_models=min(caps) if caps else None,
                       max_replicas=limits.max_replicas, headroom=plan.headroom,
                       price_per_replica=plan.price_per_replica, max_replicas_key=limits.key("max_replicas"))
+
+
+def refuse_over_limit(plan: Any) -> None:
+    """Before a server starts: a fleet over the replica limit even at the capacities the searches found is refused
+    in one line (a hold only lowers a capacity and sharing a replica only adds load, so every later packing needs
+    at least this bound), instead of after the memory, the holds and the shared groups are measured."""
+    limits = _limits(plan)
+    if limits.max_replicas is None:
+        return
+    loads = tuple(ModelLoad(n, m.found, plan.traffic.rates[n]) for n, m in plan.models.items())
+    bound = lower_bound(loads, dataclasses.replace(limits, max_replicas=None))
+    if bound > limits.max_replicas:
+        raise DeploymentPlanError(
+            f"no packing needs fewer than {bound} replicas even at the capacities the searches found (the holds can "
+            f"only lower them), more than {limits.max_replicas_key} {limits.max_replicas}: raise it or lower the peaks")
 
 
 def mix_of(plan: Any, models: tuple[str, ...], split: dict[str, float], tag: str,
@@ -209,5 +225,5 @@ def _as_measured(plan: Any, packing: Packing) -> Packing:
     return dataclasses.replace(packing, groups=tuple(groups))
 
 
-__all__ = ["MAX_PACKINGS", "MIX_FLOOR", "MeasuredGroup", "Split", "mix_of", "pack_measured", "split_missed",
-           "traffic_of"]
+__all__ = ["MAX_PACKINGS", "MIX_FLOOR", "MeasuredGroup", "Split", "mix_of", "pack_measured", "refuse_over_limit",
+           "split_missed", "traffic_of"]

@@ -282,6 +282,13 @@ def pack(models: Sequence[ModelLoad], limits: PackLimits = PackLimits(), setting
                    SolveStatus.FEASIBLE, time.perf_counter() - started, slices, slices_solved, solves, limits)
 
 
+def lower_bound(models: Sequence[ModelLoad], limits: PackLimits = PackLimits()) -> int:
+    """Replicas no packing of `models` goes under, without a solver (load and places: `pack` reports this or the
+    solver's tighter one); models that fit nowhere are left out, as `pack` leaves them."""
+    p, _, _ = _problem(models, limits, ())
+    return max(bounds(p).values()) if p.n else 0
+
+
 @dataclass(frozen=True)
 class SharingFit:
     """What a measured shared group says about its members' sharing factors."""
@@ -326,4 +333,5 @@ def fit_sharing(models: Sequence[ModelLoad], split: Mapping[str, float], held_rp
 
 
 __all__ = ["BoundSource", "Misfit", "ModelLoad", "PackLimits", "PackedGroup", "Packing", "SharingFit",
-           "SolveStatus", "SolverSettings", "fit_sharing", "models_from_traffic", "pack", "time_shared"]
+           "SolveStatus", "SolverSettings", "fit_sharing", "lower_bound", "models_from_traffic", "pack",
+           "time_shared"]

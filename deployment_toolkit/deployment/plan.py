@@ -35,7 +35,7 @@ from .confirm import GroupConfirmation, burst_group, confirm_group
 from .errors import DeploymentPlanError
 from .fanout import search_dir
 from .file import Deployment, ModelEntry
-from .groups import MeasuredGroup, Split, mix_of, pack_measured, split_missed, traffic_of
+from .groups import MeasuredGroup, Split, mix_of, pack_measured, refuse_over_limit, split_missed, traffic_of
 from .mixed import windowed
 from .packing import PackedGroup, Packing
 from .settings import DeploymentSettings
@@ -373,6 +373,10 @@ def plan_deployment(deployment: Deployment, out_dir: str | Path, settings: Deplo
     _headroom(plan)
     plan.device = str(cpu_info().get("model", ""))
     plan.price_per_replica = _price(plan)
+    limits = plan.deployment.limits
+    if limits.max_replicas is not None:  # before a server starts: the bound at the capacities found, over the limit
+        steps.call(f"the fleet's lower bound within {limits.key('max_replicas')} {limits.max_replicas}",
+                   lambda: refuse_over_limit(plan))
     with LocalTritonServer(ServerConfig(plan.repository, model_control_mode="explicit",
                                         log_dir=out_dir / "logs",
                                         start_timeout_s=template.job.server.start_timeout_s)) as server:

@@ -21,7 +21,7 @@ FAST = ["--preset", "small", "--formats", "onnx", "--max-minutes", "1", "--measu
         "--measurement-interval", "500", "--stability-percentage", "100", "--max-trials", "3", "--max-attempts", "1",
         "--noise-repeats", "1", "--refine-steps", "0", "--max-concurrency", "4", "--max-configs", "1",
         "--capacity-trials", "1", "--capacity-resolution", "0.2", "--open-loop-window-ms", "500", "--retests", "1",
-        "--confirm-trials", "1", "--confirm-window-ms", "500", "--no-progress"]
+        "--confirm-trials", "1", "--confirm-window-ms", "500", "--burst-seconds", "2", "--no-progress"]
 
 
 def _deployment(path: Path, peak: float = 20, limits: dict | None = None) -> Path:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from deployment_toolkit.deployment.packing import (ModelLoad, PackLimits, SolverSettings, SolveStatus, fit_sharing,
-                                                   pack)
+                                                   lower_bound, pack)
 from deployment_toolkit.errors import UserInputError
 
 EXACT = SolverSettings(gap=0.0, time_limit_s=30)
@@ -82,6 +82,22 @@ def test_max_replicas_exceeded_says_so_with_the_replicas_needed():
     flagged = pack([ModelLoad.at_peak("a", 100.0, 1000.0)],
                    PackLimits(max_replicas=5, headroom=0.0, max_replicas_key="--max-replicas"))
     assert "more than --max-replicas 5" in flagged.reason and "limits." not in flagged.reason
+
+
+def test_the_bound_said_before_solving_never_passes_a_packing_and_only_rises_as_capacities_fall():
+    """The plan refuses a fleet over max_replicas before a server starts, from this bound at the capacities the
+    searches found: no packing may need fewer (pack's own bound is this or the solver's tighter one), and lower
+    capacities (the holds) or sharing factors below 1 must never lower it."""
+    rng = np.random.default_rng(7)
+    for _ in range(20):
+        models = [ModelLoad(f"m{i}", float(rng.uniform(20, 200)), tuple(rng.uniform(0, 300, 4)),
+                            float(rng.uniform(0, 2))) for i in range(int(rng.integers(1, 7)))]
+        limits = PackLimits(memory_gb=4.0, headroom=0.2)
+        packing = pack(models, limits)
+        assert lower_bound(models, limits) <= packing.lower_bound <= packing.replicas
+        held = [ModelLoad(m.name, m.capacity * 0.8, m.rates, m.memory_gb, 0.7) for m in models]
+        assert lower_bound(held, limits) >= lower_bound(models, limits)
+    assert lower_bound([ModelLoad.at_peak("dead", None, 10.0)]) == 0  # nothing placeable, as pack leaves it
 
 
 def test_a_group_that_fell_short_is_repacked_with_the_fitted_factor():
