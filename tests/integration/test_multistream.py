@@ -23,7 +23,8 @@ from deployment_toolkit.sizing.together import row_of
 from deployment_toolkit.sizing.ratepoint import RatePoint
 from deployment_toolkit.sizing.ratestore import RateKey
 
-pytestmark = [pytest.mark.integration, pytest.mark.exclusive]  # one at a time under xdist (conftest)
+# not exclusive: 40 and 25 requests/s of tiny models, judged against the offered rates, not a capacity
+pytestmark = [pytest.mark.integration]
 WINDOW_MS, MAX_WINDOWS = 1000, 6
 MLP_SEED = 1  # its arrivals hold 40/s within 3% over every span the run may report (a Poisson count of ~120 varies
 # by 9%), so the answered rate can be held to 10% of the offered one

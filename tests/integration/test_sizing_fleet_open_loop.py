@@ -25,7 +25,9 @@ from deployment_toolkit.sizing.ratepoint import ClientLimited, RatePoint, Target
 from deployment_toolkit.sizing.ratestore import RateKey, RateStore, read_rows
 from deployment_toolkit.spec import ModelSignature, TensorSpec
 
-pytestmark = [pytest.mark.integration, pytest.mark.exclusive]  # one at a time under xdist (conftest)
+# long: collected first (conftest). Not exclusive: the model sleeps, so what a replica carries does not depend on
+# how busy the cores are (see above)
+pytestmark = [pytest.mark.integration, pytest.mark.long]
 ROOT = Path(__file__).resolve().parents[2]
 SERVICE_MS = 10
 SIG = ModelSignature(inputs=(TensorSpec("INPUT__0", (16,)),), outputs=(TensorSpec("OUTPUT__0", (16,)),))
