@@ -157,3 +157,24 @@ def test_per_sample_inputs_with_a_fixed_value_keep_dynamic_batching():
         cfg = build_config(m, ConfigOptions("sd", runtime="native", host_has_gpu=True))
     assert cfg.HasField("dynamic_batching")
     assert get_model("dofa_vit").preset("small").signature.inputs[1].batch_uniform
+
+
+def test_a_host_without_an_nvidia_driver_has_no_gpu_and_torch_is_not_imported_to_say_so(tmp_path, monkeypatch):
+    """Writing a config asks whether the host has a GPU; with none of the driver's paths there the answer is no
+    without importing torch (3 CPU-seconds a command); with them, torch is asked as before."""
+    import subprocess
+    import sys
+
+    from deployment_toolkit.repository import config
+
+    code = ("import sys; from deployment_toolkit.repository import config as c; "
+            f"c.NVIDIA_DRIVER_PATHS = ({str(tmp_path / 'absent')!r},); "
+            "print(c.host_has_gpu(), 'torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["False", "False"]
+    asked = []
+    monkeypatch.setattr(config, "NVIDIA_DRIVER_PATHS", (str(tmp_path),))  # a driver path that exists
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: asked.append(1) or True)
+    assert config.host_has_gpu() is True and asked == [1]
