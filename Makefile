@@ -63,7 +63,7 @@ TEST_WORKERS ?= 2
 test: install
 	@status=0; \
 	echo "== make test 1/2: every module but the exclusive ones"; \
-	$(PY) -m pytest -q -ra --durations=25 -m "not exclusive" $(if $(filter 1,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile) tests || status=$$?; \
+	$(PY) -m pytest -q -ra --durations=25 -m "not exclusive" $(if $(filter 1,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder) tests || status=$$?; \
 	echo "== make test 2/2: the modules that judge what the host carries, one at a time, alone"; \
 	$(PY) -m pytest -q -ra --durations=10 -m exclusive tests || status=$$?; \
 	exit $$status

@@ -68,8 +68,9 @@ def converted(tmp_path_factory):
 
 def pytest_collection_modifyitems(config, items):
     """Modules marked `long` (about 35 s or more on 2 cores) first, each module's tests in their order: xdist's
-    `loadfile` hands out modules in collection order, so a long one collected last ran alone at the end while the
-    other worker sat idle (gpu_acceptance_cpu's 69 s)."""
+    `loadfile` hands out modules in collection order when told not to reorder them by their number of tests
+    (`--no-loadscope-reorder`, as `make test` does; by default it puts the one-test modules, often the longest,
+    last), so a long one does not run alone at the end while the other worker sits idle."""
     items.sort(key=lambda item: item.get_closest_marker("long") is None)  # a stable sort
 
 

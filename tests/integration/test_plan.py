@@ -20,7 +20,7 @@ FAST = ["--model", "resnet18", "--preset", "small", "--formats", "onnx", "--p99-
         "--measurement-mode", "time_windows", "--measurement-interval", "500", "--stability-percentage", "100",
         "--max-trials", "3", "--max-attempts", "1", "--noise-repeats", "1", "--refine-steps", "0",
         "--max-concurrency", "4", "--max-configs", "2", "--capacity-trials", "1", "--capacity-resolution", "0.2",
-        "--open-loop-window-ms", "500", "--confirm-rounds", "1", "--confirm-trials", "1", "--confirm-window-ms", "1000",
+        "--open-loop-window-ms", "500", "--confirm-rounds", "1", "--confirm-trials", "1", "--confirm-window-ms", "500",
         "--burst-factor", "0", "--retests", "1", "--host-hour-cost", "0.4", "--no-progress"]
 
 
@@ -98,7 +98,7 @@ def test_the_python_api_plans_from_the_commands_points(planned):
     result = dt.plan("resnet18", dt.Demand(peak_rps=300, p99_ms=200, host_hour_cost=0.4),
                      dt.SearchSettings(budget_ms=200, open_loop_window_ms=500, **settings),
                      dt.SearchJob(preset="small", workspace=ws, result_dir=api_out), options=options,
-                     checks=dt.Checks(confirm=False, retests=1, window_ms=1000))
+                     checks=dt.Checks(confirm=False, retests=1, window_ms=500))
     command_plan = json.loads((out / "models" / "resnet18" / "search" / "run.json").read_text())["config"]["winner"]
     assert result.search.outcome.measured_points == 0, "the API measured again: its request differs from the command's"
     assert result.search.outcome.decision.winner.candidate.to_dict() == command_plan
