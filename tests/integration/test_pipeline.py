@@ -49,16 +49,16 @@ def test_convert_config_serve_infer_matches_framework(tmp_path, fmt):
         assert float(values["num_samples"]) == 10
 
 
-def test_unknown_model_and_bad_config_are_clear(tmp_path):
+def test_unknown_model_and_bad_config_are_clear(tmp_path, converted):
     proc = script("convert_model.py", "--model", "resnet5O", "--output-type", "onnx", "--output-path", tmp_path,
                   check=False)
     assert proc.returncode == 2 and "unknown model 'resnet5O'" in proc.stderr and "resnet50" in proc.stderr
-    script("convert_model.py", "--model", "resnet18", "--output-type", "onnx", "--output-path", tmp_path / "a")
-    proc = script("config_model_on_triton.py", "--model-repository", tmp_path / "repo", "--model-path", tmp_path / "a",
+    artifact = converted["onnx"][0]  # the session's resnet18 ONNX (the test above converts through the script)
+    proc = script("config_model_on_triton.py", "--model-repository", tmp_path / "repo", "--model-path", artifact,
                   "--model-name", "r", "--preferred-batch-sizes", "64", check=False)
     assert proc.returncode == 2 and "outside 1..max_batch_size" in proc.stderr
     assert not (tmp_path / "repo" / "r" / "config.pbtxt").exists()
-    proc = script("config_model_on_triton.py", "--model-repository", tmp_path / "repo", "--model-path", tmp_path / "a",
+    proc = script("config_model_on_triton.py", "--model-repository", tmp_path / "repo", "--model-path", artifact,
                   "--model-name", "r", "--model-format", "ts-trace", check=False)
     assert proc.returncode == 2 and "contradicts the artifact" in proc.stderr
 
