@@ -24,8 +24,8 @@ def console_logging():
 
 @pytest.fixture(scope="module", autouse=True)
 def exclusive_measurement(request):
-    """A module marked `exclusive` judges what the host's cores carry (a capacity held against an SLO, a confirmation, a
-    rate kept up within 10 %): it runs with nothing beside it. `make test` runs those modules last, in one
+    """A module marked `exclusive` judges what the host's cores carry (a plan's capacities held against their SLOs and
+    confirmed under mixed traffic): it runs with nothing beside it. `make test` runs those modules last, in one
     process, after the others (two workers); under any other pytest-xdist run this read-write lock does the same,
     module by module (every module takes it shared, an exclusive one alone; a turnstile keeps a waiting exclusive
     module from being starved). Only keeping exclusive modules from each other was not enough: on the 2-core CI
