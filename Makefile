@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-stamp
 # new folder (default results/local/demo-<model>-onnx-<UTC time>, git-ignored), never over a committed one.
 DEMO_ARGS ?=
 
-.PHONY: install system-deps demo test test-unit test-integration test-lab doctor accuracy clean gpu-check wheelhouse docs
+.PHONY: install system-deps demo test test-e2e test-unit test-integration test-lab doctor accuracy clean gpu-check wheelhouse docs
 
 # Air-gapped hosts (README, "GPU acceptance"): `make wheelhouse` gathers the wheels where an index is reachable;
 # `make install WHEELHOUSE=DIR` (and `make gpu-check WHEELHOUSE=DIR`) installs from DIR with no index, into a venv
@@ -50,23 +50,38 @@ $(STAMP): pyproject.toml
 demo: install
 	$(PY) -m deployment_toolkit.demo $(DEMO_ARGS)
 
-# Two phases. First every module but the `exclusive` ones on two workers (pytest-xdist, whole files each: a module's
-# server or plan fixture is set up once; the suite waits on servers starting and perf_analyzer windows about as much
-# as it computes). Then the modules that judge what the host's cores carry (a plan's capacities held against their
-# SLOs and confirmed under mixed traffic), one at a time in one process with nothing beside them: beside the other
-# worker's perf_analyzer a plan's capacity held at half of what its search had measured (CI). Modules whose models
-# meet their budgets many times over (p99 of 50 ms to seconds for models that answer in a few, a rerun that replays)
-# or sleep (a rate that does not depend on how busy the cores are) run in the first phase. Both phases run; either
-# failing fails.
+# Two phases over the folders $(1) (for the banner: $(2)). First every module but the `exclusive` ones on two
+# workers (pytest-xdist, whole files each: a module's server or plan fixture is set up once; the suite waits on
+# servers starting and perf_analyzer windows about as much as it computes). Then the modules that judge what the
+# host's cores carry (a plan's capacities held against their SLOs and confirmed under mixed traffic), one at a time
+# in one process with nothing beside them: beside the other worker's perf_analyzer a plan's capacity held at half of
+# what its search had measured (CI). Modules whose models meet their budgets many times over (p99 of 50 ms to
+# seconds for models that answer in a few, a rerun that replays) or sleep (a rate that does not depend on how busy
+# the cores are) run in the first phase. Both phases run; either failing fails.
 # TEST_WORKERS=1 runs the first phase in one process too.
 TEST_WORKERS ?= 2
-test: install
+define two_phases
 	@status=0; \
-	echo "== make test 1/2: every module but the exclusive ones"; \
-	$(PY) -m pytest -q -ra --durations=25 -m "not exclusive" $(if $(filter 1,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder) tests || status=$$?; \
-	echo "== make test 2/2: the modules that judge what the host carries, one at a time, alone"; \
-	$(PY) -m pytest -q -ra --durations=10 -m exclusive tests || status=$$?; \
+	echo "== $(2) 1/2: every module but the exclusive ones"; \
+	$(PY) -m pytest -q -ra --durations=25 -m "not exclusive" $(if $(filter 1,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder) $(1) || status=$$?; \
+	echo "== $(2) 2/2: the modules that judge what the host carries, one at a time, alone"; \
+	$(PY) -m pytest -q -ra --durations=10 -m exclusive $(1) || status=$$?; \
 	exit $$status
+endef
+
+# The tests in three targets, each its own folder, all three run by .ci/run on every change:
+# - `make test`: tests/unit and tests/integration, every function and command of the product, the integration
+#   tests on the real tritonserver, perf_analyzer and tritonclient, and one plan from a model to confirmed
+#   replicas and manifests (within 15 minutes on 2 cores);
+# - `make test-e2e`: tests/e2e, the documented runs end to end as a user starts them (the README's worked example,
+#   the docs' Python example, the pipeline examples, `make demo`, `make accuracy`, `make gpu-check`'s steps on CPU)
+#   and a two-model fleet planned, confirmed under mixed traffic and fanned out as Kubernetes jobs;
+# - `make test-lab`: the lab's tests (below).
+test: install
+	$(call two_phases,tests/unit tests/integration,make test)
+
+test-e2e: install
+	$(call two_phases,tests/e2e,make test-e2e)
 
 # the fast tier (under 3 minutes on 2 cores): unit tests without the `slow` ones; `make test` runs everything
 test-unit: install
@@ -76,7 +91,8 @@ test-integration: install
 	$(PY) -m pytest -q -ra tests/integration
 
 # The lab's tests (deployment_toolkit_lab/: the toolkit's own benchmarks, the corpus, the comparisons with Model
-# Analyzer, the housekeeping of the committed runs); `make test` collects tests/ only. `.ci/run` runs both.
+# Analyzer, the housekeeping of the committed runs); `make test` and `make test-e2e` collect tests/ only. `.ci/run` runs
+# all three.
 test-lab: install
 	$(PY) -m pytest -q -ra --durations=30 tests_lab
 

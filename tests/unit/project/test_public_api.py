@@ -195,3 +195,17 @@ def test_one_naming_scheme_across_the_api():
         params = set(inspect.signature(fn).parameters)
         assert "name" not in params, f"{fn.__name__}: call it model_name"
         assert not params & {"out_dir", "output_path", "result_path", "outdir"}, f"{fn.__name__}: output_dir/result_dir"
+
+
+@pytest.mark.slow  # a real ONNX export
+def test_a_live_module_artifact_says_in_one_line_why_it_cannot_be_rebuilt(tmp_path):
+    import numpy as np
+    import torch
+
+    from deployment_toolkit.framework import framework_predictor
+    from deployment_toolkit.sources import SourceError
+
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Tanh())
+    dt.convert(model, "onnx", tmp_path / "onnx", inputs={"x": np.ones((2, 4), np.float32)})
+    with pytest.raises(SourceError, match="converted from a live nn.Module .*Sequential.*records no file"):
+        framework_predictor(tmp_path / "onnx", "framework")

@@ -29,16 +29,3 @@ def test_the_docs_python_example_runs_as_written(tmp_path):
     assert (tmp_path / "ws" / "bert" / "online" / "online.csv").is_file()
     assert (tmp_path / "ws" / "repository" / "bert" / "config.pbtxt").is_file()
 
-
-def test_a_live_module_artifact_says_in_one_line_why_it_cannot_be_rebuilt(tmp_path):
-    import numpy as np
-    import torch
-
-    import deployment_toolkit as dt
-    from deployment_toolkit.framework import framework_predictor
-    from deployment_toolkit.sources import SourceError
-
-    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Tanh())
-    dt.convert(model, "onnx", tmp_path / "onnx", inputs={"x": np.ones((2, 4), np.float32)})
-    with pytest.raises(SourceError, match="converted from a live nn.Module .*Sequential.*records no file"):
-        framework_predictor(tmp_path / "onnx", "framework")
