@@ -83,7 +83,7 @@ test: install
 test-e2e: install
 	$(call two_phases,tests/e2e,make test-e2e)
 
-# the fast tier (under 3 minutes on 2 cores): unit tests without the `slow` ones; `make test` runs everything
+# the fast tier (under 3 minutes on 2 cores): unit tests without the `slow` ones; `make test` runs them all
 test-unit: install
 	$(PY) -m pytest -q -ra -m "not slow" tests/unit
 
@@ -91,8 +91,8 @@ test-integration: install
 	$(PY) -m pytest -q -ra tests/integration
 
 # The lab's tests (deployment_toolkit_lab/: the toolkit's own benchmarks, the corpus, the comparisons with Model
-# Analyzer, the housekeeping of the committed runs); `make test` and `make test-e2e` collect tests/ only. `.ci/run` runs
-# all three.
+# Analyzer, the housekeeping of the committed runs); `make test` and `make test-e2e` collect tests/ only. `.ci/run`
+# runs all three.
 test-lab: install
 	$(PY) -m pytest -q -ra --durations=30 tests_lab
 

@@ -28,9 +28,9 @@ def exclusive_measurement(request):
     confirmed under mixed traffic): it runs with nothing beside it. `make test` and `make test-e2e` run those modules
     last, in one process, after the others (two workers); under any other pytest-xdist run this read-write lock does
     the same, module by module (every module takes it shared, an exclusive one alone; a turnstile keeps a waiting
-    exclusive module from being starved). Only keeping exclusive modules from each other was not enough: on the 2-core CI
-    host a one-model plan's capacity, 96 inf/s in its search, held under 51 in its hold beside the other worker's
-    perf_analyzer run, and the plan stopped (exit 2)."""
+    exclusive module from being starved). Only keeping exclusive modules from each other was not enough: on the
+    2-core CI host a one-model plan's capacity, 96 inf/s in its search, held under 51 in its hold beside the other
+    worker's perf_analyzer run, and the plan stopped (exit 2)."""
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         yield
         return
@@ -69,8 +69,8 @@ def converted(tmp_path_factory):
 def pytest_collection_modifyitems(config, items):
     """Modules marked `long` (about 35 s or more on 2 cores) first, each module's tests in their order: xdist's
     `loadfile` hands out modules in collection order when told not to reorder them by their number of tests
-    (`--no-loadscope-reorder`, as the Makefile's test targets do; by default it puts the one-test modules, often the longest,
-    last), so a long one does not run alone at the end while the other worker sits idle."""
+    (`--no-loadscope-reorder`, as the Makefile's test targets do; by default it puts the one-test modules, often the
+    longest, last), so a long one does not run alone at the end while the other worker sits idle."""
     items.sort(key=lambda item: item.get_closest_marker("long") is None)  # a stable sort
 
 

@@ -27,7 +27,8 @@ def test_the_targets_ci_runs_collect_every_test_module():
     assert {"demo", "test", "test-e2e", "test-lab"} <= set(targets), targets
     folders = set().union(*(_collected(makefile, t) for t in targets if t.startswith("test")))
     assert {"tests/unit", "tests/integration", "tests/e2e", "tests_lab"} <= folders, folders
-    modules = [p.relative_to(ROOT).as_posix() for base in ("tests", "tests_lab") for p in (ROOT / base).rglob("test_*.py")]
+    modules = [p.relative_to(ROOT).as_posix()
+               for base in ("tests", "tests_lab") for p in (ROOT / base).rglob("test_*.py")]
     assert len(modules) > 100
     missed = [m for m in modules if not any(m.startswith(f + "/") for f in folders)]
     assert not missed, f"no target .ci/run calls collects these: {missed}"
