@@ -1,5 +1,6 @@
 """What `import deployment_toolkit as dt` offers (issue 37): every name it lists resolves, the package and the API
-list the same names, the functions say what they return, and importing the package does not import the API."""
+list the same names, the functions say what they return, importing the package does not import the API, and what
+dt.convert made from a live nn.Module says in one line why a later step cannot rebuild it."""
 from __future__ import annotations
 
 import inspect
