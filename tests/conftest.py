@@ -154,6 +154,15 @@ def run_script(name: str, *args, check: bool = True, timeout: float = 300):
     return proc
 
 
+def make_n(*args: str) -> str:
+    """What `make` would run for `args` (`make -n` in the checkout), printed, not run."""
+    import subprocess
+
+    out = subprocess.run(["make", "-n", "-C", str(ROOT), *args], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
 def parsed_vs_defaults(args, settings: type, only: "tuple[str, ...] | None" = None) -> "tuple[set[str], dict]":
     """The fields of settings dataclass `settings` (`only` these) whose flag the command parsed, and those whose
     parsed default differs from the field's own (a flag that restates another default)."""

@@ -21,14 +21,9 @@ ROOT = Path(__file__).resolve().parents[3]
 SCRIPT = ROOT / "scripts" / "wheelhouse.py"
 sys.path.insert(0, str(ROOT / "scripts"))
 import wheelhouse  # noqa: E402
+from conftest import make_n  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("make") is None, reason="needs make")]
-
-
-def make_n(*args: str) -> str:
-    out = subprocess.run(["make", "-n", "-C", str(ROOT), *args], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    return out.stdout
 
 
 # ------------------------------------------------------------------------------------------------ Makefile
