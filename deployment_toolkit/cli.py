@@ -27,6 +27,8 @@ class _Parser(argparse.ArgumentParser):
     command takes --user-code-timeout and announces the stages that run user code (watchdog)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # no abbreviations: `--deploy` or `--max-min` read as another flag, and copied into a job's pods as typed
+        kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
         self.add_argument("--user-code-timeout", type=float, default=watchdog.DEFAULT_TIMEOUT_S, metavar="SECONDS",
                           help="time limit for each stage that runs your code (importing model.py, building the "

@@ -25,14 +25,19 @@ by Triton's rules and against every model the plan writes, paths (a model file t
 from __future__ import annotations
 
 import dataclasses
+import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
 from ..config import PipelineLayout, check_number, check_numbers, flag_of, setting
 from ..config.fields import MAX_HEADROOM, MAX_HOUR_COST, MAX_LATENCY_MS, MAX_MEMORY_GB, MAX_RATE
+from ..config.yamlfile import load_yaml
 from ..errors import UserFileNotFoundError, UserInputError
+from ..inputfile import MIB, NO_LIMIT, TEXT_LIMIT, Expect, Limit, check_path, read_text
 from ..repository.names import check_model_name
+from ..sizing.k8s import dns_name
 
 @dataclass(frozen=True)
 class ModelEntry:
@@ -129,7 +134,12 @@ class Deployment:
         return next(m for m in self.models if m.name == name)
 
 
-_PATHS = ("data", "dataloader", "checkpoint", "preprocess", "postprocess", "raw_data", "traffic")
+# each path key: what it names and the largest file it takes (inputfile: only regular files and folders are read)
+_PATHS: dict[str, tuple[Expect, Limit]] = {
+    "data": (Expect.EITHER, NO_LIMIT), "dataloader": (Expect.FILE, TEXT_LIMIT),
+    "checkpoint": (Expect.EITHER, NO_LIMIT), "preprocess": (Expect.FILE, TEXT_LIMIT),
+    "postprocess": (Expect.FILE, TEXT_LIMIT), "raw_data": (Expect.FOLDER, NO_LIMIT), "traffic": (Expect.FILE, TEXT_LIMIT)}
+FILE_LIMIT = Limit(MIB)  # the deployment file itself: a thousand models take about 100 KiB
 
 
 def _keys(section: str, given: Mapping[str, Any], cls: type, skip: tuple[str, ...] = ()) -> None:
@@ -147,21 +157,30 @@ def _mapping(value: Any, section: str) -> Mapping[str, Any]:
     return value
 
 
-def _number(value: Any, key: str) -> Any:
-    if value is None or isinstance(value, (int, float)) and not isinstance(value, bool):
-        return value
+def _number(value: Any, key: str, whole: bool = False) -> Any:
+    """A number as the key's field takes it; `whole`: a count (2.0 is 2, 2.5 is refused)."""
     if isinstance(value, str):
         try:
-            return float(value)  # YAML reads `.nan`, `1e3` as numbers, but `1e3` without a dot as text
+            value = float(value)  # YAML reads `.nan`, `1e3` as numbers, but `1e3` without a dot as text
         except ValueError:
             pass
-    raise UserInputError(f"{key} must be a number, got {value!r}")
+    if value is None:
+        return value
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise UserInputError(f"{key} must be a number, got {value!r}")
+    if whole and math.isfinite(value):
+        if value != int(value):
+            raise UserInputError(f"{key} must be a whole number, got {value!r}")
+        return int(value)
+    return value
 
 
-def _model(raw: Any, index: int, folder: Path, where: str) -> ModelEntry:
-    section = f"{where}: models[{index}]"
-    raw = _mapping(raw, section)
-    _keys(section, raw, ModelEntry, skip=("peak_given",))
+def _whole(cls: type) -> set[str]:
+    """The fields of `cls` that are counts (annotated int)."""
+    return {f.name for f in dataclasses.fields(cls) if str(f.type).split(" ")[0] == "int"}
+
+
+def _required(raw: Mapping[str, Any], section: str) -> None:
     for key in ("name", "model", "p99_ms"):
         if raw.get(key) in (None, ""):
             raise UserInputError(f"{section}: '{key}' is missing (each model needs name, model, peak_rps or "
@@ -169,59 +188,89 @@ def _model(raw: Any, index: int, folder: Path, where: str) -> ModelEntry:
     if raw.get("peak_rps") in (None, "") and raw.get("traffic") in (None, ""):
         raise UserInputError(f"{section}: 'peak_rps' is missing: give its peak (inferences/s) or its traffic over "
                              "time (traffic: a CSV of time,rate)")
-    values: dict[str, Any] = {"name": str(raw["name"]), "model": str(raw["model"])}
+
+
+def _paths(raw: Mapping[str, Any], folder: Path, section: str) -> dict[str, Path]:
+    """Each path key read from the file's folder, checked to be what it names (a regular file under its limit, or
+    a folder) before anything reads it."""
+    paths = {}
+    for key, (expect, limit) in _PATHS.items():
+        if raw.get(key) is not None:
+            path = Path(str(raw[key])).expanduser()
+            path = path if path.is_absolute() else Path(os.path.abspath(folder / path))
+            paths[key] = check_path(path, f"{section}: {key}", expect, limit)
+    return paths
+
+
+def _peak(values: dict[str, Any], section: str) -> None:
+    """The peak from `peak_rps`, from the traffic file, or both by one stated rule: the file gives the shape over
+    time and `peak_rps` its peak (the series is scaled to it), which a file of zeros cannot be."""
+    from .traffic import read_csv
+
+    if "traffic" not in values:
+        return
+    series = read_csv(values["traffic"])
+    if "peak_rps" not in values:
+        values["peak_rps"], values["peak_given"] = series.peak, False
+        if not series.peak > 0:
+            raise UserInputError(f"{section}: traffic {values['traffic']} is 0 inferences/s throughout: give a peak")
+    elif not series.peak > 0:
+        raise UserInputError(f"{section}: peak_rps {values['peak_rps']:g} scales traffic {values['traffic']}, "
+                             "which is 0 inferences/s throughout, so it cannot be scaled: fix the file or drop "
+                             "'traffic:' to plan for peak_rps alone")
+
+
+def _model(raw: Any, index: int, folder: Path, where: str) -> ModelEntry:
+    section = f"{where}: models[{index}]"
+    raw = _mapping(raw, section)
+    _keys(section, raw, ModelEntry, skip=("peak_given",))
+    _required(raw, section)
+    if not isinstance(raw["name"], str):
+        raise UserInputError(f"{section}.name must be text, got {raw['name']!r}: quote it")
+    values: dict[str, Any] = {"name": raw["name"], "model": str(raw["model"])}
     check_model_name(values["name"], f"{where}: models[{index}].name")
     section = f"{where}: models[{index}] ({values['name']})"
     values["p99_ms"] = _number(raw["p99_ms"], f"{section}: p99_ms")
     if raw.get("peak_rps") not in (None, ""):
         values["peak_rps"] = _number(raw["peak_rps"], f"{section}: peak_rps")
-    for key in _PATHS:
-        if raw.get(key) is not None:
-            path = Path(str(raw[key])).expanduser()
-            path = path if path.is_absolute() else (folder / path).resolve()
-            if not path.exists():
-                raise UserFileNotFoundError(f"{section}: {key} {path} does not exist")
-            values[key] = path
+    values.update(_paths(raw, folder, section))
     if raw.get("layout") is not None:
         values["layout"] = str(raw["layout"])
     if raw.get("model_args") is not None:
         values["model_args"] = dict(_mapping(raw["model_args"], f"{section}: model_args"))
-    values["model"] = _model_reference(values["model"], folder, f"{where}: models[{index}].model")
-    if "peak_rps" not in values:  # the traffic's own peak, read now: its mistakes are said on read too
-        from .traffic import read_csv
-
-        values["peak_rps"], values["peak_given"] = read_csv(values["traffic"]).peak, False
-        if not values["peak_rps"] > 0:
-            raise UserInputError(f"{section}: traffic {values['traffic']} is 0 inferences/s throughout: give a peak")
-    elif "traffic" in values:
-        from .traffic import read_csv
-
-        read_csv(values["traffic"])
+    values["model"] = _model_reference(values["model"], folder, f"{where}: models[{index}].model",
+                                       values.get("model_args", {}))
+    _peak(values, section)
     try:
         return ModelEntry(**values)
     except UserInputError as err:
         raise UserInputError(f"{section}: {err}") from None
 
 
-def _model_reference(ref: str, folder: Path, key: str) -> str:
+def _model_reference(ref: str, folder: Path, key: str, model_args: Mapping[str, Any]) -> str:
     """A reference that names a file or folder (a path, model.py, an ONNX/TorchScript/plan file) is read from the
-    deployment file's folder and must exist now, before any model is converted; zoo names, timm:<arch> and
-    package.module:function are kept as given."""
-    from ..sources import MODEL_FILE_SUFFIXES
+    deployment file's folder and must exist now, before any model is converted; a zoo name or timm:<arch> must be
+    one the toolkit knows (a typo is said on read, not when its search starts); package.module:function is kept."""
+    from ..sources import MODEL_FILE_SUFFIXES, SourceError, check_reference
     from ..sources.python import is_module_ref
 
-    if ref.startswith("timm:") or is_module_ref(ref):
+    if is_module_ref(ref) and not ref.startswith("timm:"):
         return ref
-    head, sep, tail = ref.partition(".py:")  # path/model.py:factory
-    file = f"{head}.py" if sep else ref
-    path = Path(file).expanduser()
-    if not ("/" in file or path.suffix in MODEL_FILE_SUFFIXES or (folder / path).exists()):
-        return ref  # a zoo name
-    path = path if path.is_absolute() else (folder / path).resolve()
-    if not path.exists():
-        raise UserFileNotFoundError(f"{key}: {path} does not exist (a relative path is read from the deployment "
-                                    f"file's folder, {folder.resolve()})")
-    return f"{path}:{tail}" if sep else str(path)
+    if not ref.startswith("timm:"):
+        head, sep, tail = ref.partition(".py:")  # path/model.py:factory
+        file = f"{head}.py" if sep else ref
+        path = Path(file).expanduser()
+        if "/" in file or path.suffix in MODEL_FILE_SUFFIXES or (folder / path).exists():
+            path = path if path.is_absolute() else Path(os.path.abspath(folder / path))
+            expect = Expect.FILE if path.suffix == ".py" else Expect.EITHER
+            check_path(path, key, expect, TEXT_LIMIT if expect is Expect.FILE else NO_LIMIT,
+                       f" (a relative path is read from the deployment file's folder, {folder.resolve()})")
+            return f"{path}:{tail}" if sep else str(path)
+    try:
+        check_reference(ref, dict(model_args))
+    except SourceError as err:
+        raise UserInputError(f"{key}: {err}") from None
+    return ref
 
 
 def generated_names(entry: ModelEntry) -> dict[str, str]:
@@ -252,6 +301,51 @@ def _check_names(entries: tuple[ModelEntry, ...], where: str) -> None:
                 raise UserInputError(f"{where}: models[{i}] ({entry.name}) writes {what} as {name!r}, the name "
                                      f"{taken} already has in the model repository: rename one of them")
             owner[name] = (i, what)
+    _check_kube_names(entries, where)
+
+
+def _check_kube_names(entries: tuple[ModelEntry, ...], where: str) -> None:
+    """Names that differ only in case, '_', '-' or '.' (`Scorer`/`scorer`, `fraud_eu`/`fraud-eu`) become the same
+    Kubernetes object name (sizing.k8s.dns_name): one replica group's manifests would replace the other's."""
+    seen: dict[str, tuple[int, str]] = {}
+    for i, entry in enumerate(entries):
+        for name in (entry.name, *generated_names(entry)):
+            kube = dns_name(name)
+            j, other = seen.setdefault(kube, (i, name))
+            if other != name:
+                raise UserInputError(f"{where}: models[{i}] writes {name!r} and models[{j}] writes {other!r}, which "
+                                     f"become the same Kubernetes name {kube!r} (names are lower-cased and '_', '.' "
+                                     "become '-'): rename one of them")
+
+
+def _name(top: Mapping[str, Any], source: Path | None, where: str) -> str:
+    """The deployment's name: a folder (results/plan-<name>) and Kubernetes object names, so a model name's rule."""
+    given = top.get("name")
+    if given is None:
+        name = source.stem if source else "deployment"
+        return check_model_name(name, f"{where}: the file's name (no 'name:' given)")
+    if not isinstance(given, str):
+        raise UserInputError(f"{where}: name must be text, got {given!r}: quote it")
+    return check_model_name(given, f"{where}: name")
+
+
+def _section(cls: type, raw: Mapping[str, Any], where: str, key: str, skip: tuple[str, ...] = ()) -> Any:
+    """`costs:` or `limits:` as its dataclass, each number checked under its own key (`limits.max_models`)."""
+    _keys(f"{where}: {key}", raw, cls, skip=skip)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    whole, values = _whole(cls), {}
+    for k, v in raw.items():
+        if k == "by_device":
+            values[k] = dict(_mapping(v, f"{where}: {key}.by_device"))
+            continue
+        values[k] = _number(v, f"{where}: {key}.{k}", k in whole)
+        flag = flag_of(fields[k])
+        if flag is not None:
+            check_number(values[k], dataclasses.replace(flag, name=None), f"{where}: {key}.{k}")
+    try:
+        return cls(**values)
+    except UserInputError as err:
+        raise UserInputError(f"{where}: {key}: {err}") from None
 
 
 def parse(data: Any, source: Path | None = None) -> Deployment:
@@ -260,43 +354,23 @@ def parse(data: Any, source: Path | None = None) -> Deployment:
     folder = source.parent if source else Path.cwd()
     top = _mapping(data, where)
     _keys(where, top, Deployment, skip=("source",))
+    name = _name(top, source, where)
     models = top.get("models")
     if not isinstance(models, list):
         raise UserInputError(f"{where}: 'models' must be a list of models (name, model, peak_rps, p99_ms each)")
     entries = tuple(_model(m, i, folder, where) for i, m in enumerate(models))
     _check_names(entries, where)
-    costs_raw = _mapping(top.get("costs"), f"{where}: costs")
-    limits_raw = _mapping(top.get("limits"), f"{where}: limits")
-    _keys(f"{where}: costs", costs_raw, Costs)
-    _keys(f"{where}: limits", limits_raw, Limits, skip=("given_as",))
-    try:
-        costs = Costs(**{k: (dict(_mapping(v, f"{where}: costs.by_device")) if k == "by_device"
-                             else _number(v, f"{where}: costs.{k}")) for k, v in costs_raw.items()})
-        limits = Limits(**{k: _number(v, f"{where}: limits.{k}") for k, v in limits_raw.items()})
-    except UserInputError as err:
-        raise UserInputError(f"{where}: {err}") from None
-    if limits.max_replicas is not None and limits.max_replicas != int(limits.max_replicas):
-        raise UserInputError(f"{where}: limits.max_replicas must be a whole number, got {limits.max_replicas!r}")
-    name = str(top.get("name") or (source.stem if source else "deployment"))
+    costs = _section(Costs, _mapping(top.get("costs"), f"{where}: costs"), where, "costs")
+    limits = _section(Limits, _mapping(top.get("limits"), f"{where}: limits"), where, "limits", skip=("given_as",))
     return Deployment(name, entries, costs, limits, source)
 
 
 def load(path: str | Path) -> Deployment:
-    """Read and check a deployment file; one line for any mistake."""
-    import yaml
-
+    """Read and check a deployment file; one line for any mistake (inputfile: a regular file under FILE_LIMIT;
+    config.yamlfile: no key twice, aliases within a budget)."""
     path = Path(path)
-    if not path.is_file():
-        raise UserFileNotFoundError(f"deployment file {path} does not exist")
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError:
-        raise UserInputError(f"{path} is not UTF-8 text: a deployment file is YAML") from None
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise UserInputError(f"{path} is not valid YAML{at}: {getattr(err, 'problem', None) or err}") from None
-    return parse(data, path)
+    text = read_text(path, "--deployment", FILE_LIMIT, "a deployment file (YAML)")
+    return parse(load_yaml(text, str(path)), path)
 
 
 __all__ = ["Costs", "Deployment", "Limits", "ModelEntry", "generated_names", "load", "parse"]

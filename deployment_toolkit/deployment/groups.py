@@ -9,6 +9,7 @@ Measurement grows with the groups chosen, never with the groupings possible. `pl
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +22,7 @@ from .packing import (ModelLoad, PackedGroup, PackLimits, Packing, SharingFit, f
                       time_shared)
 from .traffic import Traffic, align, constant, read_csv
 
+log = logging.getLogger(__name__)
 MIX_FLOOR = 0.05  # a shared group's mix search goes down to this share of its predicted capacity
 MAX_PACKINGS = 3  # packings in a row, each measuring the groups it chose that were not measured yet
 
@@ -56,7 +58,9 @@ def traffic_of(deployment: Deployment) -> Traffic:
             series[m.name] = constant(m.peak_rps)
             continue
         s = read_csv(m.traffic)
-        if m.peak_given and s.peak > 0:
+        if m.peak_given and s.peak > 0:  # the file's shape, peak_rps its peak: the stated rule (file.py), said
+            log.info(f"{m.name}: traffic {m.traffic.name} scaled to peak_rps {m.peak_rps:g} (its own peak "
+                     f"{s.peak:g} inferences/s, x {m.peak_rps / s.peak:.3g})")
             s = dataclasses.replace(s, rates=tuple(r * m.peak_rps / s.peak for r in s.rates))
         series[m.name] = s
     return align(series)

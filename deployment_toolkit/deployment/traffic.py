@@ -23,7 +23,9 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from ..errors import UserFileNotFoundError, UserInputError
+from ..config.fields import MAX_RATE
+from ..errors import UserInputError
+from ..inputfile import read_text
 
 DAY_S = 86_400.0
 HEADERS = (("time", "rate"), ("time", "rps"))
@@ -106,16 +108,14 @@ def _rate(cell: str, where: str) -> float:
         raise UserInputError(f"{where}: rate {cell!r} is not finite: give inferences/s, e.g. 12.5")
     if rate < 0:
         raise UserInputError(f"{where}: rate {cell!r} is negative: a rate is >= 0 inferences/s")
+    if rate > MAX_RATE:
+        raise UserInputError(f"{where}: rate {cell!r} is above {MAX_RATE:g} inferences/s, the most a rate may be: "
+                             "give inferences/s (not per hour or per day)")
     return rate
 
 
 def _rows(path: Path) -> Iterable[tuple[int, list[str]]]:
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except FileNotFoundError:
-        raise UserFileNotFoundError(f"traffic file {path} does not exist: give a CSV of time,rate rows") from None
-    except UnicodeDecodeError:
-        raise UserInputError(f"{path} is not UTF-8 text: give a CSV of time,rate rows") from None
+    text = read_text(path, "traffic file", what="a CSV of time,rate rows")
     for number, cells in enumerate(csv.reader(text.splitlines()), start=1):
         cells = [c.strip() for c in cells]
         if not any(cells) or cells[0].startswith("#"):

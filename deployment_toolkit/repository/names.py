@@ -6,9 +6,12 @@ outside the repository. Every place where a name meets the filesystem checks it 
 """
 from __future__ import annotations
 
+import re
+
 from .config import ConfigError
 
 _FORBIDDEN = ("/", "\\", "\0")
+_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 # A folder name longer than this (bytes) is refused by Linux filesystems (NAME_MAX); the staging folders the
 # repository writes beside the model add a prefix and a suffix, hence the margin.
 MAX_NAME_BYTES = 200
@@ -35,6 +38,12 @@ def check_model_name(name: str, what: str = "--model-name") -> str:
             f"{what} {name!r} has non-ASCII characters: Triton's Python backend, which serves models on this host, "
             "cannot open a model folder with such a name (it encodes the path as ASCII); use ASCII letters, digits, "
             "'_', '-' and '.'")
+    if not _NAME.fullmatch(name):
+        bad = sorted({c for c in name if not (c.isalnum() or c in "_-.")})
+        why = f"has {', '.join(repr(c) for c in bad)}" if bad else f"starts with {name[0]!r}"
+        raise ModelNameError(
+            f"{what} {name!r} {why}: a model name is letters, digits, '_', '-' and '.', starting with a letter, a "
+            "digit or '_' (it becomes a folder, a URL segment and part of Kubernetes names), e.g. resnet50")
     if len(name.encode()) > MAX_NAME_BYTES:
         raise ModelNameError(f"{what} is {len(name.encode())} bytes long; a model name becomes a folder name, and "
                              f"the filesystem allows {MAX_NAME_BYTES} here: shorten it")

@@ -23,7 +23,8 @@ _SUFFIX_KIND = {".py": "python", ".onnx": "onnx", ".pt": "ts", ".ts": "ts", ".to
                 ".engine": "trt"}
 MODEL_FILE_SUFFIXES = tuple(_SUFFIX_KIND)  # a reference ending so names a file (read relative to where it was given)
 
-__all__ = ["KINDS", "MODEL_FILE_SUFFIXES", "ModelSource", "ResolvedModel", "SourceError", "create_model", "parse_reference",
+__all__ = ["KINDS", "MODEL_FILE_SUFFIXES", "ModelSource", "ResolvedModel", "SourceError", "check_reference",
+           "create_model", "parse_reference",
            "rebuild", "register_source", "resolve", "resolve_reference", "sha256_file", "short_name", "slugify",
            "source_of"]
 
@@ -46,6 +47,23 @@ def _is_zoo_name(ref: str) -> bool:
         return True
     except UnknownModelError:
         return False
+
+
+def check_reference(ref: str, kwargs: dict[str, Any] | None = None) -> None:
+    """A zoo name or timm:<arch> the toolkit does not know raises SourceError (with the closest names) now, before
+    any model is built; other references are checked where they are read (their files, their imports)."""
+    source = parse_reference(ref, kwargs=dict(kwargs or {}))
+    if source.kind == "timm":
+        from .timm_source import check_arch
+
+        check_arch(source.ref, dict(source.kwargs))
+    elif source.kind == "zoo":
+        from ..models import UnknownModelError, get_model
+
+        try:
+            get_model(source.ref)
+        except UnknownModelError as err:
+            raise SourceError(f"{err} (other sources: timm:<arch>, model.py, an ONNX/TorchScript file)") from None
 
 
 def parse_reference(ref: str, input_type: str | None = None, **fields: Any) -> ModelSource:

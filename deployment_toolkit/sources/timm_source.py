@@ -26,17 +26,24 @@ def _default_size(timm, arch: str) -> int:
     return int(size[-1]) if size else 224
 
 
-@register_source("timm")
-def resolve_timm(source: ModelSource) -> ResolvedModel:
+def check_arch(arch: str, kwargs: dict) -> None:
+    """An architecture timm knows, with only the overrides it takes (SourceError, one line): said before a model is
+    built, so a deployment's typo is found on read."""
     timm = import_timm()
-    arch = source.ref
     if not timm.is_model(arch):
         close = difflib.get_close_matches(arch, timm.list_models(), n=3)
         hint = f" Did you mean {', '.join(close)}?" if close else ""
         raise SourceError(f"timm does not know the architecture {arch!r}.{hint} (timm.list_models() lists them)")
-    unknown = sorted(set(source.kwargs) - set(OVERRIDES))
+    unknown = sorted(set(kwargs) - set(OVERRIDES))
     if unknown:
         raise SourceError(f"timm:{arch} takes --num-classes, --in-chans and --input-size, not {unknown}")
+
+
+@register_source("timm")
+def resolve_timm(source: ModelSource) -> ResolvedModel:
+    timm = import_timm()
+    arch = source.ref
+    check_arch(arch, dict(source.kwargs))
     if source.preset not in MAX_BATCH:
         raise SourceError(f"timm:{arch} has presets small and full, not {source.preset!r}")
     num_classes = int(source.kwargs.get("num_classes", 1000))
