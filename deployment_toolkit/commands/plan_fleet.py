@@ -31,8 +31,10 @@ EXAMPLE = """
         --result-path results/local/plan-deployment
 """
 # flags a deployment file replaces (each model's own, in the file)
+PER_MODEL_GROUPS = ("model source",)  # argument groups whose every flag is a model's own
 PER_MODEL_FLAGS = {"model": "--model", "input_path": "--input-path", "budget_ms": "--p99-ms", "peak_rps": "--peak-rps",
-                   "model_name": "--model-name", "checkpoint": "--checkpoint"}
+                   "model_name": "--model-name", "checkpoint": "--checkpoint", "data_dir": "--data-dir",
+                   "dataloader": "--dataloader", "dataloader_arg": "--dataloader-arg", "input_data": "--input-data"}
 
 
 def build_parser():
@@ -68,13 +70,24 @@ def _required(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
             p.error(f"the following arguments are required: {', '.join(missing)}")
         return
     fan_out = [f for d, f in (("write_job", "--write-job"), ("search_only", "--search-only"), ("gather", "--gather"))
-               if getattr(args, d)]
+               if getattr(args, d) is not None and getattr(args, d) is not False]
     if args.deployment is None and fan_out:
         p.error(f"{', '.join(fan_out)}: the fan-out is of a deployment's searches: give --deployment FILE")
-    given = [flag for dest, flag in PER_MODEL_FLAGS.items() if getattr(args, dest, None) not in (None, [], False)]
+    given = [flag for dest, flag in _per_model_flags(p).items() if getattr(args, dest, None) != p.get_default(dest)]
     if given:
-        p.error(f"{', '.join(given)}: --deployment names each model, its peak and its SLO; drop them (or plan one "
+        p.error(f"{', '.join(given)}: --deployment names each model, its data, its peak and its SLO (the file's "
+                "model, data, dataloader, model_args, checkpoint, peak_rps, p99_ms keys); drop them (or plan one "
                 "model without --deployment)")
+
+
+def _per_model_flags(p: argparse.ArgumentParser) -> dict[str, str]:
+    """Every flag a deployment file replaces: PER_MODEL_FLAGS and the whole model-source and data groups (the
+    file's entries say what each model is and what it is measured with), by destination."""
+    flags = {dest: flag for dest, flag in PER_MODEL_FLAGS.items()}
+    for group in p._action_groups:
+        if (group.title or "").startswith(PER_MODEL_GROUPS):
+            flags.update({a.dest: a.option_strings[0] for a in group._group_actions if a.option_strings})
+    return flags
 
 
 def deployment_plan(args: argparse.Namespace, command: str, result_dir: str | None = None, fan=None):
@@ -104,18 +117,14 @@ def write_job(args: argparse.Namespace, fan, argv: list[str]) -> int:
     given here."""
     from deployment_toolkit import api
     from deployment_toolkit.deployment.fanout import (GATHER_FILE, JOB_FILE, JobSpec, gather_job, gpu_node_selector,
-                                                      search_job, write_jobs)
+                                                      job_folder, node_selector_of, search_job, write_jobs)
     from deployment_toolkit.errors import UserInputError
     from deployment_toolkit.repository.config import host_has_gpu
     from deployment_toolkit.results.runinfo import gpu_info
 
+    job_folder(fan.write_job)  # a file, a path under one, a folder not writable: said before the file is read
     deployment = api.load_deployment(args.deployment)
-    selector = {}
-    for item in fan.node_selector:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise UserInputError(f"--node-selector {item!r}: give KEY=VALUE, e.g. nvidia.com/gpu.product=NVIDIA-H100")
-        selector[key] = value
+    selector = node_selector_of(fan.node_selector)  # each KEY=VALUE by Kubernetes' label rules
     gpus = gpu_info() if host_has_gpu() else []
     if not selector and isinstance(gpus, list) and gpus:
         selector = gpu_node_selector(str(gpus[0].get("name", "")))
@@ -126,7 +135,7 @@ def write_job(args: argparse.Namespace, fan, argv: list[str]) -> int:
     file = f"{spec.inputs_mount}/{Path(args.deployment).name}"
     result = f"{spec.results_mount}/plan-{deployment.name}"
     paths, checks = write_jobs({JOB_FILE: search_job(file, len(deployment.models), result, spec),
-                                GATHER_FILE: gather_job(file, result, spec)}, fan.write_job)
+                                GATHER_FILE: gather_job(file, result, spec)}, fan.write_job, force=fan.force)
     for line in checks:
         print(line)
     print(f"search job ({len(deployment.models)} indexes, one per model): {paths[JOB_FILE]}\n"
@@ -137,7 +146,7 @@ def write_job(args: argparse.Namespace, fan, argv: list[str]) -> int:
 def _passed_on(argv: list[str]) -> list[str]:
     """The plan's flags as given, less those the jobs set themselves (the file, the folders, the fan-out's own)."""
     own = {"--deployment": 1, "--result-path": 1, "--workspace": 1, "--write-job": 1, "--job-image": 1,
-           "--node-selector": 1, "--gather": 0, "--search-only": 0, "--index": 1}
+           "--node-selector": 1, "--force": 0, "--gather": 0, "--search-only": 0, "--index": 1}
     out, skip = [], 0
     for arg in argv:
         if skip:

@@ -105,6 +105,8 @@ class FanOut:
     node_selector: tuple[str, ...] = setting((), flag="--node-selector", action="append", metavar="KEY=VALUE",
                                              help="with --write-job: the target device's nodes (repeatable; default "
                                                   "on a GPU host: its nvidia.com/gpu.product)")
+    force: bool = setting(False, flag="--force", action="store_true",
+                          help="with --write-job: replace a job file there that was edited by hand")
     search_only: bool = setting(False, flag="--search-only", action="store_true",
                                 help="run only the search of the model --index names, into its own folder, and stop")
     index: int | None = setting(None, flag="--index", low=0, high=1_000_000,
@@ -115,14 +117,37 @@ class FanOut:
 
     def __post_init__(self) -> None:
         check_numbers(self)
+        if self.write_job is not None and not self.write_job.strip():  # `if fan.write_job:` would take it as absent
+            raise UserInputError("--write-job is empty (an unset shell variable?): give the folder to write the jobs "
+                                 "to")
+        if self.write_job is None and (self.job_image is not None or self.node_selector or self.force):
+            given = [f for f, v in (("--job-image", self.job_image is not None),
+                                    ("--node-selector", bool(self.node_selector)), ("--force", self.force)) if v]
+            raise UserInputError(f"{', '.join(given)}: only the jobs --write-job DIR writes take it; add --write-job "
+                                 "or drop it")
+        if self.write_job and self.gather:
+            raise UserInputError("--write-job writes the jobs and --gather runs the gathering: give one of them (the "
+                                 "gathering job --write-job writes runs --gather in its pod)")
         if self.search_only != (self.index is not None):
             raise UserInputError("--search-only and --index go together: --search-only --index I runs the search of "
                                  "the deployment's I-th model (from 0)")
         if self.write_job and not self.job_image:
             raise UserInputError("--write-job: name the image the pods run with --job-image (one with "
                                  "deployment-toolkit installed)")
+        self._check_job_flags()
         if self.search_only and (self.gather or self.write_job):
             raise UserInputError("--search-only runs one index of a search job: drop --gather / --write-job")
+
+    def _check_job_flags(self) -> None:
+        """The image and node selectors as the API server would take them, said now (one line naming the flag)
+        rather than at `kubectl apply` after the jobs were written."""
+        from ..sizing.k8s import image_problem
+        from .fanout import node_selector_of
+
+        if self.job_image is not None and (problem := image_problem(self.job_image)):
+            raise UserInputError(f"--job-image {self.job_image!r}: {problem}: give [REGISTRY[:PORT]/]PATH[:TAG]"
+                                 "[@sha256:DIGEST], e.g. registry.example/deployment-toolkit:1.0")
+        node_selector_of(self.node_selector)
 
 
 def check_demand(demand: Demand) -> None:

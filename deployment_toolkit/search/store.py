@@ -227,22 +227,53 @@ class SearchStore:
         atomic_write_text(self.path, json.dumps(doc, indent=1) + "\n")
 
 
+def _checkpoint_shape(doc: Any) -> str:
+    """What is wrong with a checkpoint's shape ("" when nothing): what `SearchStore.open` and the gathering read
+    from it (a hand-edited `[]`, `null` or {"clock": [true]} would be an AttributeError further on)."""
+    if not isinstance(doc, dict):
+        return f"a JSON object expected, got {type(doc).__name__ if doc is not None else 'null'}"
+    for key in ("points", "failures"):
+        value = doc.get(key)
+        if value is not None and not (isinstance(value, dict) and all(isinstance(v, dict) for v in value.values())):
+            return f"its {key!r} must be an object of objects, got {json.dumps(value)[:40]}"
+    clock = doc.get("clock")
+    if clock is not None and not isinstance(clock, dict):
+        return f"its 'clock' must be an object, got {json.dumps(clock)[:40]}"
+    clock = clock or {}
+    if not isinstance(clock.get("answers", []), list) or not isinstance(clock.get("complete", False), bool) \
+            or not isinstance(clock.get("settings", ""), str):
+        return "its 'clock' must hold settings (text), answers (a list) and complete (true/false)"
+    return ""
+
+
+def _read_object(path: Path) -> tuple[Any, str]:
+    """A JSON file's document, or why it cannot be read."""
+    try:
+        return json.loads(path.read_text()), ""
+    except (OSError, ValueError) as err:
+        return None, f"unreadable ({err})"
+
+
 def search_complete(result_dir: str | Path) -> tuple[bool, str]:
     """(True, "") when `result_dir` holds a search that ran to its end and wrote its outputs; else (False, why),
-    one short clause. Read from the files alone (no identity: the folder may come from another, identical host)."""
-    path = Path(result_dir) / POINTS_FILE
+    one short clause. Read from the files alone (no identity: the folder may come from another, identical host). A
+    record of the wrong shape (hand-edited) is named with what is wrong and what to do: its search cannot resume."""
+    folder = Path(result_dir)
+    path = folder / POINTS_FILE
     if not path.exists():
-        return False, "never started" if not Path(result_dir).exists() else f"no {POINTS_FILE}"
-    try:
-        clock = json.loads(path.read_text()).get("clock") or {}
-    except (OSError, ValueError) as err:
-        return False, f"{POINTS_FILE} unreadable ({err})"
-    if not clock.get("complete"):
+        return False, "never started" if not folder.exists() else f"no {POINTS_FILE}"
+    doc, unreadable = _read_object(path)
+    if unreadable:
+        return False, f"{POINTS_FILE} {unreadable}"
+    if shape := _checkpoint_shape(doc):
+        return False, f"{path} is not a search checkpoint ({shape}; edited by hand?): delete it, then rerun its index"
+    if not (doc.get("clock") or {}).get("complete"):
         return False, "interrupted (its checkpoint is kept: a rerun resumes it)"
-    try:
-        kind = (json.loads((Path(result_dir) / RUN_JSON).read_text()).get("config") or {}).get("kind")
-    except (OSError, ValueError):
-        kind = None
-    if kind != "search":
+    run, unreadable = _read_object(folder / RUN_JSON)
+    config = run.get("config") if isinstance(run, dict) else None
+    if not unreadable and not isinstance(run, dict) or config is not None and not isinstance(config, dict):
+        return False, (f"{folder / RUN_JSON} is not a run record (a JSON object with a 'config' object; edited by "
+                       "hand?): delete it, then rerun its index")
+    if (config or {}).get("kind") != "search":
         return False, "measured, but its outputs were not written (a rerun writes them without measuring)"
     return True, ""

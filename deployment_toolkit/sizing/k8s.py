@@ -4,7 +4,12 @@ and a KServe InferenceService using the Triton runtime.
 The Deployment, Service and HPA are validated against the Kubernetes OpenAPI schemas shipped in the
 `kubernetes-validate` wheel (offline, strict: unknown fields fail). KServe's CRDs are not in those schemas, so
 `check_inference_service` checks the InferenceService structurally (required fields, types, enums, quantities,
-storage URI scheme) instead.
+storage URI scheme) instead. Label keys and values (`label_problem`) and image references (`image_problem`) are
+checked by the API server's own rules, so a manifest the server would refuse is said before it is written.
+
+Over 400 lines on purpose: the manifests and the rules they are checked by (the schemas, KServe's structure, labels,
+images) are one job, what the API server will accept, and share their label rules (gpu_product_label names the node
+label the builders write and the form a refused GPU name is told).
 
 The model repository on the volume must be configured for the NGC container's native backends
 (`triton/config_model_on_triton.py --model-format onnx|ts-trace|trt`), not for the embedded server's Python
@@ -29,6 +34,16 @@ PORTS = CONTAINER_PORTS
 _QUANTITY = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+|[numkMGTPE]|[KMGTPE]i)?$")
 _DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+# Kubernetes' label rules (apimachinery validation): a key is [prefix/]name, the prefix a DNS-1123 subdomain
+_LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+# the Docker/OCI distribution reference grammar (github.com/distribution/reference, regexp.go)
+_IMAGE_HOST = re.compile(r"^(([a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])(\.([a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*"
+                         r"[a-zA-Z0-9]))*|\[[a-fA-F0-9:]+\])(:[0-9]+)?$")
+_IMAGE_PATH_COMPONENT = re.compile(r"^[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*$")
+_IMAGE_TAG = re.compile(r"^[\w][\w.-]{0,127}$")
+_IMAGE_DIGEST = re.compile(r"^(sha256:[a-f0-9]{64}|sha512:[a-f0-9]{128})$")
+GPU_PRODUCT_KEY = "nvidia.com/gpu.product"  # GPU feature discovery's label of a node's GPU
 _STORAGE_SCHEMES = ("pvc://", "s3://", "gs://", "https://", "http://", "hdfs://", "webhdfs://", "oci://", "hf://")
 
 HPA_HEADER = """\
@@ -55,6 +70,91 @@ def gpu_product_label(device: str) -> str:
     """GPU feature discovery's nvidia.com/gpu.product value for an nvidia-smi name (spaces -> dashes)."""
     s = re.sub(r"[^A-Za-z0-9_.-]+", "-", device.strip()).strip("-_.")
     return s[:63].rstrip("-_.")
+
+
+def label_key_problem(key: str) -> str | None:
+    """What Kubernetes would refuse in a label key (None: nothing): [prefix/]name, the prefix a DNS-1123 subdomain
+    of at most 253 characters, the name 1-63 letters, digits, '-', '_' and '.' between a letter or digit each end.
+    Said here, before a manifest is written, rather than by the API server at `kubectl apply`."""
+    if not isinstance(key, str) or not key:
+        return "the key is empty"
+    parts = key.split("/")
+    if len(parts) > 2:
+        return f"the key {key!r} has more than one '/' (a key is [prefix/]name)"
+    name = parts[-1]
+    if len(parts) == 2:
+        prefix = parts[0]
+        if not prefix or len(prefix) > 253 or not _DNS1123_SUBDOMAIN.match(prefix):
+            return (f"the key's prefix {prefix!r} is not a DNS subdomain (lowercase letters, digits, '-' and '.', at "
+                    "most 253, e.g. nvidia.com)")
+    if not name:
+        return f"the key {key!r} has no name after its prefix"
+    if len(name) > 63:
+        return f"the key's name is {len(name)} characters long, at most 63"
+    if not _LABEL_NAME.match(name):
+        return (f"the key's name {name!r} must be letters, digits, '-', '_' and '.', starting and ending with a "
+                "letter or digit")
+    return None
+
+
+def label_value_problem(value: str, key: str = "") -> str | None:
+    """What Kubernetes would refuse in a label value (None: nothing): empty, or 1-63 letters, digits, '-', '_' and
+    '.' between a letter or digit each end. A GPU named as nvidia-smi names it (spaces) is told GPU feature
+    discovery's form of the name, the value its nodes carry."""
+    if not isinstance(value, str):
+        return f"the value {value!r} is not text"
+    if len(value) > 63:
+        return f"the value is {len(value)} characters long, at most 63"
+    if not value or _LABEL_NAME.match(value):
+        return None
+    what = "has spaces" if " " in value else ("must be letters, digits, '-', '_' and '.', starting and ending "
+                                             "with a letter or digit")
+    suggestion = gpu_product_label(value)
+    if key == GPU_PRODUCT_KEY:
+        return (f"the value {value!r} {what}: GPU feature discovery labels the node {key}={suggestion} (nvidia-smi's "
+                "name with dashes)")
+    return f"the value {value!r} {what}" + (f" (e.g. {suggestion})" if suggestion else "")
+
+
+def label_problem(key: str, value: str) -> str | None:
+    """The first thing Kubernetes would refuse in the label key=value (None: nothing)."""
+    return label_key_problem(key) or label_value_problem(value, key)
+
+
+def image_problem(reference: str) -> str | None:
+    """What the Docker/OCI distribution reference grammar refuses in an image reference (None: nothing):
+    [host[:port]/]path[:tag][@sha256:digest], the path of lowercase letters and digits joined by '.', '_', '__' or
+    '-', the tag [A-Za-z0-9_][A-Za-z0-9_.-]{0,127}; no spaces. A pod with such an image would be refused by the API
+    server (or never pulled), after the manifests were written."""
+    if not isinstance(reference, str) or not reference.strip():
+        return "it is empty"
+    if any(c.isspace() for c in reference):
+        return "it has a space (an image reference has none)"
+    rest, at, digest = reference.partition("@")
+    if at and not _IMAGE_DIGEST.match(digest):
+        return f"its digest {digest!r} is not sha256: and 64 lowercase hex digits"
+    name, tag = rest, None
+    if rest.rfind(":") > rest.rfind("/"):
+        name, tag = rest[:rest.rfind(":")], rest[rest.rfind(":") + 1:]
+    parts = name.split("/")
+    host = parts[0] if len(parts) > 1 and ("." in parts[0] or ":" in parts[0] or parts[0] == "localhost"
+                                           or parts[0] != parts[0].lower()) else None
+    path = parts[1:] if host is not None else parts
+    if host is not None and not _IMAGE_HOST.match(host):
+        return f"its registry {host!r} is not a host name with an optional :port"
+    if any(not p for p in path):
+        return f"its repository path {'/'.join(path)!r} has an empty component ('//', or a '/' at an end)"
+    if "/".join(path) != "/".join(path).lower():
+        return (f"its repository path {'/'.join(path)!r} has upper case: repository names are lowercase "
+                f"({'/'.join(path).lower()!r})")
+    bad = next((p for p in path if not _IMAGE_PATH_COMPONENT.match(p)), None)
+    if bad is not None:
+        return (f"its path component {bad!r} must be lowercase letters and digits joined by '.', '_', '__' or '-'")
+    if len(name) > 255:
+        return f"its name is {len(name)} characters long, at most 255"
+    if tag is not None and not _IMAGE_TAG.match(tag):
+        return (f"its tag {tag!r} must be 1-128 letters, digits, '_', '.' and '-', not starting with '.' or '-'")
+    return None
 
 
 def _milli(value: float) -> str:
