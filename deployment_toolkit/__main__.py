@@ -66,6 +66,7 @@ COMMANDS: dict[str, Command] = {c.name: c for c in (
     Command("plan", "commands.plan_fleet",
             "from a model to a confirmed fleet plan: convert, search by open-loop capacity, size, confirm, manifests",
             D, "plan_fleet"),
+    Command("check-plan", "commands.check_plan", "re-test a written plan against a running Triton at its rates", D),
     Command("deploy-pipeline", "commands.deploy_pipeline",
             "a model with its pre/post-processing as a Triton ensemble: serve, verify, measure", P),
     Command("deploy-diffusion", "commands.deploy_diffusion", "deploy a diffusion sampler pipeline on Triton", P,
