@@ -128,9 +128,12 @@ class StepRunner:
                                 f"`{r.command}`" if r.command else ""] for r in self.results], "llrl")
 
     # ---- running ---------------------------------------------------------------------------
-    def call(self, name: str, fn: Callable[[], T], command: str = "", stage: str = "") -> T | None:
+    def call(self, name: str, fn: Callable[[], T], command: str = "", stage: str = "",
+             stop: bool | None = None) -> T | None:
         """Run `fn` in this process and return its result. A UserError or ToolkitError is the step's failure (its
-        first line the reason); any other exception is a bug and propagates after being recorded."""
+        first line the reason): raised as StepFailed when `stop` (default: the runner's stop_on_failure), else
+        recorded and None returned (a step the job can do without, e.g. one model of many); any other exception is
+        a bug and propagates after being recorded."""
         self.log(f"\n=== {name}" + (f"\n$ {command}" if command else ""))
         t0 = time.perf_counter()
         try:
@@ -138,7 +141,7 @@ class StepRunner:
         except (UserError, ToolkitError) as err:
             result = self.record(StepResult(name, StepStatus.FAILED, time.perf_counter() - t0, command,
                                             reason_line(err), "", stage))
-            if self.stop_on_failure:
+            if self.stop_on_failure if stop is None else stop:
                 raise StepFailed(result) from err
             return None
         except (KeyboardInterrupt, SystemExit) as err:  # Ctrl-C or SIGTERM (cli's handler): stopped, not a crash

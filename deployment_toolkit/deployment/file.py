@@ -209,7 +209,10 @@ def _peak(values: dict[str, Any], section: str) -> None:
 
     if "traffic" not in values:
         return
-    series = read_csv(values["traffic"])
+    try:
+        series = read_csv(values["traffic"])
+    except UserInputError as err:
+        raise UserInputError(f"{section}: traffic: {err}") from None
     if "peak_rps" not in values:
         values["peak_rps"], values["peak_given"] = series.peak, False
         if not series.peak > 0:

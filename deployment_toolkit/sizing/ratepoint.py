@@ -42,7 +42,7 @@ from typing import Any, Callable, Sequence
 
 from .. import committed
 from ..errors import UserError, UserInputError, reason_line
-from ..perf import telemetry
+from ..perf import neighbours, telemetry
 from ..perf.analyzer import (ARRIVALS, PerfOptions, PerfTarget, Schedule, ScheduleLatency, run_point,
                              write_schedule)
 from ..perf.analyzer.errors import EMPTY_WINDOW, PerfAnalyzerError, PerfAnalyzerTimeout
@@ -309,6 +309,7 @@ class Target:
     schedule_seed: int = 0  # the base of every point's arrival schedule seed (point_seed)
     samples_per_request: float = 1.0  # a batch-coupled model's stacked samples: each request is that many inferences
     driving: str = DRIVING  # what sends the requests, part of a point's key (a mix may be driven by one process)
+    remeasure: bool = True  # a disturbed window is measured again here; False: its mix re-measures it whole
 
 
 def arrival_band(target: Target, rate: float) -> Target:
@@ -374,12 +375,38 @@ def measure(target: Target, rate: float, store: RateStore, out_dir: Path, trial:
             tag: str = "") -> RatePoint:
     """The stored point for (config, distribution, rate, batch, options, trial), or measure and store it. The
     point's stability band is its options' or what its arrivals need (arrival_band), whichever is wider; its key
-    holds the band used."""
+    holds the band used. A window other processes disturbed (perf.neighbours) is never the point: it is measured
+    again once the host is quiet (at most MAX_REMEASURES times, then HostDisturbed); a stored disturbed row (a mix's
+    window, which its mix re-measures whole: `target.remeasure` False) is measured again on replay."""
     rate = round_rate(rate)
     target = arrival_band(target, rate)
     key = point_key(target, rate, trial)
-    if (row := store.get(key)) is not None:
+    rule = neighbours.policy()
+    if (row := store.get(key)) is not None and not (row.get("disturbed") and rule is neighbours.Policy.REMEASURE):
         return RatePoint(key, row)
+    for attempt in range(neighbours.MAX_REMEASURES + 1):
+        before = neighbours.read()
+        row = _measure_once(target, rate, key, out_dir, trial, tag)
+        disturbance = neighbours.between(before, neighbours.read())
+        row.update(disturbance.row())
+        again = disturbance.disturbed and rule is neighbours.Policy.REMEASURE and target.remeasure
+        neighbours.LEDGER.count(tag or "point", disturbance, again)
+        if not again:
+            break
+        if attempt == neighbours.MAX_REMEASURES:
+            raise neighbours.HostDisturbed(f"{target.config} at {rate:g} requests/s: no quiet window in "
+                                           f"{attempt + 1} tries ({disturbance.text()})")
+        _warn(f"{target.config} at {rate:g} requests/s: window disturbed ({disturbance.text()}); measuring again "
+              "once the host is quiet")
+        neighbours.wait_quiet()
+    store.put(key, row)
+    point = RatePoint(key, store.get(key) or row)
+    point.row.update({k: row[k] for k in ("cpu", "wall_s") if k in row})  # CPU accounting lives for this run only
+    return point
+
+
+def _measure_once(target: Target, rate: float, key: RateKey, out_dir: Path, trial: int, tag: str) -> dict[str, Any]:
+    """One run of perf_analyzer at `rate` on its seeded schedule: the row (not stored)."""
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{target.config}_{tag}t{trial}_{target.distribution}_r{rate:g}")
     seed = point_seed(target.schedule_seed, rate, trial)
     schedule = write_schedule(out_dir / f"{safe}.intervals", rate, schedule_seconds(target.options, rate),
@@ -401,17 +428,7 @@ def measure(target: Target, rate: float, store: RateStore, out_dir: Path, trial:
     wall = (datetime.now(timezone.utc) - started).total_seconds()
     after = target.cpu_probe() if target.cpu_probe else None
     text = result.log_path.read_text() if result.log_path and result.log_path.exists() else ""
-    latency, keep = None, committed.keeping_raw()
-    if result.profile_export is not None:
-        try:  # the summary stays beside the point; the raw export is dropped, or kept compressed (--keep-raw)
-            info = schedule_record(schedule, seed, rate, target.distribution)
-            latency = finish_point(schedule, result.profile_export, keep, MEASURED_BY, info).latency
-            result.profile_export = summary_path(result.profile_export)
-        except (ValueError, KeyError, OSError):
-            # an empty or cut export (seen on a short burst run): the row keeps perf_analyzer's own p99
-            drop_raw(result.profile_export, keep_raw=keep)
-            result.profile_export = None
-    drop_raw(schedule.path, keep_raw=keep)  # the row's seed regenerates it (make_schedule)
+    latency = _schedule_latency(result, schedule, seed, rate, target.distribution)
     row = row_from_outputs(rate * target.batch * target.samples_per_request, result.values, result.stable, text,
                            latency)
     row.update(_server_view(scraper, out_dir, key, row.get("answered")))
@@ -421,10 +438,24 @@ def measure(target: Target, rate: float, store: RateStore, out_dir: Path, trial:
     if before is not None and after is not None:
         row["cpu"] = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in after}
         row["wall_s"] = wall
-    store.put(key, row)
-    point = RatePoint(key, store.get(key) or row)
-    point.row.update({k: row[k] for k in ("cpu", "wall_s") if k in row})  # CPU accounting lives for this run only
-    return point
+    return row
+
+
+def _schedule_latency(result: PointResult, schedule: Any, seed: int, rate: float, distribution: str) -> Any:
+    """Latency from the intended send times (the profile export against the schedule); the summary stays beside the
+    point, the raw export is dropped or kept compressed (--keep-raw); None where the export is empty or cut."""
+    latency, keep = None, committed.keeping_raw()
+    if result.profile_export is not None:
+        try:
+            info = schedule_record(schedule, seed, rate, distribution)
+            latency = finish_point(schedule, result.profile_export, keep, MEASURED_BY, info).latency
+            result.profile_export = summary_path(result.profile_export)
+        except (ValueError, KeyError, OSError):
+            # an empty or cut export (seen on a short burst run): the row keeps perf_analyzer's own p99
+            drop_raw(result.profile_export, keep_raw=keep)
+            result.profile_export = None
+    drop_raw(schedule.path, keep_raw=keep)  # the row's seed regenerates it (make_schedule)
+    return latency
 
 
 def _warn(message: str) -> None:

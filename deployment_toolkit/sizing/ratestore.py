@@ -32,18 +32,20 @@ SCHEDULE_COLUMNS = ("sched_p50_ms", "sched_p90_ms", "sched_p99_ms", "late_pct", 
 SERVER_COLUMNS = ("server_infer_per_s", "server_avg_batch", "server_queue_us", "server_compute_us",
                   "server_pending", "server_cpu_util_pct", "server_cpu_memory_gib", "server_gpu_util_pct",
                   "server_gpu_memory_gib")
+# what other processes took of the usable cores during the point's window (perf.neighbours; empty before them)
+NEIGHBOUR_COLUMNS = ("others_cores", "others_share", "disturbed", "neighbours_source")
 MEASURE_COLUMNS = (
     "offered", "answered", "send_rate", "delayed_pct", "p50_ms", "p99_ms", "avg_ms", "server_queue_ms",
     *SCHEDULE_COLUMNS, "window_throughput", "window_latency_ms", "queue_growing", "client_limited", "stable",
-    *SERVER_COLUMNS,
+    *SERVER_COLUMNS, *NEIGHBOUR_COLUMNS,
 )
 PROVENANCE_COLUMNS = ("timestamp", "url", "command", "log", "schedule_seed", "profile_export", "identity")
 STORE_COLUMNS = (*KEY_COLUMNS, *MEASURE_COLUMNS, *PROVENANCE_COLUMNS)
 _FLOATS = {"request_rate", "offered", "answered", "send_rate", "delayed_pct", "p50_ms", "p99_ms", "avg_ms",
-           "server_queue_ms", *SCHEDULE_COLUMNS, *SERVER_COLUMNS}
+           "server_queue_ms", *SCHEDULE_COLUMNS, *SERVER_COLUMNS, "others_cores", "others_share"}
 _INTS = {"batch", "trial"}
 _OPTIONAL_INTS = {"schedule_seed"}
-_BOOLS = {"queue_growing", "client_limited", "stable"}
+_BOOLS = {"queue_growing", "client_limited", "stable", "disturbed"}
 _LISTS = {"window_throughput", "window_latency_ms"}
 # openloop.csv as results.rows stores it: keyed by RateKey's fields, sorted by (config, trial, request rate)
 SCHEMA = RowSchema(

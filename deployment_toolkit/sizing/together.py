@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping
 
+from ..perf import neighbours
 from ..perf.multistream import DriveError, DriveSpec, Stream, StreamResult, drive
 from .ratepoint import (MULTISTREAM, RatePoint, Target, client_limited, point_key, point_seed, queue_growing,
                         round_rate)
@@ -67,7 +68,8 @@ def measure_together(targets: Mapping[str, Target], rates: Mapping[str, float], 
     rates = {n: round_rate(rates[n]) for n in targets}
     keys = {n: point_key(t, rates[n], trial) for n, t in targets.items()}
     rows = {n: stores[n].get(k) for n, k in keys.items()}
-    if all(row is not None for row in rows.values()):
+    replay = neighbours.policy() is neighbours.Policy.RECORD  # a disturbed row is measured again (perf.neighbours)
+    if all(row is not None and (replay or not row.get("disturbed")) for row in rows.values()):
         return {n: RatePoint(keys[n], rows[n]) for n in targets}
     urls = {t.url for t in targets.values()}
     if len(urls) != 1:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import reason_line
 from ..spec import ModelSignature, SpecError, TensorSpec
 from .base import ARTIFACT_KINDS, DEFAULT_MAX_BATCH, ModelSource, ResolvedModel, SourceError, display_name, register_source
 from .common import input_specs, probe_outputs, task_and_metric
@@ -46,7 +47,11 @@ def ort_module(path: Path, input_names: list[str]):
     class OrtModule(torch.nn.Module):
         def __init__(self) -> None:
             super().__init__()
-            self.runtime = OnnxRuntime(str(path))
+            try:
+                self.runtime = OnnxRuntime(str(path))
+            except Exception as err:  # noqa: BLE001 - ONNX Runtime's own classes (Fail, InvalidGraph, ...) say why
+                raise SourceError(f"{path} cannot be loaded by ONNX Runtime: {reason_line(err, 300)} (export it "
+                                  "again with operators ONNX Runtime has, or give the model another way)") from None
             self.names = input_names
 
         def forward(self, *args):
