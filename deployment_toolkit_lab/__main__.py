@@ -52,6 +52,8 @@ COMMANDS: dict[str, Command] = {c.name: c for c in (
             "our search against Triton's Model Analyzer", B, "benchmark_vs_model_analyzer"),
     Command("bench-deployment-vs-model-analyzer", "commands.benchmark_deployment_vs_model_analyzer",
             "a deployment of several models: plan --deployment against Model Analyzer, judged under mixed traffic", B),
+    Command("bench-neighbour", "commands.benchmark_neighbour",
+            "a plan made while a neighbour busy-loops a core: its disturbed windows, measured again", B),
     Command("conversion-matrix", "commands.conversion_matrix", "which model converts to which format on this host", B,
             "conversion_matrix"),
     Command("pack-bench", "pack_bench",

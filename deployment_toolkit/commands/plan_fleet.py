@@ -4,8 +4,9 @@ the plan under open-loop traffic (and a burst), write the Kubernetes manifests a
 Any model reference the toolkit takes (zoo name, timm:<arch>, model.py + checkpoint, ONNX/TorchScript, a manifest)
 and the user's data (--data-dir / --dataloader). Rerunning the same command resumes the measured points.
 Exit status: 0 the plan is confirmed (derated first where the confirmation asked for it), 1 no round of the
-confirmation held (the last derated plan is written), 2 no plan (no config meets the SLO, the peak needs more than
---max-replicas, bad input).
+confirmation held (the last derated plan is written), or a deployment's model was left out (its search or hold
+failed: the others are planned, the report says why; a rerun measures only what is missing), 2 no plan (no model
+could be planned, the peak needs more than --max-replicas, bad input).
 
 With --deployment FILE (a YAML file of models, each with its peak or traffic over time and its p99 SLO, and the
 fleet's costs and limits: deployment_toolkit/deployment/file.py) the same planner runs for each model under its own
@@ -111,13 +112,15 @@ def deployment_plan(args: argparse.Namespace, command: str, result_dir: str | No
                                gather=bool(fan is not None and fan.gather))
 
 
-def write_job(args: argparse.Namespace, fan, argv: list[str]) -> int:
-    """`--write-job DIR`: the Indexed Job of the deployment's searches and the gathering job, validated, written;
-    nothing is searched. The pods take the deployment file from the inputs volume and the plan's other flags as
-    given here."""
+def write_job(args: argparse.Namespace, fan, argv: list[str] | None = None) -> int:
+    """`--write-job DIR`: the deployment's inputs staged, its claims, the Indexed Job of its searches and the
+    gathering job, validated, written; nothing is searched. The pods take the staged deployment file from the inputs
+    claim and the plan's flags as parsed here (`_passed_on`; `argv` is not read: nothing typed here reaches a
+    pod)."""
     from deployment_toolkit import api
-    from deployment_toolkit.deployment.fanout import (GATHER_FILE, JOB_FILE, JobSpec, gather_job, gpu_node_selector,
-                                                      job_folder, node_selector_of, search_job, write_jobs)
+    from deployment_toolkit.deployment.fanout import JOB_FILE, GATHER_FILE, gpu_node_selector, job_folder, \
+        node_selector_of
+    from deployment_toolkit.deployment.joboutput import JobRequest, README_FILE, write_kit
     from deployment_toolkit.errors import UserInputError
     from deployment_toolkit.repository.config import host_has_gpu
     from deployment_toolkit.results.runinfo import gpu_info
@@ -125,39 +128,31 @@ def write_job(args: argparse.Namespace, fan, argv: list[str]) -> int:
     job_folder(fan.write_job)  # a file, a path under one, a folder not writable: said before the file is read
     deployment = api.load_deployment(args.deployment)
     selector = node_selector_of(fan.node_selector)  # each KEY=VALUE by Kubernetes' label rules
+    pod_args = tuple(_passed_on(args))  # a path of this machine among the flags: refused before the GPU probe
     gpus = gpu_info() if host_has_gpu() else []
     if not selector and isinstance(gpus, list) and gpus:
         selector = gpu_node_selector(str(gpus[0].get("name", "")))
     if not selector:
         raise UserInputError("--write-job: this host has no GPU to name the pods' nodes by: give --node-selector "
                              "KEY=VALUE for the hosts the searches must run on (identical to each other)")
-    spec = JobSpec(image=fan.job_image, node_selector=selector, args=tuple(_passed_on(argv)))
-    file = f"{spec.inputs_mount}/{Path(args.deployment).name}"
-    result = f"{spec.results_mount}/plan-{deployment.name}"
-    paths, checks = write_jobs({JOB_FILE: search_job(file, len(deployment.models), result, spec),
-                                GATHER_FILE: gather_job(file, result, spec)}, fan.write_job, force=fan.force)
+    request = JobRequest.of(deployment, fan, selector, pod_args, namespace=args.namespace)
+    paths, checks, staged = write_kit(request)
     for line in checks:
         print(line)
-    print(f"search job ({len(deployment.models)} indexes, one per model): {paths[JOB_FILE]}\n"
-          f"gathering job (once every index succeeded): {paths[GATHER_FILE]}")
+    left = f"; {len(staged.left_out)} left out (listed in staged.json)" if staged.left_out else ""
+    print(f"inputs: {len(staged.files)} file(s), {staged.size / 2 ** 20:,.1f} MiB staged in {paths['inputs']}{left}\n"
+          f"search job ({len(deployment.models)} indexes, one per model): {paths[JOB_FILE]}\n"
+          f"gathering job (once every index succeeded): {paths[GATHER_FILE]}\n"
+          f"the kubectl commands, in order: {paths[README_FILE]}")
     return 0
 
 
-def _passed_on(argv: list[str]) -> list[str]:
-    """The plan's flags as given, less those the jobs set themselves (the file, the folders, the fan-out's own)."""
-    own = {"--deployment": 1, "--result-path": 1, "--workspace": 1, "--write-job": 1, "--job-image": 1,
-           "--node-selector": 1, "--force": 0, "--gather": 0, "--search-only": 0, "--index": 1}
-    out, skip = [], 0
-    for arg in argv:
-        if skip:
-            skip -= 1
-            continue
-        name = arg.split("=", 1)[0]
-        if name in own:
-            skip = own[name] if "=" not in arg else 0
-            continue
-        out.append(arg)
-    return out
+def _passed_on(args: argparse.Namespace) -> list[str]:
+    """The plan's flags for the pods, from the parsed settings (deployment.jobargs: each flag given, in its
+    canonical form, less those the jobs set themselves; a path of this machine refused)."""
+    from deployment_toolkit.deployment.jobargs import pod_args
+
+    return pod_args(build_parser(), args)
 
 
 def _settings(args: argparse.Namespace):
@@ -179,8 +174,13 @@ def report(result) -> int:
             print(f"  split: {split.text()}")
     if result.confirmed is None:
         print("  not confirmed (--no-confirm)")
+    for name, why in result.unplanned.items():
+        print(f"  left out: {name}: {why}")
+    measured, disturbed, again = result.disturbed
+    if disturbed:
+        print(f"  {disturbed} of {measured} measuring window(s) disturbed by other processes, {again} measured again")
     print(f"report: {result.out_dir / 'plan.md'} and {result.out_dir / 'plan.html'}")
-    return cli.EXIT_NOT_MET if result.confirmed is False else 0
+    return cli.EXIT_NOT_MET if result.code else 0
 
 
 def main(argv: list[str] | None = None) -> int:

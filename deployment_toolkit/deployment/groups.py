@@ -70,7 +70,7 @@ def _loads(plan: Any) -> tuple[ModelLoad, ...]:
     prints = plan.memory
     return tuple(ModelLoad(n, m.capacity, plan.traffic.rates[n],
                            (prints.models.get(n, 0.0) / 1e9) if prints is not None else 0.0,
-                           plan.sharing.get(n, 1.0)) for n, m in plan.models.items())
+                           plan.sharing.get(n, 1.0), plan.margin(n)) for n, m in plan.models.items())
 
 
 def _limits(plan: Any) -> PackLimits:
@@ -93,7 +93,7 @@ def refuse_over_limit(plan: Any) -> None:
     limits = _limits(plan)
     if limits.max_replicas is None:
         return
-    loads = tuple(ModelLoad(n, m.found, plan.traffic.rates[n]) for n, m in plan.models.items())
+    loads = tuple(ModelLoad(n, m.found, plan.traffic.rates[n], headroom=plan.margin(n)) for n, m in plan.models.items())
     bound = lower_bound(loads, dataclasses.replace(limits, max_replicas=None))
     if bound > limits.max_replicas:
         raise DeploymentPlanError(

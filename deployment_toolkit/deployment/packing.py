@@ -59,6 +59,7 @@ class ModelLoad:
     rates: tuple[float, ...]  # inferences/s per time slice (one value: a constant, e.g. a peak)
     memory_gb: float = 0.0  # resident memory in a replica (0: unknown)
     sharing: float = 1.0  # s_i in (0, 1]: 1 is pure time sharing
+    headroom: float | None = None  # its own spare capacity on top of its rates (None: PackLimits.headroom)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "rates", tuple(float(r) for r in self.rates))
@@ -213,8 +214,9 @@ def _group(p: Problem, members: Sequence[int], headroom: float) -> PackedGroup:
     total = load.sum(axis=0)
     t = int(np.argmax(total))
     rates = p.rates[members]
+    margin = [headroom if p.margin is None else float(p.margin[i]) for i in range(p.n)]
     return PackedGroup(tuple(p.names[i] for i in members), replicas,
-                       {p.names[i]: float(p.rates[i, t]) * (1 + headroom) / replicas for i in members}, t,
+                       {p.names[i]: float(p.rates[i, t]) * (1 + margin[i]) / replicas for i in members}, t,
                        float(total[t]), float(load.max(axis=1).sum()), float(rates.sum(axis=0).max()),
                        float(rates.max(axis=1).sum()), float(p.mem[members].sum()))
 
@@ -234,7 +236,8 @@ def _problem(models: Sequence[ModelLoad], limits: PackLimits, apart: Sequence[Se
     unplaced = {m.name for m in misfits}
     placed = [m for m in models if m.name not in unplaced]
     rates = np.array([m.rates * (slices // len(m.rates)) for m in placed], dtype=float).reshape(len(placed), slices)
-    u = rates * (1 + limits.headroom) / np.array([m.capacity for m in placed], dtype=float).reshape(-1, 1)
+    margin = np.array([limits.headroom if m.headroom is None else m.headroom for m in placed], dtype=float)
+    u = rates * (1 + margin.reshape(-1, 1)) / np.array([m.capacity for m in placed], dtype=float).reshape(-1, 1)
     v = u / np.array([m.sharing for m in placed], dtype=float).reshape(-1, 1)
     order = sorted(range(len(placed)), key=lambda i: (-float(v[i].max()), placed[i].name))
     index = {placed[i].name: k for k, i in enumerate(order)}
@@ -244,7 +247,7 @@ def _problem(models: Sequence[ModelLoad], limits: PackLimits, apart: Sequence[Se
     kept = [frozenset(index[n] for n in a if n in index) for a in apart]
     p = Problem([placed[i].name for i in order], rates[order], u[order], v[order],
                 np.array([placed[i].memory_gb for i in order], dtype=float), limits.room_gb, limits.max_models,
-                [a for a in kept if len(a) > 1])
+                [a for a in kept if len(a) > 1], margin[order])
     return p, misfits, slices
 
 

@@ -48,6 +48,7 @@ class Problem:
     room_gb: float | None  # memory per replica left by the server
     max_models: int | None
     apart: list[frozenset[int]]
+    margin: np.ndarray | None = None  # (n,) each model's own headroom (None: the limits' one for all)
 
     @property
     def n(self) -> int:
@@ -295,7 +296,7 @@ def sub_problem(p: Problem, keep: Sequence[int]) -> Problem:
     at = {i: k for k, i in enumerate(keep)}
     apart = [frozenset(at[i] for i in a) for a in p.apart if a <= set(at)]
     return Problem([p.names[i] for i in keep], p.rates[keep], p.u[keep], p.v[keep], p.mem[keep], p.room_gb,
-                   p.max_models, apart)
+                   p.max_models, apart, None if p.margin is None else p.margin[keep])
 
 
 def neighbourhood(p: Problem, groups: list[list[int]], rng: np.random.Generator, size: int) -> list[int]:

@@ -27,25 +27,27 @@ import logging
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from ..config import StepStatus
+from ..perf import neighbours
 from ..steps import StepRunner
-from .confirm import GroupConfirmation, burst_group, confirm_group
+from .confirm import GroupConfirmation
 from .errors import DeploymentPlanError
-from .fanout import search_dir
+from .fanout import search_dir, write_owner
 from .file import Deployment, ModelEntry
-from .groups import MeasuredGroup, Split, mix_of, pack_measured, refuse_over_limit, split_missed, traffic_of
-from .mixed import windowed
+from .groups import MeasuredGroup, Split, refuse_over_limit, traffic_of
+from .onserver import headroom, on_server, price
 from .packing import PackedGroup, Packing
 from .settings import DeploymentSettings
 from .traffic import Traffic
-from ..sizing.holding import Holding, Judged, hold
+from ..sizing.holding import Holding
 
 if TYPE_CHECKING:
     from ..search.request import SearchRequest
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 def workspace_of(deployment: Deployment, template: "SearchRequest") -> Path:
@@ -107,8 +109,9 @@ class DeploymentPlan:
     settings: DeploymentSettings
     resolution: float  # the searches' --capacity-resolution: the ensembles' and shared groups' bisections stop there
     models: dict[str, ModelPlan] = field(default_factory=dict)
-    headroom: float = 0.2
+    headroom: float = 0.2  # the widest of the margins (or the one given)
     headroom_note: str = ""
+    margins: dict[str, tuple[float, str]] = field(default_factory=dict)  # each model's headroom and where from
     price_per_replica: float | None = None
     device: str = ""
     traffic: Traffic | None = None
@@ -124,6 +127,47 @@ class DeploymentPlan:
     manifests: dict[str, Path] = field(default_factory=dict)
     repository: Path | None = None  # every model's winner (and pipeline), one repository for every replica group
     workspace: Path | None = None
+    only: bool = False  # one index of a fan-out: its one search's failure is the pod's (exit 2)
+    unplanned: dict[str, str] = field(default_factory=dict)  # models left out, each with its step's reason
+    windows: dict[str, tuple[int, int, int]] = field(default_factory=dict)  # a step's windows: measured, disturbed
+    # by other processes, measured again (perf.neighbours)
+
+    def step(self, name: str, fn: Callable[[], T], model: str | None = None) -> T | None:
+        """A stage through the plan's steps, with the measuring windows it took (perf.neighbours.LEDGER). `model`:
+        the stage is that model's alone; in a deployment of several, its failure leaves the model unplanned (its
+        step says failed, with the reason) and the plan goes on without it; alone, it is the plan's failure."""
+        before = neighbours.LEDGER.totals()
+        alone = model is None or len(self.deployment.models) == 1 or self.only
+        try:
+            value = self.steps.call(name, fn, stop=alone)
+        finally:
+            counted = tuple(a - b for a, b in zip(neighbours.LEDGER.totals(), before))
+            if counted[0]:
+                self.windows[name] = counted  # type: ignore[assignment]
+        if value is None and not alone:
+            self.drop(model, self.steps.results[-1].reason)
+        return value
+
+    def margin(self, name: str) -> float:
+        """The spare capacity `name` is planned with on top of its rates: its own (onserver.headroom)."""
+        return self.margins[name][0] if name in self.margins else self.headroom
+
+    def drop(self, name: str, reason: str) -> None:
+        """Leave `name` out of the plan with the reason (its search, its verification or its hold failed)."""
+        self.unplanned[name] = reason
+        self.models.pop(name, None)
+        log.warning(f"warning: {name} is left out of the plan: {reason}")
+
+    def check_some_planned(self) -> None:
+        """Every model unplanned is no plan: one line with each model's reason (exit 2)."""
+        if not self.models:
+            raise DeploymentPlanError("no model could be planned: " + "; ".join(
+                f"{n}: {why}" for n, why in self.unplanned.items()))
+
+    @property
+    def disturbed(self) -> tuple[int, int, int]:
+        """Every step's windows together: measured, disturbed, measured again."""
+        return tuple(sum(c[i] for c in self.windows.values()) for i in range(3))  # type: ignore[return-value]
 
     @property
     def packing(self) -> Packing | None:
@@ -167,7 +211,8 @@ class DeploymentPlan:
 
     @property
     def code(self) -> int:
-        return 1 if self.confirmed is False else 0
+        """0: every model planned and confirmed; 1: a group not confirmed, or a model left out (unplanned)."""
+        return 1 if self.confirmed is False or self.unplanned else 0
 
     @property
     def search(self) -> Any:
@@ -194,126 +239,12 @@ def _search(entry: ModelEntry, plan: DeploymentPlan, template: "SearchRequest") 
         run = search_step(request)
     except SearchError as err:
         raise DeploymentPlanError(f"{entry.name}: the search could not run: {err}") from None
+    write_owner(plan.out_dir, plan.deployment.name, entry)  # whose search the folder holds (the gathering checks)
     winner = run.outcome.decision.winner
     if winner is None or winner.capacity is None or winner.capacity.result.capacity is None:
         why = run.outcome.decision.message if winner is None else winner.detail
         raise DeploymentPlanError(f"{entry.name}: no config holds p99 <= {entry.p99_ms:g} ms: {why}")
     return ModelPlan(entry, run, float(winner.capacity.result.capacity), data=request.data.describe())
-
-
-def _target(model: ModelPlan, url: str, metrics_url: str | None, window_ms: int):
-    from ..sizing.ratepoint import Target, open_loop_options
-
-    fmt = model.search.outcome.decision.winner.candidate.format
-    manifest = next(f.manifest for f in model.search.formats if f.format == fmt)
-    from ..data.whole import samples_per_request
-
-    options = open_loop_options(model.search.options, window_ms=window_ms)
-    return Target(f"{model.entry.name}/{model.config}", model.search.model_name, url, 1, manifest.signature, options,
-                  metrics_url=metrics_url, samples_per_request=samples_per_request(manifest, options.input_data))
-
-
-def _held_alone(model: ModelPlan, out_dir: Path, retests: int, resolution: float) -> Holding:
-    """The model's capacity alone, held k of k. A pipeline is searched as the pipeline: its slowest step decides,
-    so its search starts from its own closed-loop measurements (never above its network's capacity), not from the
-    network's capacity re-tested downward (a Python step in front of an 8,000 inf/s network held 600); a bare
-    network starts from what its search found."""
-    from ..sizing.capacity import search
-    from ..sizing.ratepoint import measure
-    from ..sizing.seed import closed_loop_seed
-    from ..sizing.ratestore import RateStore
-
-    store = RateStore(out_dir)
-    slo = model.entry.p99_ms
-    if model.pipeline is not None:
-        seed = min(model.found, closed_loop_seed(model.target, slo, out_dir / "seed"))
-        found = search(lambda rate: measure(windowed(model.target, rate), rate, store, out_dir, 1, "ensemble"),
-                       seed, slo, resolution=resolution).capacity
-        if found is None:
-            return Holding(seed, None, retests)
-        model.found = found
-    if not retests:
-        return Holding(model.found, model.found, 0)
-    return hold(lambda rate, trial: Judged(measure(windowed(model.target, rate), rate, store, out_dir, trial, "hold"),
-                                            slo), model.found, retests)
-
-
-# ---- confirmation ----------------------------------------------------------------------------------
-
-def _confirm(plan: DeploymentPlan, group: PackedGroup) -> GroupConfirmation:
-    """The group at its worst slice's rates (derated where it fails), then its burst check."""
-    checks = plan.settings.checks
-    load = {n: group.rates[n] * group.replicas for n in group.models}  # the fleet's, headroom in
-    mix = mix_of(plan, group.models, dict(group.rates), "confirm", fresh=True)
-    confirmation = confirm_group(mix, load, group.replicas, checks.rounds, checks.trials)
-    if confirmation.passed and checks.burst_factor:
-        peak = {n: r / (1 + plan.headroom) for n, r in load.items()}
-        confirmation.burst = burst_group(mix, peak, confirmation.replicas, checks.burst_factor, checks.burst_seconds)
-    return confirmation
-
-
-def _price(plan: DeploymentPlan) -> float | None:
-    """$/h of one replica: sizing's price rule (a device named in by_device, else the GPU or host price)."""
-    from ..repository.config import host_has_gpu
-    from ..sizing.plan import Prices
-
-    costs = plan.deployment.costs
-    return Prices(dict(costs.by_device), costs.gpu_hour, costs.host_hour).price_for(plan.device, host_has_gpu())
-
-
-def _headroom(plan: DeploymentPlan) -> None:
-    """One rule: the headroom given (limits.headroom, --headroom), else the widest of the models' capacities' own
-    (max(spread of its searches, the search's resolution): sizing.openloop.derived_headroom)."""
-    from ..sizing.openloop import derived_headroom
-
-    given = plan.deployment.limits.headroom
-    if given is not None:
-        plan.headroom, plan.headroom_note = given, f"Headroom {given:.1%} (given)."
-        return
-    capacities = {n: m.search.outcome.decision.winner.capacity.result for n, m in plan.models.items()}
-    plan.headroom, plan.headroom_note = derived_headroom(capacities)
-
-
-def _on_server(plan: DeploymentPlan, server) -> None:
-    """Stages 3-5 on one server holding every model: memory, verification, capacities held, packing, confirmation."""
-    from ..repository.config import host_has_gpu
-    from . import pipelines
-    from .memory import measure_footprints
-
-    steps, checks, deployment = plan.steps, plan.settings.checks, plan.deployment
-    budget = deployment.limits.host_memory_gb if not host_has_gpu() else None
-    plan.memory = steps.call("each model's memory in a replica (loaded one at a time)",
-                             lambda: measure_footprints(server, plan.served(), budget))
-    for model in plan.models.values():
-        url = server.grpc_url if model.search.options.protocol == "grpc" else server.http_url
-        model.target = _target(model, url, server.metrics_url, checks.window_ms)
-        if model.pipeline is not None:
-            steps.call(f"{model.entry.name}: the served pipeline against its steps in-process",
-                       lambda m=model: pipelines.verify(m.pipeline, server.grpc_url))
-            model.target = pipelines.target(model.pipeline, model.target)
-        model.holding = steps.call(f"{model.entry.name}: capacity alone, held {checks.retests} of {checks.retests}",
-                                   lambda m=model: _held_alone(m, plan.out_dir / "alone" / m.entry.name,
-                                                               checks.retests, plan.resolution))
-        if model.capacity is None:
-            raise DeploymentPlanError(f"{model.entry.name}: {model.holding.text()}")
-    steps.call("which models share a replica and how many replicas (the solver; shared groups measured)",
-               lambda: pack_measured(plan))
-    if not checks.confirm:
-        steps.skip("confirmation of each replica group under its mixed traffic", "--no-confirm")
-        return
-    queue = list(plan.packing.groups)
-    while queue:
-        group = queue.pop(0)
-        confirmation = steps.call(
-            f"{' + '.join(group.models)}: confirmation of {group.replicas} replica(s) under its mixed traffic"
-            + (" and the burst check" if checks.burst_factor else ""), lambda g=group: _confirm(plan, g))
-        plan.confirmations.append(confirmation)
-        missed = confirmation.missed()
-        if group.shared and missed:  # each part has fewer models than its group: this ends
-            split = steps.call(f"{' + '.join(group.models)}: packed again with {', '.join(missed)} apart",
-                               lambda g=group, m=missed: split_missed(plan, g.models, m))
-            plan.splits.append(split)
-            queue[0:0] = split.parts
 
 
 def estimate_minutes(deployment: Deployment, template: "SearchRequest", settings: DeploymentSettings) -> float:
@@ -346,13 +277,14 @@ def plan_deployment(deployment: Deployment, out_dir: str | Path, settings: Deplo
     if only is not None and not 0 <= only < len(entries):
         raise DeploymentPlanError(f"--index {only}: the deployment has {len(entries)} models (0..{len(entries) - 1})")
     if gather:
-        searches_done(out_dir, [e.name for e in entries]).check()
+        searches_done(out_dir, [e.name for e in entries], deployment).check()  # finished, and this deployment's
     out_dir.mkdir(parents=True, exist_ok=True)
     workspace = workspace_of(deployment, template)
     steps_dir = out_dir if only is None else search_dir(out_dir, entries[only].name).parent
     plan = DeploymentPlan(deployment, out_dir, StepRunner(steps_dir, log=log.info), settings,
                           template.settings.capacity_resolution, workspace=workspace,
-                          repository=Path(template.job.model_repository or workspace / "model_repository"))
+                          repository=Path(template.job.model_repository or workspace / "model_repository"),
+                          only=only is not None)
     steps = plan.steps
     if only is not None:
         entries = (entries[only],)
@@ -360,33 +292,48 @@ def plan_deployment(deployment: Deployment, out_dir: str | Path, settings: Deplo
         plan.traffic = traffic_of(deployment)
         log.info(f"plan of {len(entries)} model(s): at most about {estimate_minutes(deployment, template, settings):,.0f}"
                  " min (each model's search budget, its hold, the shared groups measured, each group's confirmation)")
-    for entry in entries:
-        model = plan.models[entry.name] = steps.call(
-            f"{entry.name}: convert, verify and search under p99 <= {entry.p99_ms:g} ms",
-            lambda e=entry: _search(e, plan, template))
-        if entry.has_pipeline and only is None:
-            model.pipeline = steps.call(f"{entry.name}: pre/post-processing checked on its raw samples, as an ensemble",
-                                        lambda e=entry, m=model: pipelines.write(e, m.search, plan.repository,
-                                                                                 workspace / "pipelines" / e.name))
+    checked = plan.step("pipelines checked in process before any search", lambda: pipelines.check(
+        deployment, template, only)) if not gather and any(e.has_pipeline for e in entries) else {}
+    _searches(plan, entries, template, checked or {})
     if only is not None:
         return plan
-    _headroom(plan)
+    plan.check_some_planned()
+    headroom(plan)
     plan.device = str(cpu_info().get("model", ""))
-    plan.price_per_replica = _price(plan)
+    plan.price_per_replica = price(plan)
     limits = plan.deployment.limits
     if limits.max_replicas is not None:  # before a server starts: the bound at the capacities found, over the limit
-        steps.call(f"the fleet's lower bound within {limits.key('max_replicas')} {limits.max_replicas}",
-                   lambda: refuse_over_limit(plan))
+        plan.step(f"the fleet's lower bound within {limits.key('max_replicas')} {limits.max_replicas}",
+                  lambda: refuse_over_limit(plan))
     with LocalTritonServer(ServerConfig(plan.repository, model_control_mode="explicit",
                                         log_dir=out_dir / "logs",
                                         start_timeout_s=template.job.server.start_timeout_s)) as server:
-        _on_server(plan, server)
+        on_server(plan, server)
     if settings.deploy.k8s:
-        plan.manifests = steps.call("Kubernetes manifests per replica group", lambda: write_manifests(plan))
+        plan.manifests = plan.step("Kubernetes manifests per replica group", lambda: write_manifests(plan))
     else:
         steps.skip("Kubernetes manifests per replica group", "--no-k8s")
-    steps.call("plan.md and plan.html", lambda: write_report(plan))
+    plan.step("plan.md and plan.html", lambda: write_report(plan))
     return plan
+
+
+def _searches(plan: DeploymentPlan, entries: tuple[ModelEntry, ...], template: "SearchRequest",
+              checked: dict[str, Any]) -> None:
+    """Stage 1-2: each model searched, its pipeline written around its winner; one that fails is unplanned (in a
+    deployment of several) and the others go on."""
+    from . import pipelines
+
+    for entry in entries:
+        model = plan.step(f"{entry.name}: convert, verify and search under p99 <= {entry.p99_ms:g} ms",
+                          lambda e=entry: _search(e, plan, template), model=entry.name)
+        if model is None:
+            continue
+        plan.models[entry.name] = model
+        if entry.has_pipeline and not plan.only:
+            model.pipeline = plan.step(f"{entry.name}: pre/post-processing checked on its raw samples, as an "
+                                       "ensemble", lambda e=entry, m=model: pipelines.write(
+                                           e, m.search, plan.repository, plan.workspace / "pipelines" / e.name,
+                                           checked.get(e.name)), model=entry.name)
 
 
 PlanError = DeploymentPlanError  # the API's names since `plan` of one model had its own planner

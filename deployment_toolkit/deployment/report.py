@@ -44,11 +44,16 @@ def _fleet(plan) -> list[str]:
     md = ["## The fleet", "", f"**{plan.replicas} replica(s)**{cost} on {plan.device or 'this host'}; {verdict}.", ""]
     rows = [[" + ".join(g.models), "shared" if g.shared else "alone", g.replicas,
              ", ".join(f"{m} {r:,.1f}" for m, r in g.rates.items()),
+             ", ".join(f"{m} {plan.margin(m):.0%}" for m in g.models),
              f"{g.peak_of_sum_rps:,.1f} / {g.sum_of_peaks_rps:,.1f}" if g.shared else f"{g.peak_of_sum_rps:,.1f}"]
             for g in plan.groups]
     md += [markdown_table(["models on a replica", "", "replicas", "planned per replica at the worst time slice "
-                           "(inf/s, headroom in)", "peak of the sum / sum of the peaks (inf/s)"], rows, "llrll"), "",
+                           "(inf/s, headroom in)", "headroom (each model's own)",
+                           "peak of the sum / sum of the peaks (inf/s)"], rows, "llrlll"), "",
            plan.headroom_note + (f" ({d.limits.key('headroom')})" if d.limits.headroom is not None else ""), ""]
+    if plan.margins and d.limits.headroom is None:
+        md += [markdown_table(["model", "headroom", "from"], [[n, f"{h:.1%}", why] for n, (h, why)
+                                                               in plan.margins.items() if n in plan.models], "lrl"), ""]
     if packing is not None:
         gap = packing.gap
         md += ["## The packing", "",
@@ -84,6 +89,7 @@ def plan_markdown(plan) -> str:
     if command:
         md += [f"Command: `{command}`", ""]
     md += _fleet(plan)
+    md += _unplanned(plan)
     md += ["## Per model", ""]
     rows = []
     confirmations = {n: c for c in plan.confirmations for n in c.models}
@@ -134,8 +140,35 @@ def plan_markdown(plan) -> str:
     md += _searches(plan)
     if plan.manifests:
         md += ["## Kubernetes", ""] + [f"- `{_rel(plan, p)}`" for p in plan.manifests.values()] + [""]
+    md += _windows(plan)
     md += ["## Stages", "", plan.steps.table(), ""]
     return "\n".join(md)
+
+
+def _unplanned(plan) -> list[str]:
+    """The models left out (their search, verification or hold failed) and why: the fleet above carries the others."""
+    if not plan.unplanned:
+        return []
+    rows = [[name, why] for name, why in plan.unplanned.items()]
+    return ["## Left out of the plan", "",
+            f"**{len(plan.unplanned)} model(s) could not be planned** (the command exits 1); the fleet above carries "
+            "the others. Rerunning the same command measures only what is missing.", "",
+            markdown_table(["model", "why"], rows, "ll"), ""]
+
+
+def _windows(plan) -> list[str]:
+    """Each measuring step's windows and how many other processes disturbed (perf.neighbours)."""
+    from ..perf.neighbours import DISTURBED_SHARE, MAX_REMEASURES
+
+    if not plan.windows:
+        return []
+    total, disturbed, again = plan.disturbed
+    rows = [[name, w, d, a] for name, (w, d, a) in plan.windows.items()]
+    return ["## Measuring windows and the host's other processes", "",
+            f"{total} window(s) measured, **{disturbed} disturbed** (other processes took more than "
+            f"{DISTURBED_SHARE:.0%} of the usable cores), {again} measured again once the host was quiet (at most "
+            f"{MAX_REMEASURES} times each); a disturbed window is never a capacity nor the reason a rate failed.", "",
+            markdown_table(["step", "windows", "disturbed", "measured again"], rows, "lrrr"), ""]
 
 
 def _searches(plan) -> list[str]:
@@ -173,7 +206,8 @@ def replica_sets(plan) -> dict[tuple[str, ...], ReplicaSet]:
 
     cores = (hardware().get("cpu") or {}).get("usable_cores")
     return {g.models: ReplicaSet("-".join(g.models), str(plan.out_dir), g.replicas, sum(g.rates.values()),
-                                 min(plan.deployment.model(m).p99_ms for m in g.models), plan.headroom,
+                                 min(plan.deployment.model(m).p99_ms for m in g.models),
+                                 max(plan.margin(m) for m in g.models),
                                  ("mix capacity" if g.shared else "capacity") + " held k of k, confirmed",
                                  gpu=host_has_gpu(), device=plan.device, usable_cores=cores)
             for g in plan.groups}
@@ -212,6 +246,7 @@ def write_report(plan) -> dict[str, Path]:
     RunFolder(plan.out_dir).record({
         "kind": "deployment-plan", "deployment": str(plan.deployment.source or plan.deployment.name),
         "settings": asdict(plan.settings), "headroom": plan.headroom,
+        "margins": {n: {"headroom": h, "from": why} for n, (h, why) in plan.margins.items()},
         "models": {n: {"reference": m.entry.model, "peak_rps": m.entry.peak_rps, "p99_ms": m.entry.p99_ms,
                        "traffic": str(m.entry.traffic) if m.entry.traffic else None, "config": m.config,
                        "capacity_found": m.found, "capacity_held": m.capacity,
@@ -233,6 +268,9 @@ def write_report(plan) -> dict[str, Path]:
                            "client_shared_models": max((p.shared for p in c.points), default=None)}
                           for c in plan.confirmations],
         "replicas": plan.replicas, "cost_h": plan.cost_per_hour, "confirmed": plan.confirmed,
+        "unplanned": dict(plan.unplanned),
+        "windows": {name: {"measured": w, "disturbed": d, "measured_again": a}
+                    for name, (w, d, a) in plan.windows.items()},
         "steps": [r.to_dict() for r in plan.steps.results]})
     paths["run.json"] = plan.out_dir / "run.json"
     return paths

@@ -13,6 +13,9 @@ from ..sizing.request import (DEFAULT_BURST_FACTOR, DEFAULT_BURST_SECONDS, DEFAU
 from .mixed import LoadGenerator
 from .packing import SolverSettings
 
+RESULTS_SIZE = "50Gi"  # the results claim's default: every search's folder, the artifacts, the plan
+MIN_JOB_MEMORY = 2 ** 30  # a pod runs tritonserver, perf_analyzer and the model: under 1 GiB is a unit forgotten
+
 
 @dataclass
 class Demand:
@@ -114,15 +117,29 @@ class FanOut:
     gather: bool = setting(False, flag="--gather", action="store_true",
                            help="plan from the searches a search job left; refuse in one line when any is missing "
                                 "instead of searching it here")
+    job_cpu: int | None = setting(None, flag="--job-cpu", low=1, high=1024, metavar="CORES",
+                                  help="with --write-job: whole cores per pod, requested and limited alike (default 4)")
+    job_memory: str | None = setting(None, flag="--job-memory", metavar="QUANTITY",
+                                     help="with --write-job: memory per pod, a Kubernetes quantity (default 16Gi)")
+    job_gpus: int | None = setting(None, flag="--job-gpus", low=0, high=64, metavar="N",
+                                   help="with --write-job: nvidia.com/gpu per pod, with the toleration of the GPU "
+                                        "nodes' taint (default 1 under a nvidia.com/gpu.product node selector, else 0)")
+    parallelism: int | None = setting(None, flag="--parallelism", low=1, high=100_000, metavar="PODS",
+                                      help="with --write-job: searches at once (default: every model's)")
+    results_claim: str | None = setting(None, flag="--results-claim", metavar="NAME",
+                                        help="with --write-job: an existing ReadWriteMany PersistentVolumeClaim for "
+                                             "the results (default: <name>-results, written beside the jobs)")
+    results_size: str | None = setting(None, flag="--results-size", metavar="QUANTITY",
+                                       help=f"with --write-job: the results claim's storage (default {RESULTS_SIZE})")
+    storage_class: str | None = setting(None, flag="--storage-class", metavar="NAME",
+                                        help="with --write-job: the claims' storage class (default: the cluster's)")
 
     def __post_init__(self) -> None:
         check_numbers(self)
         if self.write_job is not None and not self.write_job.strip():  # `if fan.write_job:` would take it as absent
             raise UserInputError("--write-job is empty (an unset shell variable?): give the folder to write the jobs "
                                  "to")
-        if self.write_job is None and (self.job_image is not None or self.node_selector or self.force):
-            given = [f for f, v in (("--job-image", self.job_image is not None),
-                                    ("--node-selector", bool(self.node_selector)), ("--force", self.force)) if v]
+        if self.write_job is None and (given := self._job_flags_given()):
             raise UserInputError(f"{', '.join(given)}: only the jobs --write-job DIR writes take it; add --write-job "
                                  "or drop it")
         if self.write_job and self.gather:
@@ -138,16 +155,39 @@ class FanOut:
         if self.search_only and (self.gather or self.write_job):
             raise UserInputError("--search-only runs one index of a search job: drop --gather / --write-job")
 
+    def _job_flags_given(self) -> list[str]:
+        """The flags only the jobs --write-job writes take, as given."""
+        values = {"--job-image": self.job_image, "--node-selector": self.node_selector or None,
+                  "--force": self.force or None, "--job-cpu": self.job_cpu, "--job-memory": self.job_memory,
+                  "--job-gpus": self.job_gpus, "--parallelism": self.parallelism,
+                  "--results-claim": self.results_claim, "--results-size": self.results_size,
+                  "--storage-class": self.storage_class}
+        return [flag for flag, value in values.items() if value is not None]
+
     def _check_job_flags(self) -> None:
-        """The image and node selectors as the API server would take them, said now (one line naming the flag)
-        rather than at `kubectl apply` after the jobs were written."""
-        from ..sizing.k8s import image_problem
+        """The image, node selectors, quantities and names as the API server would take them, said now (one line
+        naming the flag) rather than at `kubectl apply` after the jobs were written."""
+        from ..sizing.k8s import image_problem, quantity_value, subdomain_problem
         from .fanout import node_selector_of
 
         if self.job_image is not None and (problem := image_problem(self.job_image)):
             raise UserInputError(f"--job-image {self.job_image!r}: {problem}: give [REGISTRY[:PORT]/]PATH[:TAG]"
                                  "[@sha256:DIGEST], e.g. registry.example/deployment-toolkit:1.0")
         node_selector_of(self.node_selector)
+        for flag, value, least in (("--job-memory", self.job_memory, MIN_JOB_MEMORY),
+                                   ("--results-size", self.results_size, 2 ** 30)):
+            if value is None:
+                continue
+            amount = quantity_value(value)
+            if amount is None:
+                raise UserInputError(f"{flag} {value!r} is not a Kubernetes quantity: give a number and a unit, "
+                                     "e.g. 16Gi or 500M (no space, no 'B')")
+            if amount < least:
+                raise UserInputError(f"{flag} {value!r} is {amount / 2 ** 20:,.0f} MiB: give at least "
+                                     f"{least // 2 ** 30}Gi (a number without a unit is bytes)")
+        for flag, value in (("--results-claim", self.results_claim), ("--storage-class", self.storage_class)):
+            if value is not None and (problem := subdomain_problem(value)):
+                raise UserInputError(f"{flag} {value!r}: {problem}: give the name as `kubectl get` shows it")
 
 
 def check_demand(demand: Demand) -> None:

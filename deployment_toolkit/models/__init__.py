@@ -21,6 +21,28 @@ def _load_families() -> None:
                 raise
 
 
+# The names the families that import torch at import register (geospatial, diffusion): a name is checked against
+# them without importing torch (a deployment file is checked on read, in seconds); tests/unit/export/test_zoo.py
+# holds them equal to what those modules register.
+HEAVY_FAMILY_NAMES = {"geospatial": ("dofa_vit", "s2_resnet50", "s2_vit_small"), "diffusion": ("sd_unet",)}
+
+
+def zoo_names() -> tuple[str, ...]:
+    """Every zoo name, importing only the families that do not import torch (the others' names are declared)."""
+    from . import classification, segmentation  # noqa: F401  (cheap: their builders import torch when called)
+
+    return tuple(sorted(set(_REGISTRY) | {n for names in HEAVY_FAMILY_NAMES.values() for n in names}))
+
+
+def check_zoo_name(name: str) -> None:
+    """UnknownModelError (with the closest names) unless `name` is a zoo name; no torch import."""
+    names = zoo_names()
+    if name not in names:
+        close = difflib.get_close_matches(name, names, n=3)
+        hint = f" Did you mean {', '.join(close)}?" if close else ""
+        raise UnknownModelError(f"unknown model {name!r}.{hint} Registered models: {', '.join(names)}")
+
+
 def get_model(name: str) -> ModelEntry:
     _load_families()
     try:
@@ -38,4 +60,5 @@ def list_models(family: str | None = None) -> list[ModelEntry]:
     return [e for e in sorted(_REGISTRY.values(), key=lambda e: (e.family, e.name)) if family in (None, e.family)]
 
 
-__all__ = ["ModelEntry", "Preset", "UnknownModelError", "get_model", "list_models", "register_model"]
+__all__ = ["HEAVY_FAMILY_NAMES", "ModelEntry", "Preset", "UnknownModelError", "check_zoo_name", "get_model",
+           "list_models", "register_model", "zoo_names"]

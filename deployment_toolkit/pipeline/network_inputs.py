@@ -33,6 +33,7 @@ from .plan import Prepared, prepare
 from .ports import Port, shape_text
 from .raw import DEFAULT_MAX_SAMPLES
 from .stepfile import StepFile, StepKind, load_step
+from .wiring import pre_by_position
 
 CHECKED_SAMPLES = 8  # of a deployment entry's own `data:`, checked against the preprocess's outputs
 
@@ -53,10 +54,7 @@ class NetworkInputs:
 
     def shapes(self) -> dict[str, dict[str, Any]]:
         """The form ModelSource.input_shapes / data_inputs take: {name: {shape, dtype, example_shape, value_range}}."""
-        return {t.name: {"shape": list(t.shape), "dtype": t.dtype,
-                         "example_shape": list(t.example_shape) if t.example_shape is not None else None,
-                         "value_range": list(t.value_range) if t.value_range is not None else None}
-                for t in self.specs}
+        return _shapes(self.specs)
 
     def describe(self) -> str:
         return ", ".join(f"{t.name!r} {t.dtype} {shape_text(t.shape)}" for t in self.specs)
@@ -118,9 +116,9 @@ def _value_range(arrays: Sequence[np.ndarray]) -> tuple[int, int] | None:
     return min(int(a.min()) for a in arrays if a.size), max(int(a.max()) for a in arrays if a.size) + 1
 
 
-def inputs_from_prepared(prepared: Prepared, folder: str | Path, keep: Sequence[str] | None = None) -> NetworkInputs:
-    """The network's inputs from a prepared preprocess run (its numeric outputs, or those `keep` names), their
-    per-sample values written into `folder` (its old .npz files removed: the folder is the toolkit's)."""
+def input_specs(prepared: Prepared, keep: Sequence[str] | None = None) -> tuple[TensorSpec, ...]:
+    """The network's inputs as a prepared preprocess run gives them (its numeric outputs, or those `keep` names),
+    read from its outputs alone: nothing written."""
     pre = prepared.pre
     if pre is None:
         raise UserInputError("the network's inputs come from a preprocess: give one")
@@ -139,23 +137,76 @@ def inputs_from_prepared(prepared: Prepared, folder: str | Path, keep: Sequence[
         except SpecError as err:
             raise UserInputError(f"{pre.path.name}: output {port.describe()} cannot be a network input: "
                                  f"{err}") from None
+    return tuple(specs)
+
+
+def declared_inputs(source: ModelSource, specs: Sequence[TensorSpec]) -> tuple[Port, ...] | None:
+    """The inputs a network declares itself (a timm or zoo model, an ONNX file, a model.py's get_signature), which
+    the preprocess's arrays must feed; None where it takes whatever the preprocess gives (a model.py without
+    get_signature) or cannot say without them (a get_signature whose dynamic dims need the preprocess's names)."""
+    from ..sources import SourceError, resolve
+    from ..sources.python import SIGNATURE_FN, load_module
+
+    if source.input_shapes:
+        return tuple(Port(n, (d.get("dtype") if isinstance(d, dict) else None) or "float32",
+                          tuple(d["shape"] if isinstance(d, dict) else d)) for n, d in source.input_shapes.items())
+    fed = dataclasses.replace(source)
+    if source.kind == "python":
+        if not callable(getattr(load_module(source.ref)[0], SIGNATURE_FN, None)):
+            return None
+        fed = dataclasses.replace(source, data_inputs=_shapes(specs))
+    try:
+        return tuple(Port.from_spec(t) for t in resolve(fed).signature.inputs)
+    except SourceError:
+        if source.kind == "python":
+            return None  # said again, with its cause, where the network is resolved for its search
+        raise
+
+
+def by_position(source: ModelSource, specs: Sequence[TensorSpec]) -> dict[str, str]:
+    """{preprocess output: network input} where the preprocess's only array feeds a network's only declared input
+    of another name (wiring.pre_by_position): the network's inputs are then written under its own name."""
+    declared = declared_inputs(source, specs)
+    if declared is None:
+        return {}
+    given = [Port(t.name, t.dtype, t.shape) for t in specs]
+    return {b.given: b.taken for b in pre_by_position(given, declared)}
+
+
+def _shapes(specs: Sequence[TensorSpec]) -> dict[str, dict[str, Any]]:
+    """Specs in the form ModelSource.input_shapes / data_inputs take: {name: {shape, dtype, example_shape, ...}}."""
+    return {t.name: {"shape": list(t.shape), "dtype": t.dtype,
+                     "example_shape": list(t.example_shape) if t.example_shape is not None else None,
+                     "value_range": list(t.value_range) if t.value_range is not None else None}
+            for t in specs}
+
+
+def inputs_from_prepared(prepared: Prepared, folder: str | Path, keep: Sequence[str] | None = None,
+                         model: ModelSource | None = None) -> NetworkInputs:
+    """The network's inputs from a prepared preprocess run (its numeric outputs, or those `keep` names), their
+    per-sample values written into `folder` (its old .npz files removed: the folder is the toolkit's). `model`: the
+    network they feed; its only input takes the preprocess's only array by position (by_position), under its name."""
+    specs = input_specs(prepared, keep)
+    renamed = by_position(model, specs) if model is not None else {}
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     for old in folder.glob("*.npz"):
         old.unlink()
     for sample, run in zip(prepared.raw.samples, prepared.runs):
-        np.savez(folder / f"{sample.name}.npz", **{p.name: run.pre[p.name][0] for p in ports})
-    return NetworkInputs(tuple(specs), folder, len(prepared.runs), pre.path)
+        np.savez(folder / f"{sample.name}.npz", **{renamed.get(t.name, t.name): run.pre[t.name][0] for t in specs})
+    specs = tuple(dataclasses.replace(t, name=renamed.get(t.name, t.name)) for t in specs)
+    return NetworkInputs(specs, folder, len(prepared.runs), prepared.pre.path)  # type: ignore[union-attr]
 
 
 def network_inputs(preprocess: str | Path | StepFile, raw_data: str | Path, folder: str | Path, *,
                    max_batch_size: int = DEFAULT_MAX_BATCH, max_samples: int = DEFAULT_MAX_SAMPLES,
-                   keep: Sequence[str] | None = None) -> NetworkInputs:
+                   keep: Sequence[str] | None = None, model: ModelSource | None = None) -> NetworkInputs:
     """Run the preprocess in-process on the raw samples (each alone, then batches up to `max_batch_size`, every
-    failure one line) and return the network's inputs, their per-sample values written into `folder`."""
+    failure one line) and return the network's inputs, their per-sample values written into `folder` (under the
+    name of the input of `model` that takes them, where one is wired by position)."""
     step = preprocess if isinstance(preprocess, StepFile) else load_step(preprocess, StepKind.PREPROCESS)
     return inputs_from_prepared(prepare(raw_data, step, max_samples=max_samples, max_batch_size=max_batch_size),
-                                folder, keep)
+                                folder, keep, model)
 
 
 def as_source(model: "str | Path | ModelSource", preset: str) -> ModelSource:
@@ -165,4 +216,5 @@ def as_source(model: "str | Path | ModelSource", preset: str) -> ModelSource:
     return parse_reference(str(model), preset=preset)
 
 
-__all__ = ["NetworkInputs", "as_source", "inputs_from_prepared", "network_inputs"]
+__all__ = ["NetworkInputs", "as_source", "by_position", "declared_inputs", "input_specs", "inputs_from_prepared",
+           "network_inputs"]

@@ -19,7 +19,7 @@ from ..watchdog import user_stage
 from .ports import Port, port_of_arrays
 from .raw import DEFAULT_MAX_SAMPLES, RawData, read_raw
 from .stepfile import StepFile
-from .wiring import WiredStep, Wiring, check_preprocess, wire
+from .wiring import Providers, WiredStep, Wiring, check_preprocess, post_by_position, wire
 
 log = logging.getLogger(__name__)
 Arrays = dict[str, np.ndarray]
@@ -162,8 +162,13 @@ def check_batches(step: StepFile, feeds: Sequence[Arrays], samples: Sequence[str
     return outputs
 
 
-def _post_inputs(post: StepFile, providers: Sequence[tuple[str, Sequence[Port]]]) -> tuple[Port, ...]:
-    """The postprocess's input ports: declared, or those of the providers' tensors its parameters name."""
+def _post_inputs(post: StepFile, providers: Providers) -> tuple[Port, ...]:
+    """The postprocess's input ports: declared, or those of the providers' tensors its parameters name (the model's
+    only output for the one parameter no tensor names: wired by position). Two or more outputs for a parameter that
+    matches none are refused here, naming the file, the outputs and the parameter."""
+    names = [p.name for p in post.declared_inputs] if post.declared_inputs is not None else list(post.parameters)
+    positions = {b.taken: b.given for b in post_by_position(
+        names, providers, {p.name: p for p in post.declared_inputs or ()}, where=post.path.name)}
     if post.declared_inputs is not None:
         return post.declared_inputs
     found = {}
@@ -173,11 +178,12 @@ def _post_inputs(post: StepFile, providers: Sequence[tuple[str, Sequence[Port]]]
     left = [o for o in model_outputs if o.name not in post.parameters]
     out = []
     for name in post.parameters:
-        if name not in found:
+        given = found.get(positions.get(name, name))
+        if given is None:
             hint = f"name the parameter {left[0].name!r}" if left else "declare INPUTS"
             raise UserInputError(f"postprocess takes {name!r}, which the model does not give (it gives "
                                  f"{', '.join(p.describe() for p in model_outputs)}): {hint}")
-        out.append(found[name])
+        out.append(Port(name, given.dtype, given.shape))
     return tuple(out)
 
 
@@ -218,39 +224,49 @@ def plan_pipeline(names: PipelineNames, artifact_dir: str | Path, prepared: Prep
                   predict: Predict) -> PipelinePlan:
     """Check the preprocess against the model, run the model and the postprocess in-process on the prepared
     samples, checking every hand-over; raises UserInputError with one line at the first mismatch."""
-    pre, raw, runs, samples = prepared.pre, prepared.raw, prepared.runs, prepared.samples
     manifest = Manifest.load(artifact_dir)
     if manifest.max_batch_size <= 0:
         raise UserInputError(f"{manifest.model} is served with max_batch_size 0 (each request one whole batch); a "
                              "pipeline batches samples: convert the model with --max-batch-size N")
     model_in = tuple(Port.from_spec(t) for t in manifest.inputs)
     model_out = tuple(Port.from_spec(t) for t in manifest.outputs)
-    pre_wired = None
+    wiring = check_steps(names, model_in, model_out, prepared, post, predict, manifest.max_batch_size)
+    log.info("pipeline %s: %s -> %s%s", names.ensemble, ", ".join(p.describe() for p in wiring.inputs),
+             ", ".join(p.describe() for p in wiring.outputs),
+             f" ({wiring.describe_positions()})" if wiring.by_position else "")
+    return PipelinePlan(names, manifest, Path(artifact_dir), prepared.raw, wiring, prepared.pre, post,
+                        tuple(prepared.runs))
+
+
+def check_steps(names: PipelineNames, model_in: Sequence[Port], model_out: Sequence[Port], prepared: Prepared,
+                post: StepFile | None, predict: Predict, max_batch_size: int) -> Wiring:
+    """The steps and the model in-process on the prepared samples (`prepared.runs` filled with each stage's
+    outputs), every hand-over checked: the wiring, or one UserInputError line at the first mismatch. The model's
+    tensors are given (a manifest's, or before any conversion the names its export will have: pipeline.precheck)."""
+    pre, raw, runs, samples = prepared.pre, prepared.raw, prepared.runs, prepared.samples
+    model_in, model_out = tuple(model_in), tuple(model_out)
+    pre_wired, positions = None, ()
     if pre is not None:
-        check_preprocess(prepared.pre_outputs, model_in)
+        positions = check_preprocess(prepared.pre_outputs, model_in)
         pre_wired = WiredStep(names.preprocess, raw.ports, prepared.pre_outputs)
-    feed = [r.pre if pre is not None else r.raw for r in runs]
+    model = WiredStep(names.model, model_in, model_out, by_position=positions)
     with user_stage(f"running the model in-process on {len(runs)} raw sample(s)"):
-        for run, x, sample in zip(runs, feed, samples):
-            run.model = _predict(predict, {p.name: x[p.name] for p in model_in}, sample)
+        for run, sample in zip(runs, samples):
+            run.model = _predict(predict, model.feed(run.pre if pre is not None else run.raw), sample)
     post_wired = None
     if post is not None:
         providers = [("model", model_out), ("preprocess", pre_wired.outputs if pre_wired else ()), ("raw", raw.ports)]
         post_in = _post_inputs(post, providers)
-        wire(raw.ports, pre_wired, WiredStep(names.model, model_in, model_out),
-             WiredStep(names.postprocess, post_in, ()))  # checks the postprocess's inputs before running it
-        given = [{**r.raw, **r.pre, **r.model} for r in runs]
-        feeds = [{p.name: g[p.name] for p in post_in} for g in given]
+        # checks the postprocess's inputs before running it
+        post_step = wire(raw.ports, pre_wired, model, WiredStep(names.postprocess, post_in, ())).steps[-1]
+        feeds = [post_step.feed({**r.raw, **r.pre, **r.model}) for r in runs]
         outs = _run_step(post, feeds, samples)
         for run, out in zip(runs, outs):
             run.post = out
-        batches = check_batches(post, feeds, samples, manifest.max_batch_size, "samples' model outputs")
+        batches = check_batches(post, feeds, samples, max_batch_size, "samples' model outputs")
         post_wired = WiredStep(names.postprocess, post_in, _outputs_port(
             post, outs + [out for _, out in batches], samples + [where for where, _ in batches]))
-    wiring = wire(raw.ports, pre_wired, WiredStep(names.model, model_in, model_out), post_wired)
-    log.info("pipeline %s: %s -> %s", names.ensemble, ", ".join(p.describe() for p in wiring.inputs),
-             ", ".join(p.describe() for p in wiring.outputs))
-    return PipelinePlan(names, manifest, Path(artifact_dir), raw, wiring, pre, post, tuple(runs))
+    return wire(raw.ports, pre_wired, model, post_wired)
 
 
 def _predict(predict: Predict, inputs: Mapping[str, np.ndarray], sample: str) -> Arrays:
@@ -262,5 +278,5 @@ def _predict(predict: Predict, inputs: Mapping[str, np.ndarray], sample: str) ->
         raise UserInputError(f"the model failed in-process on raw sample {sample}: {first_line(err)}") from err
 
 
-__all__ = ["PipelineNames", "PipelinePlan", "Prepared", "SampleRun", "batch_sizes", "check_batches", "plan_pipeline",
-           "prepare"]
+__all__ = ["PipelineNames", "PipelinePlan", "Prepared", "SampleRun", "batch_sizes", "check_batches", "check_steps",
+           "plan_pipeline", "prepare"]

@@ -68,14 +68,14 @@ def _inprocess(plan: PipelinePlan, runtime: Callable[[Arrays], Arrays], raw: Arr
         t0 = time.perf_counter()
         x = {**x, **plan.pre.call(raw)}
         times["preprocess"] = (time.perf_counter() - t0) * 1e3
-    model_in = plan.step(plan.names.model).inputs
+    model = plan.step(plan.names.model)
     t0 = time.perf_counter()
-    x = {**x, **runtime({p.name: x[p.name] for p in model_in})}
+    x = {**x, **runtime(model.feed(x))}
     times["model"] = (time.perf_counter() - t0) * 1e3
     if plan.post is not None:
-        post_in = plan.step(plan.names.postprocess).inputs
+        post = plan.step(plan.names.postprocess)
         t0 = time.perf_counter()
-        plan.post.call({p.name: x[p.name] for p in post_in})
+        plan.post.call(post.feed(x))
         times["postprocess"] = (time.perf_counter() - t0) * 1e3
     return times
 

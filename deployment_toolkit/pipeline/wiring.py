@@ -1,17 +1,33 @@
 """Which tensor feeds which: the preprocess's outputs must be the model's inputs (name, dtype, shape), and the
 postprocess takes the model's outputs (or, by name, a preprocess output or a raw input: e.g. the original image
 size). Every mismatch is one line naming both tensors and what to change. The result is the ensemble's plan:
-its inputs and outputs and each composing model's input and output maps."""
+its inputs and outputs and each composing model's input and output maps.
+
+Where the wiring is unambiguous it is made by position rather than refused (ByPosition): the only array a preprocess
+returns feeds a model's only input whatever their names, and a model's only output feeds the one postprocess
+parameter that no tensor names (the exporter's `output__0` -> `logits`). With several candidates nothing is
+guessed: a parameter that matches none of two outputs is refused, naming them and the parameter."""
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
 from ..errors import UserInputError
 from .ports import Port, shape_text
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ByPosition:
+    """One hand-over made by position, not by name: the giver's only tensor to the taker's only unnamed one."""
+
+    given: str  # the tensor given (the model's output__0, the preprocess's array)
+    taken: str  # the input that takes it (the postprocess's logits, the model's input__0)
+
+    def text(self) -> str:
+        return f"wired by position: {self.given} → {self.taken}"
 
 
 @dataclass(frozen=True)
@@ -21,6 +37,12 @@ class WiredStep:
     outputs: tuple[Port, ...]
     input_map: dict[str, str] = field(default_factory=dict)  # its input -> ensemble tensor
     output_map: dict[str, str] = field(default_factory=dict)  # its output -> ensemble tensor
+    by_position: tuple[ByPosition, ...] = ()  # inputs fed by a tensor of another name
+
+    def feed(self, given: Mapping[str, Any]) -> dict[str, Any]:
+        """Its inputs from the tensors given by their own names (raw, preprocess and model outputs, in-process)."""
+        renamed = {b.taken: b.given for b in self.by_position}
+        return {p.name: given[renamed.get(p.name, p.name)] for p in self.inputs}
 
 
 @dataclass(frozen=True)
@@ -28,6 +50,14 @@ class Wiring:
     inputs: tuple[Port, ...]  # what clients send (raw)
     outputs: tuple[Port, ...]  # what they get back
     steps: tuple[WiredStep, ...]
+
+    @property
+    def by_position(self) -> tuple[ByPosition, ...]:
+        return tuple(b for s in self.steps for b in s.by_position)
+
+    def describe_positions(self) -> str:
+        """'wired by position: output__0 → logits' for each such hand-over ('' where every name matched)."""
+        return "; ".join(b.text() for b in self.by_position)
 
 
 def _fix(given: Port, wanted: Port, rename: str, cast: bool = True) -> str:
@@ -46,8 +76,22 @@ def _listed(ports: Sequence[Port]) -> str:
     return ", ".join(p.describe() for p in ports) or "nothing"
 
 
-def check_preprocess(outputs: Sequence[Port], model_inputs: Sequence[Port]) -> None:
-    """Each model input is a preprocess output of its name, dtype and shape; else one line naming both."""
+def pre_by_position(outputs: Sequence[Port], model_inputs: Sequence[Port]) -> tuple[ByPosition, ...]:
+    """The preprocess's only array to the model's only input, whatever their names, where it fits (dtype and
+    shape): a preprocess returning `pixels` for a timm network's `input__0`. Anything else is matched by name."""
+    if len(outputs) == 1 and len(model_inputs) == 1:
+        got, wanted = outputs[0], model_inputs[0]
+        if got.name != wanted.name and got.fits(wanted):
+            return (ByPosition(got.name, wanted.name),)
+    return ()
+
+
+def check_preprocess(outputs: Sequence[Port], model_inputs: Sequence[Port]) -> tuple[ByPosition, ...]:
+    """Each model input is a preprocess output of its name, dtype and shape (or, the only one, by position); else
+    one line naming both. Returns the hand-overs made by position."""
+    positions = pre_by_position(outputs, model_inputs)
+    if positions:
+        return positions
     given = {p.name: p for p in outputs}
     unmatched = [p for p in outputs if p.name not in {m.name for m in model_inputs}]
     for wanted in model_inputs:
@@ -60,20 +104,50 @@ def check_preprocess(outputs: Sequence[Port], model_inputs: Sequence[Port]) -> N
                                  + _fix(got, wanted, "as {name!r}"))
     for extra in unmatched:
         log.warning("preprocess also gives %s, which the model does not take: it is dropped", extra.describe())
+    return ()
 
 
-def check_postprocess(inputs: Sequence[Port], providers: Sequence[tuple[str, Sequence[Port]]]) -> dict[str, str]:
-    """Which provider ("model", "preprocess" or "raw") feeds each postprocess input (by name, model first); a
-    mismatch is one line. An input no provider names is paired with a model output the postprocess leaves."""
+Providers = Sequence[tuple[str, Sequence[Port]]]  # ("model" | "preprocess" | "raw", the tensors it gives)
+
+
+def post_by_position(names: Sequence[str], providers: Providers, ports: Mapping[str, Port] | None = None,
+                     where: str = "") -> tuple[ByPosition, ...]:
+    """The model's only output to the one postprocess parameter that no tensor names (`output__0` -> `logits`),
+    where it fits the parameter's declared port (`ports`, if any). A parameter no tensor names while two or more
+    outputs are left is refused in one line naming them and the parameter (`where`: the step file): nothing is
+    guessed. Other cases are left to check_postprocess's lines."""
+    named = {p.name for _, given in providers for p in given}
+    unnamed = [n for n in names if n not in named]
+    outputs = list(dict(providers).get("model", ()))
+    free = [o for o in outputs if o.name not in names]
+    if not unnamed:
+        return ()
+    if len(outputs) == 1 and len(unnamed) == 1 and free:
+        wanted = (ports or {}).get(unnamed[0])
+        return (ByPosition(outputs[0].name, unnamed[0]),) if wanted is None or outputs[0].fits(wanted) else ()
+    if len(free) > 1:
+        raise UserInputError(
+            f"{where + ': ' if where else ''}postprocess takes {unnamed[0]!r}, which matches no output of the model "
+            f"by name, and {len(free)} of its outputs could feed it ({_listed(free)}): too many to wire by position; "
+            f"name the parameter after the one it takes (e.g. postprocess({free[0].name}, ...)), or declare INPUTS")
+    return ()
+
+
+def check_postprocess(inputs: Sequence[Port], providers: Providers) -> dict[str, tuple[str, str]]:
+    """Which tensor feeds each postprocess input: (its provider "model", "preprocess" or "raw", its name), by name
+    with the model first, or by position (post_by_position); a mismatch is one line. An input no provider names is
+    paired with a model output the postprocess leaves, to say what to rename."""
     found: dict[str, tuple[str, Port]] = {}
     for source, ports in reversed(providers):  # the first provider wins a name
         found.update({p.name: (source, p) for p in ports})
     model_outputs = list(dict(providers).get("model", ()))
+    positions = {b.taken: b.given for b in post_by_position([p.name for p in inputs], providers,
+                                                            {p.name: p for p in inputs})}
     taken = {p.name for p in inputs}
     left = [o for o in model_outputs if o.name not in taken]
     out = {}
     for wanted in inputs:
-        source, got = found.get(wanted.name, (None, None))
+        source, got = found.get(positions.get(wanted.name, wanted.name), (None, None))
         if got is None:
             got = left.pop(0) if left else None
             if got is None:
@@ -86,7 +160,7 @@ def check_postprocess(inputs: Sequence[Port], providers: Sequence[tuple[str, Seq
         if not got.fits(wanted):
             raise UserInputError(f"postprocess takes {wanted.describe()}; the {source} gives {got.describe()}: take it "
                                  + _fix(wanted, got, "as {name!r}", cast=False))
-        out[wanted.name] = source
+        out[wanted.name] = (source, got.name)
     return out
 
 
@@ -103,16 +177,20 @@ def wire(raw: Sequence[Port], pre: WiredStep | None, model: WiredStep, post: Wir
                                {p.name: tensor("preprocess", p.name) for p in pre.outputs}))
     source = "preprocess" if pre is not None else "raw"
     final = post is None
+    renamed = {b.taken: b.given for b in model.by_position}  # the model's input fed by the preprocess's only array
     steps.append(WiredStep(model.model, model.inputs, model.outputs,
-                           {p.name: tensor(source, p.name) for p in model.inputs},
-                           {p.name: (p.name if final else tensor("model", p.name)) for p in model.outputs}))
+                           {p.name: tensor(source, renamed.get(p.name, p.name)) for p in model.inputs},
+                           {p.name: (p.name if final else tensor("model", p.name)) for p in model.outputs},
+                           model.by_position))
     outputs = model.outputs
     if post is not None:
         providers = [("model", model.outputs), ("preprocess", pre.outputs if pre else ()), ("raw", raw)]
         sources = check_postprocess(post.inputs, providers)
         steps.append(WiredStep(post.model, post.inputs, post.outputs,
-                               {p.name: tensor(sources[p.name], p.name) for p in post.inputs},
-                               {p.name: p.name for p in post.outputs}))
+                               {name: tensor(src, given) for name, (src, given) in sources.items()},
+                               {p.name: p.name for p in post.outputs},
+                               tuple(ByPosition(given, name) for name, (_, given) in sources.items()
+                                     if given != name)))
         outputs = post.outputs
     clash = sorted({p.name for p in raw} & {p.name for p in outputs})
     if clash:
@@ -121,4 +199,5 @@ def wire(raw: Sequence[Port], pre: WiredStep | None, model: WiredStep, post: Wir
     return Wiring(tuple(raw), tuple(outputs), tuple(steps))
 
 
-__all__ = ["Wiring", "WiredStep", "check_postprocess", "check_preprocess", "tensor", "wire"]
+__all__ = ["ByPosition", "Providers", "Wiring", "WiredStep", "check_postprocess", "check_preprocess",
+           "post_by_position", "pre_by_position", "tensor", "wire"]

@@ -157,6 +157,57 @@ def image_problem(reference: str) -> str | None:
     return None
 
 
+_QUANTITY_FACTORS = {"": 1, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18, "m": 1e-3,
+                     "n": 1e-9, "u": 1e-6, "Ki": 2 ** 10, "Mi": 2 ** 20, "Gi": 2 ** 30, "Ti": 2 ** 40, "Pi": 2 ** 50,
+                     "Ei": 2 ** 60}
+
+
+def quantity_value(text: str) -> float | None:
+    """A Kubernetes quantity (`16Gi`, `500M`, `1.5e9`) as a number (bytes for memory and storage); None when it is
+    not one. The API server's grammar (_QUANTITY): a `16gb` or `16 GiB` is refused there, after the files were
+    written, so a flag that takes a quantity is checked with this first."""
+    if not isinstance(text, str) or not _QUANTITY.match(text.strip()) or text != text.strip():
+        return None
+    m = re.match(r"^([+-]?(?:\d+(?:\.\d*)?|\.\d+))(.*)$", text)
+    if m is None:
+        return None
+    number, suffix = float(m.group(1)), m.group(2)
+    if suffix[:1] in ("e", "E"):
+        return number * 10 ** int(suffix[1:])
+    return number * _QUANTITY_FACTORS[suffix]
+
+
+def quantity_of_bytes(size: float, minimum: int = 2 ** 30) -> str:
+    """The whole Gi at or above `size` bytes (at least `minimum`): a claim's storage request."""
+    return f"{max(math.ceil(size / 2 ** 30), math.ceil(minimum / 2 ** 30))}Gi"
+
+
+def subdomain_problem(name: str) -> str | None:
+    """What Kubernetes refuses in an object name that is a DNS-1123 subdomain (a claim's, a storage class's); None:
+    nothing."""
+    if not isinstance(name, str) or not name:
+        return "it is empty"
+    if len(name) > 253:
+        return f"it is {len(name)} characters long, at most 253"
+    if not _DNS1123_SUBDOMAIN.match(name):
+        return "it must be lowercase letters, digits, '-' and '.', starting and ending with a letter or digit"
+    return None
+
+
+def unique_dns_name(text: str, limit: int = 40) -> str:
+    """A DNS-1123 label of at most `limit` characters for `text`, told apart from every other text: `text` itself
+    when it is one already; else its dns_name cut to fit and the first 8 hex digits of its sha256 (`Shop_A` and
+    `shop-a` have one dns_name, and two long names may share their first `limit` characters: their objects would
+    replace each other)."""
+    import hashlib
+
+    base = dns_name(text, prefix="d")
+    if base == text and len(base) <= limit:
+        return base
+    digest = hashlib.sha256(text.encode()).hexdigest()[:8]
+    return f"{base[:limit - 9].rstrip('-')}-{digest}"
+
+
 def _milli(value: float) -> str:
     """A quantity: integer if whole, else milli-units (Kubernetes quantities have no floats with many digits)."""
     if abs(value - round(value)) < 1e-9:

@@ -58,10 +58,10 @@ def check_reference(ref: str, kwargs: dict[str, Any] | None = None) -> None:
 
         check_arch(source.ref, dict(source.kwargs))
     elif source.kind == "zoo":
-        from ..models import UnknownModelError, get_model
+        from ..models import UnknownModelError, check_zoo_name
 
         try:
-            get_model(source.ref)
+            check_zoo_name(source.ref)
         except UnknownModelError as err:
             raise SourceError(f"{err} (other sources: timm:<arch>, model.py, an ONNX/TorchScript file)") from None
 

@@ -103,7 +103,7 @@ def test_the_fan_out_gives_the_plan_the_sequential_run_gave(planned):
 
     def local(command: list[str]) -> list[str]:  # the pod's paths are this host's; the toolkit is this interpreter
         paths = {f"/inputs/{deployment.name}": str(deployment), "/results/plan-pair": str(fan),
-                 "/results/workspace": str(ws)}
+                 "/results/workspace/plan-pair": str(ws)}
         return [sys.executable, "-m", "deployment_toolkit", *[paths.get(a, a) for a in command[1:]]]
 
     early = subprocess.run(local(yaml.safe_load((jobs / GATHER_FILE).read_text())["spec"]["template"]["spec"]

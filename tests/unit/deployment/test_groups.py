@@ -76,7 +76,8 @@ def _plan(names, capacity=1000.0, rate=10.0, **extra):
 
     limits = SimpleNamespace(max_models=None, max_replicas=100, key=lambda name: f"limits.{name}")
     return SimpleNamespace(
-        memory=None, headroom=0.2, price_per_replica=1.0, deployment=SimpleNamespace(limits=limits),
+        memory=None, headroom=0.2, margin=lambda name: 0.2, price_per_replica=1.0,
+        deployment=SimpleNamespace(limits=limits),
         models={n: SimpleNamespace(capacity=capacity) for n in names},
         traffic=SimpleNamespace(rates={n: (rate,) for n in names}), sharing={}, packings=[], measured={}, apart=[],
         most_shared=None, unmeasured=[],

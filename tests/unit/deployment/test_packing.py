@@ -237,3 +237,17 @@ def test_thirty_models_pack_within_a_loose_limit_and_the_bound_holds():
     assert packing.cost == pytest.approx(0.4 * packing.replicas)
     assert packing.gap <= 0.10
     assert packing.replicas <= packing.replicas_by_peaks  # sized by peaks, the same groups never need fewer
+
+
+def test_each_model_is_planned_with_its_own_headroom_not_the_noisiest_ones():
+    """Issue 54 item 3: a steady model does not pay for a noisy one: each model's load carries its own headroom
+    (ModelLoad.headroom), in a group or alone; the limits' headroom is only the default."""
+    steady = ModelLoad("steady", 100.0, (90.0,), headroom=0.05)
+    noisy = ModelLoad("noisy", 100.0, (90.0,), headroom=0.5)
+    packing = pack([steady, noisy], PackLimits(headroom=0.2))
+    rates = {n: r * g.replicas for g in packing.groups for n, r in g.rates.items()}
+    assert math.isclose(rates["steady"], 90 * 1.05) and math.isclose(rates["noisy"], 90 * 1.5)
+    by_model = {n: g.replicas for g in packing.groups for n in g.models}
+    assert by_model["steady"] == 1 and by_model["noisy"] == 2  # 94.5 fits one replica, 135 needs two
+    (alone,) = pack([ModelLoad("steady", 100.0, (90.0,))], PackLimits(headroom=0.2)).groups
+    assert math.isclose(alone.rates["steady"] * alone.replicas, 90 * 1.2) and alone.replicas == 2

@@ -144,3 +144,13 @@ def test_sd_unet_timestep_changes_prediction():
     a = _forward(model, dict(feeds, timestep__1=np.array([[10.0]], dtype=np.float32)))
     b = _forward(model, dict(feeds, timestep__1=np.array([[900.0]], dtype=np.float32)))
     assert np.abs(a - b).max() > 1e-4
+
+
+def test_the_declared_names_of_the_families_that_import_torch_are_what_they_register():
+    """A deployment's zoo name is checked without importing torch (models.zoo_names): the geospatial and diffusion
+    families' names are declared, and must be what those modules register."""
+    from deployment_toolkit.models import HEAVY_FAMILY_NAMES, zoo_names
+
+    for family, names in HEAVY_FAMILY_NAMES.items():
+        assert sorted(names) == sorted(e.name for e in list_models(family)), family
+    assert sorted(zoo_names()) == sorted(e.name for e in list_models())

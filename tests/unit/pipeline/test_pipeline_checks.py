@@ -90,7 +90,8 @@ def test_a_good_pipeline_is_planned_with_its_reference_outputs(tmp_path):
     ("return {'input__0': np.zeros((len(image), 3, 8, 8))}",
      "preprocess gives 'input__0' float64 [3,8,8]; the model takes 'input__0' float32 [3,8,8]: return it as "
      "float32 (.astype(np.float32))"),
-    ("return {'pixels': np.zeros((len(image), 3, 8, 8), np.float32)}",
+    # two arrays for one input: not wired by position (one array alone is: test_wiring_by_position)
+    ("return {'pixels': np.zeros((len(image), 3, 8, 8), np.float32), 'size': np.ones(len(image), np.int64)}",
      "preprocess gives 'pixels' float32 [3,8,8]; the model takes 'input__0' float32 [3,8,8]: return it as 'input__0'"),
     ("return {'input__0': np.zeros((len(image), 3, 16, 16), np.float32)}",
      "preprocess gives 'input__0' float32 [3,16,16]; the model takes 'input__0' float32 [3,8,8]: return it with "
@@ -115,7 +116,7 @@ def test_a_model_input_preprocess_does_not_give_is_named(tmp_path):
 
 
 def test_postprocess_inputs_that_do_not_match_the_model_outputs_are_one_line(tmp_path):
-    undeclared = "def postprocess(logits):\n    return {'x': logits}\n"
+    undeclared = "def postprocess(logits, extra):\n    return {'x': logits}\n"  # two unnamed: not by position
     with pytest.raises(UserInputError) as err:
         plan(tmp_path, post_text=undeclared)
     assert str(err.value) == ("postprocess takes 'logits', which the model does not give (it gives 'output__0' "
