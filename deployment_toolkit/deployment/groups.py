@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from ..perf import neighbours
 from ..sizing.holding import Holding, hold
 from .errors import DeploymentPlanError
 from .file import Deployment
@@ -37,6 +38,7 @@ class MeasuredGroup:
     holding: Holding | None  # None: no total rate kept every model within its SLO
     reason: str = ""
     fit: SharingFit | None = None  # what it changed in its members' sharing factors (None: it held the prediction)
+    disturbed: bool = False  # not measured: other processes took the host in every window (perf.neighbours)
 
     @property
     def held(self) -> float | None:
@@ -44,7 +46,8 @@ class MeasuredGroup:
 
     def text(self) -> str:
         if self.held is None:
-            return f"{' + '.join(self.models)}: held no rate ({self.reason}); kept apart"
+            what = "not measured" if self.disturbed else "held no rate"
+            return f"{' + '.join(self.models)}: {what} ({self.reason}); kept apart"
         said = (f"{' + '.join(self.models)}: {self.held:,.1f} inf/s held (time sharing predicted "
                 f"{self.predicted:,.1f})")
         return said + (f"; sharing factor x {self.fit.ratio:.2f}, packed again" if self.fit else "")
@@ -124,6 +127,8 @@ def _measure_group(plan: Any, group: PackedGroup, loads: tuple[ModelLoad, ...]) 
                        min_fraction=MIX_FLOOR).capacity
     except ClientLimited as err:
         raise DeploymentPlanError(f"{' + '.join(group.models)}: the client could not send the mix: {err}") from None
+    except neighbours.HostDisturbed as err:  # nothing is concluded of the group: it is kept apart, unmeasured
+        return MeasuredGroup(group.models, split, predicted, None, str(err), disturbed=True)
     if found is None:
         return MeasuredGroup(group.models, split, predicted, None, "no total rate kept every model within its SLO")
     retests = plan.settings.checks.retests
@@ -168,7 +173,8 @@ def pack_measured(plan: Any) -> Packing:
             plan.measured[group.models] = measured
             if measured.held is None:  # kept apart, and no later group as large: another set of that size was
                 plan.apart.append(group.models)  # as likely to fail (twelve models: six groups of six held nothing)
-                plan.most_shared = min(plan.most_shared or len(group.models), len(group.models) - 1)
+                if not measured.disturbed:  # (a group the neighbours kept from measuring says nothing of its size)
+                    plan.most_shared = min(plan.most_shared or len(group.models), len(group.models) - 1)
             elif measured.fit is not None:
                 plan.sharing.update(measured.fit.factors)
         if round_ == MAX_PACKINGS:

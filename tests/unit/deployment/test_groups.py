@@ -139,3 +139,28 @@ def test_the_fleet_is_the_split_groups_parts_and_is_confirmed_by_them():
     assert plan.split_of(("a", "b")) is plan.splits[0] and plan.split_of(("c",)) is None
     plan.confirmations[-1].passed = False
     assert plan.confirmed is False
+
+
+def test_a_group_the_neighbours_kept_from_measuring_is_kept_apart_and_says_nothing_of_its_size(monkeypatch):
+    """Issue 54: a shared group whose mix got no quiet window (perf.neighbours.HostDisturbed) is kept apart, not
+    measured, and, unlike a group that held nothing, does not cap how many models later packings put together."""
+    from deployment_toolkit.deployment import groups
+    from deployment_toolkit.perf import neighbours
+
+    class Disturbed:
+        def __init__(self, *a, **k):
+            pass
+
+        def measure(self, total, *a):
+            raise neighbours.HostDisturbed("a + b at 10 requests/s: no quiet window in 4 tries")
+
+    monkeypatch.setattr(groups, "mix_of", lambda *a, **k: Disturbed())
+    plan = _plan(["a", "b"], capacity=100.0, rate=10.0, resolution=0.1)
+    group = groups.pack(groups._loads(plan), groups._limits(plan), plan.settings.solver).groups[0]
+    assert group.shared
+    measured = groups._measure_group(plan, group, groups._loads(plan))
+    assert measured.held is None and measured.disturbed
+    assert measured.text().startswith("a + b: not measured (a + b at 10 requests/s: no quiet window")
+    monkeypatch.setattr(groups, "_measure_group", lambda p, g, loads: measured)
+    groups.pack_measured(plan)
+    assert ("a", "b") in plan.apart and plan.most_shared is None
