@@ -114,9 +114,9 @@ def test_a_bare_three_model_deployment_is_planned(tmp_path):
                            str(_deployment(tmp_path)), *FAST, "--result-path", str(out), "--workspace", str(ws)],
                           capture_output=True, text=True, cwd=ROOT, timeout=1700)
     logs = proc.stdout + proc.stderr
-    # 1 only where a host busy with other work left a model out (its windows disturbed: "no quiet window"); alone,
-    # as make test-e2e runs this module, the plan exits 0
-    assert proc.returncode == 0 or (proc.returncode == 1 and "no quiet window" in logs), logs[-6000:]
+    # alone, as make test-e2e runs this module (exclusive), the plan exits 0; on a host busy with other work a model
+    # may be left out for its disturbed windows ("no quiet window", exit 1): run it alone
+    assert proc.returncode == 0, logs[-6000:]
     steps = json.loads((out / "steps.json").read_text())
     assert steps[0]["name"] == "pipelines checked in process before any search" and steps[0]["status"] == "ok"
     status = {s["name"]: s["status"] for s in steps}
