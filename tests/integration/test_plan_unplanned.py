@@ -11,7 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-pytestmark = [pytest.mark.integration, pytest.mark.exclusive]  # a plan judges what the cores carry (conftest)
+# a tiny MLP (about 1,800 inf/s alone) planned for 20 inf/s at p99 300 ms meets its budget many times over, so it
+# runs beside the other worker (make test's first phase, as the sleeping-model modules do; conftest)
+pytestmark = [pytest.mark.integration, pytest.mark.long]
 ROOT = Path(__file__).resolve().parents[2]
 FAST = ["--preset", "small", "--formats", "onnx", "--max-minutes", "1", "--measurement-mode", "time_windows",
         "--measurement-interval", "500", "--stability-percentage", "100", "--max-trials", "3", "--max-attempts", "1",
