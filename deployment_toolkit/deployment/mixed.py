@@ -16,7 +16,6 @@ number `sizing.capacity.search` bisects is the group's mix capacity.
 from __future__ import annotations
 
 import dataclasses
-import logging
 import math
 import resource
 import time
@@ -35,7 +34,6 @@ from ..sizing.ratestore import FreshStore, RateStore
 from ..sizing.together import measure_together
 
 
-log = logging.getLogger(__name__)
 MEASURED_S = 1.0  # a mix point shorter than this was replayed from its stores, not measured
 SHARED_PROCESS_RPS = 400.0  # requests/s `auto` lets one shared load-generator process send (the module docstring)
 
@@ -172,25 +170,9 @@ class Mix:
         driven by one perf_analyzer each or by one process for all (`one_process`); `own_windows` keeps the
         targets' own windows (a burst of fixed length), else each rate gets windows long enough for it. A mix
         other processes disturbed (perf.neighbours) is measured again whole once the host is quiet, never judged."""
-        rule = neighbours.policy()
-        for attempt in range(neighbours.MAX_REMEASURES + 1):
-            before = neighbours.read()
-            point = self._once(rates, trial, tag, own_windows)
-            disturbance = neighbours.between(before, neighbours.read())
-            measured = disturbance.seconds >= MEASURED_S  # a mix replayed from its stores measured nothing
-            again = measured and disturbance.disturbed and rule is neighbours.Policy.REMEASURE
-            if measured:
-                neighbours.LEDGER.count(f"mix {tag}".strip(), disturbance, again)
-                self._mark(point, disturbance)
-            if not again:
-                return point
-            if attempt == neighbours.MAX_REMEASURES:
-                raise neighbours.HostDisturbed(f"{' + '.join(point.points)}: no quiet window in {attempt + 1} tries "
-                                               f"({disturbance.text()})")
-            log.warning(f"warning: {' + '.join(point.points)}: mix disturbed ({disturbance.text()}); measuring it "
-                        "again once the host is quiet")
-            neighbours.wait_quiet()
-        raise AssertionError("unreachable")
+        return neighbours.until_quiet(lambda: self._once(rates, trial, tag, own_windows),
+                                      " + ".join(m.name for m in self.members), f"mix {tag}".strip(),
+                                      on_window=self._mark, measured=lambda d: d.seconds >= MEASURED_S)
 
     def _mark(self, point: MixPoint, disturbance: neighbours.Disturbance) -> None:
         """Each model's stored row carries the mix's window figures; a disturbed one is measured again on replay."""

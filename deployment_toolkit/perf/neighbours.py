@@ -27,6 +27,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
+from typing import Callable, TypeVar
 
 from ..errors import ToolkitError
 
@@ -215,6 +216,7 @@ class Ledger:
 
 
 LEDGER = Ledger()
+T = TypeVar("T")
 
 
 def wait_quiet(limit_s: float = QUIET_WAIT_S) -> Disturbance:
@@ -229,5 +231,33 @@ def wait_quiet(limit_s: float = QUIET_WAIT_S) -> Disturbance:
             return probe
 
 
+def until_quiet(run: Callable[[], T], what: str, label: str, remeasure: bool = True,
+                on_window: Callable[[T, Disturbance], None] | None = None,
+                measured: Callable[[Disturbance], bool] = lambda d: True) -> T:
+    """The one rule for every caller: `run()` measures a window; a disturbed one is measured again once the host is
+    quiet (REMEASURE policy and `remeasure`), at most MAX_REMEASURES times, then HostDisturbed naming `what`. Each
+    window is counted under `label` and handed to `on_window` (its figures onto the row); `measured` says whether
+    the window measured anything (a replay from a store does not, and is neither counted nor judged)."""
+    rule = policy()
+    for attempt in range(MAX_REMEASURES + 1):
+        before = read()
+        value = run()
+        disturbance = between(before, read())
+        if not measured(disturbance):
+            return value
+        again = disturbance.disturbed and rule is Policy.REMEASURE and remeasure
+        LEDGER.count(label, disturbance, again)
+        if on_window is not None:
+            on_window(value, disturbance)
+        if not again:
+            return value
+        if attempt == MAX_REMEASURES:
+            raise HostDisturbed(f"{what}: no quiet window in {attempt + 1} tries ({disturbance.text()})")
+        log.warning(f"warning: {what}: window disturbed ({disturbance.text()}); measuring again once the host is "
+                    "quiet")
+        wait_quiet()
+    raise AssertionError("not reached")
+
+
 __all__ = ["DISTURBED_SHARE", "Disturbance", "HostDisturbed", "LEDGER", "Ledger", "MAX_REMEASURES", "POLICY_ENV",
-           "Policy", "Reading", "between", "policy", "read", "wait_quiet"]
+           "Policy", "Reading", "between", "policy", "read", "until_quiet", "wait_quiet"]

@@ -384,21 +384,9 @@ def measure(target: Target, rate: float, store: RateStore, out_dir: Path, trial:
     rule = neighbours.policy()
     if (row := store.get(key)) is not None and not (row.get("disturbed") and rule is neighbours.Policy.REMEASURE):
         return RatePoint(key, row)
-    for attempt in range(neighbours.MAX_REMEASURES + 1):
-        before = neighbours.read()
-        row = _measure_once(target, rate, key, out_dir, trial, tag)
-        disturbance = neighbours.between(before, neighbours.read())
-        row.update(disturbance.row())
-        again = disturbance.disturbed and rule is neighbours.Policy.REMEASURE and target.remeasure
-        neighbours.LEDGER.count(tag or "point", disturbance, again)
-        if not again:
-            break
-        if attempt == neighbours.MAX_REMEASURES:
-            raise neighbours.HostDisturbed(f"{target.config} at {rate:g} requests/s: no quiet window in "
-                                           f"{attempt + 1} tries ({disturbance.text()})")
-        _warn(f"{target.config} at {rate:g} requests/s: window disturbed ({disturbance.text()}); measuring again "
-              "once the host is quiet")
-        neighbours.wait_quiet()
+    row = neighbours.until_quiet(lambda: _measure_once(target, rate, key, out_dir, trial, tag),
+                                 f"{target.config} at {rate:g} requests/s", tag or "point", target.remeasure,
+                                 on_window=lambda r, disturbance: r.update(disturbance.row()))
     store.put(key, row)
     point = RatePoint(key, store.get(key) or row)
     point.row.update({k: row[k] for k in ("cpu", "wall_s") if k in row})  # CPU accounting lives for this run only
