@@ -38,9 +38,14 @@ def check_zoo_name(name: str) -> None:
     """UnknownModelError (with the closest names) unless `name` is a zoo name; no torch import."""
     names = zoo_names()
     if name not in names:
-        close = difflib.get_close_matches(name, names, n=3)
-        hint = f" Did you mean {', '.join(close)}?" if close else ""
-        raise UnknownModelError(f"unknown model {name!r}.{hint} Registered models: {', '.join(names)}")
+        raise _unknown(name, names)
+
+
+def _unknown(name: str, names: "list[str] | tuple[str, ...]") -> UnknownModelError:
+    """The one message for a name the zoo does not have: the closest names, then every name."""
+    close = difflib.get_close_matches(name, names, n=3)
+    hint = f" Did you mean {', '.join(close)}?" if close else ""
+    return UnknownModelError(f"unknown model {name!r}.{hint} Registered models: {', '.join(sorted(names))}")
 
 
 def get_model(name: str) -> ModelEntry:
@@ -48,11 +53,7 @@ def get_model(name: str) -> ModelEntry:
     try:
         return _REGISTRY[name]
     except KeyError:
-        close = difflib.get_close_matches(name, _REGISTRY, n=3)
-        hint = f" Did you mean {', '.join(close)}?" if close else ""
-        raise UnknownModelError(
-            f"unknown model {name!r}.{hint} Registered models: {', '.join(sorted(_REGISTRY))}"
-        ) from None
+        raise _unknown(name, list(_REGISTRY)) from None
 
 
 def list_models(family: str | None = None) -> list[ModelEntry]:
