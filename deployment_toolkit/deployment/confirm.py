@@ -4,6 +4,12 @@ rules of a single model's confirmation (sizing.confirm) for a group of one or mo
 - a round drives one replica at the group's planned per-replica rates (every model at once, each its own seeded
   schedule and SLO, p99 from the intended send time); it passes when most of its `trials` pass, a trial passing when
   every model holds its SLO (one stall of a shared host must not derate a plan);
+- a round that passes runs all its trials, so the group's own spread shows: where a minority of them failed, the
+  group's margin is thin and is sized from those trials (the share of its rates the replica carried in them): the
+  group is derated by it and confirmed once more (the "margin round"), so a noisy group pays for its own noise and a
+  steady one (every trial held) keeps the margin its models' searches gave;
+- a window that no quiet host could be had for (perf.neighbours.HostDisturbed) ends the group's confirmation as
+  *not measured*, with the rounds it had: never a failure of the rates, never the end of the plan;
 - a round that fails derates the group to what the replica did carry: for each model that missed, what it answered
   when it fell behind (else the offered rate x SLO / p99), the group's share the lowest of them (median over the
   failed trials); the replicas are recomputed for the same load and confirmed again, at most `rounds` rounds; a
@@ -21,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
 from ..sizing.confirm import derated_capacity
+from ..perf.neighbours import HostDisturbed
 from ..sizing.ratepoint import ClientLimited
 from ..tables import markdown_table
 from .mixed import Mix, MixPoint
@@ -38,9 +45,21 @@ class GroupRound:
         return sum(p.passes() for p in self.points) >= self.trials // 2 + 1
 
     def decided(self) -> bool:
+        """No trial left can change the round: it failed (most trials failed), or every trial ran. A passing round
+        runs all of them: the trials that failed beside a majority that held are the group's own spread."""
         need = self.trials // 2 + 1
-        passed = sum(p.passes() for p in self.points)
-        return passed >= need or len(self.points) - passed >= need
+        return len(self.points) - sum(p.passes() for p in self.points) >= need or len(self.points) >= self.trials
+
+    @property
+    def thin(self) -> bool:
+        """Passed by a majority with a trial that failed: the margin the group was planned with is thinner than
+        its own spread."""
+        return self.passed and any(not p.passes() for p in self.points)
+
+    def p99_spread(self, name: str) -> float | None:
+        """The model's worst trial p99 over its best (None: fewer than two trials)."""
+        p99s = [p.points[name].p99 for p in self.points]
+        return max(p99s) / min(p99s) if len(p99s) > 1 and min(p99s) > 0 else None
 
     def tally(self) -> str:
         return f"{sum(p.passes() for p in self.points)} of {len(self.points)} trials passed"
@@ -85,10 +104,13 @@ class GroupConfirmation:
     rounds: list[GroupRound] = field(default_factory=list)
     burst: GroupBurst | None = None
     stuck: str = ""  # why derating stopped before its last round (a shared group that more replicas did not help)
+    unmeasured: str = ""  # why the confirmation has no verdict: no quiet window on this host (perf.neighbours)
+    margins: dict[str, float] = field(default_factory=dict)  # each model's headroom from its searches (the plan's)
+    margin_round: bool = False  # the last round was confirmed at the margin a thin pass called for
 
     @property
     def passed(self) -> bool:
-        return bool(self.rounds) and self.rounds[-1].passed
+        return bool(self.rounds) and self.rounds[-1].passed and not self.unmeasured
 
     @property
     def held(self) -> bool:
@@ -120,9 +142,29 @@ class GroupConfirmation:
     def summary(self) -> str:
         r = self.rounds[-1]
         head = "PASS" if self.passed else "FAIL"
-        if self.passed and self.derated:
+        if self.unmeasured:
+            head = "NOT CONFIRMED (not measured)"
+        elif self.passed and self.derated:
             head = f"PASS after derating to {r.replicas} replica(s)"
-        return f"{' + '.join(self.models)}: {head} ({r.tally()})" + (f"; {self.stuck}" if self.stuck else "")
+        return f"{' + '.join(self.models)}: {head} ({r.tally()})" + "".join(
+            f"; {why}" for why in (self.stuck, self.unmeasured) if why)
+
+    def margin_text(self) -> str:
+        """The group's margin and where it came from: its models' own headroom (their searches' spread), and what
+        its confirmation's trials showed of its own spread."""
+        own = ", ".join(f"{n} {self.margins[n]:.0%}" for n in self.models if n in self.margins)
+        said = f"Margin: each model's own headroom from its searches ({own})" if own else "Margin: none given"
+        r = self.rounds[-1]
+        spreads = [f"{n} x{s:.2f}" for n in self.models if (s := r.p99_spread(n)) is not None]
+        if spreads:
+            said += "; p99 worst trial over best in the last round: " + ", ".join(spreads)
+        thin = next((x for x in self.rounds if x.thin), None)
+        if self.margin_round and thin is not None:
+            before = thin
+            said += (f"; a thin pass ({before.tally()} at {before.replicas} replica(s)) sized the group's own margin "
+                     f"from its failed trials: the replica carried {derate_factor(before.points):.0%} of its rates "
+                     f"there, so it was confirmed again at more replicas ({r.replicas} in the last round)")
+        return said + "."
 
     @property
     def client_cores(self) -> float | None:
@@ -192,29 +234,41 @@ def derate_factor(points: list[MixPoint]) -> float:
     return statistics.median(shares) if shares else 1.0
 
 
+def _round(mix: Mix, out: GroupConfirmation, rates: dict[str, float], replicas: int, trials: int) -> GroupRound:
+    """One round's trials at `rates` a replica, until no trial left can change it. No quiet window for a trial
+    (HostDisturbed) leaves the group not measured, with the trials it had."""
+    r = GroupRound(replicas, rates, [], trials)
+    first = sum(len(x.points) for x in out.rounds) + 1
+    while not r.decided():
+        try:
+            point = mix.at_rates(rates, first + len(r.points), "confirm")
+        except HostDisturbed as err:
+            out.unmeasured = str(err)
+            break
+        if point.client_limited:
+            raise ClientLimited(f"{' + '.join(out.models)}: the client could not send the mix ({point.verdict()})")
+        r.points.append(point)
+    return r
+
+
 def confirm_group(mix: Mix, load: Mapping[str, float], replicas: int, rounds: int, trials: int,
-                  on_round: Callable[[GroupRound], None] | None = None) -> GroupConfirmation:
+                  on_round: Callable[[GroupRound], None] | None = None,
+                  margins: Mapping[str, float] | None = None) -> GroupConfirmation:
     """Confirm `replicas` replicas of the group carrying `load` (inferences/s per model, the whole fleet's):
-    derated and confirmed again while most trials fail, at most `rounds` rounds."""
-    out = GroupConfirmation(tuple(m.name for m in mix.members), dict(load))
+    derated and confirmed again while most trials fail, or once where a minority failed (the group's own margin),
+    at most `rounds` rounds. `margins`: each model's headroom already in `load`, for the report."""
+    out = GroupConfirmation(tuple(m.name for m in mix.members), dict(load), margins=dict(margins or {}))
     trials = max(1, trials)
     for n in range(1, max(1, rounds) + 1):
-        rates = per_replica(load, replicas)
-        r = GroupRound(replicas, rates, [], trials)
-        for t in range(1, trials + 1):
-            point = mix.at_rates(rates, (n - 1) * trials + t, "confirm")
-            if point.client_limited:
-                raise ClientLimited(f"{' + '.join(out.models)}: the client could not send the mix "
-                                    f"({point.verdict()})")
-            r.points.append(point)
-            if r.decided():
-                break
+        r = _round(mix, out, per_replica(load, replicas), replicas, trials)
         out.rounds.append(r)
         if on_round is not None:
             on_round(r)
-        if r.passed or n == rounds:
+        if out.unmeasured or n == rounds or (r.passed and (not r.thin or out.margin_round)):
             break
-        if len(out.models) > 1 and len(out.rounds) > 1:
+        if r.passed:  # thin: once more at the margin its failed trials call for, and that round decides
+            out.margin_round = True
+        elif len(out.models) > 1 and len(out.rounds) > 1:
             out.stuck = stuck(out.rounds[-2], r)
             if out.stuck:
                 break

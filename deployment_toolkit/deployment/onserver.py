@@ -6,6 +6,7 @@ deployment of several; alone, its failure is the plan's). `plan` is the planner'
 this module, not the other way)."""
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,10 @@ from .errors import DeploymentPlanError
 from .groups import mix_of, pack_measured, split_missed
 from .mixed import windowed
 from .packing import PackedGroup
+from ..perf.neighbours import HostDisturbed
 from ..sizing.holding import Holding, Judged, hold
+
+log = logging.getLogger(__name__)
 
 
 def _target(model: Any, url: str, metrics_url: str | None, window_ms: int):
@@ -61,10 +65,15 @@ def _confirm(plan: Any, group: PackedGroup) -> GroupConfirmation:
     checks = plan.settings.checks
     load = {n: group.rates[n] * group.replicas for n in group.models}  # the fleet's, headroom in
     mix = mix_of(plan, group.models, dict(group.rates), "confirm", fresh=True)
-    confirmation = confirm_group(mix, load, group.replicas, checks.rounds, checks.trials)
+    confirmation = confirm_group(mix, load, group.replicas, checks.rounds, checks.trials,
+                                 margins={n: plan.margin(n) for n in group.models})
     if confirmation.passed and checks.burst_factor:
         peak = {n: r / (1 + plan.margin(n)) for n, r in load.items()}
-        confirmation.burst = burst_group(mix, peak, confirmation.replicas, checks.burst_factor, checks.burst_seconds)
+        try:
+            confirmation.burst = burst_group(mix, peak, confirmation.replicas, checks.burst_factor,
+                                             checks.burst_seconds)
+        except HostDisturbed as err:  # informative only: said, and the plan goes on
+            log.warning(f"warning: {' + '.join(group.models)}: burst check not measured: {err}")
     return confirmation
 
 
@@ -145,6 +154,8 @@ def _confirm_groups(plan: Any) -> None:
             f"{' + '.join(group.models)}: confirmation of {group.replicas} replica(s) under its mixed traffic"
             + (" and the burst check" if checks.burst_factor else ""), lambda g=group: _confirm(plan, g))
         plan.confirmations.append(confirmation)
+        if confirmation.unmeasured:  # not the rates' failure: nothing to split (the plan exits 1 and says so)
+            continue
         missed = confirmation.missed()
         if group.shared and missed:  # each part has fewer models than its group: this ends
             split = plan.step(f"{' + '.join(group.models)}: packed again with {', '.join(missed)} apart",

@@ -130,7 +130,7 @@ def plan_markdown(plan) -> str:
                f"{plan.settings.checks.rounds} rounds).", ""]
         cores = len(os.sched_getaffinity(0))
         for c in plan.confirmations:
-            md += [f"**{c.summary()}**", "", c.table(), ""]
+            md += [f"**{c.summary()}**", "", c.table(), "", c.margin_text(), ""]
             if split := plan.split_of(c.models):
                 md += [split.text() + ".", ""]
             if said := c.client_text(cores):
@@ -146,14 +146,24 @@ def plan_markdown(plan) -> str:
 
 
 def _unplanned(plan) -> list[str]:
-    """The models left out (their search, verification or hold failed) and why: the fleet above carries the others."""
-    if not plan.unplanned:
-        return []
-    rows = [[name, why] for name, why in plan.unplanned.items()]
-    return ["## Left out of the plan", "",
-            f"**{len(plan.unplanned)} model(s) could not be planned** (the command exits 1); the fleet above carries "
-            "the others. Rerunning the same command measures only what is missing.", "",
-            markdown_table(["model", "why"], rows, "ll"), ""]
+    """The models left out (their search, verification or hold failed) and why, and the groups whose confirmation
+    got no quiet window: the fleet above carries the others."""
+    unmeasured = [c for c in plan.confirmations if c.unmeasured]
+    md = []
+    if plan.unplanned:
+        rows = [[name, why] for name, why in plan.unplanned.items()]
+        md += ["## Left out of the plan", "",
+               f"**{len(plan.unplanned)} model(s) could not be planned** (the command exits 1); the fleet above "
+               "carries the others. Rerunning the same command measures only what is missing.", "",
+               markdown_table(["model", "why"], rows, "ll"), ""]
+    if unmeasured:
+        md += ["## Not confirmed: no quiet window", "",
+               f"**{len(unmeasured)} group(s) could not be measured** on this host (other processes kept it busy; the "
+               "command exits 1): their replicas are planned but not confirmed. Confirm them on a quieter host, or "
+               "with `deployment-toolkit check-plan` where they run.", "",
+               markdown_table(["models", "why"], [[" + ".join(c.models), c.unmeasured] for c in unmeasured], "ll"),
+               ""]
+    return md
 
 
 def _windows(plan) -> list[str]:
@@ -263,7 +273,10 @@ def write_report(plan) -> dict[str, Path]:
         "splits": [{"models": list(s.models), "missed": list(s.missed), "parts": [list(g.models) for g in s.parts]}
                    for s in plan.splits],
         "confirmations": [{"models": list(c.models), "replicas": c.replicas, "passed": c.passed,
-                           "rounds": len(c.rounds), "stuck": c.stuck, "client_cores_max": c.client_cores,
+                           "rounds": len(c.rounds), "stuck": c.stuck, "unmeasured": c.unmeasured,
+                           "trials": [[p.passes() for p in r.points] for r in c.rounds],
+                           "rates": c.rates, "margins": c.margins, "margin_round": c.margin_round,
+                           "margin": c.margin_text(), "client_cores_max": c.client_cores,
                            "client_processes": max((p.processes for p in c.points), default=None),
                            "client_shared_models": max((p.shared for p in c.points), default=None)}
                           for c in plan.confirmations],

@@ -45,8 +45,57 @@ class ReplicaMix:
 def test_a_group_that_holds_its_rates_passes_in_one_round():
     mix = ReplicaMix(holds=100)
     c = confirm_group(mix, {"a": 60, "b": 30}, replicas=1, rounds=3, trials=3)
-    assert c.passed and not c.derated and c.replicas == 1 and len(c.rounds[0].points) == 2  # 2 of 3 decide
-    assert c.rates == {"a": 60, "b": 30} and c.passed_of("a") == 2
+    assert c.passed and not c.derated and c.replicas == 1 and len(c.rounds[0].points) == 3  # all run: its spread
+    assert c.rates == {"a": 60, "b": 30} and c.passed_of("a") == 3 and not c.margin_round
+
+
+class NoisyMix(ReplicaMix):
+    """A replica whose trial `bad` carries only 80 inferences/s (a noisy group); the others carry `holds`."""
+
+    def __init__(self, holds: float, bad: int, **kw):
+        super().__init__(holds, **kw)
+        self.bad = bad
+
+    def at_rates(self, rates, trial=1, tag=""):
+        holds = self.holds
+        if len(self.calls) + 1 == self.bad:
+            self.holds = 80
+        try:
+            return super().at_rates(rates, trial, tag)
+        finally:
+            self.holds = holds
+
+
+def test_a_thin_pass_sizes_the_groups_own_margin_and_a_steady_group_keeps_its_own():
+    """Passing 2 of 3 trials is a pass with a margin thinner than the group's own spread: the failed trial's carried
+    share derates it once more (the margin round), which then decides; a group whose every trial held is not
+    touched. The report says where each group's margin came from."""
+    thin = confirm_group(NoisyMix(holds=1000, bad=2), {"a": 60, "b": 30}, replicas=1, rounds=3, trials=3,
+                         margins={"a": 0.1, "b": 0.25})
+    assert [r.tally() for r in thin.rounds] == ["2 of 3 trials passed", "3 of 3 trials passed"]
+    assert thin.margin_round and thin.passed and thin.replicas == 2 and thin.rates == {"a": 30, "b": 15}
+    text = thin.margin_text()
+    assert "a 10%, b 25%" in text and "a thin pass (2 of 3 trials passed at 1 replica(s))" in text
+    assert "carried 89% of its rates" in text  # 80 of the 90 offered
+    steady = confirm_group(NoisyMix(holds=1000, bad=0), {"a": 60, "b": 30}, replicas=1, rounds=3, trials=3)
+    assert not steady.margin_round and steady.replicas == 1 and "thin" not in steady.margin_text()
+
+
+def test_a_trial_with_no_quiet_window_leaves_the_group_not_measured_not_failed():
+    """perf.neighbours gave up on a window: the group has no verdict (the plan exits 1 saying so), its rates are
+    not derated and nothing is split."""
+    from deployment_toolkit.perf.neighbours import HostDisturbed
+
+    class Disturbed(ReplicaMix):
+        def at_rates(self, rates, trial=1, tag=""):
+            if len(self.calls) == 1:
+                self.calls.append(rates)
+                raise HostDisturbed("confirm: no quiet window in 4 tries (others took 1.2 of 2 cores)")
+            return super().at_rates(rates, trial, tag)
+
+    c = confirm_group(Disturbed(holds=1000), {"a": 60, "b": 30}, replicas=1, rounds=3, trials=3)
+    assert not c.passed and len(c.rounds) == 1 and len(c.rounds[0].points) == 1 and c.replicas == 1
+    assert c.summary().startswith("a + b: NOT CONFIRMED (not measured) (1 of 1 trials passed); confirm: no quiet")
 
 
 def test_a_group_that_falls_short_is_derated_to_what_it_carried_and_confirmed_again():
