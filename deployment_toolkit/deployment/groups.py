@@ -18,6 +18,7 @@ from ..perf import neighbours
 from ..sizing.holding import Holding, hold
 from .errors import DeploymentPlanError
 from .file import Deployment
+from .groupconfig import SOLO, GroupSetting, SettingTried, apply, kept, split_setting
 from .mixed import Member, Mix, member_target
 from .packing import (ModelLoad, PackedGroup, PackLimits, Packing, SharingFit, fit_sharing, lower_bound, pack,
                       time_shared)
@@ -39,6 +40,8 @@ class MeasuredGroup:
     reason: str = ""
     fit: SharingFit | None = None  # what it changed in its members' sharing factors (None: it held the prediction)
     disturbed: bool = False  # not measured: other processes took the host in every window (perf.neighbours)
+    setting: GroupSetting | None = None  # the serving setting kept for the group (None: each model's solo winner)
+    tried: tuple[SettingTried, ...] = ()  # every setting measured for the group, the solo winners first
 
     @property
     def held(self) -> float | None:
@@ -50,7 +53,11 @@ class MeasuredGroup:
             return f"{' + '.join(self.models)}: {what} ({self.reason}); kept apart"
         said = (f"{' + '.join(self.models)}: {self.held:,.1f} inf/s held (time sharing predicted "
                 f"{self.predicted:,.1f})")
-        return said + (f"; sharing factor x {self.fit.ratio:.2f}, packed again" if self.fit else "")
+        said += f"; sharing factor x {self.fit.ratio:.2f}, packed again" if self.fit else ""
+        if len(self.tried) > 1:
+            said += ("; settings tried: " + "; ".join(t.text() for t in self.tried) + "; kept: "
+                     + (self.setting.text() if self.setting is not None else SOLO))
+        return said
 
 
 def traffic_of(deployment: Deployment) -> Traffic:
@@ -113,15 +120,35 @@ def mix_of(plan: Any, models: tuple[str, ...], split: dict[str, float], tag: str
     return Mix(members, plan.out_dir / tag / label, fresh=fresh, generator=plan.settings.checks.load_generator)
 
 
-def _measure_group(plan: Any, group: PackedGroup, loads: tuple[ModelLoad, ...]) -> MeasuredGroup:
-    """A shared group's mix capacity at the packing's split: bisected from the time-sharing prediction, then held
-    k of k (sizing.capacity.search on mix points)."""
+def _measure_group(plan: Any, group: PackedGroup, loads: tuple[ModelLoad, ...], server: Any = None) -> MeasuredGroup:
+    """A shared group measured with each model's solo winner, then with the threads split between its models
+    (groupconfig.py), each as the group runs; the setting kept is the solo winners unless the split held more by
+    more than the search's resolution."""
+    solo = _measure_setting(plan, group, loads, "mix")
+    threads = split_setting(plan, group.models) if server is not None and not solo.disturbed else None
+    if threads is None:
+        return solo
+    apply(plan, server, group.models, threads)
+    try:
+        other = _measure_setting(plan, group, loads, "mix-threads")
+    finally:
+        apply(plan, server, group.models, None)
+    tried = (SettingTried(GroupSetting(SOLO), solo.predicted, solo.held, solo.reason),
+             SettingTried(threads, other.predicted, other.held, other.reason))
+    best = kept(list(tried), plan.resolution)
+    chosen = other if best.setting is threads else solo
+    return dataclasses.replace(chosen, tried=tried, setting=threads if chosen is other else None)
+
+
+def _measure_setting(plan: Any, group: PackedGroup, loads: tuple[ModelLoad, ...], tag: str) -> MeasuredGroup:
+    """A shared group's mix capacity at the packing's split, as its models are served now: bisected from the
+    time-sharing prediction, then held k of k (sizing.capacity.search on mix points)."""
     from ..sizing.capacity import search
     from ..sizing.ratepoint import ClientLimited
 
     split = {n: group.rates[n] for n in group.models}
     predicted = time_shared(loads, split)
-    mix = mix_of(plan, group.models, split, "mix")
+    mix = mix_of(plan, group.models, split, tag)
     try:
         found = search(lambda total: mix.measure(total), predicted, 1.0, 1, plan.resolution,
                        min_fraction=MIX_FLOOR).capacity
@@ -140,7 +167,13 @@ def _measure_group(plan: Any, group: PackedGroup, loads: tuple[ModelLoad, ...]) 
     return MeasuredGroup(group.models, split, predicted, held, fit=fit)
 
 
-def pack_measured(plan: Any) -> Packing:
+def setting_of(plan: Any, models: tuple[str, ...]) -> GroupSetting | None:
+    """The serving setting kept for the group `models` (None: each model's solo winner)."""
+    measured = plan.measured.get(models)
+    return measured.setting if measured is not None and len(models) > 1 else None
+
+
+def pack_measured(plan: Any, server: Any = None) -> Packing:
     """Pack, measure the shared groups the packing chose that were not measured yet, fold what they showed into
     the sharing factors (or keep a group that held nothing apart) and pack again, until every shared group of the
     packing was measured, for at most MAX_PACKINGS packings: the last one's groups are measured and a group short of
@@ -169,7 +202,7 @@ def pack_measured(plan: Any) -> Packing:
             measured = plan.steps.call(
                 f"{' + '.join(group.models)}: mix capacity under their mixed traffic, held "
                 f"{plan.settings.checks.retests} of {plan.settings.checks.retests}",
-                lambda g=group: _measure_group(plan, g, loads))
+                lambda g=group: _measure_group(plan, g, loads, server))
             plan.measured[group.models] = measured
             if measured.held is None:  # kept apart, and no later group as large: another set of that size was
                 plan.apart.append(group.models)  # as likely to fail (twelve models: six groups of six held nothing)
@@ -236,4 +269,4 @@ def _as_measured(plan: Any, packing: Packing) -> Packing:
 
 
 __all__ = ["MAX_PACKINGS", "MIX_FLOOR", "MeasuredGroup", "Split", "mix_of", "pack_measured", "refuse_over_limit",
-           "split_missed", "traffic_of"]
+           "setting_of", "split_missed", "traffic_of"]

@@ -12,7 +12,8 @@ from typing import Any
 
 from .confirm import GroupConfirmation, burst_group, confirm_group
 from .errors import DeploymentPlanError
-from .groups import mix_of, pack_measured, split_missed
+from .groupconfig import apply
+from .groups import mix_of, pack_measured, setting_of, split_missed
 from .mixed import windowed
 from .packing import PackedGroup
 from ..perf.neighbours import HostDisturbed
@@ -60,9 +61,11 @@ def _held_alone(model: Any, out_dir: Path, retests: int, resolution: float) -> H
 
 # ---- confirmation ----------------------------------------------------------------------------------
 
-def _confirm(plan: Any, group: PackedGroup) -> GroupConfirmation:
-    """The group at its worst slice's rates (derated where it fails), then its burst check."""
+def _confirm(plan: Any, group: PackedGroup, server: Any) -> GroupConfirmation:
+    """The group served with its kept setting (groupconfig.py), at its worst slice's rates (derated where it fails),
+    then its burst check."""
     checks = plan.settings.checks
+    apply(plan, server, group.models, setting_of(plan, group.models))
     load = {n: group.rates[n] * group.replicas for n in group.models}  # the fleet's, headroom in
     mix = mix_of(plan, group.models, dict(group.rates), "confirm", fresh=True)
     confirmation = confirm_group(mix, load, group.replicas, checks.rounds, checks.trials,
@@ -143,7 +146,7 @@ def _each_model(plan: Any, server: Any) -> None:
                                   lambda m=model: _held(m, plan), model=name)
 
 
-def _confirm_groups(plan: Any) -> None:
+def _confirm_groups(plan: Any, server: Any) -> None:
     """Each group of the packing confirmed; a shared group that missed is packed again with the models that missed
     apart, and its parts confirmed in its place."""
     checks = plan.settings.checks
@@ -152,7 +155,7 @@ def _confirm_groups(plan: Any) -> None:
         group = queue.pop(0)
         confirmation = plan.step(
             f"{' + '.join(group.models)}: confirmation of {group.replicas} replica(s) under its mixed traffic"
-            + (" and the burst check" if checks.burst_factor else ""), lambda g=group: _confirm(plan, g))
+            + (" and the burst check" if checks.burst_factor else ""), lambda g=group: _confirm(plan, g, server))
         plan.confirmations.append(confirmation)
         if confirmation.unmeasured:  # not the rates' failure: nothing to split (the plan exits 1 and says so)
             continue
@@ -176,11 +179,11 @@ def on_server(plan: Any, server: Any) -> None:
     _each_model(plan, server)
     plan.check_some_planned()
     plan.step("which models share a replica and how many replicas (the solver; shared groups measured)",
-              lambda: pack_measured(plan))
+              lambda: pack_measured(plan, server))
     if not checks.confirm:
         plan.steps.skip("confirmation of each replica group under its mixed traffic", "--no-confirm")
         return
-    _confirm_groups(plan)
+    _confirm_groups(plan, server)
 
 
 __all__ = ["headroom", "on_server", "price"]

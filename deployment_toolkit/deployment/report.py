@@ -269,7 +269,12 @@ def write_report(plan) -> dict[str, Path]:
             "replicas": packing.replicas, "lower_bound": packing.lower_bound, "bound": packing.bound_source.value,
             "gap": packing.gap, "status": packing.status.value, "seconds": packing.seconds, "slices": packing.slices,
             "packings": len(plan.packings), "measured_groups": [list(g) for g in plan.measured],
-            "unmeasured_groups": [list(g) for g in plan.unmeasured]},
+            "unmeasured_groups": [list(g) for g in plan.unmeasured],
+            "group_settings": [{"models": list(g), "kept": m.setting.text() if m.setting else "as searched alone",
+                                "tried": [{"setting": t.setting.name, "threads": dict(t.setting.threads),
+                                           "predicted": t.predicted, "held": t.held, "sharing_factor": t.factor}
+                                          for t in m.tried]}
+                               for g, m in plan.measured.items() if m.tried]},
         "splits": [{"models": list(s.models), "missed": list(s.missed), "parts": [list(g.models) for g in s.parts]}
                    for s in plan.splits],
         "confirmations": [{"models": list(c.models), "replicas": c.replicas, "passed": c.passed,

@@ -44,7 +44,7 @@ def _only_pairs_hold(monkeypatch) -> list[tuple[str, ...]]:
 
     measured: list[tuple[str, ...]] = []
 
-    def measure(plan, group, loads):
+    def measure(plan, group, loads, server=None):
         measured.append(group.models)
         split = dict(group.rates)
         if len(group.models) > 2:
@@ -161,6 +161,6 @@ def test_a_group_the_neighbours_kept_from_measuring_is_kept_apart_and_says_nothi
     measured = groups._measure_group(plan, group, groups._loads(plan))
     assert measured.held is None and measured.disturbed
     assert measured.text().startswith("a + b: not measured (a + b at 10 requests/s: no quiet window")
-    monkeypatch.setattr(groups, "_measure_group", lambda p, g, loads: measured)
+    monkeypatch.setattr(groups, "_measure_group", lambda p, g, loads, server=None: measured)
     groups.pack_measured(plan)
     assert ("a", "b") in plan.apart and plan.most_shared is None
