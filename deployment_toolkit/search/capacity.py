@@ -11,6 +11,7 @@ default is declared as good. Measures through the measurer's `rate_point` (the r
 """
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass
 from typing import Protocol
@@ -35,6 +36,9 @@ POINTS_PER_SEARCH = 7  # what the time reserve counts for one search (6.5 rates 
 MIN_POINTS = 4  # the fewest rates a search is given when time is short: bracket, then bisect twice
 SEED_SHARE = 0.8  # the first search starts at this share of the closed-loop figure (open loop is lower: 50-90%)
 CAPACITY_SHARE = 0.5  # of --max-minutes the capacity stage is planned for at most (the exploration keeps the rest)
+TAIL_SPREAD = 2.0  # a config whose p99 at one rate varies by more than this factor has tails that jump: it is
+# ranked below a steadier config of nearly the same capacity (within the spreads and the resolution)
+SAME_RATE = 0.02  # rates this close are one rate when tails are compared
 
 
 def expect_rates(clock: SearchClock, best: Point | None) -> None:
@@ -57,6 +61,28 @@ class CapacityMeasurement:
 
     result: OpenLoopCapacity
     error: str = ""  # e.g. the client could not generate the rate
+
+    @property
+    def p99_spread(self) -> float | None:
+        """How much the p99 varied between measurements at one rate (worst over best, rates within 2 % taken as
+        one): a later search starts at the earlier ones' capacity, so repeats come with the searches. None: no rate
+        was measured twice."""
+        points = [p for s in self.result.trials for p in s.points if math.isfinite(p.p99) and p.p99 > 0]
+        worst = None
+        for p in points:
+            same = [q.p99 for q in points if abs(q.rate - p.rate) <= SAME_RATE * p.rate]
+            if len(same) > 1:
+                worst = max(worst or 1.0, max(same) / min(same))
+        return worst
+
+    @property
+    def steady(self) -> bool:
+        spread = self.p99_spread
+        return spread is None or spread <= TAIL_SPREAD
+
+    def tail_text(self) -> str:
+        spread = self.p99_spread
+        return "p99 at one rate: not repeated" if spread is None else f"p99 at one rate varied x{spread:.2f}"
 
     @property
     def spread(self) -> Spread | None:
@@ -197,10 +223,13 @@ def decide(st: Standings, configs: list[Trial], default: Trial, judge: Judge) ->
                         f"no open-loop rate met p99 <= {judge.settings.budget_ms:g} ms: "
                         + (t.capacity.result.unreachable_text() if t.capacity else "not measured"))
     reached.sort(key=lambda t: t.capacity.spread.median, reverse=True)
+    steadier = _steadier_first(reached)
     if not reached:
         decision.message = _nothing(st, configs, judge)
     else:
         _name(decision, reached, default)
+        if steadier:
+            decision.message += f"; {steadier}"
     verdicts(decision, st, default, judge)
     for t in configs:  # the verdict lines speak of capacity where it was measured
         if t is decision.winner:
@@ -209,7 +238,26 @@ def decide(st: Standings, configs: list[Trial], default: Trial, judge: Judge) ->
             t.verdict = "over budget"
         elif t is not decision.runner_up:
             t.detail = f"open-loop capacity {t.capacity.spread.text()} inf/s; " + (t.detail or "")
+        if t in reached:
+            t.detail = (t.detail + "; " if t.detail else "") + t.capacity.tail_text()
     return decision
+
+
+def _steadier_first(reached: list[Trial]) -> str:
+    """Where the config of the most capacity has tails that jump (p99 at one rate varied more than TAIL_SPREAD) and
+    a steady one holds nearly as much (within both configs' spreads and the resolution), the steady one goes first.
+    Returns what was said ('' where the order stands)."""
+    if not reached or reached[0].capacity.steady:
+        return ""
+    top = reached[0]
+    for t in reached[1:]:
+        noise = max(top.capacity.result.headroom, t.capacity.result.headroom)
+        if t.capacity.steady and t.capacity.spread.median >= top.capacity.spread.median * (1 - noise):
+            reached.remove(t)
+            reached.insert(0, t)
+            return (f"{t.candidate.slug} ranked above {top.candidate.slug} of nearly the same capacity: the latter's "
+                    f"{top.capacity.tail_text()} (over x{TAIL_SPREAD:g}), the former's tails are steady")
+    return ""
 
 
 def _name(decision: Decision, reached: list[Trial], default: Trial) -> None:
@@ -235,6 +283,11 @@ def _name(decision: Decision, reached: list[Trial], default: Trial) -> None:
         decision.winner = top
         decision.message = (f"{top.candidate.slug} sustains {cap(top).text()} inf/s in open loop, {gain.text()} over "
                             f"the default's {cap(d).text()} (spread and resolution {noise * 100:.0f}%)")
+    elif top.capacity.steady and not d.capacity.steady:
+        decision.winner = top
+        decision.message = (f"{top.candidate.slug} sustains {cap(top).text()} inf/s in open loop, within the spread "
+                            f"of the default's {cap(d).text()}, and its tails are steady where the default's "
+                            f"{d.capacity.tail_text()} (over x{TAIL_SPREAD:g})")
     else:
         decision.winner = d
         decision.default_as_good = True
@@ -261,5 +314,5 @@ def _nothing(st: Standings, configs: list[Trial], judge: Judge) -> str:
             "Raise --p99-ms, or use a smaller model/preset or a faster host")
 
 
-__all__ = ["CAPACITY_FINALISTS", "CAPACITY_SHARE", "planned_finalists", "planned_trials", "points_that_fit",
+__all__ = ["CAPACITY_FINALISTS", "CAPACITY_SHARE", "TAIL_SPREAD", "planned_finalists", "planned_trials", "points_that_fit",
            "CapacityMeasurement", "RateMeasurer", "decide", "finalists", "measure", "reserve_s"]
