@@ -96,6 +96,15 @@ def _limits(plan: Any) -> PackLimits:
                       price_per_replica=plan.price_per_replica, max_replicas_key=limits.key("max_replicas"))
 
 
+def bound_by_sharing(plan: Any) -> tuple[int, int]:
+    """The replicas no packing goes under with perfect time sharing (every sharing factor 1), and with the factors
+    measured: how far the fleet is from perfect time sharing, and how much of that the measured sharing explains."""
+    loads = _loads(plan)
+    limits = dataclasses.replace(_limits(plan), max_replicas=None)
+    perfect = tuple(dataclasses.replace(m, sharing=1.0) for m in loads)
+    return lower_bound(perfect, limits), lower_bound(loads, limits)
+
+
 def refuse_over_limit(plan: Any) -> None:
     """Before a server starts: a fleet over the replica limit even at the capacities the searches found is refused
     in one line (a hold only lowers a capacity and sharing a replica only adds load, so every later packing needs
@@ -268,5 +277,5 @@ def _as_measured(plan: Any, packing: Packing) -> Packing:
     return dataclasses.replace(packing, groups=tuple(groups))
 
 
-__all__ = ["MAX_PACKINGS", "MIX_FLOOR", "MeasuredGroup", "Split", "mix_of", "pack_measured", "refuse_over_limit",
+__all__ = ["MAX_PACKINGS", "MIX_FLOOR", "MeasuredGroup", "Split", "bound_by_sharing", "mix_of", "pack_measured", "refuse_over_limit",
            "setting_of", "split_missed", "traffic_of"]

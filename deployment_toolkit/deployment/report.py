@@ -17,6 +17,7 @@ from ..sizing.k8s import FleetSpec, dns_name, fleet_manifests, validate_all, wri
 from ..sizing.replicas import ReplicaSet
 from ..spec import atomic_write_text
 from ..tables import markdown_table
+from .groups import bound_by_sharing
 
 
 def _ms(value: float) -> str:
@@ -65,6 +66,11 @@ def _fleet(plan) -> list[str]:
                + (f" Sized by the sum of their peaks instead of the peak of their summed traffic, the same groups "
                   f"would need {packing.replicas_by_peaks} replica(s)." if packing.replicas_by_peaks != packing.replicas
                   else ""), ""]
+        perfect, measured = bound_by_sharing(plan)
+        md += [f"Bound with perfect time sharing (every sharing factor 1): **{perfect}** replica(s); with the sharing "
+               f"factors measured ({_factors(plan)}): **{measured}**; the fleet: **{plan.replicas}**. What lies "
+               "between the first two is what sharing a replica really costs on this host (the shared groups "
+               "measured below); what lies above the second is the packing's and the confirmation's.", ""]
         shared = [m for m in plan.measured.values()]
         md += [f"Packings: {len(plan.packings)}; shared groups measured: {len(shared)}, shared groups in the final "
                f"packing: {sum(g.shared for g in packing.groups)}."
@@ -143,6 +149,12 @@ def plan_markdown(plan) -> str:
     md += _windows(plan)
     md += ["## Stages", "", plan.steps.table(), ""]
     return "\n".join(md)
+
+
+def _factors(plan) -> str:
+    """Each model's sharing factor where a measurement lowered it, or that none did."""
+    low = {n: f for n, f in plan.sharing.items() if f < 1 and n in plan.models}
+    return ", ".join(f"{n} x{f:.2f}" for n, f in low.items()) if low else "none below 1"
 
 
 def _unplanned(plan) -> list[str]:
@@ -270,6 +282,8 @@ def write_report(plan) -> dict[str, Path]:
             "gap": packing.gap, "status": packing.status.value, "seconds": packing.seconds, "slices": packing.slices,
             "packings": len(plan.packings), "measured_groups": [list(g) for g in plan.measured],
             "unmeasured_groups": [list(g) for g in plan.unmeasured],
+            "bound_perfect_sharing": bound_by_sharing(plan)[0], "bound_measured_sharing": bound_by_sharing(plan)[1],
+            "sharing_factors": {n: f for n, f in plan.sharing.items() if n in plan.models},
             "group_settings": [{"models": list(g), "kept": m.setting.text() if m.setting else "as searched alone",
                                 "tried": [{"setting": t.setting.name, "threads": dict(t.setting.threads),
                                            "predicted": t.predicted, "held": t.held, "sharing_factor": t.factor}

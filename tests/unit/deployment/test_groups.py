@@ -164,3 +164,17 @@ def test_a_group_the_neighbours_kept_from_measuring_is_kept_apart_and_says_nothi
     monkeypatch.setattr(groups, "_measure_group", lambda p, g, loads, server=None: measured)
     groups.pack_measured(plan)
     assert ("a", "b") in plan.apart and plan.most_shared is None
+
+
+def test_the_bound_is_stated_with_perfect_sharing_and_with_the_factors_measured():
+    """Issue 55: plan.md says how far the fleet is from perfect time sharing. Four models whose replica holds 100
+    inf/s, each at 60 inf/s with 20 % headroom, load 2.88 replicas: 3 by perfect time sharing; with each sharing
+    factor measured at 0.5 a shared replica carries less, so the bound with the factors is higher."""
+    from deployment_toolkit.deployment import groups
+
+    plan = _plan(["a", "b", "c", "d"], capacity=100.0, rate=60.0)
+    perfect, measured = groups.bound_by_sharing(plan)
+    assert perfect == measured == 3
+    plan.sharing.update({n: 0.5 for n in "abcd"})
+    perfect, measured = groups.bound_by_sharing(plan)
+    assert perfect == 3 and measured > perfect
