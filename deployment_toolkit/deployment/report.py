@@ -94,9 +94,16 @@ def plan_markdown(plan) -> str:
     command = plan.steps.folder and RunFolder(plan.out_dir).run_json().get("command")
     if command:
         md += [f"Command: `{command}`", ""]
-    md += _fleet(plan)
-    md += _unplanned(plan)
-    md += ["## Per model", ""]
+    md += _fleet(plan) + _unplanned(plan) + _per_model(plan) + _confirmation(plan) + _searches(plan)
+    if plan.manifests:
+        md += ["## Kubernetes", ""] + [f"- `{_rel(plan, p)}`" for p in plan.manifests.values()] + [""]
+    md += _windows(plan)
+    md += ["## Stages", "", plan.steps.table(), ""]
+    return "\n".join(md)
+
+
+def _per_model(plan) -> list[str]:
+    """One row per planned model: its config, peak, SLO, capacity alone, hold, confirmation and memory."""
     rows = []
     confirmations = {n: c for c in plan.confirmations for n in c.models}
     for name, m in plan.models.items():
@@ -108,12 +115,13 @@ def plan_markdown(plan) -> str:
                      m.holding.text() if m.holding else "-",
                      " / ".join(_ms(p.points[name].p99) for p in c.points) if c else "-",
                      f"{c.passed_of(name)} of {len(c.points)}" if c else "-", _memory(plan, name)])
-    md += [markdown_table(["model", "config", "peak (inf/s)", "SLO p99 (ms)", "capacity found alone (inf/s)",
-                           "re-tested at the rate itself", "confirmation p99, last round (ms)", "SLO held",
-                           "memory (GB)"], rows, "llrrrlllr"), "",
-           "The capacity a packing uses is the re-tested one: a rate passes k of k re-tests (independent arrivals, "
-           f"{plan.settings.checks.window_ms} ms windows) before it is used, else it steps down 10 % and is "
-           "re-tested.", ""]
+    md = ["## Per model", "",
+          markdown_table(["model", "config", "peak (inf/s)", "SLO p99 (ms)", "capacity found alone (inf/s)",
+                          "re-tested at the rate itself", "confirmation p99, last round (ms)", "SLO held",
+                          "memory (GB)"], rows, "llrrrlllr"), "",
+          "The capacity a packing uses is the re-tested one: a rate passes k of k re-tests (independent arrivals, "
+          f"{plan.settings.checks.window_ms} ms windows) before it is used, else it steps down 10 % and is "
+          "re-tested.", ""]
     if plan.memory is not None:
         key = plan.deployment.limits.key("host_memory_gb")
         budget = (f"; a replica has {plan.memory.budget_gb:g} GB ({key})" if plan.memory.budget_gb
@@ -125,30 +133,31 @@ def plan_markdown(plan) -> str:
                "samples, so its capacity counts the steps around the network (its search found the network's alone). "
                + " ".join(f"{n}: served against in-process, {m.pipeline.verification.summary()}."
                           for n, m in plan.models.items() if m.pipeline is not None and m.pipeline.verification), ""]
-    md += ["## Confirmation under mixed open-loop traffic", ""]
+    return md
+
+
+def _confirmation(plan) -> list[str]:
+    """Each group's confirmation: its trials, its margin and where it came from, its split, client and burst."""
+    md = ["## Confirmation under mixed open-loop traffic", ""]
     if not plan.confirmations:
-        md += ["Not run (--no-confirm).", ""]
-    else:
-        md += [f"Each replica group driven at its planned per-replica rates at its worst time slice, all its models at "
-               f"once (one seeded Poisson schedule and one perf_analyzer per model, network transfer), p99 from the "
-               f"intended send time; a round passes when most of its trials (up to {plan.settings.checks.trials}) "
-               "pass, a failed round derates the group to what its replica carried and confirms again (at most "
-               f"{plan.settings.checks.rounds} rounds).", ""]
-        cores = len(os.sched_getaffinity(0))
-        for c in plan.confirmations:
-            md += [f"**{c.summary()}**", "", c.table(), "", c.margin_text(), ""]
-            if split := plan.split_of(c.models):
-                md += [split.text() + ".", ""]
-            if said := c.client_text(cores):
-                md += [said, ""]
-            if c.burst is not None:
-                md += [c.burst.text(), ""]
-    md += _searches(plan)
-    if plan.manifests:
-        md += ["## Kubernetes", ""] + [f"- `{_rel(plan, p)}`" for p in plan.manifests.values()] + [""]
-    md += _windows(plan)
-    md += ["## Stages", "", plan.steps.table(), ""]
-    return "\n".join(md)
+        return md + ["Not run (--no-confirm).", ""]
+    checks = plan.settings.checks
+    md += [f"Each replica group driven at its planned per-replica rates at its worst time slice, all its models at "
+           f"once (one seeded Poisson schedule and one perf_analyzer per model, network transfer), p99 from the "
+           f"intended send time. A round runs all its trials (up to {checks.trials}) unless most have failed; it "
+           "passes when most of them pass. A failed round derates the group to what its replica carried and confirms "
+           "again; a round that passed with a trial that failed is a thin margin, sized from that trial and "
+           f"confirmed once more (at most {checks.rounds} rounds in all).", ""]
+    cores = len(os.sched_getaffinity(0))
+    for c in plan.confirmations:
+        md += [f"**{c.summary()}**", "", c.table(), "", c.margin_text(), ""]
+        if split := plan.split_of(c.models):
+            md += [split.text() + ".", ""]
+        if said := c.client_text(cores):
+            md += [said, ""]
+        if c.burst is not None:
+            md += [c.burst.text(), ""]
+    return md
 
 
 def _factors(plan) -> str:
