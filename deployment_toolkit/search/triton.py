@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..binaries import check_perf_analyzer
 from ..client import ServerNotReady, TritonClient
-from ..perf import telemetry
+from ..perf import neighbours, telemetry
 from ..perf.analyzer import Concurrency, PerfAnalyzerError, PerfOptions, PerfTarget, run_point
 from ..results.schema import MEASURE_COLUMNS
 from ..repository.config import ConfigError
@@ -154,12 +154,16 @@ class TritonMeasurer:
         csv_path = self.raw_dir / f"{candidate.slug}_c{concurrency}_s{sample}.csv"
         t0 = time.monotonic()
         metrics = self.server.metrics_url if self.metrics_period_s and self.server.metrics_port else None
-        try:
+        def window() -> tuple[Any, Any]:
             with telemetry.scrape_during(metrics, name, self.metrics_period_s or telemetry.DEFAULT_PERIOD_S,
                                          log=_warn) as scraper:
-                result = run_point(PerfTarget(name, self.url, info.manifest, binary=self.binary,
-                                              samples_per_request=self._per_request(info)), 1,
-                                   Concurrency(concurrency), self.options, csv_path)
+                return run_point(PerfTarget(name, self.url, info.manifest, binary=self.binary,
+                                            samples_per_request=self._per_request(info)), 1,
+                                 Concurrency(concurrency), self.options, csv_path), scraper
+
+        try:  # a window the host's other processes disturbed is measured again (perf.neighbours), never a figure
+            result, scraper = neighbours.until_quiet(window, f"{candidate.slug} at concurrency {concurrency}",
+                                                     "closed loop")
         except PerfAnalyzerError as err:
             died = self._restart_if_dead()
             what = "the server died" if died else "perf_analyzer failed"
