@@ -12,7 +12,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 from google.protobuf import json_format
@@ -220,6 +220,18 @@ class TritonClient:
 
     def unload(self, model: str) -> None:
         self.client.unload_model(model)
+
+    def unregister_system_regions(self, leftover: Callable[[str], bool]) -> list[str]:
+        """Unregister the server's system shared-memory regions for which `leftover(name)` is True; returns their
+        names. A perf_analyzer killed before its exit leaves its regions registered, and the next run's
+        registration of the same names fails ("already in manager")."""
+        status = self._json("get_system_shared_memory_status")
+        regions = status.get("regions", status) if isinstance(status, dict) else status
+        names = list(regions) if isinstance(regions, dict) else [r.get("name", "") for r in regions or []]
+        gone = [n for n in names if n and leftover(n)]
+        for name in gone:
+            self.client.unregister_system_shared_memory(name)
+        return gone
 
     # ---- inference ---------------------------------------------------------------------------
     def preflight(self, model: str, version: str, signature: Any, batched: bool, timeout_s: float = 60.0) -> None:

@@ -132,7 +132,7 @@ class _Run:
         if self.export is not None:
             self.export.unlink(missing_ok=True)
         with shared_memory_guard(opts.shared_memory, url, wait_s=opts.call_timeout_s()), \
-                perf_regions_removed(opts.shared_memory, signature):
+                perf_regions_removed(opts.shared_memory, signature, url, opts.protocol):
             try:
                 rc, output = _execute(cmd, opts.call_timeout_s())
             except PerfAnalyzerTimeout as err:  # its log says so too: the point's record of why it failed

@@ -20,6 +20,7 @@ from typing import Iterable, Iterator, Sequence
 
 from ...binaries import PERF_ANALYZER
 from ...cleanup import PerfShmRecord, perf_region_pattern
+from ...client import TritonClient
 from ...config import SharedMemory
 from .command import HasSignature
 from .errors import PerfAnalyzerError
@@ -277,11 +278,13 @@ def _acquire(fd: int, queue: TicketQueue, wait_s: float, said: set[str], path: P
 
 
 @contextlib.contextmanager
-def perf_regions_removed(shared_memory: SharedMemory | str, signature: HasSignature) -> Iterator[None]:
+def perf_regions_removed(shared_memory: SharedMemory | str, signature: HasSignature,
+                         url: str | None = None, protocol: str = "grpc") -> Iterator[None]:
     """Remove the system shared-memory regions perf_analyzer created, however it ended: killed (our SIGTERM,
     Ctrl-C, a timeout) it never unlinks them. Only names that match its tensor-named regions and appeared
     during the run are removed (the run holds the shared-memory lock); a record beside the lock lets the
-    next run clear what a SIGKILLed one left."""
+    next run clear what a SIGKILLed one left. With `url`, the regions of those names still registered on the
+    server are unregistered too (a killed run never unregisters them, and the next run's registration fails)."""
     if shared_memory != "system" or not SHM_DIR.is_dir():
         yield
         return
@@ -292,6 +295,22 @@ def perf_regions_removed(shared_memory: SharedMemory | str, signature: HasSignat
         yield
     finally:
         record.end(pattern, before)
+        if url:
+            _unregister_left(url, protocol, pattern)
+
+
+def _unregister_left(url: str, protocol: str, pattern: re.Pattern[str]) -> None:
+    """Unregister on the server the regions of perf_analyzer's names it left registered (none after a run that
+    ended well: it unregisters its own); a server that cannot be asked is left as it is."""
+    try:
+        with TritonClient(url, protocol) as client:
+            gone = client.unregister_system_regions(lambda name: bool(pattern.match(name)))
+    except Exception as err:  # noqa: BLE001 - cleanup: the run's own outcome is what the caller reports
+        log.debug(f"shared-memory regions on {url} not checked: {err}")
+        return
+    if gone:
+        log.info(f"unregistered {len(gone)} shared-memory region(s) a stopped perf_analyzer left on {url}: "
+                 + ", ".join(gone))
 
 
 @contextlib.contextmanager
