@@ -56,6 +56,8 @@ COMMANDS: dict[str, Command] = {c.name: c for c in (
             "a plan made while a neighbour busy-loops a core: its disturbed windows, measured again", B),
     Command("bench-check-plan", "commands.benchmark_check_plan",
             "plans made, served and re-tested by check-plan: how often the two agree", B),
+    Command("bench-group-config", "commands.benchmark_group_config",
+            "one shared group with its solo configs and with its group config, side by side", B),
     Command("conversion-matrix", "commands.conversion_matrix", "which model converts to which format on this host", B,
             "conversion_matrix"),
     Command("pack-bench", "pack_bench",
