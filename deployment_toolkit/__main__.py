@@ -63,6 +63,8 @@ COMMANDS: dict[str, Command] = {c.name: c for c in (
     Command("search", "commands.search_config",
             "search the serving config with the most throughput within a p99 budget", D, "search_config"),
     Command("size", "commands.size_fleet", "size a fleet (replicas, GPUs, cost) from measured runs", D, "size_fleet"),
+    Command("traffic", "commands.traffic",
+            "each model's peak, mean and bursts from a Prometheus export, a request log or rates; the fleet's sum", D),
     Command("plan", "commands.plan_fleet",
             "from a model to a confirmed fleet plan: convert, search by open-loop capacity, size, confirm, manifests",
             D, "plan_fleet"),

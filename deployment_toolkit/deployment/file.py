@@ -15,6 +15,8 @@ models:
     checkpoint: tagger.safetensors
     traffic: tagger_day.csv        # optional: its rate over time (time,rate rows; HH:MM, seconds or ISO-8601)
     p99_ms: 100                    # with traffic, peak_rps is optional (the series' peak; given: scaled to it)
+  - {name: fraud, model: fraud.onnx, p99_ms: 20, traffic: prometheus.json,  # or a request log: every model's traffic
+     series: {model: fraud, version: "2"}}  # optional: which series are its own (default: model equal to its name)
 costs: {host_hour: 1.2, gpu_hour: 4.0}
 limits: {max_replicas: 20, headroom: 0.2, host_memory_gb: 64, max_models: 8}
 ```
@@ -38,6 +40,10 @@ from ..errors import UserFileNotFoundError, UserInputError
 from ..inputfile import MIB, NO_LIMIT, TEXT_LIMIT, Expect, Limit, check_path, read_text
 from ..repository.names import check_model_name
 from ..sizing.k8s import dns_name
+from .traffic import reading
+from ..traffic.prometheus import SeriesKind
+from ..traffic.read import DEFAULT_SLICE_S, ReadOptions, read_model
+from ..traffic.series import DAY_S
 
 @dataclass(frozen=True)
 class ModelEntry:
@@ -56,7 +62,18 @@ class ModelEntry:
     postprocess: Path | None = None
     raw_data: Path | None = None  # the raw samples (bytes, text) a pipeline's clients send
     layout: PipelineLayout = PipelineLayout.ENSEMBLE  # a pipeline as an ensemble, or fused into one model
-    traffic: Path | None = None  # a CSV of time,rate: its rate over time (peaks that do not coincide share)
+    # its rate over time (peaks that do not coincide share): a Prometheus range-query answer, a request log (CSV or
+    # JSON Lines) or a CSV of time,rate, told apart by its content
+    traffic: Path | None = None
+    # which of the traffic file's series (or a log's rows) are its own: labels (columns) equal to these values, every
+    # match summed; a text names the `model` label; default: `model` equal to its name
+    series: Mapping[str, str] = field(default_factory=dict)
+    # a Prometheus series is a `counter` (turned into a rate, a drop being a reset) or a `rate`; auto: a counter when
+    # its __name__ is one of Triton's counters or ends in _total
+    traffic_kind: SeriesKind = SeriesKind.AUTO
+    time_column: str | None = None  # a request log's time column (default: time, timestamp or ts)
+    slice_s: float = setting(DEFAULT_SLICE_S, unit="s", low=0, low_open=True, high=DAY_S,
+                             help="a request log's rate is its requests counted per slice of this width")
     peak_given: bool = True  # False: peak_rps is the traffic's own peak (only `traffic:` was given)
 
     def __post_init__(self) -> None:
@@ -202,15 +219,13 @@ def _paths(raw: Mapping[str, Any], folder: Path, section: str) -> dict[str, Path
     return paths
 
 
-def _peak(values: dict[str, Any], section: str) -> None:
+def _peak(values: dict[str, Any], options: ReadOptions | None, section: str) -> None:
     """The peak from `peak_rps`, from the traffic file, or both by one stated rule: the file gives the shape over
     time and `peak_rps` its peak (the series is scaled to it), which a file of zeros cannot be."""
-    from .traffic import read_csv
-
-    if "traffic" not in values:
+    if options is None:
         return
     try:
-        series = read_csv(values["traffic"])
+        series = read_model(values["traffic"], values["name"], values.get("series"), options).series
     except UserInputError as err:
         raise UserInputError(f"{section}: traffic: {err}") from None
     if "peak_rps" not in values:
@@ -237,13 +252,14 @@ def _model(raw: Any, index: int, folder: Path, where: str) -> ModelEntry:
     if raw.get("peak_rps") not in (None, ""):
         values["peak_rps"] = _number(raw["peak_rps"], f"{section}: peak_rps")
     values.update(_paths(raw, folder, section))
+    options = reading(raw, values, section)
     if raw.get("layout") is not None:
         values["layout"] = str(raw["layout"])
     if raw.get("model_args") is not None:
         values["model_args"] = dict(_mapping(raw["model_args"], f"{section}: model_args"))
     values["model"] = _model_reference(values["model"], folder, f"{where}: models[{index}].model",
                                        values.get("model_args", {}))
-    _peak(values, section)
+    _peak(values, options, section)
     try:
         return ModelEntry(**values)
     except UserInputError as err:

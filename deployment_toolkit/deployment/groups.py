@@ -22,7 +22,7 @@ from .groupconfig import SOLO, GroupSetting, SettingTried, apply, kept, split_se
 from .mixed import Member, Mix, member_target
 from .packing import (ModelLoad, PackedGroup, PackLimits, Packing, SharingFit, fit_sharing, lower_bound, pack,
                       time_shared)
-from .traffic import Traffic, align, constant, read_csv
+from .traffic import Traffic, align, entry_series
 
 log = logging.getLogger(__name__)
 MIX_FLOOR = 0.05  # a shared group's mix search goes down to this share of its predicted capacity
@@ -61,19 +61,9 @@ class MeasuredGroup:
 
 
 def traffic_of(deployment: Deployment) -> Traffic:
-    """Every model's traffic on one grid: its CSV (scaled to its peak_rps where both are given), else its peak."""
-    series = {}
-    for m in deployment.models:
-        if m.traffic is None:
-            series[m.name] = constant(m.peak_rps)
-            continue
-        s = read_csv(m.traffic)
-        if m.peak_given and s.peak > 0:  # the file's shape, peak_rps its peak: the stated rule (file.py), said
-            log.info(f"{m.name}: traffic {m.traffic.name} scaled to peak_rps {m.peak_rps:g} (its own peak "
-                     f"{s.peak:g} inferences/s, x {m.peak_rps / s.peak:.3g})")
-            s = dataclasses.replace(s, rates=tuple(r * m.peak_rps / s.peak for r in s.rates))
-        series[m.name] = s
-    return align(series)
+    """Every model's traffic on one grid: its traffic file's series (a Prometheus export, a request log or a CSV;
+    scaled to its peak_rps where both are given), else its peak (traffic.entry_series)."""
+    return align({m.name: entry_series(m) for m in deployment.models})
 
 
 def _loads(plan: Any) -> tuple[ModelLoad, ...]:

@@ -1,244 +1,90 @@
-"""Traffic that varies over time: one rate series per model, read from a CSV and aligned on one grid of slices.
-
-Packing by peaks alone pays for every model's peak at once; models whose peaks do not coincide (a day model and a
-night model) need less together. A series is step-hold: each row's rate holds until the next row. Series sampled
-differently are aligned on the union of their change points, which is exact for step-hold series: the summed rate
-only changes at some model's change point, so the peak over the grid is the true peak of the sum.
-
-Ends, as chosen here: HH:MM times are a daily profile and wrap around midnight (before the first row the last row's
-rate holds, as on the previous day); seconds and ISO-8601 timestamps are not assumed periodic, so a series holds its
-first rate before its first row and its last rate after its last row. A model given by `peak_rps` alone is a
-constant series and fits any grid.
-"""
+"""Traffic that varies over time, as the planner reads it: one rate series per model (deployment_toolkit.traffic
+reads a Prometheus range-query answer, a request log or a CSV of time,rate, by its content), aligned on one grid of
+slices. The series, the grid and their peaks live in `traffic.series`; this module keeps the names the planner's
+modules import, and reads a deployment entry's traffic as its keys say (`entry_series`)."""
 from __future__ import annotations
 
-import csv
-import datetime as _dt
-import math
-import re
-from dataclasses import dataclass
-from enum import Enum
-from pathlib import Path
-from typing import Iterable, Mapping, Sequence
+import dataclasses
+import logging
+from typing import TYPE_CHECKING, Any, Mapping
 
-import numpy as np
-
-from ..config.fields import MAX_RATE
+from ..config.fields import check_number, flag_of
 from ..errors import UserInputError
-from ..inputfile import read_text
+from ..traffic.ratecsv import read_csv
+from ..traffic.read import ModelTraffic, ReadOptions, read_model, selector
+from ..traffic.series import (DAY_S, Series, TimeKind, Traffic, WorstSlice, align, constant, peak, peak_of_sum,
+                              sum_of_peaks, worst_slice)
 
-DAY_S = 86_400.0
-HEADERS = (("time", "rate"), ("time", "rps"))
-_CLOCK = re.compile(r"^(\d{1,2}):(\d{2})(?::(\d{2}(?:\.\d*)?))?$")
+if TYPE_CHECKING:
+    from .file import ModelEntry
 
-
-class TimeKind(str, Enum):
-    """How a file writes its times; series of different kinds cannot be put on one clock."""
-
-    SECONDS = "seconds"  # a number of seconds (from any origin the files share)
-    TIMESTAMP = "ISO-8601 timestamp"  # absolute time; naive ones are read as UTC
-    CLOCK = "HH:MM"  # time of day: a daily profile, periodic over 24 h
+log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class Series:
-    """One model's rates (inferences/s), each holding from its time until the next one's."""
-
-    times: tuple[float, ...]  # seconds: since the epoch (timestamps), since midnight (HH:MM), or as written
-    rates: tuple[float, ...]
-    kind: TimeKind | None = None  # None: a constant, which fits any grid
-    source: str = ""  # the file it was read from, for messages
-
-    @property
-    def peak(self) -> float:
-        return max(self.rates)
-
-    def at(self, t: float) -> float:
-        """The rate holding at time `t` (step-hold; the ends as the module docstring says)."""
-        return float(self.on((t,))[0])
-
-    def on(self, starts: Sequence[float]) -> np.ndarray:
-        """The rates holding at each of `starts`."""
-        if self.kind is None:
-            return np.full(len(starts), self.rates[0])
-        t = np.asarray(starts, dtype=float)
-        if self.kind is TimeKind.CLOCK:
-            t = t % DAY_S
-        k = np.searchsorted(np.asarray(self.times), t, side="right") - 1
-        k[k < 0] = len(self.rates) - 1 if self.kind is TimeKind.CLOCK else 0
-        return np.asarray(self.rates, dtype=float)[k]
+READING = ("traffic_kind", "time_column", "slice_s")  # an entry's keys that are ReadOptions' fields
 
 
-def constant(peak_rps: float, source: str = "peak_rps") -> Series:
-    """A model given by its peak alone: that rate at every slice."""
-    if not math.isfinite(peak_rps) or peak_rps < 0:
-        raise UserInputError(f"{source} must be a finite rate >= 0 inferences/s, got {peak_rps!r}")
-    return Series((0.0,), (float(peak_rps),), None, source)
-
-
-def _time(cell: str) -> tuple[float, TimeKind] | None:
-    """The cell as seconds and its kind, or None when it is none of the accepted forms."""
+def _number(value: Any, key: str) -> float:
+    """A number as YAML gives it (`60`, `0.5`, or `1e3` read as text)."""
     try:
-        value = float(cell)
-    except ValueError:
-        pass
-    else:
-        return (value, TimeKind.SECONDS) if math.isfinite(value) else None
-    if m := _CLOCK.match(cell):
-        h, mnt, sec = int(m.group(1)), int(m.group(2)), float(m.group(3) or 0)
-        if h < 24 and mnt < 60 and sec < 60:
-            return h * 3600 + mnt * 60 + sec, TimeKind.CLOCK
+        if isinstance(value, bool):
+            raise ValueError
+        return float(value)
+    except (TypeError, ValueError):
+        raise UserInputError(f"{key} must be a number, got {value!r}") from None
+
+
+def reading(raw: Mapping[str, Any], values: dict[str, Any], section: str) -> ReadOptions | None:
+    """How an entry's traffic file is read (`series:` and READING, each checked under its key, put in `values`);
+    None without `traffic:`, where those keys are refused."""
+    given = [k for k in ("series", *READING) if raw.get(k) is not None]
+    if "traffic" not in values:
+        if given:
+            raise UserInputError(f"{section}: {given[0]} says how its traffic file is read, but no 'traffic:' is given")
         return None
-    text = cell[:-1] + "+00:00" if cell.endswith(("Z", "z")) else cell
+    if raw.get("series") is not None:
+        values["series"] = selector(raw["series"], f"{section}: series")
+    for key in READING:
+        if raw.get(key) is not None:
+            values[key] = _number(raw[key], f"{section}: {key}") if key == "slice_s" else str(raw[key])
+    if "slice_s" in values:  # checked as the file names it, not as the flag --slice-s
+        flag = flag_of(next(f for f in dataclasses.fields(ReadOptions) if f.name == "slice_s"))
+        check_number(values["slice_s"], dataclasses.replace(flag, name=None), f"{section}: slice_s")
     try:
-        stamp = _dt.datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    if stamp.tzinfo is None:
-        stamp = stamp.replace(tzinfo=_dt.timezone.utc)
-    return stamp.timestamp(), TimeKind.TIMESTAMP
+        options = ReadOptions(**{k: values[k] for k in READING if k in values})
+    except UserInputError as err:
+        raise UserInputError(f"{section}: {err}") from None
+    if "traffic_kind" in values:
+        values["traffic_kind"] = options.traffic_kind  # the entry holds the enum, as ReadOptions does
+    return options
 
 
-def _rate(cell: str, where: str) -> float:
-    try:
-        rate = float(cell)
-    except ValueError:
-        raise UserInputError(f"{where}: rate {cell!r} is not a number: give inferences/s, e.g. 12.5") from None
-    if not math.isfinite(rate):
-        raise UserInputError(f"{where}: rate {cell!r} is not finite: give inferences/s, e.g. 12.5")
-    if rate < 0:
-        raise UserInputError(f"{where}: rate {cell!r} is negative: a rate is >= 0 inferences/s")
-    if rate > MAX_RATE:
-        raise UserInputError(f"{where}: rate {cell!r} is above {MAX_RATE:g} inferences/s, the most a rate may be: "
-                             "give inferences/s (not per hour or per day)")
-    return rate
+def read_options(entry: "ModelEntry") -> ReadOptions:
+    """How an entry's traffic file is read where its content does not say (its keys traffic_kind, time_column,
+    slice_s)."""
+    return ReadOptions(traffic_kind=entry.traffic_kind, time_column=entry.time_column, slice_s=entry.slice_s)
 
 
-def _rows(path: Path) -> Iterable[tuple[int, list[str]]]:
-    text = read_text(path, "traffic file", what="a CSV of time,rate rows")
-    for number, cells in enumerate(csv.reader(text.splitlines()), start=1):
-        cells = [c.strip() for c in cells]
-        if not any(cells) or cells[0].startswith("#"):
-            continue
-        yield number, cells
+def entry_traffic(entry: "ModelEntry") -> ModelTraffic:
+    """An entry's traffic as the planner uses it: its traffic file's series (picked by `series:`, else by its
+    name), scaled to its peak_rps where both are given (file.py's stated rule); its peak alone as a constant."""
+    if entry.traffic is None:
+        return ModelTraffic(entry.name, constant(entry.peak_rps), what="peak_rps")
+    m = read_model(entry.traffic, entry.name, entry.series or None, read_options(entry))
+    s = m.series
+    if not (entry.peak_given and s.peak > 0):
+        return m
+    factor = entry.peak_rps / s.peak
+    log.info(f"{entry.name}: traffic {entry.traffic.name} scaled to peak_rps {entry.peak_rps:g} (its own peak "
+             f"{s.peak:g} inferences/s, x {factor:.3g})")
+    return dataclasses.replace(m, series=dataclasses.replace(s, rates=tuple(r * factor for r in s.rates)),
+                               scale=factor, what=f"{m.what}, x {factor:.3g} to peak_rps")
 
 
-def read_csv(path: str | Path) -> Series:
-    """A traffic file: `time,rate` rows (an optional header `time,rate` or `time,rps`), times increasing, in
-    seconds, ISO-8601 timestamps or HH:MM; every bad row is one line naming the file and line."""
-    path = Path(path)
-    times: list[float] = []
-    rates: list[float] = []
-    kind: TimeKind | None = None
-    first = True  # a header is only the first row
-    for number, cells in _rows(path):
-        where = f"{path} line {number}"
-        if first and tuple(c.lower() for c in cells) in HEADERS:
-            first = False
-            continue
-        first = False
-        if len(cells) != 2:
-            raise UserInputError(f"{where}: {len(cells)} columns; a row is `time,rate` (2 columns)")
-        parsed = _time(cells[0])
-        if parsed is None:
-            raise UserInputError(f"{where}: time {cells[0]!r} is not seconds, an ISO-8601 timestamp or HH:MM")
-        t, row_kind = parsed
-        if kind is not None and row_kind is not kind:
-            raise UserInputError(f"{where}: time {cells[0]!r} is {row_kind.value} but the rows above are "
-                                 f"{kind.value}: write every time of a file the same way")
-        kind = row_kind
-        rate = _rate(cells[1], where)
-        if times and t <= times[-1]:
-            raise UserInputError(f"{where}: time {cells[0]!r} is not after the row above: times must increase")
-        times.append(t)
-        rates.append(rate)
-    if not times:
-        raise UserInputError(f"{path}: no rows: give at least one `time,rate` row (inferences/s)")
-    return Series(tuple(times), tuple(rates), kind, str(path))
+def entry_series(entry: "ModelEntry") -> Series:
+    """An entry's rate series as the planner uses it (entry_traffic)."""
+    return entry_traffic(entry).series
 
 
-@dataclass(frozen=True)
-class Traffic:
-    """Every model's rate on one grid of slices: slice k runs from starts[k] to starts[k + 1] (the last one to the
-    end of the day for HH:MM, open-ended otherwise)."""
-
-    starts: tuple[float, ...]
-    rates: Mapping[str, tuple[float, ...]]
-    kind: TimeKind | None = None
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        return tuple(self.rates)
-
-    @property
-    def slices(self) -> int:
-        return len(self.starts)
-
-    def matrix(self, names: Sequence[str] | None = None) -> np.ndarray:
-        """Rates as a (models, slices) array, in the order of `names` (default: every model)."""
-        names = self.names if names is None else names
-        return np.array([self.rates[n] for n in names], dtype=float).reshape(len(names), self.slices)
-
-    def label(self, k: int) -> str:
-        """Slice k's start as the files wrote times."""
-        t = self.starts[k]
-        if self.kind is TimeKind.CLOCK:
-            return f"{int(t // 3600):02d}:{int(t % 3600 // 60):02d}"
-        if self.kind is TimeKind.TIMESTAMP:
-            return _dt.datetime.fromtimestamp(t, _dt.timezone.utc).isoformat(timespec="seconds")
-        return f"{t:g} s"
-
-
-def align(series: Mapping[str, Series]) -> Traffic:
-    """Every series on the union of their change points (step-hold; the ends as the module docstring says)."""
-    if not series:
-        raise UserInputError("no traffic: give each model a traffic file or a peak_rps")
-    kinds = {s.kind for s in series.values() if s.kind is not None}
-    if len(kinds) > 1:
-        shown = ", ".join(f"{s.source or n} ({s.kind.value})" for n, s in series.items() if s.kind is not None)
-        raise UserInputError(f"traffic files mix kinds of time: {shown}: write every file's times the same way")
-    kind = kinds.pop() if kinds else None
-    points = {t for s in series.values() if s.kind is not None for t in s.times}
-    if kind is TimeKind.CLOCK:
-        points.add(0.0)
-    starts = tuple(sorted(points)) or (0.0,)
-    rates = {name: tuple(float(r) for r in s.on(starts)) for name, s in series.items()}
-    return Traffic(starts, rates, kind)
-
-
-def peak(rates: Sequence[float] | Series) -> float:
-    """The highest rate of one series."""
-    return rates.peak if isinstance(rates, Series) else max(rates)
-
-
-def peak_of_sum(traffic: Traffic, names: Sequence[str]) -> float:
-    """The highest summed rate of `names` in any one slice (what they need together when they share)."""
-    return float(traffic.matrix(names).sum(axis=0).max())
-
-
-def sum_of_peaks(traffic: Traffic, names: Sequence[str]) -> float:
-    """The sum of each model's own peak (what sizing by peaks pays for)."""
-    return float(traffic.matrix(names).max(axis=1).sum())
-
-
-@dataclass(frozen=True)
-class WorstSlice:
-    """The slice where a group's weighted load is highest, and each member's rate there."""
-
-    index: int
-    load: float  # sum of weight x rate at that slice
-    rates: Mapping[str, float]
-
-
-def worst_slice(traffic: Traffic, weights: Mapping[str, float]) -> WorstSlice:
-    """The slice maximising sum_i weights[i] x rate_i (weights: e.g. (1 + headroom) / capacity, so the load is in
-    replicas' worth) and each member's rate there; the earliest slice on a tie."""
-    names = tuple(weights)
-    m = traffic.matrix(names)
-    load = np.asarray([weights[n] for n in names]) @ m
-    k = int(np.argmax(load))
-    return WorstSlice(k, float(load[k]), {n: float(m[i, k]) for i, n in enumerate(names)})
-
-
-__all__ = ["DAY_S", "Series", "TimeKind", "Traffic", "WorstSlice", "align", "constant", "peak", "peak_of_sum",
-           "read_csv", "sum_of_peaks", "worst_slice"]
+__all__ = ["DAY_S", "Series", "TimeKind", "Traffic", "WorstSlice", "align", "constant", "entry_series",
+           "entry_traffic", "peak", "peak_of_sum", "read_csv", "read_options", "reading", "sum_of_peaks", "worst_slice"]

@@ -51,3 +51,17 @@ def test_every_generated_block_names_a_committed_file():
     for page in [README, *_doc_pages()]:
         for rel, _ in blocks(page.read_text()):
             assert rel in _tracked(rel), f"{page.name} quotes {rel}, which a commit would not hold"
+
+
+_COPIED = re.compile(r"<!-- copied from (?P<source>\S+) -->\n!\[[^\]]*\]\((?P<image>[^)\s]+)\)")
+
+
+def test_every_image_on_a_page_is_its_run_s_file_byte_for_byte():
+    """A plot on a page is the committed run's own file (issue 57: the traffic command's plot), copied, never
+    redrawn by hand: `<!-- copied from results/<run>/<file> -->` above the image names it."""
+    copies = [(page, m) for page in _doc_pages() for m in _COPIED.finditer(page.read_text())]
+    assert copies, "no copied image found"
+    for page, m in copies:
+        assert m["source"] in _tracked(m["source"]), f"{page.name} copies {m['source']}, which a commit would not hold"
+        assert (page.parent / m["image"]).read_bytes() == (ROOT / m["source"]).read_bytes(), (
+            f"{page.name}: {m['image']} differs from {m['source']}: copy it again")

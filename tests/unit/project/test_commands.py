@@ -30,7 +30,7 @@ def _help(name: str) -> str:
     return out.getvalue()
 
 
-MAX_SUBCOMMANDS = 23  # check-plan (issue 54) is a user's job; `size` folds into `plan` with issue 56
+MAX_SUBCOMMANDS = 24  # check-plan (issue 54) and traffic (issue 57) are user jobs; `size` folds into `plan` (56)
 # what a user's job is not: the toolkit's own benchmarks and the housekeeping of its committed runs
 LAB_WORDS = ("bench", "corpus", "model-analyzer", "matrix", "embed", "compact", "footprint", "results")
 
