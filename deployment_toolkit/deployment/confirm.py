@@ -107,6 +107,8 @@ class GroupConfirmation:
     unmeasured: str = ""  # why the confirmation has no verdict: no quiet window on this host (perf.neighbours)
     margins: dict[str, float] = field(default_factory=dict)  # each model's headroom from its searches (the plan's)
     margin_round: bool = False  # the last round was confirmed at the margin a thin pass called for
+    bursts: tuple[str, ...] = ()  # models sent their recorded arrivals (deployment.bursts), how bursty each is
+    poisson_replicas: int | None = None  # with bursts: the replicas the same group confirmed under Poisson arrivals
 
     @property
     def passed(self) -> bool:
@@ -147,7 +149,14 @@ class GroupConfirmation:
         elif self.passed and self.derated:
             head = f"PASS after derating to {r.replicas} replica(s)"
         return f"{' + '.join(self.models)}: {head} ({r.tally()})" + "".join(
-            f"; {why}" for why in (self.stuck, self.unmeasured) if why)
+            f"; {why}" for why in (self.stuck, self.unmeasured, self.bursts_text()) if why)
+
+    def bursts_text(self) -> str:
+        """With recorded bursts: what a Poisson plan gives against what the bursts need."""
+        if not self.bursts or self.poisson_replicas is None:
+            return ""
+        return (f"confirmed with the recorded arrivals of {', '.join(self.bursts)}: a Poisson plan gives "
+                f"{self.poisson_replicas} replica(s), the bursts need {self.replicas}")
 
     def margin_text(self) -> str:
         """The group's margin and where it came from: its models' own headroom (their searches' spread), and what

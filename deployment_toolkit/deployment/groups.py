@@ -12,10 +12,11 @@ import dataclasses
 import logging
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 from ..perf import neighbours
 from ..sizing.holding import Holding, hold
+from .bursts import Burst, with_bursts
 from .errors import DeploymentPlanError
 from .file import Deployment
 from .groupconfig import SOLO, GroupSetting, SettingTried, apply, kept, split_setting
@@ -111,11 +112,12 @@ def refuse_over_limit(plan: Any) -> None:
 
 
 def mix_of(plan: Any, models: tuple[str, ...], split: dict[str, float], tag: str,
-         fresh: bool = False) -> Mix:
+         fresh: bool = False, bursts: Mapping[str, Burst] | None = None) -> Mix:
+    """The group's models driven at once; `bursts`: those models sent their recorded arrivals (bursts.py)."""
     label = "+".join(models)
     total = sum(split.values())
-    members = [Member(n, member_target(plan.models[n].target, label), split[n] / total,
-                      plan.deployment.model(n).p99_ms) for n in models]
+    targets = with_bursts({n: member_target(plan.models[n].target, label) for n in models}, bursts or {})
+    members = [Member(n, targets[n], split[n] / total, plan.deployment.model(n).p99_ms) for n in models]
     return Mix(members, plan.out_dir / tag / label, fresh=fresh, generator=plan.settings.checks.load_generator)
 
 

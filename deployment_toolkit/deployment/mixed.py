@@ -208,10 +208,11 @@ class Mix:
         they add up to SHARED_PROCESS_RPS, when that is at least two of them."""
         if not self.one_process:
             return [], list(self.members)
-        if self.generator == LoadGenerator.ONE_PROCESS:
-            return list(self.members), []
+        recorded = [m for m in self.members if m.target.distribution == "recorded"]  # a log's bursts: perf_analyzer
+        if self.generator == LoadGenerator.ONE_PROCESS:  # replays them (its --request-intervals file)
+            return [m for m in self.members if m not in recorded], recorded
         together, total = [], 0.0
-        for m in sorted(self.members, key=lambda m: requests[m.name]):
+        for m in sorted((m for m in self.members if m not in recorded), key=lambda m: requests[m.name]):
             if total + requests[m.name] > SHARED_PROCESS_RPS:
                 break
             together.append(m)

@@ -68,8 +68,15 @@ def _confirm(plan: Any, group: PackedGroup, server: Any) -> GroupConfirmation:
     apply(plan, server, group.models, setting_of(plan, group.models))
     load = {n: group.rates[n] * group.replicas for n in group.models}  # the fleet's, headroom in
     mix = mix_of(plan, group.models, dict(group.rates), "confirm", fresh=True)
-    confirmation = confirm_group(mix, load, group.replicas, checks.rounds, checks.trials,
-                                 margins={n: plan.margin(n) for n in group.models})
+    margins = {n: plan.margin(n) for n in group.models}
+    confirmation = confirm_group(mix, load, group.replicas, checks.rounds, checks.trials, margins=margins)
+    bursty = {n: plan.bursts[n] for n in group.models if n in plan.bursts}
+    if bursty and confirmation.passed:  # then with the log's own arrivals, from the Poisson plan's replicas
+        poisson = confirmation
+        replayed = mix_of(plan, group.models, dict(poisson.rates), "confirm-bursts", fresh=True, bursts=bursty)
+        confirmation = confirm_group(replayed, load, poisson.replicas, checks.rounds, checks.trials, margins=margins)
+        confirmation.poisson_replicas = poisson.replicas
+        confirmation.bursts = tuple(b.text() for b in bursty.values())
     if confirmation.passed and checks.burst_factor:
         peak = {n: r / (1 + plan.margin(n)) for n, r in load.items()}
         try:

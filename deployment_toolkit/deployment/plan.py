@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Callable, TypeVar
 from ..config import StepStatus
 from ..perf import neighbours
 from ..steps import StepRunner
+from .bursts import bursts_of
 from .confirm import GroupConfirmation
 from .errors import DeploymentPlanError
 from .fanout import search_dir, write_owner
@@ -129,6 +130,7 @@ class DeploymentPlan:
     workspace: Path | None = None
     only: bool = False  # one index of a fan-out: its one search's failure is the pod's (exit 2)
     unplanned: dict[str, str] = field(default_factory=dict)  # models left out, each with its step's reason
+    bursts: dict[str, Any] = field(default_factory=dict)  # models whose logs show bursts (bursts.Burst)
     windows: dict[str, tuple[int, int, int]] = field(default_factory=dict)  # a step's windows: measured, disturbed
     # by other processes, measured again (perf.neighbours)
 
@@ -290,6 +292,10 @@ def plan_deployment(deployment: Deployment, out_dir: str | Path, settings: Deplo
         entries = (entries[only],)
     else:
         plan.traffic = traffic_of(deployment)
+        plan.bursts = bursts_of(deployment)
+        if plan.bursts:
+            log.info("bursts beyond Poisson in the traffic of " + ", ".join(b.text() for b in plan.bursts.values())
+                     + ": their groups are confirmed with these arrivals too")
         log.info(f"plan of {len(entries)} model(s): at most about {estimate_minutes(deployment, template, settings):,.0f}"
                  " min (each model's search budget, its hold, the shared groups measured, each group's confirmation)")
     checked = plan.step("pipelines checked in process before any search", lambda: pipelines.check(

@@ -302,6 +302,7 @@ def write_report(plan) -> dict[str, Path]:
                    for s in plan.splits],
         "confirmations": [{"models": list(c.models), "replicas": c.replicas, "passed": c.passed,
                            "rounds": len(c.rounds), "stuck": c.stuck, "unmeasured": c.unmeasured,
+                           "bursts": list(c.bursts), "poisson_replicas": c.poisson_replicas,
                            "trials": [[p.passes() for p in r.points] for r in c.rounds],
                            "rates": c.rates, "margins": c.margins, "margin_round": c.margin_round,
                            "margin": c.margin_text(), "client_cores_max": c.client_cores,

@@ -60,7 +60,7 @@ QUEUE_GROWTH_MIN_MS = 5.0  # a rise smaller than this is noise, not a backlog (s
 CLIENT_DELAYED_PCT = 50.0  # perf_analyzer's "x% of the requests were delayed" above which the client is the limit
 STABILITY = 30.0
 MAX_WINDOWS = 6
-DISTRIBUTIONS = ARRIVALS
+DISTRIBUTIONS = tuple(a for a in ARRIVALS if a != "recorded")  # a flag's choices: recorded needs a log
 # what drives an open-loop point, part of its stored key: rows measured with perf_analyzer's own
 # --request-distribution (no such field in their key) are never mixed with these
 DRIVING = "toolkit-request-intervals/1"
@@ -310,6 +310,8 @@ class Target:
     samples_per_request: float = 1.0  # a batch-coupled model's stacked samples: each request is that many inferences
     driving: str = DRIVING  # what sends the requests, part of a point's key (a mix may be driven by one process)
     remeasure: bool = True  # a disturbed window is measured again here; False: its mix re-measures it whole
+    gaps: tuple[float, ...] | None = None  # distribution "recorded": a request log's inter-arrival times (s)
+    dispersion: float = 1.0  # the index of dispersion of those arrivals' per-second counts (1: Poisson)
 
 
 def arrival_band(target: Target, rate: float) -> Target:
@@ -322,10 +324,12 @@ def arrival_band(target: Target, rate: float) -> Target:
     (queue_growing), and so is a server that falls behind (answered against offered). Constant arrivals, count
     windows and the toolkit's own generator keep the band as given."""
     options, rate = target.options, round_rate(rate)
-    if (target.driving != DRIVING or target.distribution != "poisson" or options.measurement_mode != "time_windows"
-            or not rate > 0):
+    if (target.driving != DRIVING or target.distribution not in ("poisson", "recorded")
+            or options.measurement_mode != "time_windows" or not rate > 0):
         return target
-    band = math.ceil(1000.0 * poisson_band(rate * options.measurement_interval_ms / 1000.0)) / 10.0
+    # recorded bursts: windows differ by sqrt(dispersion) more than Poisson arrivals' do
+    requests = rate * options.measurement_interval_ms / 1000.0 / max(1.0, target.dispersion)
+    band = math.ceil(1000.0 * poisson_band(requests)) / 10.0
     if band <= options.stability_percentage:
         return target
     return replace(target, options=replace(options, stability_percentage=band))
@@ -398,7 +402,7 @@ def _measure_once(target: Target, rate: float, key: RateKey, out_dir: Path, tria
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{target.config}_{tag}t{trial}_{target.distribution}_r{rate:g}")
     seed = point_seed(target.schedule_seed, rate, trial)
     schedule = write_schedule(out_dir / f"{safe}.intervals", rate, schedule_seconds(target.options, rate),
-                              target.distribution, seed)
+                              target.distribution, seed, None if target.gaps is None else np.asarray(target.gaps))
     export = out_dir / f"{safe}.profile.json" if export_wanted(target, rate) else None
     before = target.cpu_probe() if target.cpu_probe else None
     started = datetime.now(timezone.utc)
@@ -442,7 +446,8 @@ def _schedule_latency(result: PointResult, schedule: Any, seed: int, rate: float
             # an empty or cut export (seen on a short burst run): the row keeps perf_analyzer's own p99
             drop_raw(result.profile_export, keep_raw=keep)
             result.profile_export = None
-    drop_raw(schedule.path, keep_raw=keep)  # the row's seed regenerates it (make_schedule)
+    if distribution != "recorded":  # a recorded one is the log's: the seed alone does not draw it again
+        drop_raw(schedule.path, keep_raw=keep)  # the row's seed regenerates it (make_schedule)
     return latency
 
 

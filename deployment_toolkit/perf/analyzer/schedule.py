@@ -39,7 +39,7 @@ import numpy as np
 
 from ...spec import atomic_write_text  # a leaf below perf: temp file + rename, the umask's mode
 
-ARRIVALS = ("poisson", "constant")
+ARRIVALS = ("poisson", "constant", "recorded")  # recorded: a request log's own inter-arrivals, scaled to the rate
 LATE_TOLERANCE_MS = 1.0  # a request sent up to this long after its time is on time (the client's own overhead)
 REPORTED_WINDOWS = 3  # perf_analyzer reports (and stabilises on) the last three windows
 
@@ -78,9 +78,12 @@ def schedule_length_s(measured_s: float) -> float:
     return 1.5 * measured_s + 5.0
 
 
-def make_schedule(rate: float, duration_s: float, distribution: str = "poisson", seed: int = 0) -> Arrivals:
-    """`rate` requests/s for `duration_s`: Poisson (exponential gaps, seeded) or constant. Arrival times are rounded
-    to whole microseconds before differencing, so rounding never drifts the mean rate."""
+def make_schedule(rate: float, duration_s: float, distribution: str = "poisson", seed: int = 0,
+                  gaps: np.ndarray | None = None) -> Arrivals:
+    """`rate` requests/s for `duration_s`: Poisson (exponential gaps, seeded), constant, or recorded (`gaps`, a
+    request log's inter-arrival times, scaled so their mean is 1 / rate and cycled from a place the seed picks: the
+    log's bursts keep their shape at the planned rate). Arrival times are rounded to whole microseconds before
+    differencing, so rounding never drifts the mean rate."""
     if distribution not in ARRIVALS:
         raise ValueError(f"distribution {distribution!r}: choose one of {', '.join(ARRIVALS)}")
     if not rate > 0 or not duration_s > 0:
@@ -88,6 +91,8 @@ def make_schedule(rate: float, duration_s: float, distribution: str = "poisson",
     n = max(1, int(math.ceil(rate * duration_s)))
     if distribution == "constant":
         arrivals = np.arange(1, n + 1) * (1e6 / rate)
+    elif distribution == "recorded":
+        arrivals = np.cumsum(_recorded(gaps, n, seed)) * (1e6 / rate)
     else:
         arrivals = np.cumsum(np.random.default_rng(seed).exponential(1e6 / rate, n))
     times = np.round(arrivals).astype(np.int64)
@@ -95,10 +100,21 @@ def make_schedule(rate: float, duration_s: float, distribution: str = "poisson",
     return Arrivals(np.maximum(intervals, 1), int(seed), float(rate), distribution)
 
 
+def _recorded(gaps: np.ndarray | None, n: int, seed: int) -> np.ndarray:
+    """`n` of the log's gaps scaled to a mean of 1, cycled from the place `seed` picks (trials replay different
+    parts of the log)."""
+    g = np.asarray(gaps if gaps is not None else [], dtype=float)
+    g = g[np.isfinite(g) & (g >= 0)]
+    if not len(g) or g.sum() <= 0:
+        raise ValueError("recorded arrivals need the log's inter-arrival times (two requests at least)")
+    g = g / g.mean()
+    return np.resize(np.roll(g, -(int(seed) % len(g))), n)
+
+
 def write_schedule(path: str | Path, rate: float, duration_s: float, distribution: str = "poisson",
-                   seed: int = 0) -> Arrivals:
+                   seed: int = 0, gaps: np.ndarray | None = None) -> Arrivals:
     """make_schedule written as a `--request-intervals` file (one integer µs per line), atomically."""
-    sched = make_schedule(rate, duration_s, distribution, seed)
+    sched = make_schedule(rate, duration_s, distribution, seed, gaps)
     path = Path(path)
     atomic_write_text(path, "\n".join(map(str, sched.intervals_us.tolist())) + "\n")
     return Arrivals(sched.intervals_us, sched.seed, sched.rate, sched.distribution, path)
