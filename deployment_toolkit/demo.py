@@ -82,32 +82,71 @@ def shown_sweep(kind: str, outcome):
     return outcome
 
 
+@dataclass
+class _Demo:
+    """One demo run: its settings, where it writes (results, the model's artifacts, its config) and its steps."""
+
+    settings: DemoSettings
+    result_dir: Path
+    workspace: Path
+    repository: Path
+    steps: StepRunner
+
+    @property
+    def art(self) -> Path:
+        return self.workspace / self.settings.model
+
+    @property
+    def onnx_dir(self) -> Path:
+        return self.art / "onnx"
+
+    @property
+    def manifest_json(self) -> Path:
+        return self.art / "onnx" / "manifest.json"
+
+
 def run_demo(settings: DemoSettings, result_dir: Path, workspace: Path, repository: Path) -> Path:
     """Every step of the demo in turn, into `result_dir` (the model's artifacts in `workspace`, its config in
     `repository`); StepFailed names the step that failed."""
-    from .api import ConvertOptions, convert
-    from .inference import DataSpec, FrameworkDumpSettings, TritonDumpSettings, framework_dump, triton_dump
-    from .perf.analyzer import PerfOptions
-    from .perf.offline import run_offline
-    from .perf.online import run_online
-    from .repository import ConfigOptions, write_model
     from .server.local import LocalTritonServer, ServerConfig
     from .server.startup import DEFAULT_START_TIMEOUT_S
 
-    d = settings
-    model, preset, max_batch, max_attempts = d.model, d.preset, d.max_batch_size, d.max_attempts
-    measurement_interval_ms, concurrency, batch_sizes = d.measurement_interval_ms, d.concurrency, d.batch_sizes
-    art = workspace / model
-    onnx_dir, manifest_json = art / "onnx", art / "onnx" / "manifest.json"
+    demo = _Demo(settings, result_dir, workspace, repository, StepRunner())
     t0 = time.perf_counter()
-    steps = StepRunner()
+    _convert_and_configure(demo)
+    config = ServerConfig(repository, log_dir=workspace / "logs",
+                          start_timeout_s=settings.server_timeout_s or DEFAULT_START_TIMEOUT_S)
+
+    with contextlib.ExitStack() as stack:  # the server, once started, stops when the steps end or one fails
+        def start() -> LocalTritonServer:
+            started = stack.enter_context(LocalTritonServer(config))
+            started.require_models([settings.model])
+            return started
+
+        server = demo.steps.call("start the embedded tritonserver (health check)", start,
+                                 shown(["python", "-m", "deployment_toolkit", "serve", "--model-repository",
+                                        str(repository)]))
+        print(f"ready: gRPC {server.grpc_url}, HTTP {server.http_url}, log {server.log_path}", flush=True)
+        _accuracy_steps(demo, server)
+        _perf_steps(demo, server)
+    _finish(demo, time.perf_counter() - t0)
+    return result_dir
+
+
+def _convert_and_configure(demo: _Demo) -> None:
+    """The model converted to TorchScript and ONNX, and the ONNX one written into the repository (Python backend)."""
+    from .api import ConvertOptions, convert
+    from .repository import ConfigOptions, write_model
+
+    model, preset, max_batch = demo.settings.model, demo.settings.preset, demo.settings.max_batch_size
+    repository, onnx_dir = demo.repository, demo.onnx_dir
     for fmt in ("ts-trace", "onnx"):
-        out = art / fmt
-        steps.call(f"convert to {fmt}", lambda fmt=fmt, out=out: convert(
+        out = demo.art / fmt
+        demo.steps.call(f"convert to {fmt}", lambda fmt=fmt, out=out: convert(
             model, fmt, out, ConvertOptions(preset=preset, max_batch_size=max_batch)),
             script("convert_model.py", "--model", model, "--preset", preset, "--output-type", fmt,
                    "--output-path", str(out), "--max-batch-size", str(max_batch)))
-    steps.call("configure on Triton (Python backend runs ONNX Runtime)", lambda: write_model(
+    demo.steps.call("configure on Triton (Python backend runs ONNX Runtime)", lambda: write_model(
         repository, onnx_dir, ConfigOptions(model_name=model, runtime="python", max_batch_size=max_batch,
                                             preferred_batch_sizes=(max_batch,), max_queue_delay_us=1000,
                                             instances=1)),
@@ -115,57 +154,64 @@ def run_demo(settings: DemoSettings, result_dir: Path, workspace: Path, reposito
                "--model-format", "python", "--model-name", model, "--max-batch-size", str(max_batch),
                "--preferred-batch-sizes", str(max_batch), "--max-queue-delay-us", "1000",
                "--number-of-model-instances", "1"))
-    config = ServerConfig(repository, log_dir=workspace / "logs",
-                          start_timeout_s=d.server_timeout_s or DEFAULT_START_TIMEOUT_S)
 
-    with contextlib.ExitStack() as stack:  # the server, once started, stops when the steps end or one fails
-        def start() -> LocalTritonServer:
-            started = stack.enter_context(LocalTritonServer(config))
-            started.require_models([model])
-            return started
 
-        server = steps.call("start the embedded tritonserver (health check)", start,
-                            shown(["python", "-m", "deployment_toolkit", "serve", "--model-repository",
-                                   str(repository)]))
-        print(f"ready: gRPC {server.grpc_url}, HTTP {server.http_url}, log {server.log_path}", flush=True)
-        data = DataSpec("synthetic", num_samples=SAMPLES)
-        common = ["--num-samples", str(SAMPLES), "--batch-size", str(max_batch), "--data-dir", "synthetic"]
-        steps.call("inference through Triton (system shared memory)", lambda: triton_dump(
-            server.grpc_url, model, art / "dump_triton", data,
-            TritonDumpSettings(manifest=manifest_json, batch_size=max_batch, shared_memory="system")),
-            script("run_inference_on_triton.py", "--server-url", server.grpc_url, "--model-name", model,
-                   "--manifest", str(manifest_json), "--shared-memory", "system", "--output-dir",
-                   str(art / "dump_triton"), *common))
-        steps.call("inference in the framework (PyTorch eager)", lambda: framework_dump(
-            onnx_dir, art / "dump_fw", data, FrameworkDumpSettings(runtime="framework", batch_size=max_batch)),
-            script("run_inference_on_fw.py", "--model-path", str(onnx_dir), "--runtime", "framework",
-                   "--output-dir", str(art / "dump_fw"), *common))
-        result_dir.mkdir(parents=True, exist_ok=True)
-        csv_path = result_dir / "accuracy_metrics.csv"
-        steps.call("accuracy: Triton vs framework", lambda: accuracy(
-            art / "dump_triton", art / "dump_fw", csv_path, THRESHOLDS),
-            script("calculate_metrics.py", "--dump-dir", str(art / "dump_triton"), "--reference-dir",
-                   str(art / "dump_fw"), "--csv", str(csv_path),
-                   *[a for t in THRESHOLDS for a in ("--threshold", t)]))
-        options = PerfOptions(protocol="grpc", shared_memory="system", measurement_interval_ms=measurement_interval_ms,
-                              max_attempts=max_attempts, max_trials=6)
-        sweep = dict(manifest_path=manifest_json, number_of_model_instances=1, server=server,
-                     metrics_url=server.metrics_url)
-        perf = ["--server-url", server.grpc_url, "--model-name", model, "--manifest", str(manifest_json),
-                "--result-path", str(result_dir), "--shared-memory", "system", "--metrics-url", server.metrics_url,
-                "--measurement-interval", str(measurement_interval_ms), "--number-of-model-instances", "1",
-                "--max-attempts", str(max_attempts), "--max-trials", "6"]
-        from .spec import Manifest
+def _accuracy_steps(demo: _Demo, server) -> None:
+    """Inference through Triton (system shared memory) and in the framework on the same samples, compared."""
+    from .inference import DataSpec, FrameworkDumpSettings, TritonDumpSettings, framework_dump, triton_dump
 
-        manifest = Manifest.load(onnx_dir)
-        steps.call("offline performance (static batching, client batch sweep)", lambda: shown_sweep(
-            "offline", run_offline(model, server.grpc_url, manifest, batch_sizes, options, result_dir, **sweep)),
-            script("run_offline_performance_test_on_triton.py", *perf, "--batch-sizes", batch_sizes))
-        steps.call("online performance (dynamic batching, concurrency sweep)", lambda: shown_sweep(
-            "online", run_online(model, server.grpc_url, manifest, concurrency, options, result_dir, **sweep)),
-            script("run_online_performance_test_on_triton.py", *perf, "--concurrency", concurrency))
-    total_s = time.perf_counter() - t0
-    write_timings(result_dir / "demo_timings.md", total_s, steps)
+    model, max_batch, art = demo.settings.model, demo.settings.max_batch_size, demo.art
+    manifest_json, onnx_dir, result_dir = demo.manifest_json, demo.onnx_dir, demo.result_dir
+    data = DataSpec("synthetic", num_samples=SAMPLES)
+    common = ["--num-samples", str(SAMPLES), "--batch-size", str(max_batch), "--data-dir", "synthetic"]
+    demo.steps.call("inference through Triton (system shared memory)", lambda: triton_dump(
+        server.grpc_url, model, art / "dump_triton", data,
+        TritonDumpSettings(manifest=manifest_json, batch_size=max_batch, shared_memory="system")),
+        script("run_inference_on_triton.py", "--server-url", server.grpc_url, "--model-name", model,
+               "--manifest", str(manifest_json), "--shared-memory", "system", "--output-dir",
+               str(art / "dump_triton"), *common))
+    demo.steps.call("inference in the framework (PyTorch eager)", lambda: framework_dump(
+        onnx_dir, art / "dump_fw", data, FrameworkDumpSettings(runtime="framework", batch_size=max_batch)),
+        script("run_inference_on_fw.py", "--model-path", str(onnx_dir), "--runtime", "framework",
+               "--output-dir", str(art / "dump_fw"), *common))
+    result_dir.mkdir(parents=True, exist_ok=True)
+    csv_path = result_dir / "accuracy_metrics.csv"
+    demo.steps.call("accuracy: Triton vs framework", lambda: accuracy(
+        art / "dump_triton", art / "dump_fw", csv_path, THRESHOLDS),
+        script("calculate_metrics.py", "--dump-dir", str(art / "dump_triton"), "--reference-dir",
+               str(art / "dump_fw"), "--csv", str(csv_path),
+               *[a for t in THRESHOLDS for a in ("--threshold", t)]))
+
+
+def _perf_steps(demo: _Demo, server) -> None:
+    """The offline (client batch) and online (concurrency) sweeps on the served model."""
+    from .perf.analyzer import PerfOptions
+    from .perf.offline import run_offline
+    from .perf.online import run_online
+    from .spec import Manifest
+
+    d, model, manifest_json, result_dir = demo.settings, demo.settings.model, demo.manifest_json, demo.result_dir
+    options = PerfOptions(protocol="grpc", shared_memory="system", measurement_interval_ms=d.measurement_interval_ms,
+                          max_attempts=d.max_attempts, max_trials=6)
+    sweep = dict(manifest_path=manifest_json, number_of_model_instances=1, server=server,
+                 metrics_url=server.metrics_url)
+    perf = ["--server-url", server.grpc_url, "--model-name", model, "--manifest", str(manifest_json),
+            "--result-path", str(result_dir), "--shared-memory", "system", "--metrics-url", server.metrics_url,
+            "--measurement-interval", str(d.measurement_interval_ms), "--number-of-model-instances", "1",
+            "--max-attempts", str(d.max_attempts), "--max-trials", "6"]
+    manifest = Manifest.load(demo.onnx_dir)
+    demo.steps.call("offline performance (static batching, client batch sweep)", lambda: shown_sweep(
+        "offline", run_offline(model, server.grpc_url, manifest, d.batch_sizes, options, result_dir, **sweep)),
+        script("run_offline_performance_test_on_triton.py", *perf, "--batch-sizes", d.batch_sizes))
+    demo.steps.call("online performance (dynamic batching, concurrency sweep)", lambda: shown_sweep(
+        "online", run_online(model, server.grpc_url, manifest, d.concurrency, options, result_dir, **sweep)),
+        script("run_online_performance_test_on_triton.py", *perf, "--concurrency", d.concurrency))
+
+
+def _finish(demo: _Demo, total_s: float) -> None:
+    """demo_timings.md, and where each result is (a missing one said), with the online table shown."""
+    result_dir = demo.result_dir
+    write_timings(result_dir / "demo_timings.md", total_s, demo.steps)
     print(f"\nDemo finished in {total_s / 60:.1f} min. Results in {result_dir}:")
     for name in ("accuracy_metrics.csv", "offline.csv", "online.csv", "report.md", "report.html", "run.json",
                  "demo_timings.md"):
@@ -174,7 +220,6 @@ def run_demo(settings: DemoSettings, result_dir: Path, workspace: Path, reposito
     online_md = result_dir / "online.md"
     if online_md.exists():
         print("\n" + online_md.read_text())
-    return result_dir
 
 
 # `--fast` (CI): the same steps on a small model with fewer, shorter points; every point it reports is measured.

@@ -15,6 +15,7 @@ import os
 import shutil
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 # Idle OpenMP threads sleep instead of spinning (a busy 2-core host made torch steps 3-10x slower); set before
@@ -144,80 +145,145 @@ def metrics_step(dump: Path, csv_path: Path, reference: Path | None = None) -> d
     return metrics
 
 
-def run_chain(args) -> int:
-    from deployment_toolkit.data.shapes import generate
-    from deployment_toolkit.config import InstanceKind
-    from deployment_toolkit.inference import DataSpec, TritonDumpSettings, triton_dump
-    from deployment_toolkit.repository import ConfigOptions, write_model
-    from deployment_toolkit.results.run_folder import RunFolder
-    from deployment_toolkit.server import LocalTritonServer, ServerConfig
-    from deployment_toolkit.train import TRAINING_JSON, WEIGHTS_NAME, TrainConfig, framework_dump, train_segmentation
+@dataclass(frozen=True)
+class _Folders:
+    """Where each step of the chain reads and writes: the workspace's data, model, artifact, repository and dumps,
+    and the results folder."""
 
-    ws, out = args.workspace.resolve(), args.results_dir.resolve()
-    train_dir, heldout_dir = ws / "data" / "train", ws / "data" / "heldout"
-    model_dir, onnx_dir, repo = ws / "model", ws / "onnx", ws / "model_repository"
-    triton_dir, fw_dir = ws / "dumps" / "triton", ws / "dumps" / "framework"
+    ws: Path
+    out: Path
+
+    @property
+    def train(self) -> Path:
+        return self.ws / "data" / "train"
+
+    @property
+    def heldout(self) -> Path:
+        return self.ws / "data" / "heldout"
+
+    @property
+    def model(self) -> Path:
+        return self.ws / "model"
+
+    @property
+    def onnx(self) -> Path:
+        return self.ws / "onnx"
+
+    @property
+    def repo(self) -> Path:
+        return self.ws / "model_repository"
+
+    @property
+    def triton(self) -> Path:
+        return self.ws / "dumps" / "triton"
+
+    @property
+    def framework(self) -> Path:
+        return self.ws / "dumps" / "framework"
+
+
+def run_chain(args) -> int:
+    """The whole chain, step by step: data, training and the repository, Triton's and the framework's dumps,
+    the metrics, then the summary and run.json; exit 1 names every check missed."""
+    at = _Folders(args.workspace.resolve(), args.results_dir.resolve())
     steps = StepRunner()
     t_start = time.perf_counter()
+    training = _train_and_write(args, at, steps)
+    server_version = _triton_dump(args, at, steps)
+    scores, versus = _metrics(args, at, steps)
+    return _report(args, at, steps, training, scores, versus, server_version, t_start)
 
-    for split, folder, n, seed in (("train", train_dir, args.train_samples, args.seed),
-                                   ("held-out", heldout_dir, args.heldout_samples, args.seed + 1)):
+
+def _train_and_write(args, at: _Folders, steps: StepRunner) -> dict:
+    """Training and held-out data, the model trained and exported to ONNX, and its Triton model repository."""
+    from deployment_toolkit.config import InstanceKind
+    from deployment_toolkit.data.shapes import generate
+    from deployment_toolkit.repository import ConfigOptions, write_model
+    from deployment_toolkit.train import TrainConfig, train_segmentation
+
+    for split, folder, n, seed in (("train", at.train, args.train_samples, args.seed),
+                                   ("held-out", at.heldout, args.heldout_samples, args.seed + 1)):
         steps.call(f"generate {split} data", lambda folder=folder, n=n, seed=seed: generate(folder, n, seed),
                    _command("python", "-m", "deployment_toolkit.data.shapes", "--output-dir", str(folder),
                            "--num-samples", str(n), "--seed", str(seed)))
     cfg = TrainConfig(max_seconds=args.max_seconds, seed=args.seed, threads=args.threads,
                       progress=not args.no_progress)
     training = steps.call("train, score held-out, export ONNX", lambda: train_segmentation(
-        train_dir, model_dir, cfg, heldout_dir, onnx_dir),
-        _command("python", str(SCRIPTS / "train_segmentation.py"), "--train-dir", str(train_dir), "--heldout-dir",
-                str(heldout_dir), "--output-dir", str(model_dir), "--export-dir", str(onnx_dir), "--max-seconds",
+        at.train, at.model, cfg, at.heldout, at.onnx),
+        _command("python", str(SCRIPTS / "train_segmentation.py"), "--train-dir", str(at.train), "--heldout-dir",
+                str(at.heldout), "--output-dir", str(at.model), "--export-dir", str(at.onnx), "--max-seconds",
                 f"{args.max_seconds:g}", "--seed", str(args.seed), "--threads", str(args.threads),
                 *(["--no-progress"] if args.no_progress else [])))
-    steps.call("write the Triton model repository", lambda: write_model(repo, onnx_dir, ConfigOptions(
+    steps.call("write the Triton model repository", lambda: write_model(at.repo, at.onnx, ConfigOptions(
         model_name=args.model_name, runtime="python", instance_kind=InstanceKind.CPU, intra_op_threads=args.threads)),
-        _command("python", str(SCRIPTS / "config_model_on_triton.py"), "--model-repository", str(repo),
-                "--model-path", str(onnx_dir), "--model-format", "python", "--model-name", args.model_name,
+        _command("python", str(SCRIPTS / "config_model_on_triton.py"), "--model-repository", str(at.repo),
+                "--model-path", str(at.onnx), "--model-format", "python", "--model-name", args.model_name,
                 "--instance-kind", "cpu", "--intra-op-threads", str(args.threads)))
+    return training
+
+
+def _triton_dump(args, at: _Folders, steps: StepRunner) -> str | None:
+    """The held-out folder through the embedded tritonserver (stopped once the dump is written); its version."""
+    from deployment_toolkit.inference import DataSpec, TritonDumpSettings, triton_dump
+    from deployment_toolkit.server import LocalTritonServer, ServerConfig
 
     with contextlib.ExitStack() as stack:  # the server, once started, stops after the Triton inference
         def start() -> LocalTritonServer:
-            started = stack.enter_context(LocalTritonServer(ServerConfig(repo, log_dir=ws / "logs")))
+            started = stack.enter_context(LocalTritonServer(ServerConfig(at.repo, log_dir=at.ws / "logs")))
             started.require_models([args.model_name])
             return started
 
         server = steps.call("start tritonserver", start,
-                            _command("python", "-m", "deployment_toolkit", "serve", "--model-repository", str(repo)))
+                            _command("python", "-m", "deployment_toolkit", "serve", "--model-repository",
+                                     str(at.repo)))
         server_version = server.metadata().get("version")
         print(f"tritonserver {server_version} ready: gRPC {server.grpc_url}, log {server.log_path}")
         steps.call("inference on Triton", lambda: triton_dump(
-            server.grpc_url, args.model_name, triton_dir, DataSpec(str(heldout_dir)), TritonDumpSettings(
-                manifest=onnx_dir / "manifest.json", batch_size=args.batch_size, dump_labels=True)),
+            server.grpc_url, args.model_name, at.triton, DataSpec(str(at.heldout)), TritonDumpSettings(
+                manifest=at.onnx / "manifest.json", batch_size=args.batch_size, dump_labels=True)),
             _command("python", str(SCRIPTS / "run_inference_on_triton.py"), "--server-url", server.grpc_url,
-                    "--model-name", args.model_name, "--manifest", str(onnx_dir / "manifest.json"), "--data-dir",
-                    str(heldout_dir), "--batch-size", str(args.batch_size), "--output-dir", str(triton_dir),
+                    "--model-name", args.model_name, "--manifest", str(at.onnx / "manifest.json"), "--data-dir",
+                    str(at.heldout), "--batch-size", str(args.batch_size), "--output-dir", str(at.triton),
                     "--dump-labels"))
+    return server_version
+
+
+def _metrics(args, at: _Folders, steps: StepRunner) -> tuple[dict[str, dict], dict]:
+    """The framework's dump of the same folder, then Dice of Triton and of the framework against the labels, and
+    Triton against the framework; a missed bound is named by the checks after everything is written."""
+    from deployment_toolkit.train import WEIGHTS_NAME, framework_dump
 
     steps.call("framework inference (PyTorch eager, same folder)", lambda: framework_dump(
-        model_dir / WEIGHTS_NAME, heldout_dir, fw_dir, batch_size=args.batch_size, threads=args.threads),
-        f"deployment_toolkit.train.framework_dump({relative(heldout_dir)})")
+        at.model / WEIGHTS_NAME, at.heldout, at.framework, batch_size=args.batch_size, threads=args.threads),
+        f"deployment_toolkit.train.framework_dump({relative(at.heldout)})")
 
+    out = at.out
     out.mkdir(parents=True, exist_ok=True)
     calc = ("python", str(SCRIPTS / "calculate_metrics.py"))
     scores = {}
-    for name, dump, csv_name in (("Triton", triton_dir, "metrics_triton.csv"),
-                                 ("framework", fw_dir, "metrics_framework.csv")):
+    for name, dump, csv_name in (("Triton", at.triton, "metrics_triton.csv"),
+                                 ("framework", at.framework, "metrics_framework.csv")):
         # a missed bound is named by the checks below, after everything is written
         scores[name] = steps.call(f"metrics: {name} vs labels", lambda dump=dump, csv_name=csv_name: metrics_step(
             dump, out / csv_name), _command(*calc, "--dump-dir", str(dump), "--csv", str(out / csv_name),
                                            "--threshold", f"dice_mean>={args.min_dice:g}"))
     versus = steps.call("metrics: Triton vs framework", lambda: metrics_step(
-        triton_dir, out / "metrics_triton_vs_framework.csv", fw_dir),
-        _command(*calc, "--dump-dir", str(triton_dir), "--reference-dir", str(fw_dir), "--csv",
+        at.triton, out / "metrics_triton_vs_framework.csv", at.framework),
+        _command(*calc, "--dump-dir", str(at.triton), "--reference-dir", str(at.framework), "--csv",
                 str(out / "metrics_triton_vs_framework.csv")))
+    return scores, versus
 
+
+def _report(args, at: _Folders, steps: StepRunner, training: dict, scores: dict[str, dict], versus: dict,
+            server_version: str | None, t_start: float) -> int:
+    """summary.md, training.json and run.json with the checks; exit 1 naming each check missed, else 0."""
+    from deployment_toolkit.results.run_folder import RunFolder
+    from deployment_toolkit.train import TRAINING_JSON
+
+    out = at.out
     triton, fw = scores["Triton"], scores["framework"]
     training = {k: v for k, v in training.items() if k != "manifest"}
-    shutil.copy2(model_dir / TRAINING_JSON, out / TRAINING_JSON)
+    shutil.copy2(at.model / TRAINING_JSON, out / TRAINING_JSON)
     results = checks(triton, fw, args.min_dice, args.max_dice_diff)
     summary = summary_markdown(training, triton, fw, versus, results, steps, server_version)
     (out / "summary.md").write_text(summary)

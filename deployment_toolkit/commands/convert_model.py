@@ -1,5 +1,6 @@
 """Convert a model (a zoo name, timm:<arch>, your model.py + checkpoint, or an ONNX/TorchScript file made elsewhere)
 to TorchScript (trace/script), ONNX or TensorRT, verify it against its source and record its provenance."""
+import argparse
 import sys
 from pathlib import Path
 
@@ -12,7 +13,7 @@ from deployment_toolkit.sources.cli import add_source_arguments  # noqa: E402
 from deployment_toolkit.spec import FORMATS  # noqa: E402
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     p = cli.parser(__doc__, """
         deployment-toolkit convert --model resnet50 --preset full --output-type onnx \\
             --output-path workspace/resnet50/onnx --onnx-opset 17 --max-batch-size 8
@@ -30,7 +31,11 @@ def main(argv: list[str] | None = None) -> int:
     add_data_arguments(d)
     d.add_argument("--verify-samples", type=int, default=VERIFY_SAMPLES,
                    help="real samples compared at most (default %(default)s)")
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
 
     from deployment_toolkit import api
     from deployment_toolkit.data.infer import with_data_inputs
@@ -55,6 +60,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"FAILED: {err}\n(manifest with the measured errors: {Path(args.output_path) / 'manifest.json'})",
               file=sys.stderr)
         return 1
+    _say_written(args, manifest)
+    return 0
+
+
+def _say_written(args, manifest) -> None:
+    """What was written and how: the exporters that did not make it, the artifact, its outputs where they are not
+    the model's plain ones, and what the verification compared (sizes, real samples) and found."""
     v = manifest.verification
     attempts = manifest.export_options.get("attempts") or []
     for a in attempts[:-1]:  # the exporters that did not make it, before the one that did
@@ -75,7 +87,6 @@ def main(argv: list[str] | None = None) -> int:
             print(f"also compared on {v['samples_checked']} real sample(s) from {args.dataloader or args.data_dir}")
         for item in v.get("unchecked_shapes") or []:
             print(f"not compared at {item['input_shapes']}: {item['reason']}")
-    return 0
 
 
 if __name__ == "__main__":

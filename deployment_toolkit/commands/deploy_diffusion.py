@@ -2,13 +2,13 @@
 CPU hosts; reused when the workspace already holds a verified conversion), then write the denoiser model and
 the sampler model (Python backend; steps/seed/samples are request inputs) into a Triton model repository."""
 import argparse
-import json
 import sys
 import warnings
 from pathlib import Path
 
 from deployment_toolkit import cli  # noqa: E402
 from deployment_toolkit.config import add_arguments, from_args  # noqa: E402
+from deployment_toolkit.config.keyvalue import VALUE_RULE, parse_pairs  # noqa: E402
 from deployment_toolkit.diffusion.pipeline import PIPELINE_NAME, DenoiserSource, PipelineOptions  # noqa: E402
 from deployment_toolkit.errors import UserInputError  # noqa: E402
 from deployment_toolkit.export import ConvertOptions  # noqa: E402
@@ -31,7 +31,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--name", default=PIPELINE_NAME, help="sampler model name; the denoiser is <name>_denoiser")
     add_arguments(p, PipelineOptions)  # --sampler, --max-samples, --max-conditionings, --max-steps, --runtime, ...
     p.add_argument("--sampler-option", action="append", default=[], metavar="KEY=VALUE",
-                   help="sampler keyword, JSON value (e.g. eta=0.5, spacing='\"leading\"'); repeatable")
+                   help=f"sampler keyword (e.g. eta=0.5, spacing=leading); repeatable; {VALUE_RULE}")
     p.add_argument("--format", default="auto", choices=("auto", *FORMATS),
                    help="denoiser artifact; auto: onnx on CPU hosts (ONNX Runtime in the Python backend); on GPU "
                         "hosts trt where TensorRT imports, else ts-trace (TorchScript on CUDA)")
@@ -53,12 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     fmt = auto_format() if args.format == "auto" else args.format
     artifact_dir = from_args(DenoiserSource, args).artifact_dir(args.preset, fmt, args.precision)
     convert_if_needed(args, fmt, artifact_dir)
-    options = {}
-    for item in args.sampler_option:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise UserInputError(f"--sampler-option needs KEY=VALUE, got {item!r}")
-        options[key] = json.loads(value)
+    options = parse_pairs(args.sampler_option, "--sampler-option")
     denoiser_opts = ConfigOptions(model_name="denoiser", max_batch_size=args.max_batch_size,
                                   **{name: getattr(args, name) for name in DENOISER_CONFIG})
     with warnings.catch_warnings(record=True) as caught:

@@ -5,6 +5,7 @@ eager PyTorch denoiser (AMP fp16 on GPU hosts) and with the fastest verified con
 Writes results/<run>/diffusion_speedup.csv, diffusion_speedup.md and run.json."""
 import argparse
 from pathlib import Path
+from typing import Any
 
 from deployment_toolkit import cli  # noqa: E402
 from deployment_toolkit.config import add_arguments  # noqa: E402
@@ -49,16 +50,15 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(args) -> int:
+    """The fastest verified converted format picked, both pipelines timed batch by batch, then the table, the
+    markdown and run.json."""
+    import os
+
     import numpy as np
 
     from deployment_toolkit.config import from_args
-    from deployment_toolkit.diffusion.latency import (
-        SPEEDUP_CSV_COLUMNS, SpeedupPlan, SpeedupRow, csv_text, seconds, speedup_table, time_requests, write_text,
-    )
+    from deployment_toolkit.diffusion.latency import SPEEDUP_CSV_COLUMNS, SpeedupPlan, csv_text, write_text
     from deployment_toolkit.diffusion.runtime import InProcessPipeline, eager_denoiser
-    from deployment_toolkit.results.run_folder import RunFolder
-
-    import os
 
     plan = from_args(SpeedupPlan, args)
     device = _device(args.device)
@@ -70,58 +70,88 @@ def run(args) -> int:
     load_before = os.getloadavg()
     candidates = _candidates(args.formats, device)
     probes, converted = _pick_fastest(args, plan, candidates, device, max_batch)
-    fmt, precision, label, pipe = converted
+    _, _, label, pipe = converted
     amp = device == "cuda"
     fw_denoise, _ = eager_denoiser(args.model, args.preset, device="cuda:0" if amp else "cpu", amp=amp, seed=0)
     fw = InProcessPipeline(fw_denoise, pipe.settings, source="eager")
     fw_label = "FW FP16 (AMP)" if amp else "FW FP32"
     cond = np.random.default_rng(plan.seed).standard_normal((1, *pipe.settings.cond_shape)).astype(np.float32)
+    rows = [_timed(args, plan, batch, (label, pipe), (fw_label, fw), cond) for batch in plan.batch_sizes]
 
-    rows = []
-    for batch in plan.batch_sizes:
-        outs: dict[str, np.ndarray] = {}
-        sends = {key: (lambda p=p, key=key: outs.__setitem__(key, p(cond, plan.steps, plan.seed, batch)))
-                 for key, p in (("conv", pipe), ("fw", fw))}
-        for send in sends.values():
-            for _ in range(plan.burn_in):
-                send()
-        times = {key: [] for key in sends}
-        for _ in range(plan.trials):  # alternate, so background load hits both alike
-            for key, send in sends.items():
-                times[key] += time_requests(send, 0, 1)
-        diff = float(np.max(np.abs(outs["conv"].astype(np.float64) - outs["fw"])))
-        rows.append(SpeedupRow(f"{args.model} ({args.preset})", batch, args.sampler.upper().replace("_", " "),
-                               plan.steps, label, times["conv"], fw_label, times["fw"], diff))
-        r = rows[-1]
-        print(f"batch {batch}: {label} {seconds(r.converted_latency_s)}, {fw_label} {seconds(r.framework_latency_s)}"
-              f" -> {r.speedup:.2f}x (max |converted - framework| = {diff:.3g})", flush=True)
-
-    load_after = os.getloadavg()
+    loads = (load_before, os.getloadavg())
     out = Path(args.result_dir)
     refuse_committed(out, "--result-path")
     write_text(out / "diffusion_speedup.csv", csv_text([r.row() for r in rows], SPEEDUP_CSV_COLUMNS))
-    host = "GPU" if device == "cuda" else "CPU"
-    md = (f"# Diffusion sampling: {label} vs framework ({host})\n\nEnd-to-end latency of the sampling loop "
-          f"(all {plan.steps} steps, {args.sampler} sampler, one conditioning, Batch Size = samples), mean of "
-          f"{plan.trials} trial(s) after {plan.burn_in} burn-in, the two alternating trial by trial; same seed and "
-          f"random weights for both. Host load average (1 min) {load_before[0]:.2f} before, {load_after[0]:.2f} "
-          f"after ({os.cpu_count()} logical cores); intra-op threads: "
-          f"{plan.threads or 'runtime defaults'}.\n\n"
-          + speedup_table(rows)
-          + "\nSpeedup of the medians (robust to bursts of load on a shared host): "
-          + ", ".join(f"batch {r.batch_size}: {r.row()['speedup_p50_x']:.2f}x" for r in rows) + ".\n"
-          + f"\nConverted formats tried (probe: median sampling run at batch {max_batch}; the fastest is used):\n\n"
-          + "".join(f"- {p}\n" for p in probes))
+    md = _markdown(args, plan, rows, probes, label, device, loads)
     write_text(out / "diffusion_speedup.md", md)
+    _record(args, out, device, converted, probes, loads)
+    print("\n" + md)
+    print(f"wrote {out / 'diffusion_speedup.csv'}, {out / 'diffusion_speedup.md'}, {out / 'run.json'}")
+    return 0
+
+
+def _timed(args, plan, batch: int, converted: tuple[str, Any], framework: tuple[str, Any], cond: Any) -> Any:
+    """One batch size: both pipelines burnt in, then timed in alternating trials (so background load hits both
+    alike), with how far their samples differ; said as one line."""
+    import numpy as np
+
+    from deployment_toolkit.diffusion.latency import SpeedupRow, seconds, time_requests
+
+    (label, pipe), (fw_label, fw) = converted, framework
+    outs: dict[str, np.ndarray] = {}
+    sends = {key: (lambda p=p, key=key: outs.__setitem__(key, p(cond, plan.steps, plan.seed, batch)))
+             for key, p in (("conv", pipe), ("fw", fw))}
+    for send in sends.values():
+        for _ in range(plan.burn_in):
+            send()
+    times: dict[str, list] = {key: [] for key in sends}
+    for _ in range(plan.trials):  # alternate, so background load hits both alike
+        for key, send in sends.items():
+            times[key] += time_requests(send, 0, 1)
+    diff = float(np.max(np.abs(outs["conv"].astype(np.float64) - outs["fw"])))
+    r = SpeedupRow(f"{args.model} ({args.preset})", batch, args.sampler.upper().replace("_", " "),
+                   plan.steps, label, times["conv"], fw_label, times["fw"], diff)
+    print(f"batch {batch}: {label} {seconds(r.converted_latency_s)}, {fw_label} {seconds(r.framework_latency_s)}"
+          f" -> {r.speedup:.2f}x (max |converted - framework| = {diff:.3g})", flush=True)
+    return r
+
+
+def _markdown(args, plan, rows: list, probes: list[str], label: str, device: str,
+              loads: tuple[tuple[float, ...], tuple[float, ...]]) -> str:
+    """diffusion_speedup.md: how it was measured (with the host's load before and after), the table, the speedup
+    of the medians and every converted format tried."""
+    import os
+
+    from deployment_toolkit.diffusion.latency import speedup_table
+
+    load_before, load_after = loads
+    host = "GPU" if device == "cuda" else "CPU"
+    return (f"# Diffusion sampling: {label} vs framework ({host})\n\nEnd-to-end latency of the sampling loop "
+            f"(all {plan.steps} steps, {args.sampler} sampler, one conditioning, Batch Size = samples), mean of "
+            f"{plan.trials} trial(s) after {plan.burn_in} burn-in, the two alternating trial by trial; same seed and "
+            f"random weights for both. Host load average (1 min) {load_before[0]:.2f} before, {load_after[0]:.2f} "
+            f"after ({os.cpu_count()} logical cores); intra-op threads: "
+            f"{plan.threads or 'runtime defaults'}.\n\n"
+            + speedup_table(rows)
+            + "\nSpeedup of the medians (robust to bursts of load on a shared host): "
+            + ", ".join(f"batch {r.batch_size}: {r.row()['speedup_p50_x']:.2f}x" for r in rows) + ".\n"
+            + f"\nConverted formats tried (probe: median sampling run at batch {max(plan.batch_sizes)}; the fastest "
+              "is used):\n\n"
+            + "".join(f"- {p}\n" for p in probes))
+
+
+def _record(args, out: Path, device: str, converted: tuple, probes: list[str],
+            loads: tuple[tuple[float, ...], tuple[float, ...]]) -> None:
+    """run.json: the flags, the host's load, the converted format used and what each probe found."""
+    from deployment_toolkit.results.run_folder import RunFolder
+
+    fmt, precision, _, pipe = converted
     config = {k: (list(v) if isinstance(v, tuple) else v) for k, v in vars(args).items()}
-    config.update({"load_average_1_5_15_before": load_before, "load_average_1_5_15_after": load_after,
+    config.update({"load_average_1_5_15_before": loads[0], "load_average_1_5_15_after": loads[1],
                    "device": device, "converted_format": fmt, "converted_precision": precision, "probes": probes,
                    "sampler_settings": {"sample_shape": list(pipe.settings.sample_shape),
                                         "denoiser_max_batch": pipe.settings.denoiser_max_batch}})
     RunFolder(out).record(config)
-    print("\n" + md)
-    print(f"wrote {out / 'diffusion_speedup.csv'}, {out / 'diffusion_speedup.md'}, {out / 'run.json'}")
-    return 0
 
 
 def _device(choice: str) -> str:

@@ -7,7 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from .user import DataError, UserData, parse_key_values
+from ..config.keyvalue import parse_pairs
+from .user import DataError, UserData
 
 VERIFY_SAMPLES = 8  # real samples a conversion is also compared on, at most
 
@@ -61,7 +62,7 @@ class DataSpec:
     def from_args(cls, args: Any) -> DataSpec:
         """From a command's parsed flags (those it does not have keep their defaults)."""
         return cls(getattr(args, "data_dir", None), getattr(args, "dataloader", None),
-                   parse_key_values(getattr(args, "dataloader_arg", None) or []), getattr(args, "num_samples", None),
+                   parse_pairs(getattr(args, "dataloader_arg", None) or [], "--dataloader-arg"), getattr(args, "num_samples", None),
                    getattr(args, "seed", 0) or 0, parse_dynamic_axes(getattr(args, "dynamic_axis", None) or []))
 
 

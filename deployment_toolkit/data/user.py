@@ -35,6 +35,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import numpy as np
 
+from ..config.keyvalue import VALUE_RULE
 from ..results.identity import file_digest
 from ..userfile import first_line as _first_line, import_file
 from ..spec import ModelSignature, TensorSpec
@@ -143,29 +144,6 @@ def call_with_accepted(fn: Callable[..., Any], offered: Mapping[str, Any], requi
         raise
     except Exception as err:  # noqa: BLE001
         raise DataError(f"{what} raised {_first_line(err)}") from err
-
-
-def parse_key_values(items: Iterable[str], flag: str = "--dataloader-arg") -> dict[str, Any]:
-    """`key=value` strings; values read as int, float, true/false when they look like one, else as text."""
-    out: dict[str, Any] = {}
-    for item in items:
-        key, sep, text = item.partition("=")
-        if not sep or not key.strip():
-            raise DataError(f"{flag} {item!r}: write KEY=VALUE")
-        out[key.strip()] = _literal(text)
-    return out
-
-
-def _literal(text: str) -> Any:
-    low = text.strip().lower()
-    if low in ("true", "false"):
-        return low == "true"
-    for cast in (int, float):
-        try:
-            return cast(text)
-        except ValueError:
-            pass
-    return text
 
 
 # ---- reading a folder --------------------------------------------------------------------------
@@ -383,9 +361,9 @@ def add_data_arguments(parser, *, folder_help: str | None = None) -> None:
                         help="a dataloader.py defining get_dataloader_fn(**kwargs) (the DLE form); it gets "
                              "--data-dir as data_dir")
     parser.add_argument("--dataloader-arg", action="append", default=[], metavar="KEY=VALUE",
-                        help="extra keyword argument for get_dataloader_fn (repeatable)")
+                        help=f"extra keyword argument for get_dataloader_fn (repeatable; {VALUE_RULE})")
 
 
 __all__ = ["DataError", "UserData", "validate_batch", "check_tensor", "read_folder", "import_user_file",
-           "call_with_accepted", "parse_key_values", "add_data_arguments",
+           "call_with_accepted", "add_data_arguments",
            "DATALOADER_FN_NAME"]

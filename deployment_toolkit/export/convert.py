@@ -8,7 +8,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from ..config import OnnxExporter, Precision, check_numbers, setting
 from ..config.fields import int_list
@@ -17,11 +17,12 @@ from ..sources.outputs import left_out_line, torch_callable
 from ..sources.trained import framework_model
 from ..spec import ARTIFACT_NAMES, FORMATS, Manifest, ModelSignature
 from .errors import ConversionError, FormatUnavailable, VerificationError
-from .files import copy_artifact_files, write_replacing
+from .files import copy_artifact_files
 from .attempts import LOG_NAME, Attempt, all_failed, run_attempt
 from .coupling import batch_coupling
 from .routes import ExportExample, export_routes
-from .tensorrt import build_engine, tensorrt_available
+from .artifact_source import check_route, from_artifact
+from .tensorrt import tensorrt_available
 from .verify import VerifyPlan, verify
 
 log = logging.getLogger(__name__)
@@ -105,51 +106,6 @@ def _as_resolved(model: "str | ModelSource | ResolvedModel", opts: ConvertOption
     return resolve(model)
 
 
-def _from_artifact(resolved: ResolvedModel, fmt: str, artifact: Path, max_batch: int, opts: ConvertOptions) -> dict:
-    """An artifact made elsewhere: copied as-is into the same format, or built into TensorRT from ONNX."""
-    src_fmt = resolved.artifact_format
-    same = fmt == src_fmt or (src_fmt in ("ts-trace", "ts-script") and fmt in ("ts-trace", "ts-script"))
-    if same:
-        side = _onnx_external_files(resolved.artifact) if src_fmt == "onnx" else []
-        for name in side:  # weights stored beside the ONNX file travel with it
-            src = resolved.artifact.parent / name
-            if not src.is_file():
-                raise ConversionError(f"{resolved.artifact} keeps weights in {name}, which is not next to it")
-            write_replacing(artifact.parent / name, lambda tmp, src=src: shutil.copyfile(src, tmp))
-        write_replacing(artifact, lambda tmp: shutil.copyfile(resolved.artifact, tmp))
-        return {"copied_from": str(resolved.artifact), "external_data": side}
-    if src_fmt == "onnx" and fmt == "trt":
-        return build_engine(resolved.artifact, resolved.signature, artifact, precision=opts.precision,
-                            min_batch=opts.trt_min_batch, opt_batch=opts.trt_opt_batch or max(max_batch, 1),
-                            max_batch=max(max_batch, 1), workspace_bytes=opts.trt_workspace_bytes)
-    raise AssertionError("unreachable: _check_route runs first")
-
-
-def _check_route(resolved: ResolvedModel, fmt: str) -> None:
-    """An artifact source converts to its own format (a copy) or, from ONNX, to TensorRT; nothing else."""
-    src_fmt = resolved.artifact_format
-    reachable = ["ts-trace", "ts-script"] if src_fmt in ("ts-trace", "ts-script") else \
-        [src_fmt] + (["trt"] if src_fmt == "onnx" else [])
-    if fmt not in reachable:
-        raise ConversionError(f"{resolved.name} is a {src_fmt} file: it can be deployed as {' or '.join(reachable)}, "
-                              f"there is no conversion to {fmt}")
-
-
-def _onnx_external_files(path: Path) -> list[str]:
-    """The external data files an ONNX model names (relative to it), in first-use order."""
-    import onnx
-
-    graph = onnx.load(str(path), load_external_data=False).graph
-    names: dict[str, None] = {}
-    for init in graph.initializer:
-        if init.data_location == onnx.TensorProto.EXTERNAL:
-            names.update({e.value: None for e in init.external_data if e.key == "location"})
-    outside = [n for n in names if Path(n).is_absolute() or ".." in Path(n).parts]
-    if outside:
-        raise ConversionError(f"{path} names external data outside its folder: {outside}")
-    return list(names)
-
-
 def convert(model: "str | ModelSource | ResolvedModel", fmt: str, output_dir: str | Path,
             options: ConvertOptions | None = None) -> Manifest:
     """Convert a model (a reference string such as a zoo name or `timm:<arch>`, a ModelSource or a resolved
@@ -157,6 +113,48 @@ def convert(model: "str | ModelSource | ResolvedModel", fmt: str, output_dir: st
     (bad source; nothing written), ConversionError, FormatUnavailable (host lacks the format) or
     VerificationError (outputs disagree; manifest still written)."""
     opts = options or ConvertOptions()
+    resolved, samples, max_batch = _checked(model, fmt, opts)
+    out = Path(output_dir)
+    artifact = out / ARTIFACT_NAMES[fmt]
+    model_module = resolved.build(opts.seed) if resolved.artifact_format != "trt" else None  # bad source: nothing written
+    out.mkdir(parents=True, exist_ok=True)
+    log = out / LOG_NAME  # kept only when an attempt failed: a clean export leaves no log behind
+    log.unlink(missing_ok=True)
+    job = _Job(resolved, fmt, out, artifact, log, opts, model_module, samples)
+    return _first_that_verifies(job, _routes(job, max_batch))
+
+
+@dataclass
+class _Job:
+    """One conversion's fixed parts: the model, the format, where it writes and how it verifies."""
+
+    resolved: ResolvedModel
+    fmt: str
+    out: Path
+    artifact: Path
+    log: Path
+    opts: ConvertOptions
+    model_module: Any  # the framework model (None for a TensorRT engine given as the source)
+    samples: Any  # the user's samples the conversion is verified on, or None
+
+
+@dataclass
+class _Routes:
+    """The exporters to try in turn, and what the manifest records of the signature they export."""
+
+    tries: list[tuple[str, Callable[[], dict | None]]]
+    signature: ModelSignature
+    max_batch: int
+    paths: dict
+    left: dict
+    coupled: dict[str, str]
+
+
+def _checked(model: "str | ModelSource | ResolvedModel", fmt: str,
+             opts: ConvertOptions) -> tuple[ResolvedModel, Any, int]:
+    """The resolved model, the samples it is verified on and its max batch size, refused before anything is built
+    or written: an unknown format, TensorRT on a host that cannot build it, a batch size for a model without a
+    batch axis, an artifact that does not convert to `fmt`."""
     if fmt not in FORMATS:
         raise ConversionError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
     resolved = _as_resolved(model, opts)
@@ -171,92 +169,120 @@ def convert(model: "str | ModelSource | ResolvedModel", fmt: str, output_dir: st
         raise ConversionError(f"{resolved.name} has no batch axis, so it is served with max_batch_size 0; "
                               f"drop --max-batch-size {max_batch}")
     if resolved.is_artifact:
-        _check_route(resolved, fmt)
-    out = Path(output_dir)
-    artifact = out / ARTIFACT_NAMES[fmt]
+        check_route(resolved, fmt)
+    return resolved, samples, max_batch
 
-    model_module = resolved.build(opts.seed) if resolved.artifact_format != "trt" else None  # bad source: nothing written
-    out.mkdir(parents=True, exist_ok=True)
-    log = out / LOG_NAME  # kept only when an attempt failed: a clean export leaves no log behind
-    log.unlink(missing_ok=True)
-    coupled: dict[str, str] = {}
+
+def _routes(job: _Job, max_batch: int) -> _Routes:
+    """A copy (or an engine build) for an artifact source; else the exporters of `fmt` on an example batch, the
+    model served whole (max_batch_size 0) where its outputs couple a batch, so merged requests cannot mix."""
+    resolved, opts = job.resolved, job.opts
     if resolved.is_artifact:
-        tries = [("copy", lambda: _from_artifact(resolved, fmt, artifact, max_batch, opts))]
-        paths, left = dict(resolved.output_paths), {}
-    else:
-        example = ExportExample.of(model_module, signature, max_batch, opts.seed, resolved.output_paths)
-        coupling = batch_coupling(model_module, signature, example.args, example.outputs, example.paths) \
-            if max_batch >= 2 else None
-        if coupling is not None:  # merged requests would mix: one request, one whole batch
-            if opts.max_batch_size:  # asked for batching the model cannot do
-                raise ConversionError(f"{resolved.name}: {coupling.why()}, so it cannot batch requests: drop "
-                                      f"--max-batch-size {opts.max_batch_size} (it is then served with max_batch_size 0,"
-                                      " each request one whole batch)")
-            _note(opts, f"note: {coupling.why()}: served with max_batch_size 0, each request one whole batch")
-            # the user's samples stay as read: each batch of them is a valid whole request
-            signature, max_batch, coupled = coupling.signature, 0, coupling.outputs
-            example = ExportExample.of(model_module, signature, 0, opts.seed, example.paths)
-        paths, left = example.paths, example.left_out
-        if left:
-            _note(opts, f"note: {left_out_line(left, list(paths))}")
-        tries = export_routes(fmt, example, artifact, opts, max_batch)
+        tries = [("copy", lambda: from_artifact(resolved, job.fmt, job.artifact, max_batch, opts))]
+        return _Routes(tries, resolved.signature, max_batch, dict(resolved.output_paths), {}, {})
+    signature, coupled = resolved.signature, {}
+    example = ExportExample.of(job.model_module, signature, max_batch, opts.seed, resolved.output_paths)
+    coupling = batch_coupling(job.model_module, signature, example.args, example.outputs, example.paths) \
+        if max_batch >= 2 else None
+    if coupling is not None:  # merged requests would mix: one request, one whole batch
+        if opts.max_batch_size:  # asked for batching the model cannot do
+            raise ConversionError(f"{resolved.name}: {coupling.why()}, so it cannot batch requests: drop "
+                                  f"--max-batch-size {opts.max_batch_size} (it is then served with max_batch_size 0,"
+                                  " each request one whole batch)")
+        _note(opts, f"note: {coupling.why()}: served with max_batch_size 0, each request one whole batch")
+        # the user's samples stay as read: each batch of them is a valid whole request
+        signature, max_batch, coupled = coupling.signature, 0, coupling.outputs
+        example = ExportExample.of(job.model_module, signature, 0, opts.seed, example.paths)
+    paths, left = example.paths, example.left_out
+    if left:
+        _note(opts, f"note: {left_out_line(left, list(paths))}")
+    return _Routes(export_routes(job.fmt, example, job.artifact, opts, max_batch), signature, max_batch, paths, left,
+                   coupled)
 
+
+def _first_that_verifies(job: _Job, routes: _Routes) -> Manifest:
+    """Each exporter in turn until one's artifact loads and verifies; one that failed verification is kept aside
+    while later ones write theirs, and restored (with its manifest saying by how much) when none did better."""
     attempts: list[Attempt] = []
     unverified: tuple[Manifest, str] | None = None  # the last export that ran but did not verify, and why
-    aside = out / ".unverified"  # its files, kept apart while later exporters write theirs
+    aside = job.out / ".unverified"  # its files, kept apart while later exporters write theirs
     try:
-        for name, run in tries:
+        for name, run in routes.tries:
             t0 = time.perf_counter()
-            if resolved.is_artifact:  # a copy or an engine build: its errors are the user's to read as they are
-                export_options, attempt = run(), Attempt(name, 0.0, "ok")
-                attempt.seconds = round(time.perf_counter() - t0, 3)
-            else:
-                export_options, attempt = run_attempt(name, f"{fmt} export", run, log, opts.export_timeout_s)
+            export_options, attempt = _export(job, name, run, t0)
             attempts.append(attempt)
             if export_options is None:
                 continue
-            manifest = Manifest(
-                model=resolved.name, preset=resolved.source.preset, family=resolved.family, task=resolved.task,
-                metric=resolved.metric, format=fmt, artifact=artifact.name, signature=signature,
-                max_batch_size=max_batch, precision=opts.precision,
-                export_options={**export_options, "export_seconds": round(time.perf_counter() - t0, 3),
-                                "attempts": [a.to_dict() for a in attempts], **({"left_out": left} if left else {})},
-                versions=_versions(resolved.versions),
-                artifact_files=[artifact.name, *export_options.get("external_data", [])],
-                source=resolved.source.to_dict(), artifact_sha256=sha256_file(artifact), output_paths=paths,
-                batch_coupled=coupled,
-            )
-            if not (opts.verify and model_module is not None):
-                _clean(attempts, log)
-                manifest.save(out)
-                return manifest
-            device = "cuda:0" if fmt == "trt" and opts.verify_device == "cpu" else opts.verify_device
-            runtime, loading = run_attempt(name, f"loading the {fmt} artifact", lambda: load_artifact(manifest, out, device),
-                                           log, opts.export_timeout_s)
+            manifest = _manifest(job, routes, export_options, attempts, t0)
+            if not (job.opts.verify and job.model_module is not None):
+                return _kept(job, manifest, attempts)
+            device = "cuda:0" if job.fmt == "trt" and job.opts.verify_device == "cpu" else job.opts.verify_device
+            runtime = _loaded(job, name, manifest, attempt, device)
             if runtime is None:  # written but unusable (ONNX Runtime refuses a node): the next exporter may do better
-                attempt.outcome, attempt.error = "failed to load", loading.error
-                _remove(out, manifest.files)
                 continue
-            result = verify_artifact(manifest, out, model=model_module, batch_sizes=opts.verify_batch_sizes,
-                                     seed=opts.seed, samples=samples, device=device, runtime=runtime)
+            result = verify_artifact(manifest, job.out, model=job.model_module,
+                                     batch_sizes=job.opts.verify_batch_sizes, seed=job.opts.seed, samples=job.samples,
+                                     device=device, runtime=runtime)
             manifest.verification = {**result.to_dict(), "device": device}
             if result.passed:
-                _clean(attempts, log)
-                manifest.save(out)
-                return manifest
+                return _kept(job, manifest, attempts)
             attempt.outcome, attempt.error = "failed verification", result.message[:300]
             unverified = (manifest, result.message)
-            _move(out, aside, manifest.files, fresh=True)
+            _move(job.out, aside, manifest.files, fresh=True)
         if unverified is not None:  # an export ran but no exporter's output verified: its manifest says by how much
             manifest, message = unverified
-            _move(aside, out, manifest.files)
+            _move(aside, job.out, manifest.files)
             manifest.export_options["attempts"] = [a.to_dict() for a in attempts]
-            manifest.save(out)
-            raise VerificationError(f"{resolved.name} as {fmt}: verification failed: {message}"
+            manifest.save(job.out)
+            raise VerificationError(f"{job.resolved.name} as {job.fmt}: verification failed: {message}"
                                     + (f" (tried: {'; '.join(a.line() for a in attempts)})" if len(attempts) > 1 else ""))
-        raise all_failed(f"{resolved.name} to {fmt}", attempts, log)
+        raise all_failed(f"{job.resolved.name} to {job.fmt}", attempts, job.log)
     finally:
         shutil.rmtree(aside, ignore_errors=True)
+
+
+def _export(job: _Job, name: str, run: Callable[[], dict | None], t0: float) -> tuple[dict | None, Attempt]:
+    """One exporter's run: a copy or an engine build as is (its errors are the user's to read as they are), an
+    export held to its time limit with its failure logged."""
+    if job.resolved.is_artifact:
+        export_options, attempt = run(), Attempt(name, 0.0, "ok")
+        attempt.seconds = round(time.perf_counter() - t0, 3)
+        return export_options, attempt
+    return run_attempt(name, f"{job.fmt} export", run, job.log, job.opts.export_timeout_s)
+
+
+def _manifest(job: _Job, routes: _Routes, export_options: dict, attempts: list[Attempt], t0: float) -> Manifest:
+    """The manifest of the artifact an exporter wrote: what it is, how it was made and from what source."""
+    resolved, artifact, left = job.resolved, job.artifact, routes.left
+    return Manifest(
+        model=resolved.name, preset=resolved.source.preset, family=resolved.family, task=resolved.task,
+        metric=resolved.metric, format=job.fmt, artifact=artifact.name, signature=routes.signature,
+        max_batch_size=routes.max_batch, precision=job.opts.precision,
+        export_options={**export_options, "export_seconds": round(time.perf_counter() - t0, 3),
+                        "attempts": [a.to_dict() for a in attempts], **({"left_out": left} if left else {})},
+        versions=_versions(resolved.versions),
+        artifact_files=[artifact.name, *export_options.get("external_data", [])],
+        source=resolved.source.to_dict(), artifact_sha256=sha256_file(artifact), output_paths=routes.paths,
+        batch_coupled=routes.coupled,
+    )
+
+
+def _loaded(job: _Job, name: str, manifest: Manifest, attempt: Attempt, device: str) -> Any:
+    """The artifact loaded in its runtime, held to the export's time limit; None (its files removed, the attempt
+    marked) when it cannot be loaded."""
+    runtime, loading = run_attempt(name, f"loading the {job.fmt} artifact",
+                                   lambda: load_artifact(manifest, job.out, device), job.log, job.opts.export_timeout_s)
+    if runtime is None:
+        attempt.outcome, attempt.error = "failed to load", loading.error
+        _remove(job.out, manifest.files)
+    return runtime
+
+
+def _kept(job: _Job, manifest: Manifest, attempts: list[Attempt]) -> Manifest:
+    """The artifact that is kept: the failed attempts' log removed when clean, the manifest saved."""
+    _clean(attempts, job.log)
+    manifest.save(job.out)
+    return manifest
 
 
 def _note(opts: ConvertOptions, line: str) -> None:

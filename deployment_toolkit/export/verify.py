@@ -186,31 +186,11 @@ def verify(reference: Callable[[dict], dict], converted: Callable[[dict], dict],
     batch of `samples` (the user's real inputs): random inputs can miss what real data hits (saturating
     activations, a skewed class mix)."""
     p = plan or VerifyPlan()
-    precision, batch_sizes, seed, samples = p.precision, tuple(p.batch_sizes), p.seed, p.samples
+    precision, batch_sizes, seed = p.precision, tuple(p.batch_sizes), p.seed
     atol, rtol = TOLERANCES.get(precision, TOLERANCES["fp32"])
     tally = _Tally(atol=atol, rtol=rtol, task=task)
-    for i, batch in enumerate(batch_sizes):
-        inputs = signature.examples(batch, seed=seed + i)
-        try:
-            ref = reference(inputs)
-        except Exception as err:  # no exporter can fix the model itself: one line, not a traceback
-            raise ConversionError(f"the framework model itself fails on its example inputs at "
-                                  f"{f'batch {batch}' if batch else 'the example shapes'}: {_first_line(err)}") from err
-        got = tally.run_converted(converted, inputs, f"batch {batch}")
-        if got is not None:
-            tally.compare(signature, ref, got, f"batch {batch}")
-    samples_checked = 0
-    for k, inputs in enumerate(samples or ()):
-        where = f"real-sample batch {k}"
-        try:
-            ref = reference(inputs)
-        except Exception as err:  # the user's data reaches what random inputs did not: a failure, not a crash
-            tally.failures.append(f"at {where}: the framework model itself fails: {_first_line(err)}")
-            continue
-        got = tally.run_converted(converted, inputs, where)
-        if got is not None:
-            tally.compare(signature, ref, got, where)
-        samples_checked += len(next(iter(inputs.values())))
+    _check_examples(reference, converted, signature, batch_sizes, seed, tally)
+    samples_checked = _check_samples(reference, converted, signature, p.samples, tally)
     checked, unchecked = [input_shapes(signature)], []
     second = alternate_signature(signature) if p.dynamic_sizes else None
     before = len(tally.failures)
@@ -241,3 +221,38 @@ def verify(reference: Callable[[dict], dict], converted: Callable[[dict], dict],
         unchecked_shapes=unchecked,
         samples_checked=samples_checked,
     )
+
+
+def _check_examples(reference: Callable[[dict], dict], converted: Callable[[dict], dict], signature: ModelSignature,
+                    batch_sizes: tuple[int, ...], seed: int, tally: _Tally) -> None:
+    """Random example inputs at every batch size (seeded per size); a framework model that fails on them is one
+    line (no exporter can fix the model itself), a converted one that fails is a verification failure."""
+    for i, batch in enumerate(batch_sizes):
+        inputs = signature.examples(batch, seed=seed + i)
+        try:
+            ref = reference(inputs)
+        except Exception as err:  # no exporter can fix the model itself: one line, not a traceback
+            raise ConversionError(f"the framework model itself fails on its example inputs at "
+                                  f"{f'batch {batch}' if batch else 'the example shapes'}: {_first_line(err)}") from err
+        got = tally.run_converted(converted, inputs, f"batch {batch}")
+        if got is not None:
+            tally.compare(signature, ref, got, f"batch {batch}")
+
+
+def _check_samples(reference: Callable[[dict], dict], converted: Callable[[dict], dict], signature: ModelSignature,
+                   samples: Iterable[dict] | None, tally: _Tally) -> int:
+    """Every batch of the user's real samples; returns how many samples were compared. The user's data may reach
+    what random inputs did not: the framework failing there is a verification failure, not a crash."""
+    samples_checked = 0
+    for k, inputs in enumerate(samples or ()):
+        where = f"real-sample batch {k}"
+        try:
+            ref = reference(inputs)
+        except Exception as err:  # the user's data reaches what random inputs did not: a failure, not a crash
+            tally.failures.append(f"at {where}: the framework model itself fails: {_first_line(err)}")
+            continue
+        got = tally.run_converted(converted, inputs, where)
+        if got is not None:
+            tally.compare(signature, ref, got, where)
+        samples_checked += len(next(iter(inputs.values())))
+    return samples_checked

@@ -32,13 +32,10 @@ that differ.
 from __future__ import annotations
 
 import argparse
-import difflib
 import math
-import operator
-import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence, Union
+from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 
@@ -51,145 +48,17 @@ from ..spec import atomic_write_text
 from ..scores import (DEFAULT_ATOL, MetricInputError, as_float_pair, classification_label_metrics,
                       classification_reference_metrics, dice_scores, psnr_metrics)
 from .regression import DEFAULT_REL_EPS, error_stats
-from ..errors import ToolkitError, UserError
+from .thresholds import (Threshold,  # the thresholds' names, as callers import them from here
+                          ThresholdsFailed, ThresholdsLike, ThresholdSyntaxError, UnknownMetricError,
+                         check_thresholds, load_thresholds, parse_threshold, parse_thresholds)
+from ..errors import UserError
 
 # the zoo's tasks plus two for models outside it
 METRIC_TASKS = (*TASKS, "regression", "generic")
 
-ThresholdsLike = Union[Mapping[str, Any], Sequence[Union[str, "Threshold"]], str, Path]
-
 
 class MetricsError(UserError, ValueError):
     """Metrics that cannot be computed as asked (unknown task or tensor, nothing to compare)."""
-
-
-class ThresholdSyntaxError(UserError, ValueError):
-    """A threshold that does not read as `<metric><op><number>` with op one of >=, <=, >, <, ==."""
-
-
-class UnknownMetricError(UserError, ValueError):
-    """Thresholds naming metrics that were not computed: a typo must not pass silently."""
-
-
-class ThresholdsFailed(ToolkitError):
-    """Raised by calculate_metrics(..., thresholds=...) when a metric misses its bound."""
-
-    def __init__(self, failures: list[str], metrics: dict[str, float]):
-        super().__init__("metrics out of bounds:\n  " + "\n  ".join(failures))
-        self.failures = failures
-        self.metrics = metrics
-
-
-_OPS: dict[str, Callable[[float, float], bool]] = {
-    ">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt, "==": operator.eq,
-}
-_BOUND_RE = re.compile(r"^\s*(>=|<=|==|>|<)\s*(\S+)\s*$")
-_THRESHOLD_RE = re.compile(r"^\s*([^<>=\s]+)\s*(>=|<=|==|>|<)\s*(\S+)\s*$")
-
-
-@dataclass(frozen=True)
-class Threshold:
-    metric: str
-    op: str
-    bound: float
-
-    def passes(self, value: float) -> bool:
-        """NaN never passes: a broken run must not satisfy a bound by accident."""
-        return not math.isnan(value) and _OPS[self.op](value, self.bound)
-
-    @property
-    def text(self) -> str:
-        return f"{self.op} {self.bound:g}"
-
-
-def _bound(metric: str, op: str, number: str) -> Threshold:
-    try:
-        value = float(number)
-    except ValueError:
-        raise ThresholdSyntaxError(f"threshold for {metric!r}: {number!r} is not a number") from None
-    if math.isnan(value):
-        raise ThresholdSyntaxError(f"threshold for {metric!r}: the bound cannot be NaN")
-    return Threshold(metric, op, value)
-
-
-def parse_threshold(text: str) -> Threshold:
-    """'dice_mean>=0.9' -> Threshold('dice_mean', '>=', 0.9) (the CLI's --threshold form)."""
-    m = _THRESHOLD_RE.match(text)
-    if not m:
-        raise ThresholdSyntaxError(
-            f"cannot read threshold {text!r}; write e.g. 'dice_mean>=0.9' or 'max_abs_err<=1e-4'"
-        )
-    return _bound(m.group(1), m.group(2), m.group(3))
-
-
-def _parse_entry(metric: str, spec: Any) -> list[Threshold]:
-    if isinstance(spec, str):
-        m = _BOUND_RE.match(spec)
-        if not m:
-            raise ThresholdSyntaxError(
-                f"threshold for {metric!r}: cannot read {spec!r}; write e.g. '>=0.9' or '<=1e-4'"
-            )
-        return [_bound(metric, m.group(1), m.group(2))]
-    if isinstance(spec, Mapping):  # {min: 0.9, max: 1.0}
-        unknown = set(spec) - {"min", "max"}
-        if unknown or not spec:
-            raise ThresholdSyntaxError(f"threshold for {metric!r}: use keys min/max, got {sorted(map(str, spec))}")
-        return [_bound(metric, ">=" if k == "min" else "<=", str(v)) for k, v in spec.items()]
-    if isinstance(spec, (list, tuple)):
-        return [t for item in spec for t in _parse_entry(metric, item)]
-    raise ThresholdSyntaxError(
-        f"threshold for {metric!r}: {spec!r} is ambiguous; write a quoted bound such as \">={spec}\" or \"<={spec}\""
-    )
-
-
-def load_thresholds(path: str | Path) -> list[Threshold]:
-    """Thresholds from YAML: `metric: ">=0.9"` (quote it: a bare >= starts a YAML block scalar),
-    `metric: {min: 0.9}`, or a list of such bounds. A top-level `thresholds:` key is unwrapped."""
-    import yaml
-
-    path = Path(path)
-    if not path.is_file():
-        raise ThresholdSyntaxError(f"thresholds file {path} does not exist")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as err:
-        raise ThresholdSyntaxError(
-            f"{path} is not valid YAML ({err.__class__.__name__}); quote bounds: dice_mean: \">=0.9\""
-        ) from err
-    if isinstance(data, Mapping) and set(data) == {"thresholds"}:
-        data = data["thresholds"]
-    if not isinstance(data, Mapping):
-        raise ThresholdSyntaxError(f"{path} must map metric names to bounds, e.g. max_abs_err: \"<=1e-4\"")
-    return parse_thresholds(data)
-
-
-def parse_thresholds(thresholds: ThresholdsLike | None) -> list[Threshold]:
-    """Normalize a mapping {metric: bound}, a list of 'metric>=x' strings / Thresholds, or a YAML path."""
-    if thresholds is None:
-        return []
-    if isinstance(thresholds, (str, Path)):
-        return load_thresholds(thresholds)
-    if isinstance(thresholds, Mapping):
-        return [t for metric, spec in thresholds.items() for t in _parse_entry(str(metric), spec)]
-    return [t if isinstance(t, Threshold) else parse_threshold(t) for t in thresholds]
-
-
-def check_thresholds(metrics: Mapping[str, float], thresholds: ThresholdsLike | None) -> list[str]:
-    """One message per bound a metric misses, e.g. 'dice_mean = 0.81 fails >= 0.9'. Raises
-    UnknownMetricError when a threshold names a metric that was not computed."""
-    parsed = parse_thresholds(thresholds)
-    unknown = sorted({t.metric for t in parsed if t.metric not in metrics})
-    if unknown:
-        hints = []
-        for name in unknown:
-            close = difflib.get_close_matches(name, list(metrics), n=2)
-            hints.append(f"{name!r}" + (f" (did you mean {', '.join(close)}?)" if close else ""))
-        raise UnknownMetricError(
-            f"thresholds name metrics that were not computed: {', '.join(hints)}; computed: {', '.join(metrics)}"
-        )
-    return [
-        f"{t.metric} = {metrics[t.metric]:.6g} fails {t.text}" for t in parsed if not t.passes(float(metrics[t.metric]))
-    ]
 
 
 def _pick(tensors: Mapping[str, np.ndarray], name: str | None, what: str, where: str) -> str:
@@ -286,11 +155,8 @@ def compute_metrics(dump: Dump, reference: Dump | None = None, task: str | None 
     """The metrics of loaded dumps (see the module doc for names). Mismatched dumps raise DumpMismatchError.
     `user_fn`: the user's metrics file (metrics.user.load_metrics_file), its values beside the built-in ones."""
     o = options or MetricOptions()
-    output, label, rel_eps, atol = o.output, o.label, o.rel_eps, o.atol
-    num_classes, include_background, data_range = o.num_classes, o.include_background, o.data_range
     task = resolve_task(dump, reference, task, required=user_fn is None)
-    out_name = _pick(dump.outputs, output, "output", f"{dump.directory} outputs")
-    pred = dump.outputs[out_name]
+    out_name = _pick(dump.outputs, o.output, "output", f"{dump.directory} outputs")
     metrics: dict[str, float] = {"num_samples": float(dump.num_samples)}
 
     aligned = align(dump, reference, "outputs") if reference is not None else None
@@ -303,43 +169,9 @@ def compute_metrics(dump: Dump, reference: Dump | None = None, task: str | None 
                        "statistics (--task generic) and a --metrics file's calc_sample go sample by sample")
 
     if labels and task != "embedding":
-        lab_name = _pick(labels, label, "label", "the labels")
-        y = labels[lab_name]
-        ctx = f"{out_name} vs labels {lab_name}"
-        if task in ("classification", "segmentation", "denoising", "regression"):
-            pred, y = whole(dump.outputs[out_name], f"output {out_name}"), whole(y, f"label {lab_name}")
-        if task == "classification":
-            metrics.update(_scored(ctx, classification_label_metrics, pred, y))
-        elif task == "segmentation":
-            metrics.update(_scored(ctx, lambda: dice_scores(
-                pred, y, num_classes=num_classes, include_background=include_background).as_metrics("dice")))
-        elif task == "denoising":
-            metrics.update(_scored(ctx, psnr_metrics, pred, y, data_range, prefix="label_psnr"))
-        elif task == "regression":
-            metrics.update(_scored(ctx, regression_metrics, pred, y))
-        elif task == "generic":
-            stats = _scored(ctx, lambda: error_stats(_like(pred, y), y, rel_eps, atol))
-            metrics.update({f"label_{k}": v for k, v in stats.items()})
-
+        metrics.update(_label_metrics(dump, labels, out_name, task, o, whole))
     if aligned is not None:
-        pred, ref = dump.outputs[out_name], aligned.b[out_name]
-        ctx = f"{out_name} vs reference {reference.directory}"  # type: ignore[union-attr]
-        if task in ("classification", "segmentation", "denoising"):
-            pred, ref = whole(pred, f"output {out_name}"), whole(ref, f"reference output {out_name}")
-        if task == "classification":
-            metrics.update(_scored(ctx, classification_reference_metrics, pred, ref))
-        elif task == "segmentation":
-            metrics.update(_scored(ctx, lambda: dice_scores(
-                pred, ref, num_classes=num_classes, include_background=include_background,
-                target_is_prediction=True).as_metrics("dice_agreement")))
-        elif task == "denoising":
-            metrics.update(_scored(ctx, psnr_metrics, pred, ref, data_range, prefix="psnr"))
-        metrics.update(_scored(ctx, error_stats, pred, ref, rel_eps, atol))
-        for name in aligned.a:
-            if name != out_name:
-                stats = _scored(f"{name} vs reference", error_stats, aligned.a[name], aligned.b[name], rel_eps, atol)
-                metrics.update({f"{k}[{name}]": v for k, v in stats.items()})
-
+        metrics.update(_reference_metrics(dump, reference, aligned, out_name, task, o, whole))
     if user_fn is not None:
         from .user import user_metrics
 
@@ -353,6 +185,58 @@ def compute_metrics(dump: Dump, reference: Dump | None = None, task: str | None 
     if len(metrics) == 1:
         why = "the embedding task has no label metrics" if task == "embedding" else f"{dump.directory} has no labels"
         raise MetricsError(f"nothing to compute: {why}; pass --reference-dir with a framework run's dump")
+    return metrics
+
+
+Whole = Callable[[np.ndarray, str], np.ndarray]  # a tensor's samples as one stacked array, or one line why not
+
+
+def _label_metrics(dump: Dump, labels: Mapping[str, np.ndarray], out_name: str, task: str | None,
+                   o: MetricOptions, whole: Whole) -> dict[str, float]:
+    """The task's metrics of the primary output against the labels (accuracy, Dice, PSNR, regression errors, or
+    the error statistics for `generic`)."""
+    lab_name = _pick(labels, o.label, "label", "the labels")
+    pred, y = dump.outputs[out_name], labels[lab_name]
+    ctx = f"{out_name} vs labels {lab_name}"
+    if task in ("classification", "segmentation", "denoising", "regression"):
+        pred, y = whole(dump.outputs[out_name], f"output {out_name}"), whole(y, f"label {lab_name}")
+    if task == "classification":
+        return _scored(ctx, classification_label_metrics, pred, y)
+    if task == "segmentation":
+        return _scored(ctx, lambda: dice_scores(
+            pred, y, num_classes=o.num_classes, include_background=o.include_background).as_metrics("dice"))
+    if task == "denoising":
+        return _scored(ctx, psnr_metrics, pred, y, o.data_range, prefix="label_psnr")
+    if task == "regression":
+        return _scored(ctx, regression_metrics, pred, y)
+    if task == "generic":
+        stats = _scored(ctx, lambda: error_stats(_like(pred, y), y, o.rel_eps, o.atol))
+        return {f"label_{k}": v for k, v in stats.items()}
+    return {}
+
+
+def _reference_metrics(dump: Dump, reference: Dump, aligned: Any, out_name: str, task: str | None,
+                       o: MetricOptions, whole: Whole) -> dict[str, float]:
+    """Agreement with the reference dump, paired by id: the task's agreement metrics, then the error statistics
+    of the primary output and of every further output (named `<statistic>[<output>]`)."""
+    pred, ref = dump.outputs[out_name], aligned.b[out_name]
+    ctx = f"{out_name} vs reference {reference.directory}"
+    if task in ("classification", "segmentation", "denoising"):
+        pred, ref = whole(pred, f"output {out_name}"), whole(ref, f"reference output {out_name}")
+    metrics: dict[str, float] = {}
+    if task == "classification":
+        metrics.update(_scored(ctx, classification_reference_metrics, pred, ref))
+    elif task == "segmentation":
+        metrics.update(_scored(ctx, lambda: dice_scores(
+            pred, ref, num_classes=o.num_classes, include_background=o.include_background,
+            target_is_prediction=True).as_metrics("dice_agreement")))
+    elif task == "denoising":
+        metrics.update(_scored(ctx, psnr_metrics, pred, ref, o.data_range, prefix="psnr"))
+    metrics.update(_scored(ctx, error_stats, pred, ref, o.rel_eps, o.atol))
+    for name in aligned.a:
+        if name != out_name:
+            stats = _scored(f"{name} vs reference", error_stats, aligned.a[name], aligned.b[name], o.rel_eps, o.atol)
+            metrics.update({f"{k}[{name}]": v for k, v in stats.items()})
     return metrics
 
 

@@ -162,17 +162,73 @@ def run_sweep(kind: str, model_name: str, where: ServerAt | str | None, signatur
     refuse_committed(result_dir, "--result-path")
     binary, _ = check_perf_analyzer()
     points = sorted(dict.fromkeys(points), key=lambda p: p.key)
+    served = _checked(model_name, at, signature, options, s, points)
+    run = _start(kind, model_name, served, options, s, result_dir, binary)
+    done = run.store.completed(include_unstable=not s.remeasure_unstable)
+    todo = [p for p in points if p.key not in done]
+    skipped = [p for p in points if p.key in done]
+    if skipped:
+        log.info(f"{kind}: skipping {len(skipped)} completed points (already in {run.store.csv_path})")
+    section, config = _sections(run, points)
+    _record_run(run.store.folder, kind, config, section, served.server_version)
+
+    outcome = SweepOutcome(kind, result_dir, run.store.csv_path, run.store.rows(), skipped=skipped)
+    scrapes = _measure(run, todo, outcome, at, (len(points), len(skipped)))
+    section["completed"] = len(outcome.rows)
+    # whether the server's own figures are in this run, and why not: a refused endpoint is said in run.json and
+    # the report, not only in one console line
+    section["telemetry"] = {"metrics_url": scrapes.url, "off": scrapes.off or (None if scrapes.url else
+                                                                             "no metrics endpoint")}
+    section["unstable_points"] = [[r["Client Batch Size"], r["Concurrent client requests"]] for r in outcome.unstable]
+    _record_run(run.store.folder, kind, config, section, served.server_version)
+    if s.build_report:
+        from ..report.build import build_report as _build
+
+        outcome.report = _build(result_dir)
+    return outcome
+
+
+@dataclass
+class _SweepRun:
+    """What every point of one sweep shares: where it writes, what perf_analyzer targets, and the row store."""
+
+    kind: str
+    model_name: str
+    result_dir: Path
+    served: _Served
+    options: PerfOptions
+    settings: SweepSettings
+    precision: str
+    target: PerfTarget
+    identity: RunIdentity
+    store: ResultsStore
+
+    @property
+    def raw_dir(self) -> Path:
+        return self.result_dir / "raw"
+
+
+def _checked(model_name: str, at: ServerAt, signature: HasSignature | None, options: PerfOptions, s: SweepSettings,
+             points: Sequence[SweepPoint]) -> _Served:
+    """The served model, refused where a batch size exceeds its max_batch_size, and answering a real request
+    (preflight) before anything is written."""
     served = _served(model_name, at, signature, options, s)
-    signature, url = served.signature, served.url
     too_big = [p.batch_size for p in points if p.batch_size > max(served.max_batch, 1)]
     if too_big:
         raise SweepError(f"batch sizes {sorted(set(too_big))} exceed the model's max_batch_size {served.max_batch}")
-    with TritonClient(url, options.protocol) as client:
-        client.preflight(model_name, s.model_version, signature, served.max_batch > 0, s.ready_timeout_s)
-
+    with TritonClient(served.url, options.protocol) as client:
+        client.preflight(model_name, s.model_version, served.signature, served.max_batch > 0, s.ready_timeout_s)
     if s.number_of_model_instances and s.number_of_model_instances != served.instances:
         log.warning(f"warning: --number-of-model-instances {s.number_of_model_instances} but the server's config has "
                     f"{served.instances}; recording the server's value")
+    return served
+
+
+def _start(kind: str, model_name: str, served: _Served, options: PerfOptions, s: SweepSettings, result_dir: Path,
+           binary: str) -> _SweepRun:
+    """The precision recorded, the generated input file (where the model needs one), perf_analyzer's target and
+    the row store opened under the run's identity (rows of another identity are moved aside)."""
+    signature = served.signature
     precision = (s.precision or getattr(signature, "precision", "") or _io_precision(signature)).upper()
     raw_dir = result_dir / "raw"
     input_data = None
@@ -180,68 +236,50 @@ def run_sweep(kind: str, model_name: str, where: ServerAt | str | None, signatur
         input_data = str(write_input_data_json(signature, raw_dir / f"{kind}_input_data.json", options.input_data))
     # a model served one whole batch per request counts each sample it stacks (data.whole)
     per_request = samples_per_request(signature, input_data or options.input_data)
-    target = PerfTarget(model_name, url, signature, s.model_version, input_data, binary, per_request)
-
+    target = PerfTarget(model_name, served.url, signature, s.model_version, input_data, binary, per_request)
     identity = sweep_identity(served.model_config, served.server_version, s.manifest_path, options, input_data)
     store = ResultsStore(result_dir, kind, identity, s.reuse).open()
-    done = store.completed(include_unstable=not s.remeasure_unstable)
-    todo = [p for p in points if p.key not in done]
-    skipped = [p for p in points if p.key in done]
-    if skipped:
-        log.info(f"{kind}: skipping {len(skipped)} completed points (already in {store.csv_path})")
+    return _SweepRun(kind, model_name, result_dir, served, options, s, precision, target, identity, store)
 
+
+def _sections(run: _SweepRun, points: Sequence[SweepPoint]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """run.json's section of this sweep and the run's config, recorded before the first point is measured."""
+    s, options, first = run.settings, run.options, points[0]
     section = {
         "points": [p.key for p in points],
         "perf_options": options.measurement_fields(),
-        "perf_command_example": build_command(target, points[0].batch_size, points[0].load, options,
-                                              raw_dir / f"{kind}_{points[0].name}.csv"),
-        "identity": identity.id,
+        "perf_command_example": build_command(run.target, first.batch_size, first.load, options,
+                                              run.raw_dir / f"{run.kind}_{first.name}.csv"),
+        "identity": run.identity.id,
     }
     config = {
-        "model_name": model_name,
-        "model_version": s.model_version or "latest",
-        "server_url": url,
-        "protocol": options.protocol.value,
-        "precision": precision,
+        "model_name": run.model_name, "model_version": s.model_version or "latest", "server_url": run.served.url,
+        "protocol": options.protocol.value, "precision": run.precision,
         "manifest": str(s.manifest_path) if s.manifest_path else None,
-        "signature": _signature_dict(signature),
-        "model_config": served.model_config,
-        "triton_instances": served.instances,
-        "number_of_model_instances_flag": s.number_of_model_instances,
+        "signature": _signature_dict(run.served.signature), "model_config": run.served.model_config,
+        "triton_instances": run.served.instances, "number_of_model_instances_flag": s.number_of_model_instances,
     }
-    _record_run(store.folder, kind, config, section, served.server_version)
+    return section, config
 
-    outcome = SweepOutcome(kind, result_dir, store.csv_path, store.rows(), skipped=skipped)
-    bar = _progress(len(points), len(skipped), kind, s.progress)
-    scrapes = telemetry.RunTelemetry(at.metrics_for(url), model_name, s.metrics_period_s, log=lambda m: _warn(m, bar))
-    checks = _Liveness(kind, model_name, at, url, options.protocol, s.model_version)
+
+def _measure(run: _SweepRun, todo: list[SweepPoint], outcome: SweepOutcome, at: ServerAt,
+             counts: tuple[int, int]) -> telemetry.RunTelemetry:
+    """Each point to do, saved as it finishes, with the server's own figures scraped beside it and its health
+    checked before it; the tables are written whatever stops the loop. `counts`: points in all, and done."""
+    s = run.settings
+    bar = _progress(counts[0], counts[1], run.kind, s.progress)
+    scrapes = telemetry.RunTelemetry(at.metrics_for(run.served.url), run.model_name, s.metrics_period_s,
+                                     log=lambda m: _warn(m, bar))
+    checks = _Liveness(run.kind, run.model_name, at, run.served.url, run.options.protocol, s.model_version)
     try:
         for point in todo:
             if bar is not None:
                 bar.set_postfix_str(f"batch {point.batch_size}, concurrency {point.concurrency}")
-            checks.check(point, store, None)
-            try:
-                with scrapes.scrape() as scraper:
-                    result = run_point(target, point.batch_size, point.load, options,
-                                       raw_dir / f"{kind}_{point.name}.csv")
-            except PerfAnalyzerError as err:
-                checks.check(point, store, err)
-                raise SweepError(
-                    f"{err}\n{len(store.rows())} completed point(s) are kept in {store.csv_path}; fix the cause and "
-                    "rerun the same command to resume."
-                ) from err
-            row = result.row()
-            row.update({"Precision": precision, "Triton Instances": served.instances})
-            store.add(row)
-            client = result.values.get(THROUGHPUT)
-            if samples := scrapes.owned(scraper, client):  # the measured server's own figures only
-                telemetry.record_point(result_dir, kind, {"Client Batch Size": point.batch_size,
-                                                          "Concurrent client requests": point.concurrency,
-                                                          "client_infer_per_s": client},
-                                       telemetry.summarise(samples, client), samples)
+            checks.check(point, run.store, None)
+            result = _measure_point(run, point, scrapes, checks)
             outcome.measured.append(point)
             if not result.stable:
-                _warn(f"{kind} {point.name}: UNSTABLE - {result.note} (marked stable=False)", bar)
+                _warn(f"{run.kind} {point.name}: UNSTABLE - {result.note} (marked stable=False)", bar)
             if bar is not None:
                 bar.update(1)
             if s.on_point_done is not None:
@@ -249,21 +287,34 @@ def run_sweep(kind: str, model_name: str, where: ServerAt | str | None, signatur
     finally:
         if bar is not None:
             bar.close()
-        outcome.rows = store.rows()
-        _write_markdown(result_dir, kind, outcome.rows)
+        outcome.rows = run.store.rows()
+        _write_markdown(run.result_dir, run.kind, outcome.rows)
+    return scrapes
 
-    section["completed"] = len(outcome.rows)
-    # whether the server's own figures are in this run, and why not: a refused endpoint is said in run.json and
-    # the report, not only in one console line
-    section["telemetry"] = {"metrics_url": scrapes.url, "off": scrapes.off or (None if scrapes.url else
-                                                                             "no metrics endpoint")}
-    section["unstable_points"] = [[r["Client Batch Size"], r["Concurrent client requests"]] for r in outcome.unstable]
-    _record_run(store.folder, kind, config, section, served.server_version)
-    if s.build_report:
-        from ..report.build import build_report as _build
 
-        outcome.report = _build(result_dir)
-    return outcome
+def _measure_point(run: _SweepRun, point: SweepPoint, scrapes: telemetry.RunTelemetry, checks: _Liveness) -> Any:
+    """One point through perf_analyzer, its row stored at once and the server's figures recorded beside it; a
+    failed point says how to resume (the completed ones are kept)."""
+    try:
+        with scrapes.scrape() as scraper:
+            result = run_point(run.target, point.batch_size, point.load, run.options,
+                               run.raw_dir / f"{run.kind}_{point.name}.csv")
+    except PerfAnalyzerError as err:
+        checks.check(point, run.store, err)
+        raise SweepError(
+            f"{err}\n{len(run.store.rows())} completed point(s) are kept in {run.store.csv_path}; fix the cause and "
+            "rerun the same command to resume."
+        ) from err
+    row = result.row()
+    row.update({"Precision": run.precision, "Triton Instances": run.served.instances})
+    run.store.add(row)
+    client = result.values.get(THROUGHPUT)
+    if samples := scrapes.owned(scraper, client):  # the measured server's own figures only
+        telemetry.record_point(run.result_dir, run.kind, {"Client Batch Size": point.batch_size,
+                                                          "Concurrent client requests": point.concurrency,
+                                                          "client_infer_per_s": client},
+                               telemetry.summarise(samples, client), samples)
+    return result
 
 
 def _io_precision(signature: HasSignature) -> str:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from ..results.server_metrics import read_series, read_summaries, server_csv
 from ..tables import markdown_table
@@ -55,32 +56,11 @@ def timeline_plot(result_dir: Path, kind: str) -> Path | None:
         per_t[r["metric"]] = per_t.get(r["metric"], 0.0) + float(r["value"])
     fig, axes = plt.subplots(3, 1, figsize=(10, 7.5), sharex=True)
     offset, ticks, labels = 0.0, [], []
+    short = {"Client Batch Size": "batch", "Concurrent client requests": "concurrency"}
     for n, (key, samples) in enumerate(points.items()):
         ts = sorted(samples)
-        x = [offset + t for t in ts]
-        util = [100 * samples[t].get("nv_cpu_utilization", float("nan")) for t in ts]
-        axes[0].plot(x, util, color="#3182bd", label="CPU %" if n == 0 else None)
-        if any("nv_gpu_utilization" in samples[t] for t in ts):
-            axes[0].plot(x, [100 * samples[t].get("nv_gpu_utilization", float("nan")) for t in ts], color="#31a354",
-                         label="GPU %" if n == 0 else None)
-        axes[1].plot(x, [samples[t].get("nv_cpu_memory_used_bytes", float("nan")) / 2**30 for t in ts],
-                     color="#3182bd", label="host GiB" if n == 0 else None)
-        if any("nv_gpu_memory_used_bytes" in samples[t] for t in ts):
-            axes[1].plot(x, [samples[t].get("nv_gpu_memory_used_bytes", float("nan")) / 2**30 for t in ts],
-                         color="#31a354", label="GPU GiB" if n == 0 else None)
-        mid, queue, compute = [], [], []
-        for a, b in zip(ts, ts[1:]):
-            done = samples[b].get("nv_inference_request_success", 0) - samples[a].get("nv_inference_request_success", 0)
-            if done > 0:
-                mid.append(offset + (a + b) / 2)
-                queue.append((samples[b].get("nv_inference_queue_duration_us", 0)
-                              - samples[a].get("nv_inference_queue_duration_us", 0)) / done / 1000)
-                compute.append((samples[b].get("nv_inference_compute_infer_duration_us", 0)
-                                - samples[a].get("nv_inference_compute_infer_duration_us", 0)) / done / 1000)
-        axes[2].plot(mid, compute, color="#e6550d", marker=".", label="compute ms/request" if n == 0 else None)
-        axes[2].plot(mid, queue, color="#fdae6b", marker=".", label="queue ms/request" if n == 0 else None)
+        _plot_point(axes, samples, ts, offset, first=n == 0)
         ticks.append(offset + (ts[-1] if ts else 0) / 2)
-        short = {"Client Batch Size": "batch", "Concurrent client requests": "concurrency"}
         labels.append(", ".join(f"{short.get(c, c)} {v}" for c, v in zip(key_cols, key)))
         offset += (ts[-1] if ts else 0) + 1.0
         for ax in axes:
@@ -98,6 +78,34 @@ def timeline_plot(result_dir: Path, kind: str) -> Path | None:
     fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return path
+
+
+def _plot_point(axes: Any, samples: dict[float, dict[str, float]], ts: list[float], offset: float,
+                first: bool) -> None:
+    """One point's scrapes from `offset` on: utilisation, memory (GPU lines where the host has one) and the queue
+    and compute time per request between scrapes; `first` labels the lines once for the legend."""
+    x = [offset + t for t in ts]
+    util = [100 * samples[t].get("nv_cpu_utilization", float("nan")) for t in ts]
+    axes[0].plot(x, util, color="#3182bd", label="CPU %" if first else None)
+    if any("nv_gpu_utilization" in samples[t] for t in ts):
+        axes[0].plot(x, [100 * samples[t].get("nv_gpu_utilization", float("nan")) for t in ts], color="#31a354",
+                     label="GPU %" if first else None)
+    axes[1].plot(x, [samples[t].get("nv_cpu_memory_used_bytes", float("nan")) / 2**30 for t in ts],
+                 color="#3182bd", label="host GiB" if first else None)
+    if any("nv_gpu_memory_used_bytes" in samples[t] for t in ts):
+        axes[1].plot(x, [samples[t].get("nv_gpu_memory_used_bytes", float("nan")) / 2**30 for t in ts],
+                     color="#31a354", label="GPU GiB" if first else None)
+    mid, queue, compute = [], [], []
+    for a, b in zip(ts, ts[1:]):
+        done = samples[b].get("nv_inference_request_success", 0) - samples[a].get("nv_inference_request_success", 0)
+        if done > 0:
+            mid.append(offset + (a + b) / 2)
+            queue.append((samples[b].get("nv_inference_queue_duration_us", 0)
+                          - samples[a].get("nv_inference_queue_duration_us", 0)) / done / 1000)
+            compute.append((samples[b].get("nv_inference_compute_infer_duration_us", 0)
+                            - samples[a].get("nv_inference_compute_infer_duration_us", 0)) / done / 1000)
+    axes[2].plot(mid, compute, color="#e6550d", marker=".", label="compute ms/request" if first else None)
+    axes[2].plot(mid, queue, color="#fdae6b", marker=".", label="queue ms/request" if first else None)
 
 
 COMPARED = (("server_infer_per_s", "server inf/s"), ("avg_batch", "executed batch"),

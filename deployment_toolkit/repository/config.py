@@ -172,26 +172,8 @@ def build_config(manifest: Manifest, opts: ConfigOptions) -> mc.ModelConfig:
     else:
         cfg.platform = NATIVE_PLATFORM[manifest.format]
         cfg.default_model_filename = manifest.artifact
-    for spec, coll in [(t, cfg.input) for t in manifest.inputs] + [(t, cfg.output) for t in manifest.outputs]:
-        tensor = coll.add()
-        tensor.name = spec.name
-        tensor.data_type = mc.DataType.Value(f"TYPE_{spec.triton_dtype}")
-        tensor.dims.extend(_dims(spec.wire_shape))
-        if not spec.shape:  # a scalar per sample: [1] on the wire (Triton needs dims), [] to the model
-            tensor.reshape.SetInParent()
-    unsafe = _native_merges_unsafely(manifest, opts, max_batch)
-    if unsafe:
-        warnings.warn(
-            f"dynamic batching left out of {opts.model_name}'s config: input(s) {', '.join(unsafe)} must be equal "
-            f"across a batch, and the native {cfg.platform} backend would merge requests that differ in them "
-            "(wrong answers). Each request now runs as sent; to batch across requests, serve it with "
-            "--model-format python, whose runtime only merges requests with identical values",
-            BatchingWarning, stacklevel=2)
-    if max_batch > 0 and opts.dynamic_batching and not unsafe:
-        db = cfg.dynamic_batching
-        db.preferred_batch_size.extend(opts.preferred_batch_sizes)
-        db.max_queue_delay_microseconds = opts.max_queue_delay_us
-        db.preserve_ordering = opts.preserve_ordering
+    _tensors(cfg, manifest)
+    _batching(cfg, manifest, opts, max_batch)
     kind = _instance_kind(opts, gpu)
     group = cfg.instance_group.add()
     group.count = opts.instances
@@ -200,6 +182,46 @@ def build_config(manifest: Manifest, opts: ConfigOptions) -> mc.ModelConfig:
         group.gpus.extend(opts.gpu_ids)
     _version_policy(cfg, opts.version_policy)
     _optimization(cfg, manifest, opts, precision)
+    _parameters(cfg, manifest, opts, precision)
+    for batch in opts.warmup_batch_sizes:
+        _warmup(cfg, manifest, batch)
+    if opts.response_cache:
+        cfg.response_cache.enable = True
+    return cfg
+
+
+def _tensors(cfg: mc.ModelConfig, manifest: Manifest) -> None:
+    """The inputs and outputs as the manifest's signature names them, in the wire's dims."""
+    for spec, coll in [(t, cfg.input) for t in manifest.inputs] + [(t, cfg.output) for t in manifest.outputs]:
+        tensor = coll.add()
+        tensor.name = spec.name
+        tensor.data_type = mc.DataType.Value(f"TYPE_{spec.triton_dtype}")
+        tensor.dims.extend(_dims(spec.wire_shape))
+        if not spec.shape:  # a scalar per sample: [1] on the wire (Triton needs dims), [] to the model
+            tensor.reshape.SetInParent()
+
+
+def _batching(cfg: mc.ModelConfig, manifest: Manifest, opts: ConfigOptions, max_batch: int) -> None:
+    """Dynamic batching, left out (with a warning) where a native backend would merge requests whose
+    batch-uniform inputs differ."""
+    unsafe = _native_merges_unsafely(manifest, opts, max_batch)
+    if unsafe:
+        warnings.warn(
+            f"dynamic batching left out of {opts.model_name}'s config: input(s) {', '.join(unsafe)} must be equal "
+            f"across a batch, and the native {cfg.platform} backend would merge requests that differ in them "
+            "(wrong answers). Each request now runs as sent; to batch across requests, serve it with "
+            "--model-format python, whose runtime only merges requests with identical values",
+            BatchingWarning, stacklevel=3)  # said at build_config's caller
+    if max_batch > 0 and opts.dynamic_batching and not unsafe:
+        db = cfg.dynamic_batching
+        db.preferred_batch_size.extend(opts.preferred_batch_sizes)
+        db.max_queue_delay_microseconds = opts.max_queue_delay_us
+        db.preserve_ordering = opts.preserve_ordering
+
+
+def _parameters(cfg: mc.ModelConfig, manifest: Manifest, opts: ConfigOptions, precision: str) -> None:
+    """The config's string parameters: the Python backend's artifact, format, precision, accelerator, threads and
+    batch-uniform inputs, or a native backend's intra-op thread count; the user's extra ones first."""
     params = dict(opts.extra_parameters)
     if opts.runtime == "python":
         params.update({"artifact": manifest.artifact, "format": manifest.format, "precision": precision,
@@ -214,11 +236,6 @@ def build_config(manifest: Manifest, opts: ConfigOptions) -> mc.ModelConfig:
         params[key] = str(opts.intra_op_threads)
     for key, value in params.items():
         cfg.parameters[key].string_value = str(value)
-    for batch in opts.warmup_batch_sizes:
-        _warmup(cfg, manifest, batch)
-    if opts.response_cache:
-        cfg.response_cache.enable = True
-    return cfg
 
 
 def _check(manifest: Manifest, opts: ConfigOptions, max_batch: int, precision: str, gpu: bool) -> None:

@@ -22,9 +22,10 @@ from .bench import Bench
 from .clock import SearchClock
 from .decide import Standings, verdicts
 from .judge import Judge
+from .noise_rule import Outcome, name_winner
 from .progress import Progress
 from .space import Candidate
-from .stats import Gain, Spread
+from .stats import Spread
 from .sweep import score
 from .store import Point
 from .trials import CAPACITY_RESOLUTION, CandidateFailed, Decision, Trial, rate_point_estimate
@@ -261,37 +262,27 @@ def _steadier_first(reached: list[Trial]) -> str:
 
 
 def _name(decision: Decision, reached: list[Trial], default: Trial) -> None:
-    top = reached[0]
+    """The config of the highest median capacity, unless the default's is as high within both configs' spreads and
+    the resolution (noise_rule); within them, a challenger with steady tails still wins over a jumpy default."""
     cap = lambda t: t.capacity.spread  # noqa: E731
     margin = lambda t: t.capacity.result.headroom  # noqa: E731  max(spread, the search's resolution)
-    decision.runner_up = next((t for t in reached[1:] if t is not default), None)
-    d = default if default in reached else None
-    if top is d:
-        decision.winner = d
+    steadier = lambda top, d: top.capacity.steady and not d.capacity.steady  # noqa: E731
+    named = name_winner(decision, reached, default, cap, margin, higher=True, tie_break=steadier)
+    top, d, gain, noise = named.top, named.default, named.gain, named.noise
+    if named.outcome is Outcome.DEFAULT_BEST:
         decision.message = (f"the default config has the highest open-loop capacity "
                             f"({cap(d).text()} inf/s); no other config beat it")
-        return
-    if d is None:
-        decision.winner = top
+    elif named.outcome is Outcome.NO_DEFAULT:
         decision.message = (f"{top.candidate.slug} sustains {cap(top).text()} inf/s in open loop; the default "
                             f"config does not hold the budget in open loop ({default.detail or 'not measured'})")
-        return
-    gain = Gain.between(cap(top), cap(d), True)
-    noise = max(margin(top), margin(d))
-    decision.gain = gain
-    if gain.real(noise):
-        decision.winner = top
+    elif named.outcome is Outcome.BEATS:
         decision.message = (f"{top.candidate.slug} sustains {cap(top).text()} inf/s in open loop, {gain.text()} over "
                             f"the default's {cap(d).text()} (spread and resolution {noise * 100:.0f}%)")
-    elif top.capacity.steady and not d.capacity.steady:
-        decision.winner = top
+    elif named.outcome is Outcome.TIE_BREAK:
         decision.message = (f"{top.candidate.slug} sustains {cap(top).text()} inf/s in open loop, within the spread "
                             f"of the default's {cap(d).text()}, and its tails are steady where the default's "
                             f"{d.capacity.tail_text()} (over x{TAIL_SPREAD:g})")
     else:
-        decision.winner = d
-        decision.default_as_good = True
-        decision.runner_up = top
         decision.message = (f"the default is as good in open loop: the best config ({top.candidate.slug}, "
                             f"{cap(top).text()} inf/s) gains {gain.text()} over the default's {cap(d).text()}, "
                             f"within the spread ({noise * 100:.0f}%)")

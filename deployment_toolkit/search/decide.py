@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .judge import Judge
-from .stats import Gain
+from .noise_rule import Outcome, name_winner
 from .store import Point
 from .sweep import score
 from .trials import Decision, Trial
@@ -99,33 +99,23 @@ def _nothing_named(st: Standings, judge: Judge) -> str:
 
 
 def _name_winner(decision: Decision, confirmed: list[Trial], default: Trial, judge: Judge) -> None:
-    """The best confirmed config, unless the default (when it held) is as good within the noise."""
+    """The best confirmed config, unless the default (when it held) is as good within the noise (noise_rule)."""
     higher = judge.settings.explore == "throughput"
-    noise = judge.noise_for_objective()
-    top = confirmed[0]
-    decision.runner_up = next((t for t in confirmed[1:] if t is not default), None)
-    d = default if default in confirmed else None
-    if top is d:
-        decision.winner = d
+    spread = (lambda t: t.confirmation.throughput) if higher else (lambda t: t.confirmation.p99)
+    host_noise = judge.noise_for_objective()
+    named = name_winner(decision, confirmed, default, spread, lambda t: host_noise, higher)
+    top, noise, gain = named.top, named.noise, named.gain
+    if named.outcome is Outcome.DEFAULT_BEST:
         decision.message = "the default config is the best: no other config beat it"
-    elif d is None:
-        decision.winner = top
+    elif named.outcome is Outcome.NO_DEFAULT:
         decision.message = (f"the default config does not hold the budget "
                             f"({default.detail or 'no point within it'}); the winner does")
+    elif named.outcome is Outcome.BEATS:
+        decision.message = (f"{top.candidate.slug} beats the default by {gain.text()} "
+                            f"({'throughput' if higher else 'p99'}; noise {noise * 100:.1f}%)")
     else:
-        spread = (lambda t: t.confirmation.throughput) if higher else (lambda t: t.confirmation.p99)
-        gain = Gain.between(spread(top), spread(d), higher)
-        decision.gain = gain
-        if gain.real(noise):
-            decision.winner = top
-            decision.message = (f"{top.candidate.slug} beats the default by {gain.text()} "
-                                f"({'throughput' if higher else 'p99'}; noise {noise * 100:.1f}%)")
-        else:
-            decision.winner = d
-            decision.default_as_good = True
-            decision.runner_up = top
-            decision.message = (f"the default is as good: the best config ({top.candidate.slug}) gains "
-                                f"{gain.text()}, within the noise ({noise * 100:.1f}%)")
+        decision.message = (f"the default is as good: the best config ({top.candidate.slug}) gains "
+                            f"{gain.text()}, within the noise ({noise * 100:.1f}%)")
 
 
 def verdicts(decision: Decision, st: Standings, default: Trial, judge: Judge) -> None:

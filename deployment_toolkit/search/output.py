@@ -144,7 +144,6 @@ def plot_frontier(outcome: SearchOutcome, path: Path, title: str) -> Path | None
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.lines import Line2D
 
     budget = outcome.settings.budget_ms
     measured = [t for t in outcome.trials if t.sweep and t.sweep.points]
@@ -153,39 +152,60 @@ def plot_frontier(outcome: SearchOutcome, path: Path, title: str) -> Path | None
     fig, ax = plt.subplots(figsize=(10, 6.2))
     all_p99 = [p.p99_ms for t in measured for p in t.sweep.points if p.p99_ms > 0] + [budget]
     log_x = max(all_p99) / max(min(all_p99), 1e-9) > 20
-    handles: dict[str, Line2D] = {}
+    handles: dict[str, Any] = {}
     d = outcome.decision
     roles = {id(t): r for r, t in (("default", d.default), ("runner-up", d.runner_up), ("winner", d.winner)) if t}
     rank = {"winner": 0, "runner-up": 1, "default": 2}
     for t in sorted(measured, key=lambda t: -rank.get(roles.get(id(t), ""), 3)):  # highlighted lines on top
-        role = roles.get(id(t), "")
-        pts = sorted(t.sweep.points, key=lambda p: p.concurrency)
-        main = role in HIGHLIGHT
-        color = HIGHLIGHT.get(role, "#b0b0b0")
-        (line,) = ax.plot([p.p99_ms for p in pts], [p.throughput for p in pts], "-", color=color,
-                          lw=2.4 if main else 1.0, alpha=1.0 if main else 0.7, zorder=3 if main else 1)
+        _config_line(ax, t, roles.get(id(t), ""), t is d.default, budget, handles)
+    _envelope(ax, measured, budget)
+    if log_x:
+        ax.set_xscale("log")
+    ax.set_xlabel("p99 latency (ms)" + (", log scale" if log_x else ""))
+    ax.set_ylabel("throughput (inferences/s)")
+    ax.set_title(title, fontsize=11)
+    ax.grid(True, which="both", alpha=0.3)
+    _legend(ax, handles, budget)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
+def _config_line(ax: Any, t: Trial, role: str, is_default: bool, budget: float, handles: dict[str, Any]) -> None:
+    """One config through its concurrency levels (the winner, runner-up and default highlighted and labelled,
+    the rest grey), hollow markers over the budget, and its final re-measurement as median with min..max bars."""
+    pts = sorted(t.sweep.points, key=lambda p: p.concurrency)
+    main = role in HIGHLIGHT
+    color = HIGHLIGHT.get(role, "#b0b0b0")
+    (line,) = ax.plot([p.p99_ms for p in pts], [p.throughput for p in pts], "-", color=color,
+                      lw=2.4 if main else 1.0, alpha=1.0 if main else 0.7, zorder=3 if main else 1)
+    if main:
+        what = "winner (the default)" if role == "winner" and is_default else role
+        verdict = "" if t.verdict in ("winner", "runner-up", "default") else f" - {t.verdict}"
+        line.set_label(f"{what}: {t.candidate.label()}{verdict}")
+        handles[role] = line
+    elif "other" not in handles:
+        line.set_label("other configs tried")
+        handles["other"] = line
+    for p in pts:
+        inside = p.p99_ms <= budget
+        ax.plot([p.p99_ms], [p.throughput], "o", ms=7 if main else 4, color=color,
+                markerfacecolor=color if inside else "white", markeredgewidth=1.5, zorder=4 if main else 2)
         if main:
-            what = "winner (the default)" if role == "winner" and t is d.default else role
-            verdict = "" if t.verdict in ("winner", "runner-up", "default") else f" - {t.verdict}"
-            line.set_label(f"{what}: {t.candidate.label()}{verdict}")
-            handles[role] = line
-        elif "other" not in handles:
-            line.set_label("other configs tried")
-            handles["other"] = line
-        for p in pts:
-            inside = p.p99_ms <= budget
-            ax.plot([p.p99_ms], [p.throughput], "o", ms=7 if main else 4, color=color,
-                    markerfacecolor=color if inside else "white", markeredgewidth=1.5, zorder=4 if main else 2)
-            if main:
-                ax.annotate(f"c{p.concurrency}", (p.p99_ms, p.throughput), textcoords="offset points",
-                            xytext=LABEL_OFFSET[role], fontsize=8, color=color)
-        c = t.confirmation
-        if c is not None:
-            ax.errorbar([c.p99.median], [c.throughput.median],
-                        xerr=[[c.p99.median - c.p99.low], [c.p99.high - c.p99.median]],
-                        yerr=[[c.throughput.median - c.throughput.low], [c.throughput.high - c.throughput.median]],
-                        fmt="D", ms=9, color=color, markeredgecolor="black", ecolor=color, elinewidth=1.5,
-                        capsize=4, zorder=6)
+            ax.annotate(f"c{p.concurrency}", (p.p99_ms, p.throughput), textcoords="offset points",
+                        xytext=LABEL_OFFSET[role], fontsize=8, color=color)
+    c = t.confirmation
+    if c is not None:
+        ax.errorbar([c.p99.median], [c.throughput.median],
+                    xerr=[[c.p99.median - c.p99.low], [c.p99.high - c.p99.median]],
+                    yerr=[[c.throughput.median - c.throughput.low], [c.throughput.high - c.throughput.median]],
+                    fmt="D", ms=9, color=color, markeredgecolor="black", ecolor=color, elinewidth=1.5,
+                    capsize=4, zorder=6)
+
+
+def _envelope(ax: Any, measured: list[Trial], budget: float) -> None:
+    """The best throughput reachable at each p99 within the budget (a step line), and the budget itself."""
     inside = sorted((p.p99_ms, p.throughput) for t in measured for p in t.sweep.points if p.p99_ms <= budget)
     env, best = [], -1.0
     for x, y in inside:
@@ -196,12 +216,12 @@ def plot_frontier(outcome: SearchOutcome, path: Path, title: str) -> Path | None
         ax.step([x for x, _ in env] + [budget], [y for _, y in env] + [env[-1][1]], where="post", color="black",
                 lw=1.0, ls=":", zorder=2, label="frontier: best throughput reachable at each p99")
     ax.axvline(budget, color="#d62728", ls="--", lw=1.5, zorder=2, label=f"p99 budget {budget:g} ms")
-    if log_x:
-        ax.set_xscale("log")
-    ax.set_xlabel("p99 latency (ms)" + (", log scale" if log_x else ""))
-    ax.set_ylabel("throughput (inferences/s)")
-    ax.set_title(title, fontsize=11)
-    ax.grid(True, which="both", alpha=0.3)
+
+
+def _legend(ax: Any, handles: dict[str, Any], budget: float) -> None:
+    """The highlighted configs first, then the budget and the frontier, then what the markers mean."""
+    from matplotlib.lines import Line2D
+
     ordered = [handles[k] for k in ("winner", "runner-up", "default", "other") if k in handles]
     others = [h for h in ax.get_legend_handles_labels()[0] if h not in ordered and h.get_label() in
               (f"p99 budget {budget:g} ms", "frontier: best throughput reachable at each p99")]
@@ -210,10 +230,6 @@ def plot_frontier(outcome: SearchOutcome, path: Path, title: str) -> Path | None
                     label="final re-measurement: median, bars min..max")]
     ax.legend(handles=ordered + others + extra, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.12),
               ncol=2, frameon=False)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120, bbox_inches="tight")
-    plt.close(fig)
-    return path
 
 
 # ---- markdown ------------------------------------------------------------------------------------
@@ -222,39 +238,8 @@ def write_markdown(outcome: SearchOutcome, result_dir: Path, *, title: str, host
                    written: Path | None, plot: Path | None, store=None) -> Path:
     """search.md (and search.html for the report); `store` (the checkpoint) adds the refused or failed configs it
     remembered and the memory per instance count."""
-    s, d = outcome.settings, outcome.decision
-    reused_failures = store.reused_failures if store is not None else 0
-    md = [f"# {title}", "",
-          f"Host: {host}; budget p99 <= {s.budget_ms:g} ms; objective: {s.objective_name}; "
-          f"threads x instances capped at {s.cores} cores"
-          + (" (oversubscription allowed)" if s.allow_oversubscribe else ""),
-          "", f"Command: `{command}`", "",
-          f"Wall time {format_seconds(outcome.wall_s)}; {outcome.measured_points} points measured in this run, "
-          f"{outcome.reused_points} reused from the checkpoint"
-          + (f", {reused_failures} refused/failed configs remembered" if reused_failures else "") + ".", "",
-          f"Noise: {outcome.noise.text()}.", "", "## Result", ""]
-    if d.winner is None:
-        md += [f"**No winner.** {d.message}", ""]
-    else:
-        which = "the default config, " if d.winner is d.default else ""
-        md += [f"**Winner: {which}{d.winner.candidate.label()}** (`{d.winner.candidate.slug}`).", "",
-               d.message[0].upper() + d.message[1:] + ".", ""]
-        rows = []
-        for role, t in (("winner", d.winner), ("runner-up", d.runner_up), ("default", d.default)):
-            if t is None or t.confirmation is None or (role == "default" and t is d.winner):
-                continue
-            c = t.confirmation
-            rows.append([role, t.candidate.label(), str(c.concurrency), c.throughput.text(), c.p99.text(),
-                         str(c.throughput.n), "yes" if c.holds else "no"])
-        if rows:
-            md += [f"Final re-measurement (fresh samples taken in turns; median [min..max]). A level holds the budget "
-                   f"when every sample is within it and the median is with room for the p99 noise "
-                   f"({outcome.noise.p99 * 100:.1f}%):", "",
-                   markdown_table(["role", "config", "concurrency", "throughput (inf/s)", "p99 (ms)", "samples",
-                                   "holds the budget"], rows, ["l", "l", "r", "r", "r", "r", "l"]), ""]
-        if d.gain is not None and s.rank_by != "capacity":
-            md += [f"Gain over the default: {d.gain.text()}; noise {outcome.noise.throughput * 100:.1f}%"
-                   + (" -> **the default is as good**." if d.default_as_good else "."), ""]
+    md = _header(outcome, title, host, command, store.reused_failures if store is not None else 0)
+    md += _result(outcome)
     md += capacity_markdown(outcome)
     if written:
         md += [f"Written to the model repository: `{written}`", ""]
@@ -262,15 +247,7 @@ def write_markdown(outcome: SearchOutcome, result_dir: Path, *, title: str, host
         md += [f"![throughput vs p99 per configuration]({plot.name})", "",
                "Each line is one configuration through its concurrency levels (c1, c2, c4, ...); hollow markers "
                "are over the budget (each sweep stops at the first of them).", ""]
-    md += ["## Every configuration considered", ""]
-    rows = []
-    order = {"winner": 0, "runner-up": 1, "default": 2}
-    for t in sorted(outcome.trials, key=lambda t: order.get(t.verdict, 3)):
-        r = trial_row(t, outcome)
-        rows.append([f"`{t.candidate.slug}`", t.stage, t.verdict or t.status, str(r["best_throughput"]),
-                     str(r["best_concurrency"]), str(r["best_p99_ms"]), r["concurrencies"], r["reason"]])
-    md += [markdown_table(["config", "stage", "verdict", "best inf/s", "at c", "p99 ms", "concurrencies", "why"], rows,
-                          ["l", "l", "l", "r", "r", "r", "l", "l"]), ""]
+    md += _every_config(outcome)
     if store is not None:
         from .memory import markdown as memory_markdown
 
@@ -288,6 +265,60 @@ def write_markdown(outcome: SearchOutcome, result_dir: Path, *, title: str, host
     atomic_write_text(result_dir / "search.html", markdown_to_html(text, result_dir, css_class="search"))
     include_section(result_dir, "search")  # a report already in the folder gets the section now
     return path
+
+
+def _header(outcome: SearchOutcome, title: str, host: str, command: str, reused_failures: int) -> list[str]:
+    """The title, where and how the search ran (budget, objective, cores, command), its cost and the noise."""
+    s = outcome.settings
+    return [f"# {title}", "",
+            f"Host: {host}; budget p99 <= {s.budget_ms:g} ms; objective: {s.objective_name}; "
+            f"threads x instances capped at {s.cores} cores"
+            + (" (oversubscription allowed)" if s.allow_oversubscribe else ""),
+            "", f"Command: `{command}`", "",
+            f"Wall time {format_seconds(outcome.wall_s)}; {outcome.measured_points} points measured in this run, "
+            f"{outcome.reused_points} reused from the checkpoint"
+            + (f", {reused_failures} refused/failed configs remembered" if reused_failures else "") + ".", "",
+            f"Noise: {outcome.noise.text()}.", "", "## Result", ""]
+
+
+def _result(outcome: SearchOutcome) -> list[str]:
+    """The winner and why (or why none), the finalists' re-measurement and the gain over the default."""
+    s, d = outcome.settings, outcome.decision
+    if d.winner is None:
+        return [f"**No winner.** {d.message}", ""]
+    which = "the default config, " if d.winner is d.default else ""
+    md = [f"**Winner: {which}{d.winner.candidate.label()}** (`{d.winner.candidate.slug}`).", "",
+          d.message[0].upper() + d.message[1:] + ".", ""]
+    rows = []
+    for role, t in (("winner", d.winner), ("runner-up", d.runner_up), ("default", d.default)):
+        if t is None or t.confirmation is None or (role == "default" and t is d.winner):
+            continue
+        c = t.confirmation
+        rows.append([role, t.candidate.label(), str(c.concurrency), c.throughput.text(), c.p99.text(),
+                     str(c.throughput.n), "yes" if c.holds else "no"])
+    if rows:
+        md += [f"Final re-measurement (fresh samples taken in turns; median [min..max]). A level holds the budget "
+               f"when every sample is within it and the median is with room for the p99 noise "
+               f"({outcome.noise.p99 * 100:.1f}%):", "",
+               markdown_table(["role", "config", "concurrency", "throughput (inf/s)", "p99 (ms)", "samples",
+                               "holds the budget"], rows, ["l", "l", "r", "r", "r", "r", "l"]), ""]
+    if d.gain is not None and s.rank_by != "capacity":
+        md += [f"Gain over the default: {d.gain.text()}; noise {outcome.noise.throughput * 100:.1f}%"
+               + (" -> **the default is as good**." if d.default_as_good else "."), ""]
+    return md
+
+
+def _every_config(outcome: SearchOutcome) -> list[str]:
+    """Every config considered, the finalists first, with its verdict, best level and why it was dropped."""
+    rows = []
+    order = {"winner": 0, "runner-up": 1, "default": 2}
+    for t in sorted(outcome.trials, key=lambda t: order.get(t.verdict, 3)):
+        r = trial_row(t, outcome)
+        rows.append([f"`{t.candidate.slug}`", t.stage, t.verdict or t.status, str(r["best_throughput"]),
+                     str(r["best_concurrency"]), str(r["best_p99_ms"]), r["concurrencies"], r["reason"]])
+    return ["## Every configuration considered", "",
+            markdown_table(["config", "stage", "verdict", "best inf/s", "at c", "p99 ms", "concurrencies", "why"], rows,
+                           ["l", "l", "l", "r", "r", "r", "l", "l"]), ""]
 
 
 def write_winner(outcome: SearchOutcome, formats: dict[str, FormatInfo], repository: Path, model_name: str,

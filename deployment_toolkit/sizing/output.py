@@ -9,6 +9,7 @@ from ..report.sections import markdown_to_html
 from ..results.rows import RowSchema, to_csv
 from ..spec import atomic_write_text
 from .frontier import FrontierStep, scaling_tables
+from .frontier_plot import frontier_plot
 from .memory import csv_cells as memory_cells, markdown as memory_markdown
 from .plan import Plan, Sizing
 from .runs import LITTLE_TOLERANCE, Run, little_flags
@@ -104,11 +105,38 @@ def sizing_csv(sizing: Sizing) -> str:
 def sizing_markdown(sizing: Sizing, runs: Sequence[Run], plot_name: str | None = "sizing.png",
                     confirmation: str | None = None, command: str | None = None,
                     headroom_note: str | None = None, sections: Sequence[tuple[str, str]] = ()) -> str:
+    """sizing.md: the demand and how capacity was read, the recommendation and the ranking, the open-loop searches,
+    memory, what was left out and why, the consistency check, coverage, scaling, the frontier and the
+    confirmation, in the order a reader checks a plan."""
+    open_loop = [p for p in sizing.plans if p.open_loop is not None]
+    md = _demand(sizing, runs, command, headroom_note, bool(open_loop))
+    md += _recommendation(sizing)
+    for note in sizing.notes:
+        md += [f"Note: {note}", ""]
+    if open_loop:
+        md += _open_loop(open_loop)
+    md += memory_markdown(sizing.plans, sizing.budget)
+    md += _left_out(sizing)
+    md += _little(sizing, runs)
+    md += _coverage(sizing)
+    md += _scaling(sizing)
+    if plot_name:
+        md += _frontier(sizing, plot_name, bool(open_loop))
+    if confirmation:
+        md += ["## Confirmation under open-loop load", "", confirmation, ""]
+    for title, text in sections:
+        md += [f"## {title}", "", text, ""]
+    return "\n".join(md)
+
+
+def _demand(sizing: Sizing, runs: Sequence[Run], command: str | None, headroom_note: str | None,
+            open_loop: bool) -> list[str]:
+    """The title, the command, the demand and what a replica's capacity means here (open-loop or, flagged,
+    closed-loop only): a reader must know what the numbers below rest on before reading them."""
     d = sizing.demand
     md = ["# Fleet sizing", ""]
     if command:
         md += [f"Command: `{command}`", ""]
-    open_loop = [p for p in sizing.plans if p.open_loop is not None]
     md += [
         f"Demand: peak **{d.peak_rps:,.6g} inferences/s**, headroom {d.headroom:.1%} -> planned for "
         f"**{d.planned_rate:,.6g} inferences/s**, SLO **p99 <= {d.slo_ms:g} ms**"
@@ -135,58 +163,69 @@ def sizing_markdown(sizing: Sizing, runs: Sequence[Run], plot_name: str | None =
         "Throughput counts inferences (requests x client batch size); an offline point (batch b, concurrency 1) "
         "assumes clients that send batches of b.",
         "",
-        "## Recommendation",
-        "",
-        sizing.reason,
-        "",
     ]
-    if sizing.ranked:
-        headers = ["Rank", "Configuration", "Point", "Closed-loop inf/s (p99 <= SLO)", "P99 (ms)",
-                   "Open-loop capacity (inf/s)", "Planned per replica", "Replicas",
-                   "GPUs / hosts", "Nodes", "$/h", "$/M inf at peak", "$/M inf at capacity", "Utilisation"]
-        rows = []
-        for p in sizing.ranked:
-            s = p.sustainable
-            ol = p.open_loop.capacity if p.open_loop is not None else None
-            rows.append([p.rank, p.run.label, s.point.level, _f(s.throughput), _f(s.point.p99, 3), _f(ol),
-                         f"{_f(p.replica_capacity)} ({p.basis})", p.replicas,
-                         f"{p.devices} {p.run.unit}{'s' if p.devices != 1 else ''}", p.nodes, _money(p.cost_h),
-                         _money(p.cost_per_million_peak), _money(p.cost_per_million_capacity),
-                         f"{p.utilisation:.0%}"])
-        md += [f"## Configurations ranked by {sizing.ranked_by}", "", _table(headers, rows), ""]
-        md += ["$/M inf at peak: the fleet's hourly cost over the inferences it serves in an hour at the peak rate; "
-               "at capacity: with every replica at its sustainable throughput. Utilisation: planned rate / fleet "
-               "capacity.", ""]
-    for note in sizing.notes:
-        md += [f"Note: {note}", ""]
-    if open_loop:
-        md += ["## Open-loop capacity next to closed-loop", ""]
-        rows = []
-        for p in open_loop:
-            o = p.open_loop
-            rows.append([p.run.label, _f(o.closed_loop), o.closed_loop_level or "n/a", o.distribution,
-                         " / ".join(_f(t.capacity) if t.capacity is not None else "none" for t in o.trials) or "none", _f(o.capacity),
-                         "n/a" if o.spread is None else f"{o.spread:.1%}", f"{o.headroom:.1%}",
-                         "n/a" if o.ratio is None else f"{o.ratio:.0%}",
-                         sum(len(t.points) for t in o.trials)])
-        md += [_table(["Configuration", "Closed loop (inf/s)", "Closed-loop point", "Arrivals",
-                       "Open-loop capacity per search", "Median", "Spread", "Headroom", "Open / closed", "Points"],
-                      rows), ""]
-        md += [f"- {p.open_loop.explain()}" for p in open_loop if p.open_loop.explain()] + [""]
-        md += ["Spread = (max - min) / min of the repeated searches; headroom = max(spread, the search's resolution). "
-               "Each point is in the run folder's openloop.csv (rate, distribution, perf options, trial, timestamp, "
-               "perf_analyzer command and log, schedule seed). P99 is latency from each request's intended send "
-               "time (perf_analyzer's own, from the actual send, beside it: they part when its sender falls behind); "
-               "sent late: requests that went out more than 1 ms after their time.", ""]
-        for p in open_loop:
-            for i, t in enumerate(p.open_loop.trials, 1):
-                rows = [[f"{q.offered:,.1f}", _f(q.sent), _f(q.answered), _f(q.p99, 3), _f(q.perf_p99, 3),
-                         _f(q.late_pct, 1), ", ".join(f"{x:.1f}" for x in q.row.get("window_latency_ms") or []) or "n/a",
-                         q.verdict(t.slo_ms)] for q in t.points]
-                md += [f"{p.run.name}, search {i} (points in the order measured):", "",
-                       _table(["Offered (inf/s)", "Sent", "Answered", "P99 (ms)", "P99 from actual send (ms)",
-                               "Sent late (%)", "Window avg latency (ms)", "Note"], rows), ""]
-    md += memory_markdown(sizing.plans, sizing.budget)
+    return md
+
+
+def _recommendation(sizing: Sizing) -> list[str]:
+    """The recommendation's reason and the ranked configurations with their fleets and prices."""
+    md = ["## Recommendation", "", sizing.reason, ""]
+    if not sizing.ranked:
+        return md
+    headers = ["Rank", "Configuration", "Point", "Closed-loop inf/s (p99 <= SLO)", "P99 (ms)",
+               "Open-loop capacity (inf/s)", "Planned per replica", "Replicas",
+               "GPUs / hosts", "Nodes", "$/h", "$/M inf at peak", "$/M inf at capacity", "Utilisation"]
+    rows = []
+    for p in sizing.ranked:
+        s = p.sustainable
+        ol = p.open_loop.capacity if p.open_loop is not None else None
+        rows.append([p.rank, p.run.label, s.point.level, _f(s.throughput), _f(s.point.p99, 3), _f(ol),
+                     f"{_f(p.replica_capacity)} ({p.basis})", p.replicas,
+                     f"{p.devices} {p.run.unit}{'s' if p.devices != 1 else ''}", p.nodes, _money(p.cost_h),
+                     _money(p.cost_per_million_peak), _money(p.cost_per_million_capacity),
+                     f"{p.utilisation:.0%}"])
+    md += [f"## Configurations ranked by {sizing.ranked_by}", "", _table(headers, rows), ""]
+    md += ["$/M inf at peak: the fleet's hourly cost over the inferences it serves in an hour at the peak rate; "
+           "at capacity: with every replica at its sustainable throughput. Utilisation: planned rate / fleet "
+           "capacity.", ""]
+    return md
+
+
+def _open_loop(open_loop: Sequence[Plan]) -> list[str]:
+    """Open-loop capacity beside closed-loop for each configuration, then every search's points in the order
+    measured, so a capacity can be traced to the rates that bounded it."""
+    md = ["## Open-loop capacity next to closed-loop", ""]
+    rows = []
+    for p in open_loop:
+        o = p.open_loop
+        rows.append([p.run.label, _f(o.closed_loop), o.closed_loop_level or "n/a", o.distribution,
+                     " / ".join(_f(t.capacity) if t.capacity is not None else "none" for t in o.trials) or "none", _f(o.capacity),
+                     "n/a" if o.spread is None else f"{o.spread:.1%}", f"{o.headroom:.1%}",
+                     "n/a" if o.ratio is None else f"{o.ratio:.0%}",
+                     sum(len(t.points) for t in o.trials)])
+    md += [_table(["Configuration", "Closed loop (inf/s)", "Closed-loop point", "Arrivals",
+                   "Open-loop capacity per search", "Median", "Spread", "Headroom", "Open / closed", "Points"],
+                  rows), ""]
+    md += [f"- {p.open_loop.explain()}" for p in open_loop if p.open_loop.explain()] + [""]
+    md += ["Spread = (max - min) / min of the repeated searches; headroom = max(spread, the search's resolution). "
+           "Each point is in the run folder's openloop.csv (rate, distribution, perf options, trial, timestamp, "
+           "perf_analyzer command and log, schedule seed). P99 is latency from each request's intended send "
+           "time (perf_analyzer's own, from the actual send, beside it: they part when its sender falls behind); "
+           "sent late: requests that went out more than 1 ms after their time.", ""]
+    for p in open_loop:
+        for i, t in enumerate(p.open_loop.trials, 1):
+            rows = [[f"{q.offered:,.1f}", _f(q.sent), _f(q.answered), _f(q.p99, 3), _f(q.perf_p99, 3),
+                     _f(q.late_pct, 1), ", ".join(f"{x:.1f}" for x in q.row.get("window_latency_ms") or []) or "n/a",
+                     q.verdict(t.slo_ms)] for q in t.points]
+            md += [f"{p.run.name}, search {i} (points in the order measured):", "",
+                   _table(["Offered (inf/s)", "Sent", "Answered", "P99 (ms)", "P99 from actual send (ms)",
+                           "Sent late (%)", "Window avg latency (ms)", "Note"], rows), ""]
+    return md
+
+
+def _left_out(sizing: Sizing) -> list[str]:
+    """The configurations that cannot meet the SLO and the unstable points not used, each named."""
+    md: list[str] = []
     if sizing.unreachable:
         md += ["## SLO not reachable", ""] + [f"- {t}" for t in sizing.unreachable] + [""]
     excluded = [(p.run, p.sustainable) for p in sizing.plans if p.sustainable.unstable]
@@ -196,13 +235,19 @@ def sizing_markdown(sizing: Sizing, runs: Sequence[Run], plot_name: str | None =
             md.append(f"- {run.name}: {len(s.unstable)} unstable point(s) (stable=False) not used: "
                       + ", ".join(f"{q.level}" for q in s.unstable))
         md.append("")
+    return md
+
+
+def _little(sizing: Sizing, runs: Sequence[Run]) -> list[str]:
+    """Little's law over the closed-loop points: those whose measured and implied concurrency part, or how many
+    agreed (a window too short or a starved client shows here first)."""
     flags = little_flags(runs)
-    md += ["## Consistency check (Little's law)", "",
-           "In a closed-loop sweep, concurrency = (Inferences/second / client batch size) x Avg Latency (s). "
-           f"Points where the two differ by more than {LITTLE_TOLERANCE:.0%} are unreliable (usually a measurement "
-           "window too short, or a client starved of CPU)"
-           + (" and were left out of the plan" if not any(p.sustainable.used_unreliable for p in sizing.plans)
-              else "; --include-unreliable: they were kept") + ".", ""]
+    md = ["## Consistency check (Little's law)", "",
+          "In a closed-loop sweep, concurrency = (Inferences/second / client batch size) x Avg Latency (s). "
+          f"Points where the two differ by more than {LITTLE_TOLERANCE:.0%} are unreliable (usually a measurement "
+          "window too short, or a client starved of CPU)"
+          + (" and were left out of the plan" if not any(p.sustainable.used_unreliable for p in sizing.plans)
+             else "; --include-unreliable: they were kept") + ".", ""]
     if flags:
         rows = [[run.name, p.level, _f(p.throughput), _f(p.avg, 3), _f(p.little_concurrency, 2), p.concurrency,
                  f"{p.little_deviation:+.0%}".replace("+", "")] for run, p in flags]
@@ -211,138 +256,56 @@ def sizing_markdown(sizing: Sizing, runs: Sequence[Run], plot_name: str | None =
     else:
         checked = sum(1 for r in runs for p in _pts(r) if p.reliable is not None)
         md += [f"All {checked} stable points with an average latency agree within {LITTLE_TOLERANCE:.0%}.", ""]
+    return md
+
+
+def _coverage(sizing: Sizing) -> list[str]:
+    """Geospatial runs: the area a replica and the fleet cover per second, and the time to cover the target."""
     cov = [p for p in sizing.ranked if p.coverage]
-    if cov:
-        area = cov[0].coverage[0].area_km2
-        md += ["## Coverage (geospatial)", "",
-               "km^2/s = Inferences/second x (tile px x GSD m)^2 / 10^6 (non-overlapping tiles); the fleet runs "
-               f"every replica at its sustainable throughput; time to cover {area:,.0f} km^2.", ""]
-        rows = []
-        for p in cov:
-            h, w = p.run.tile_hw
-            for c in p.coverage:
-                rows.append([p.run.label, f"{h}x{w}", f"{c.gsd_m:g}", f"{c.km2_per_inference:.6g}",
-                             _f(c.km2_per_s_replica, 2), _f(c.km2_per_s_fleet, 2), _duration(c.seconds_to_cover)])
-        md += [_table(["Configuration", "Tile (px)", "GSD (m)", "km^2 per inference", "km^2/s per replica",
-                       "km^2/s fleet", "Time to cover"], rows), ""]
+    if not cov:
+        return []
+    area = cov[0].coverage[0].area_km2
+    md = ["## Coverage (geospatial)", "",
+          "km^2/s = Inferences/second x (tile px x GSD m)^2 / 10^6 (non-overlapping tiles); the fleet runs "
+          f"every replica at its sustainable throughput; time to cover {area:,.0f} km^2.", ""]
+    rows = []
+    for p in cov:
+        h, w = p.run.tile_hw
+        for c in p.coverage:
+            rows.append([p.run.label, f"{h}x{w}", f"{c.gsd_m:g}", f"{c.km2_per_inference:.6g}",
+                         _f(c.km2_per_s_replica, 2), _f(c.km2_per_s_fleet, 2), _duration(c.seconds_to_cover)])
+    md += [_table(["Configuration", "Tile (px)", "GSD (m)", "km^2 per inference", "km^2/s per replica",
+                   "km^2/s fleet", "Time to cover"], rows), ""]
+    return md
+
+
+def _scaling(sizing: Sizing) -> list[str]:
+    """Throughput against the number of Triton instances, beside perfect linear scaling."""
+    md: list[str] = []
     for t in scaling_tables(sizing.plans):
         head = ["N (Triton instances)", *[str(n) for n in t.counts]]
         rows = [["Inferences/second (measured)", *[_f(v) for v in t.throughput]],
                 ["Perfect linear scaling", *[_f(v) for v in t.perfect]],
                 ["Speedup", *["n/a" if v is None else f"{v:.2f}x".replace(".00x", "x") for v in t.speedup]]]
         md += [f"## Scaling: {t.group}", "", f"Throughput: {t.basis}.", "", _table(head, rows), ""]
-    if plot_name:
-        md += ["## Cost frontier", "", f"![cost frontier]({plot_name})", "",
-               "For SLOs from tight to loose: the cheapest configuration and its GPU/host count "
-               "(the answer only changes at a measured p99)."
-               + (" The frontier rests on the closed-loop points: open-loop capacity is measured at the requested "
-                  "SLO only, so read it for the shape"
-                  + ("; the star at the requested SLO is the plan." if sizing.recommendation else ".")
-                  if open_loop else ""), ""]
-    if confirmation:
-        md += ["## Confirmation under open-loop load", "", confirmation, ""]
-    for title, text in sections:
-        md += [f"## {title}", "", text, ""]
-    return "\n".join(md)
+    return md
+
+
+def _frontier(sizing: Sizing, plot_name: str, open_loop: bool) -> list[str]:
+    """The cost-frontier plot and how to read it (its steps rest on closed-loop points)."""
+    return ["## Cost frontier", "", f"![cost frontier]({plot_name})", "",
+            "For SLOs from tight to loose: the cheapest configuration and its GPU/host count "
+            "(the answer only changes at a measured p99)."
+            + (" The frontier rests on the closed-loop points: open-loop capacity is measured at the requested "
+               "SLO only, so read it for the shape"
+               + ("; the star at the requested SLO is the plan." if sizing.recommendation else ".")
+               if open_loop else ""), ""]
 
 
 def _pts(run: Run):
     from .runs import points_of
 
     return [p for p in points_of(run) if p.stable]
-
-
-def frontier_plot(steps: Sequence[FrontierStep], slo_ms: float, path: str | Path, title: str = "",
-                  plan: Plan | None = None) -> Path:
-    """For SLOs from tight to loose: the cheapest fleet's $/h (top, when every configuration has a price) and
-    its GPU/host count (bottom), as steps coloured by configuration; values are written where they change;
-    the requested SLO is a dashed line and SLOs no configuration meets are shaded. `plan`, the recommendation
-    when it rests on open-loop or confirmed capacity (the steps rest on closed-loop points), is a star at the
-    requested SLO, so that the plot cannot be read as a cheaper plan than the one recommended."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.lines import Line2D
-    from matplotlib.patches import Patch
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
-
-    path = Path(path)
-    steps = sorted(steps, key=lambda t: t.slo_ms)
-    ok = [s for s in steps if s.plan is not None]
-    has_cost = bool(ok) and all(s.plan.cost_h is not None for s in ok)
-    panels = ([("cost", "fleet cost ($/h)")] if has_cost else [])
-    units = sorted({s.plan.run.unit for s in ok})
-    panels.append(("devices", (" / ".join(f"{u}s" for u in units) if units else "devices") + " needed"))
-    labels = list(dict.fromkeys(s.plan.run.label for s in ok))
-    color_of = {lab: plt.get_cmap("tab10")(i % 10) for i, lab in enumerate(labels)}
-    if plan is not None and (plan.basis == "closed loop" or plan.devices is None):
-        plan = None  # the closed-loop plan is the step at the requested SLO itself
-    if plan is not None and plan.run.label not in color_of:
-        color_of[plan.run.label] = plt.get_cmap("tab10")(len(color_of) % 10)
-        labels.append(plan.run.label)
-    xs = [s.slo_ms for s in steps] or [slo_ms]
-    x_lo, x_hi = min(xs + [slo_ms]) / 1.15, max(xs + [slo_ms]) * 1.25
-    unreachable_to = min((s.slo_ms for s in ok), default=x_hi)
-
-    legend_rows = len(labels) + 2
-    fig_h = (2.6 * len(panels)) + 0.9 + 0.19 * legend_rows
-    fig, axes = plt.subplots(len(panels), 1, figsize=(9, fig_h), sharex=True, squeeze=False)
-    axes = [a[0] for a in axes]
-    for ax, (what, ylabel) in zip(axes, panels):
-        value = (lambda pl: pl.cost_h) if what == "cost" else (lambda pl: pl.devices)
-        prev = None
-        for i, s in enumerate(ok):
-            y = value(s.plan)
-            x1 = ok[i + 1].slo_ms if i + 1 < len(ok) else x_hi
-            col = color_of[s.plan.run.label]
-            ax.hlines(y, s.slo_ms, x1, colors=[col], linewidth=3)
-            if prev is not None and prev[1] != y:
-                ax.vlines(s.slo_ms, prev[1], y, colors=["0.6"], linewidth=1, linestyles=":")
-            if prev is None or prev[1] != y or prev[0] is not s.plan.run:
-                ax.plot([s.slo_ms], [y], "o", color=col, markersize=4)
-                text = f"${y:,.2f}/h" if what == "cost" else f"{y}"
-                ax.annotate(text, (s.slo_ms, y), textcoords="offset points", xytext=(4, 5), fontsize=8)
-            prev = (s.plan.run, y)
-        if unreachable_to > x_lo:
-            ax.axvspan(x_lo, unreachable_to, color="0.88", lw=0)
-        ax.axvline(slo_ms, color="0.25", linestyle="--", linewidth=1)
-        if plan is not None and value(plan) is not None:
-            y = value(plan)
-            ax.plot([slo_ms], [y], "*", color=color_of[plan.run.label], markersize=13, markeredgecolor="black",
-                    zorder=5)
-            text = f"plan: ${y:,.2f}/h" if what == "cost" else f"plan: {y}"
-            ax.annotate(text, (slo_ms, y), textcoords="offset points", xytext=(8, 4), fontsize=8,
-                        fontweight="bold")
-        ax.set_ylabel(ylabel)
-        ax.grid(True, which="major", alpha=0.3)
-        top = max([value(s.plan) for s in ok] + ([value(plan)] if plan is not None else []), default=1)
-        ax.set_ylim(0, top * 1.25 + (0 if what == "cost" else 0.5))
-    ax = axes[-1]
-    ax.set_xscale("log")
-    ax.set_xlim(x_lo, x_hi)
-    ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 3.0, 5.0)))
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-    ax.xaxis.set_minor_formatter(NullFormatter())
-    ax.set_xlabel("p99 latency SLO (ms, log scale)")
-    axes[0].set_title(title or "Cheapest fleet per p99 SLO", fontsize=11)
-    handles = [Line2D([0], [0], color=color_of[lab], lw=3, label=lab) for lab in labels]
-    handles.append(Line2D([0], [0], color="0.25", ls="--", lw=1, label=f"requested SLO: p99 {slo_ms:g} ms"))
-    if plan is not None:
-        basis = plan.basis.replace(" ", "-")
-        handles.append(Line2D([0], [0], marker="*", color="white", markerfacecolor="0.5", markeredgecolor="black",
-                              markersize=12, label=f"the recommended plan ({basis} capacity per replica); "
-                              "the steps rest on closed-loop points"))
-    if unreachable_to > x_lo:
-        handles.append(Patch(color="0.88", label="no measured configuration meets this SLO"))
-    legend_h = 0.19 * len(handles) + 0.15
-    fig.legend(handles=handles, loc="lower left", ncol=1, fontsize=8, frameon=False,
-               bbox_to_anchor=(0.02, 0.0))
-    fig.tight_layout(rect=(0, legend_h / fig_h, 1, 1))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
 
 
 def write_outputs(sizing: Sizing, runs: Sequence[Run], steps: Sequence[FrontierStep], out_dir: str | Path,

@@ -30,6 +30,7 @@ if TYPE_CHECKING:  # the measuring modules load when a stage needs them
     from .capacity import OpenLoopCapacity
     from .confirm import Confirmation
     from .fleet import FleetCheck
+    from .fleetplan import CapacityPlan
     from .frontier import FrontierStep
 
 
@@ -272,37 +273,18 @@ def _check_input(request: SizeRequest) -> None:
 def size_fleet(request: SizeRequest, echo: Echo | None = None) -> SizeResult:
     """Size the fleet the request describes; each console line is logged as it is produced (and handed to `echo`,
     where given). Raises a UserError for bad input (before measuring) and lets perf_analyzer errors through."""
-    from .fleetplan import memory_budget, plan_on_capacities, prices_of
-    from .output import write_outputs
-
     _check_input(request)
-    d = request.demand
     runs = [r for path in request.runs for r in load_runs(path)]
-    probe = Demand(d.peak_rps, d.p99_ms, d.headroom if d.headroom is not None else 0.0,
-                   d.gpus_per_node)  # validates the demand before anything is measured
-    budget = memory_budget(request.memory, runs)
-    # memory is read at the closed-loop point, so a config that does not fit is known before measuring anything
-    closed_loop = size(runs, probe, memory_budget=budget, include_unreliable=d.include_unreliable) if budget else None
-    if closed_loop is not None and closed_loop.recommendation is None and closed_loop.rejected:
-        raise UserInputError(closed_loop.reason)
-    too_big = {p.run.name for p in closed_loop.plans if p.rejected} if closed_loop else set()
-
+    probe, budget, too_big = _memory_fit(request, runs)
     lines: list[Line] = []
     say = _Console(lines, echo)
     capacities = _capacities(request, runs, too_big, probe.slo_ms, say)
-    measured = {k: v for k, v in capacities.items() if v is not None}
-    if not measured:
-        say("warning: no open-loop capacity measured (--capacity URL): planning on closed-loop points, which "
-            "overstate what a replica sustains under real traffic", err=True)
-    planned = plan_on_capacities(runs, d, prices_of(request.costs), measured, budget, request.coverage.gsd_m,
-                                 request.coverage.area_km2)
-    sizing, demand, headroom, headroom_note, steps = (planned.sizing, planned.demand, planned.demand.headroom,
-                                                      planned.headroom_note, planned.frontier)
-    if sizing.recommendation is None and sizing.rejected:
-        raise UserInputError(sizing.reason)  # what meets the SLO does not fit the device
+    planned = _plan(request, runs, capacities, budget, say)
+    sizing = planned.sizing
     out_dir = Path(request.output) if request.output else runs[0].path
     refuse_committed(out_dir, "--output" if request.output else "the first RUN, where sizing goes without --output")
-    result = SizeResult(runs, sizing, capacities, headroom, headroom_note, steps, out_dir, lines=lines)
+    result = SizeResult(runs, sizing, capacities, planned.demand.headroom, planned.headroom_note, planned.frontier,
+                        out_dir, lines=lines)
     for text in ranking_lines(sizing, budget):
         say(text)
 
@@ -310,41 +292,92 @@ def size_fleet(request: SizeRequest, echo: Echo | None = None) -> SizeResult:
     if sizing.recommendation is None and (confirm_url or emit_k8s or fleet_n):
         say("no configuration meets the SLO: nothing to confirm or deploy", err=True)
         confirm_url = emit_k8s = fleet_n = None
-    sections: list[tuple[str, str]] = []
     confirmation = None  # its markdown, taken before the fleet check (as sizing.md shows it)
     if confirm_url:
         result.confirmation = _confirm(request, sizing, out_dir, say)
         confirmation = result.confirmation.text()
+    sections = _fleet_sections(request, result, fleet_n, planned.demand.slo_ms, say)
+    _write(request, result, confirmation, sections, (confirm_url, fleet_n), say)
+    if emit_k8s:
+        _k8s(request, sizing, out_dir, result, say)
+    return result
+
+
+def _memory_fit(request: SizeRequest, runs: list[Run]) -> tuple[Demand, MemoryBudget, set[str]]:
+    """The demand checked, the memory budget, and the runs whose memory does not fit the device: memory is read at
+    the closed-loop point, so a config that does not fit is known (and refused) before anything is measured."""
+    from .fleetplan import memory_budget
+
+    d = request.demand
+    probe = Demand(d.peak_rps, d.p99_ms, d.headroom if d.headroom is not None else 0.0,
+                   d.gpus_per_node)  # validates the demand before anything is measured
+    budget = memory_budget(request.memory, runs)
+    closed_loop = size(runs, probe, memory_budget=budget, include_unreliable=d.include_unreliable) if budget else None
+    if closed_loop is not None and closed_loop.recommendation is None and closed_loop.rejected:
+        raise UserInputError(closed_loop.reason)
+    too_big = {p.run.name for p in closed_loop.plans if p.rejected} if closed_loop else set()
+    return probe, budget, too_big
+
+
+def _plan(request: SizeRequest, runs: list[Run], capacities: dict[str, OpenLoopCapacity | None],
+          budget: MemoryBudget, say: _Console) -> CapacityPlan:
+    """The plans on the measured capacities (closed-loop points, said as a warning, where none was measured);
+    refused when what meets the SLO does not fit the device."""
+    from .fleetplan import plan_on_capacities, prices_of
+
+    measured = {k: v for k, v in capacities.items() if v is not None}
+    if not measured:
+        say("warning: no open-loop capacity measured (--capacity URL): planning on closed-loop points, which "
+            "overstate what a replica sustains under real traffic", err=True)
+    planned = plan_on_capacities(runs, request.demand, prices_of(request.costs), measured, budget,
+                                 request.coverage.gsd_m, request.coverage.area_km2)
+    if planned.sizing.recommendation is None and planned.sizing.rejected:
+        raise UserInputError(planned.sizing.reason)  # what meets the SLO does not fit the device
+    return planned
+
+
+def _fleet_sections(request: SizeRequest, result: SizeResult, fleet_n: int | None, slo_ms: float,
+                    say: _Console) -> list[tuple[str, str]]:
+    """The fleet check behind nginx where asked for, as sizing.md's section; a plan that meets no rate is not
+    put behind a balancer (known only after the capacity searches: the report is still written, exit 2)."""
+    sections: list[tuple[str, str]] = []
+    sizing = result.sizing
     plan = pick(sizing.plans, request.fleet.run or request.confirm.run, sizing, "put behind a balancer") \
         if fleet_n else None
     if plan is not None and not plan.reachable:
-        # known only after the capacity searches: the report still gets written (with the confirmation), exit 2
         result.fleet_skipped = (f"{plan.run.name} meets no rate within the SLO: nothing to put behind a balancer; "
                                 "pass --fleet-run with a configuration that does")
         sections.append((f"{fleet_n} replicas behind a load balancer", f"**Not run**: {result.fleet_skipped}."))
     if plan is not None and not result.fleet_skipped:
-        result.fleet = _fleet(request, plan, demand.slo_ms, out_dir)
+        result.fleet = _fleet(request, plan, slo_ms, result.out_dir)
         sections.append((f"{fleet_n} replicas behind a load balancer", result.fleet.text()))
         say(result.fleet.text().replace("**", "").replace("  \n", "\n"))
+    return sections
 
-    result.files = write_outputs(sizing, runs, steps, out_dir, confirmation, command=request.command,
-                                 headroom_note=headroom_note, sections=sections)
+
+def _write(request: SizeRequest, result: SizeResult, confirmation: str | None, sections: list[tuple[str, str]],
+           checks: tuple[str | None, int | None], say: _Console) -> None:
+    """sizing.md/csv/png, and run.json where the output is not a run folder (which keeps its own); `checks`: the
+    confirmation URL and the fleet's replicas as run (None where skipped)."""
+    from .output import write_outputs
+
+    runs, out_dir, d = result.runs, result.out_dir, request.demand
+    confirm_url, fleet_n = checks
+    result.files = write_outputs(result.sizing, runs, result.steps, out_dir, confirmation, command=request.command,
+                                 headroom_note=result.headroom_note, sections=sections)
     if all(out_dir.resolve() != Path(r.path).resolve() for r in runs):  # a run folder keeps its own run.json
         from ..results.run_folder import RunFolder
 
         folder = RunFolder(out_dir)
         folder.record({
             "kind": "fleet-sizing", "runs": [str(r.path) for r in runs], "peak_rps": d.peak_rps,
-            "p99_ms": d.p99_ms, "headroom": headroom, "headroom_given": d.headroom is not None,
+            "p99_ms": d.p99_ms, "headroom": result.headroom, "headroom_given": d.headroom is not None,
             "capacity": request.capacity.url, "distribution": request.distribution, "confirm": confirm_url,
             "confirm_fleet": fleet_n, "passed": result.met})
         result.files["run.json"] = folder.run_json_path
     say("wrote " + ", ".join(str(p) for p in result.files.values()))
     if result.fleet_skipped:
         say(f"error: {result.fleet_skipped}", err=True)
-    if emit_k8s:
-        _k8s(request, sizing, out_dir, result, say)
-    return result
 
 
 __all__ = ["Line", "SizeResult", "confirm_input_data", "pick", "ranking_lines", "reachable", "size_fleet"]

@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 import argparse
-import ast
 from pathlib import Path
 from typing import Any
 
+from ..config.keyvalue import VALUE_RULE, parse_pairs
 from ..models.registry import TASKS
 from ..spec import MANIFEST_NAME, Manifest
 from . import ModelSource, ResolvedModel, SourceError, parse_reference, rebuild, resolve
@@ -29,7 +29,7 @@ def add_source_arguments(p: argparse.ArgumentParser, *, required: bool = True, m
                    help="weights: .safetensors or a torch state dict (loaded with weights_only=True; a "
                         "'state_dict'/'model' wrapper and a 'module.' prefix are handled)")
     g.add_argument("--model-arg", action="append", default=[], metavar="KEY=VALUE",
-                   help="keyword argument for get_model (repeatable; values parsed as Python literals)")
+                   help=f"keyword argument for get_model (repeatable; {VALUE_RULE})")
     g.add_argument("--ignore-unknown-parameters", action="store_true",
                    help="drop --model-arg keys get_model does not take instead of failing")
     g.add_argument("--num-classes", type=int, default=None, help="timm: classifier width (0: pooled features)")
@@ -54,34 +54,6 @@ def add_source_arguments(p: argparse.ArgumentParser, *, required: bool = True, m
                        help="an artifact folder (or its manifest.json): the model its manifest records")
     g.required_source = required  # type: ignore[attr-defined]
     return g
-
-
-MAX_LITERAL = 10_000  # characters of a --model-arg value read as a Python literal
-
-
-def parse_value(text: str) -> Any:
-    """A Python literal (a number, a list, a dict, ...) or else the text itself; a literal too long or too deeply
-    nested to read is one line (it exhausted memory or the parser's recursion before)."""
-    if len(text) > MAX_LITERAL:
-        raise SourceError(f"a --model-arg value of {len(text):,} characters is past the {MAX_LITERAL:,} taken: pass "
-                          "large settings in a file your get_model reads")
-    try:
-        return ast.literal_eval(text)
-    except (ValueError, SyntaxError):
-        return text
-    except (MemoryError, RecursionError):
-        raise SourceError(f"a --model-arg value nests too deeply to read ({text[:40]}...): pass it in a file your "
-                          "get_model reads") from None
-
-
-def model_args(pairs: list[str]) -> dict[str, Any]:
-    out = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise SourceError(f"--model-arg expects KEY=VALUE, got {pair!r}")
-        out[key.strip()] = parse_value(value)
-    return out
 
 
 def input_shapes(items: list[str], dynamic: list[str] | None = None) -> dict[str, Any]:
@@ -139,7 +111,7 @@ def source_from_args(args: argparse.Namespace, preset: str | None = None,
     ref = args.model or args.input_path
     if args.model and (Path(ref) / MANIFEST_NAME).is_file():
         return rebuild(Manifest.load(ref)).source
-    kwargs = model_args(getattr(args, "model_arg", []) or [])
+    kwargs = parse_pairs(getattr(args, "model_arg", []) or [], "--model-arg")
     for flag in ("num_classes", "in_chans", "input_size"):
         if getattr(args, flag, None) is not None:
             kwargs[flag] = getattr(args, flag)

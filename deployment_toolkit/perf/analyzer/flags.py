@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ...config import SharedMemory, add_arguments, from_args, setting
+from ...config.keyvalue import VALUE_RULE
 from ...data.perf_input import DEFAULT_PERF_SAMPLES
 from ...errors import UserInputError
 from .command import AUTO, HasSignature, PerfOptions
@@ -28,7 +29,7 @@ class RealSamples:
         None, flag="--dataloader", metavar="FILE",
         help="a dataloader.py defining get_dataloader_fn(**kwargs) (the DLE form) for the real samples")
     dataloader_arg: tuple[str, ...] = setting((), flag="--dataloader-arg", action="append", metavar="KEY=VALUE",
-                                              help="extra keyword argument for get_dataloader_fn (repeatable)")
+                                              help=f"extra keyword argument for get_dataloader_fn (repeatable; {VALUE_RULE})")
     perf_samples: int = setting(DEFAULT_PERF_SAMPLES, flag="--perf-samples",
                                 help="real samples written for perf_analyzer, sent round-robin")
 

@@ -165,15 +165,7 @@ def run_bench(configs: Sequence[BenchConfig], opts: BenchOptions, result_dir: st
     identity = bench_identity(opts)
     hw_path = result_dir / f"{slug}_hardware.json"
     store.reconcile(identity, run.reuse, [store.path.with_suffix(".md"), hw_path], say=log)  # may move the CSV aside
-    measured = {row_key(r) for r in store.read() if r.get("status") == STATUS_OK}
-    needs_compile = any(c.compile_mode != "none" and (run.remeasure or tuple(map(str, c.key)) not in measured)
-                        for c in configs)
-    if caps is None:
-        log("probing the host (fp16/bf16 kernels, ONNX Runtime providers"
-            + (", torch.compile)" if needs_compile else ")") + " ...")
-        caps = probe_host(opts.device, check_compile=needs_compile)
-        if caps.compile_error and needs_compile:
-            log(f"torch.compile is unavailable: {caps.compile_error}")
+    caps = caps if caps is not None else _probe(configs, opts, run, store, log)
     plan = plan_run(configs, caps, store.read(), opts.amp_dtype, run.remeasure)
     log(plan.summary() + f" ({store.path})")
     hw_config = {**(run_config or {}), "options": asdict(opts), "isolate": run.isolate.value,
@@ -186,7 +178,38 @@ def run_bench(configs: Sequence[BenchConfig], opts: BenchOptions, result_dir: st
                     for cfg, reason in plan.unsupported]
     store.upsert(skipped_rows)
     run_rows += skipped_rows
+    _measure(plan, opts, run, _Rows(store, identity.id, run_rows), log)
+    return store.path, run_rows, plan
 
+
+def _probe(configs: Sequence[BenchConfig], opts: BenchOptions, run: BenchRun, store: BenchCSV,
+           log: Callable[[str], None]) -> HostCaps:
+    """What the host can run, torch.compile checked only where a configuration still to measure needs it (the
+    check compiles, which takes a while)."""
+    measured = {row_key(r) for r in store.read() if r.get("status") == STATUS_OK}
+    needs_compile = any(c.compile_mode != "none" and (run.remeasure or tuple(map(str, c.key)) not in measured)
+                        for c in configs)
+    log("probing the host (fp16/bf16 kernels, ONNX Runtime providers"
+        + (", torch.compile)" if needs_compile else ")") + " ...")
+    caps = probe_host(opts.device, check_compile=needs_compile)
+    if caps.compile_error and needs_compile:
+        log(f"torch.compile is unavailable: {caps.compile_error}")
+    return caps
+
+
+@dataclass
+class _Rows:
+    """Where this run's rows go: the device's CSV (each row as it comes, under the run's identity) and the list
+    the run returns."""
+
+    store: BenchCSV
+    identity: str
+    run_rows: list[dict[str, Any]]
+
+
+def _measure(plan: Plan, opts: BenchOptions, run: BenchRun, rows: _Rows, log: Callable[[str], None]) -> None:
+    """Every configuration to measure, group by group (in a child process where `run.isolate` says), each row
+    written and said as it comes; the summary is written whatever stops the run."""
     bar = None
     if run.progress and plan.todo:
         from tqdm import tqdm
@@ -195,17 +218,10 @@ def run_bench(configs: Sequence[BenchConfig], opts: BenchOptions, result_dir: st
         log = _bar_log(bar)
 
     def emit(row: dict[str, Any]) -> None:
-        row = {**row, "identity": identity.id}
-        store.upsert([row])
-        run_rows.append(row)
-        if row["status"] == STATUS_OK:
-            msg = (f"{row['model']} {row['runtime']} {row['precision']} compile={row['compile_mode']} "
-                   f"b{row['batch_size']}: {row['throughput']:.2f} {row['unit']}, p50 {row['p50_ms']:.1f} ms, "
-                   f"peak {row['peak_mem_mb']:.0f} MB ({row['peak_mem_metric']})")
-        else:
-            msg = f"{row['model']} {row['runtime']} {row['precision']} b{row['requested_batch_size']}: " \
-                  f"{row['status']}: {row['reason']}"
-        log(msg)
+        row = {**row, "identity": rows.identity}
+        rows.store.upsert([row])
+        rows.run_rows.append(row)
+        log(_row_line(row))
         if bar is not None:
             bar.update(1)
 
@@ -220,8 +236,17 @@ def run_bench(configs: Sequence[BenchConfig], opts: BenchOptions, result_dir: st
     finally:
         if bar is not None:
             bar.close()
-        write_summary(store.path, store.read())
-    return store.path, run_rows, plan
+        write_summary(rows.store.path, rows.store.read())
+
+
+def _row_line(row: dict[str, Any]) -> str:
+    """One measured configuration as a console line: its throughput, p50 and peak memory, or why it failed."""
+    if row["status"] == STATUS_OK:
+        return (f"{row['model']} {row['runtime']} {row['precision']} compile={row['compile_mode']} "
+                f"b{row['batch_size']}: {row['throughput']:.2f} {row['unit']}, p50 {row['p50_ms']:.1f} ms, "
+                f"peak {row['peak_mem_mb']:.0f} MB ({row['peak_mem_metric']})")
+    return f"{row['model']} {row['runtime']} {row['precision']} b{row['requested_batch_size']}: " \
+           f"{row['status']}: {row['reason']}"
 
 
 def _bar_log(bar) -> Callable[[str], None]:

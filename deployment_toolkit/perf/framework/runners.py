@@ -66,78 +66,131 @@ def _unit(task: str, shape: Sequence[int]) -> str:
     return "volumes/s" if len(shape) == 4 else "images/s"
 
 
+@dataclass
+class _Built:
+    """The model built for one configuration on its device and in its precision, with what every runtime wraps it
+    with: example inputs, autocast for amp, and the device's sync."""
+
+    cfg: BenchConfig
+    opts: BenchOptions
+    t0: float
+    device: Any  # torch.device
+    entry: Any  # the resolved model source
+    dtype: Any
+    amp_dtype: Any
+    model: Any
+
+    @property
+    def signature(self) -> Any:
+        return self.entry.signature
+
+    def torch_inputs(self, batch: int) -> tuple:
+        import torch
+
+        arrays = self.signature.examples(batch, seed=self.opts.seed)
+        out = []
+        for spec in self.signature.inputs:
+            t = torch.from_numpy(arrays[spec.name]).to(self.device)
+            out.append(t.to(self.dtype) if t.is_floating_point() else t)
+        return tuple(out)
+
+    def autocast(self) -> Any:
+        import torch
+
+        return torch.autocast(self.device.type, dtype=self.amp_dtype) if self.cfg.precision == "amp" else \
+            contextlib.nullcontext()
+
+    def common(self) -> dict[str, Any]:
+        """The Prepared fields every runtime shares."""
+        import torch
+
+        shape = self.signature.inputs[0].concrete_shape
+        sync = (lambda: torch.cuda.synchronize(self.device)) if self.device.type == "cuda" else (lambda: None)
+        return dict(input_shape=tuple(shape), family=self.entry.family, unit=_unit(self.entry.task, shape), sync=sync)
+
+    def prepared(self, run: Callable[[Any], Any], threads: str) -> Prepared:
+        return Prepared(run, self.torch_inputs, threads, time.perf_counter() - self.t0, **self.common())
+
+
 def prepare(cfg: BenchConfig, opts: BenchOptions, workdir: Path) -> Prepared:
     """Build the model in the configuration's precision and wrap it in the configuration's runtime."""
+    built = _build(cfg, opts, time.perf_counter())
+    if cfg.runtime == "eager":
+        return _eager(built)
+    example = built.torch_inputs(min(2, max(built.entry.max_batch_size, 1)))
+    if cfg.runtime == "torchscript":
+        return _torchscript(built, example, workdir)
+    return _onnx(built, example, workdir)
+
+
+def _build(cfg: BenchConfig, opts: BenchOptions, t0: float) -> _Built:
+    """The device's settings (TF32, cuDNN autotuning, threads), then the model from any source, in its precision."""
     import torch
 
     from ...sources import resolve
 
-    t0 = time.perf_counter()
     device = torch.device(opts.device)
-    cuda = device.type == "cuda"
-    if cuda:
+    if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = opts.tf32
         torch.backends.cudnn.allow_tf32 = opts.tf32
         torch.backends.cudnn.benchmark = True
     if cfg.threads > 0:
         torch.set_num_threads(cfg.threads)
     entry = resolve(cfg.model, preset=cfg.preset)  # any model source (zoo, timm:<arch>, model.py, artifact folder)
-    signature = entry.signature
     dtype = _torch_dtype(cfg.precision)
-    caps_like = HostCaps(device=opts.device)
-    amp = cfg.precision == "amp"
-    amp_dtype = _torch_dtype(amp_dtype_for(caps_like, opts.amp_dtype))
+    amp_dtype = _torch_dtype(amp_dtype_for(HostCaps(device=opts.device), opts.amp_dtype))
     model = entry.build(opts.seed).to(device=device, dtype=dtype)
+    return _Built(cfg, opts, t0, device, entry, dtype, amp_dtype, model)
 
-    def torch_inputs(batch: int) -> tuple:
-        arrays = signature.examples(batch, seed=opts.seed)
-        out = []
-        for spec in signature.inputs:
-            t = torch.from_numpy(arrays[spec.name]).to(device)
-            out.append(t.to(dtype) if t.is_floating_point() else t)
-        return tuple(out)
 
-    def autocast():
-        return torch.autocast(device.type, dtype=amp_dtype) if amp else contextlib.nullcontext()
+def _eager(built: _Built) -> Prepared:
+    """The module as it is, or through torch.compile in the configuration's mode."""
+    import torch
 
-    sync = (lambda: torch.cuda.synchronize(device)) if cuda else (lambda: None)
-    common = dict(input_shape=tuple(signature.inputs[0].concrete_shape), family=entry.family,
-                  unit=_unit(entry.task, signature.inputs[0].concrete_shape), sync=sync)
-    torch_threads = f"torch {torch.get_num_threads()}"
+    cfg, model = built.cfg, built.model
+    threads = f"torch {torch.get_num_threads()}"
+    module = model
+    if cfg.compile_mode != "none":
+        module = torch.compile(model, mode=None if cfg.compile_mode == "default" else cfg.compile_mode, dynamic=False)
 
-    if cfg.runtime == "eager":
-        module = model
-        if cfg.compile_mode != "none":
-            module = torch.compile(model, mode=None if cfg.compile_mode == "default" else cfg.compile_mode,
-                                   dynamic=False)
+    def run_eager(args: tuple):
+        with torch.inference_mode(), built.autocast():
+            return module(*args)
 
-        def run_eager(args: tuple):
-            with torch.inference_mode(), autocast():
-                return module(*args)
+    return built.prepared(run_eager, threads)
 
-        return Prepared(run_eager, torch_inputs, torch_threads, time.perf_counter() - t0, **common)
 
-    example = torch_inputs(min(2, max(entry.max_batch_size, 1)))
-    if cfg.runtime == "torchscript":
-        from ...export.torchscript import export_torchscript
+def _torchscript(built: _Built, example: tuple, workdir: Path) -> Prepared:
+    """The model traced to TorchScript (amp: the autocast casts are recorded into the trace) and loaded back."""
+    import torch
 
-        path = workdir / f"{slugify(cfg.model)}-{cfg.preset}-{cfg.precision}.pt"
-        with autocast():  # amp: the autocast casts are recorded into the trace
-            export_torchscript(model, example, path, mode="trace")
-        module = torch.jit.load(str(path), map_location=device).eval()
+    from ...export.torchscript import export_torchscript
 
-        def run_ts(args: tuple):
-            with torch.inference_mode():
-                return module(*args)
+    cfg = built.cfg
+    threads = f"torch {torch.get_num_threads()}"
+    path = workdir / f"{slugify(cfg.model)}-{cfg.preset}-{cfg.precision}.pt"
+    with built.autocast():  # amp: the autocast casts are recorded into the trace
+        export_torchscript(built.model, example, path, mode="trace")
+    module = torch.jit.load(str(path), map_location=built.device).eval()
 
-        return Prepared(run_ts, torch_inputs, torch_threads, time.perf_counter() - t0, **common)
+    def run_ts(args: tuple):
+        with torch.inference_mode():
+            return module(*args)
 
+    return built.prepared(run_ts, threads)
+
+
+def _onnx(built: _Built, example: tuple, workdir: Path) -> Prepared:
+    """The model exported to ONNX and run by ONNX Runtime on numpy inputs in the configuration's precision (the
+    torch model is dropped once exported: only the session is measured)."""
     from ...export.onnx import export_onnx
     from ...runtimes.artifact import OnnxRuntime
 
+    cfg, opts, signature = built.cfg, built.opts, built.signature
+    common = built.common()
     path = workdir / f"{slugify(cfg.model)}-{cfg.preset}-{cfg.precision}.onnx"
-    export_onnx(model, signature, example, path, opset=opts.onnx_opset)
-    del model
+    export_onnx(built.model, signature, example, path, opset=opts.onnx_opset)
+    built.model = None
     session = OnnxRuntime(str(path), device=opts.device, threads=cfg.threads)
     intra = session.session.get_session_options().intra_op_num_threads
     np_dtype = {"fp16": np.float16}.get(cfg.precision, np.float32)
@@ -147,5 +200,5 @@ def prepare(cfg: BenchConfig, opts: BenchOptions, workdir: Path) -> Prepared:
         return {k: np.ascontiguousarray(v.astype(np_dtype) if np.issubdtype(v.dtype, np.floating) else v)
                 for k, v in arrays.items()}
 
-    return Prepared(session, numpy_inputs, f"ort {intra or 'default'}", time.perf_counter() - t0,
+    return Prepared(session, numpy_inputs, f"ort {intra or 'default'}", time.perf_counter() - built.t0,
                     **{**common, "sync": lambda: None})

@@ -11,8 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from deployment_toolkit.config.keyvalue import parse_pairs
 from deployment_toolkit.data.perf_input import build_perf_input, input_data_digest, write_perf_input_data
-from deployment_toolkit.data.user import DataError, UserData, parse_key_values
+from deployment_toolkit.data.user import DataError, UserData
+from deployment_toolkit.errors import UserInputError
 from deployment_toolkit.export.verify import VerifyPlan, verify
 from deployment_toolkit.spec import ModelSignature, TensorSpec
 
@@ -117,7 +119,7 @@ def test_the_fixture_dataloader_gets_its_kwargs_and_yields_validated_batches(tmp
     assert np.concatenate([b[2]["labels"] for b in batches]).tolist() == y.tolist()
     assert data.describe()["dataloader_sha256"] and data.describe()["data_dir"] == str(tmp_path / "data")
     renamed = UserData(SIG, data_dir=str(tmp_path / "data"), dataloader=str(FIXTURE_LOADER),
-                       dataloader_args=parse_key_values(["label_name=OUTPUT__0"]))
+                       dataloader_args=parse_pairs(["label_name=OUTPUT__0"], "--dataloader-arg"))
     assert set(next(renamed.batches(2))[2]) == {"OUTPUT__0"}
 
 
@@ -153,9 +155,10 @@ def test_dataloader_errors_are_one_clear_line(tmp_path):
         assert "\n" not in str(err.value)
     with pytest.raises(DataError, match="does not exist"):
         UserData(SIG, dataloader=str(tmp_path / "missing.py"))
-    with pytest.raises(DataError, match="KEY=VALUE"):
-        parse_key_values(["novalue"])
-    assert parse_key_values(["a=1", "b=0.5", "c=true", "d=text"]) == {"a": 1, "b": 0.5, "c": True, "d": "text"}
+    with pytest.raises(UserInputError, match="--dataloader-arg 'novalue': give KEY=VALUE"):
+        parse_pairs(["novalue"], "--dataloader-arg")
+    assert parse_pairs(["a=1", "b=0.5", "c=true", "d=text"], "--dataloader-arg") == \
+        {"a": 1, "b": 0.5, "c": True, "d": "text"}
 
 
 # ---- perf_analyzer input data ------------------------------------------------------------------
