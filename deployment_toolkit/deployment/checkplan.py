@@ -13,7 +13,11 @@ time. The rule (RULE, said in the output):
 - a model holds in a round when its p99 <= its SLO, it had no errors, and it answered >= offered - 3 sqrt(offered)
   requests in the window (the Poisson tolerance of the count);
 - a group holds in a round when all its models do; it holds when it did in a majority of its rounds (2 of 3);
-- a round whose load generator used more than CLIENT_CPU_LIMIT of a core is void, not failed, and is run again once.
+- a round whose load generator used more than CLIENT_CPU_LIMIT of a core is void, not failed, and is run again once;
+- a round in which the host's other processes took more than perf.neighbours' share of its cores is void too (their
+  load is not the plan's), and is run again once the host is quiet, at most MAX_REMEASURES times. The server's own
+  processes (the one listening on a loopback URL's port, with its backends) count as the measurement's; where they
+  cannot be found (another user's, a container's port proxy) the host's load is recorded, not judged.
 Exit 0: every group holds; 1: one does not (or could not be judged); 2: bad input, or the server lacks a model.
 """
 from __future__ import annotations
@@ -32,6 +36,7 @@ from ..client.url import ServerUrl
 from ..config import Protocol, check_numbers, setting
 from ..config.fields import MAX_LATENCY_MS
 from ..errors import UserFileNotFoundError, UserInputError
+from ..perf.neighbours import DISTURBED_SHARE, Disturbance
 from ..results.runinfo import read_run_json
 
 log = logging.getLogger(__name__)
@@ -43,7 +48,8 @@ PLAN_KIND = "deployment-plan"  # run.json's config.kind where `deployment-toolki
 RULE = (f"A model holds in a round when its p99 from the intended send time <= its SLO, it had no errors, and it "
         f"answered >= offered - {POISSON_Z:g}*sqrt(offered) requests in the window; a group holds in a round when all "
         f"its models do, and holds when it did in a majority of its rounds. A round whose load generator used more "
-        f"than {CLIENT_CPU_LIMIT:g} of a core is void (run again once), not failed.")
+        f"than {CLIENT_CPU_LIMIT:g} of a core is void (run again once), not failed; so is one in which the host's other "
+        f"processes took more than {DISTURBED_SHARE:.0%} of its cores (run again once the host is quiet).")
 
 
 @dataclass(frozen=True)
@@ -261,15 +267,28 @@ def judge(trace: StreamTrace, planned_rps: float, slo_ms: float, start_ns: int, 
 @dataclass(frozen=True)
 class GroupRound:
     index: int  # from 1
-    attempt: int  # 2: the round was run again after a void attempt
+    attempt: int  # over 1: the round was run again after a void attempt
     models: tuple[ModelRound, ...]
     cpu_share: float  # the load generator's CPU over the window, in cores
+    neighbours: Disturbance | None = None  # what the host's other processes took over the round
+    judged: bool = False  # whether their load decides (the server's processes were told apart, policy remeasure)
+
+    @property
+    def disturbed(self) -> bool:
+        """The host's other processes took more than the rule's share: the round says nothing of the plan."""
+        return self.judged and self.neighbours is not None and self.neighbours.disturbed
 
     @property
     def verdict(self) -> Verdict:
-        if self.cpu_share > CLIENT_CPU_LIMIT:
+        if self.cpu_share > CLIENT_CPU_LIMIT or self.disturbed:
             return Verdict.VOID
         return Verdict.HOLDS if all(m.holds for m in self.models) else Verdict.FAILS
+
+    def void_text(self) -> str:
+        """Why a void round does not count."""
+        if self.disturbed:
+            return f"the host's {self.neighbours.text()}"  # type: ignore[union-attr]
+        return f"the load generator used {self.cpu_share:.2f} of a core (over {CLIENT_CPU_LIMIT:g})"
 
 
 def group_verdict(outcomes: Sequence[Verdict], rounds: int) -> Verdict:
@@ -290,9 +309,10 @@ class GroupCheck:
     served: dict[str, str]  # the plan's model -> the name it is called by on the server
     data: dict[str, str]  # where each model's inputs came from
     rounds: list[GroupRound] = field(default_factory=list)
+    server: str = ""  # how the server's processes were told from the host's others (said in check.md)
 
     def counted(self) -> list[GroupRound]:
-        """Each round's last attempt (a void one run again counts by its second)."""
+        """Each round's last attempt (a void one run again counts by the last)."""
         last: dict[int, GroupRound] = {}
         for r in self.rounds:
             last[r.index] = r

@@ -13,8 +13,8 @@ from .checkplan import (CLIENT_CPU_LIMIT, POISSON_Z, RULE, GroupCheck, GroupRoun
                         Verdict)
 
 HEADERS = ("round", "model", "target/s", "offered/s", "answered/s", "p50 ms", "p99 ms", "SLO ms", "errors",
-           "within SLO", "client CPU", "verdict")
-ALIGN = ("l", "l", "r", "r", "r", "r", "r", "r", "r", "r", "r", "l")
+           "within SLO", "client CPU", "host's others", "verdict")
+ALIGN = ("l", "l", "r", "r", "r", "r", "r", "r", "r", "r", "r", "r", "l")
 
 
 def _ms(value: float | None) -> str:
@@ -29,7 +29,7 @@ def _model_row(label: str, m: ModelRound, void: bool) -> list[str]:
     verdict = "void" if void else "holds" if m.holds else "fails"
     return [label, m.model, f"{m.planned_rps:,.1f}", f"{m.offered / m.window_s:,.1f}",
             f"{m.answered / m.window_s:,.1f}", _ms(m.p50_ms), _ms(m.p99_ms), f"{m.slo_ms:g}", str(m.errors),
-            f"{m.within_slo:.1%}", "", verdict]
+            f"{m.within_slo:.1%}", "", "", verdict]
 
 
 def group_table(check: GroupCheck) -> str:
@@ -38,7 +38,9 @@ def group_table(check: GroupCheck) -> str:
     for r in check.rounds:
         label = _label(r)
         rows += [_model_row(label, m, r.verdict is Verdict.VOID) for m in r.models]
-        rows.append([label, "(group)", "", "", "", "", "", "", "", "", f"{r.cpu_share:.2f} cores", r.verdict.value])
+        others = f"{r.neighbours.others_cores:.2f} cores" if r.neighbours else "-"
+        rows.append([label, "(group)", "", "", "", "", "", "", "", "", f"{r.cpu_share:.2f} cores", others,
+                     r.verdict.value])
     return markdown_table(HEADERS, rows, ALIGN)
 
 
@@ -51,11 +53,11 @@ def group_text(check: GroupCheck, rounds: int, scale: float = 1.0) -> list[str]:
     lines = [f"### {g.label}", "",
              f"{g.replicas} replica(s) planned; per replica: {rates}{scaled}; at {check.url}"
              + (f"; {served}" if served else "") + ".",
-             "Inputs: " + "; ".join(f"{m}: {d}" for m, d in check.data.items()) + ".", "", group_table(check), ""]
+             "Inputs: " + "; ".join(f"{m}: {d}" for m, d in check.data.items()) + ".",
+             *([f"Neighbours: {check.server}."] if check.server else []), "", group_table(check), ""]
     for r in check.rounds:
         if r.verdict is Verdict.VOID:
-            lines.append(f"- round {_label(r)}: void, the load generator used {r.cpu_share:.2f} of a core (over "
-                         f"{CLIENT_CPU_LIMIT:g}); what it measured does not count")
+            lines.append(f"- round {_label(r)}: void, {r.void_text()}; what it measured does not count")
         for m in r.models:
             lines += [f"- round {_label(r)}, {m.model}: {why}" for why in m.misses()]
     counted = check.counted()
@@ -75,7 +77,11 @@ def summary_line(result: PlanCheck) -> str:
     others = [f"{label} {v.value}" for label, v in verdicts.items() if v is not Verdict.HOLDS]
     if others:
         text += f"; {', '.join(others)}"
-    if any(v is Verdict.VOID for v in verdicts.values()):
+    void = [r for c in result.groups if verdicts[c.group.label] is Verdict.VOID for r in c.counted()
+            if r.verdict is Verdict.VOID]
+    if any(r.disturbed for r in void):
+        text += " (void: the host's other processes kept it busy; run it again on a quiet host)"
+    elif void:
         text += (f" (void: the load generator used more than {CLIENT_CPU_LIMIT:g} of a core; run it from a host with "
                  "spare cores)")
     return text + f" (exit {result.code})"
@@ -108,7 +114,9 @@ def to_dict(result: PlanCheck) -> dict[str, Any]:
         "groups": [{"models": list(c.group.models), "label": c.group.label, "replicas": c.group.replicas,
                     "planned_rates": dict(c.group.rates), "url": str(c.url), "served": c.served, "data": c.data,
                     "verdict": c.verdict(s.rounds).value,
+                    "neighbours": c.server,
                     "rounds": [{"round": r.index, "attempt": r.attempt, "cpu_share": r.cpu_share,
+                                "host_others": r.neighbours.row() if r.neighbours else None, "judged": r.judged,
                                 "verdict": r.verdict.value, "models": [_model_dict(m) for m in r.models]}
                                for r in c.rounds]} for c in result.groups],
         "holds": result.holds, "exit_code": result.code}

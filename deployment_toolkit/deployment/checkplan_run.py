@@ -15,6 +15,7 @@ from ..client.openloop import Requests, poisson_schedule, probe, run_round
 from ..client.url import ServerUrl
 from ..committed import refuse_committed, tracked_files
 from ..errors import UserInputError
+from ..perf import neighbours
 from . import checkplan_inputs as inputs
 from . import checkplan_report as report
 from .checkplan import (CLIENT_CPU_LIMIT, RULE, CheckSettings, GroupCheck, GroupRound, PlanCheck, PlanOnFile,
@@ -31,6 +32,35 @@ class _Target:
     check: GroupCheck
     slo_ms: dict[str, float]
     requests: dict[str, Requests]  # the plan's model -> its requests (named as the server calls it)
+    server_pids: tuple[int, ...] = ()  # the server's processes on this host, counted as the measurement's
+    judged: bool = False  # whether the host's other processes' load voids a round
+
+
+LOOPBACK = ("localhost", "::1", "0.0.0.0")
+
+
+def server_processes(url: ServerUrl) -> tuple[tuple[int, ...], bool, str]:
+    """The server's processes on this host, whether the host's other load can be judged, and how that was decided:
+    on a loopback URL the process listening on its port (tritonserver, with its backends below it) is the
+    measurement's; a port held by something else (a container's proxy) or by another user's process cannot be told
+    from a neighbour, so the load is recorded only; a server elsewhere leaves this host's load to the client."""
+    if not (url.host in LOOPBACK or url.host.startswith("127.")):
+        return (), True, f"the server at {url} runs elsewhere: this host's other processes are judged as the client's"
+    pids = tuple(neighbours.listening(url.port))
+    names = {pid: _name(pid) for pid in pids}
+    if any(name == "tritonserver" for name in names.values()):
+        return pids, True, (f"the server's processes (pid {', '.join(map(str, pids))}, tritonserver, and those below "
+                            "it) count as the measurement's; the host's others are judged")
+    held = f"held by {', '.join(f'{n} (pid {p})' for p, n in names.items())}" if pids else "not readable here"
+    return (), False, (f"port {url.port} is {held}, not a tritonserver process this user can read: the host's other "
+                       "load is recorded, not judged (run check-plan as the server's user to judge it)")
+
+
+def _name(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return "?"
 
 
 def result_folder(plan: PlanOnFile, result_path: str | Path | None) -> Path:
@@ -95,8 +125,10 @@ def _targets(plan: PlanOnFile, groups: Sequence[PlannedGroup], urls: dict[str, S
                                            for model, why in refused.items())
                                  + (" (give its inputs with --samples DIR)" if samples is None else ""))
         data = {m: inputs.data_text(models[m], samples, requests[m]) for m in g.models}
-        targets.append(_Target(GroupCheck(g, urls[g.label], served[g.label], data),
-                               {m: plan.slo_ms[m] for m in g.models}, requests))
+        pids, judged, how = server_processes(urls[g.label])
+        judged = judged and neighbours.policy() is neighbours.Policy.REMEASURE
+        targets.append(_Target(GroupCheck(g, urls[g.label], served[g.label], data, server=how),
+                               {m: plan.slo_ms[m] for m in g.models}, requests, pids, judged))
     return targets
 
 
@@ -109,25 +141,45 @@ def _round(target: _Target, settings: CheckSettings, group_index: int, index: in
     driven = [m for m in g.models if rates[m] > 0]  # a model with no traffic at the group's worst slice: none
     schedules = {check.served[m]: poisson_schedule(rates[m], end, [settings.seed, group_index, index, attempt, k])
                  for k, m in enumerate(driven)}
+    before = neighbours.read(target.server_pids)
     trace = run_round(check.url.address, [target.requests[m] for m in driven], schedules, start, end,
                       settings.timeout_s)
+    host = neighbours.between(before, neighbours.read(target.server_pids))
     models = tuple(dataclasses.replace(judge(trace.streams[check.served[m]], rates[m], target.slo_ms[m],
                                              trace.start_ns, trace.end_ns), model=m) for m in driven)
-    return GroupRound(index, attempt, models, trace.cpu_share)
+    return GroupRound(index, attempt, models, trace.cpu_share, host, target.judged)
+
+
+def _again(result: GroupRound, attempt: int, target: _Target) -> bool:
+    """Whether a round is run again: a void one once for a busy load generator; a disturbed one once the host is
+    quiet, at most MAX_REMEASURES times."""
+    if result.verdict is not Verdict.VOID:
+        return False
+    if result.disturbed:
+        if attempt > neighbours.MAX_REMEASURES:
+            return False
+        log.warning(f"warning: {target.check.group.label}: round {result.index} void, {result.void_text()}; run "
+                    "again once the host is quiet")
+        neighbours.wait_quiet(also=target.server_pids)
+        return True
+    return attempt == 1
 
 
 def _drive(target: _Target, settings: CheckSettings, group_index: int) -> GroupCheck:
-    """Every round of one group; a void round (the load generator too busy) is run again once."""
+    """Every round of one group; a void round is run again (_again)."""
     check = target.check
     for index in range(1, settings.rounds + 1):
-        for attempt in (1, 2):
+        attempt = 1
+        while True:
             result = _round(target, settings, group_index, index, attempt)
             check.rounds.append(result)
             log.info(f"{check.group.label}: round {index}{' (again)' if attempt > 1 else ''}: {result.verdict.value}"
-                     f" (load generator {result.cpu_share:.2f} cores)"
+                     f" (load generator {result.cpu_share:.2f} cores"
+                     + (f"; {result.neighbours.text()}" if result.neighbours else "") + ")"
                      + "".join(f"; {m.model}: {', '.join(m.misses())}" for m in result.models if not m.holds))
-            if result.verdict is not Verdict.VOID:
+            if not _again(result, attempt, target):
                 break
+            attempt += 1
     return check
 
 
@@ -151,4 +203,4 @@ def check_plan(plan_dir: str | Path, settings: CheckSettings, result_path: str |
     return result
 
 
-__all__ = ["CLIENT_CPU_LIMIT", "check_plan", "result_folder"]
+__all__ = ["CLIENT_CPU_LIMIT", "check_plan", "result_folder", "server_processes"]

@@ -27,7 +27,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Callable, TypeVar
+from typing import Callable, Sequence, TypeVar
 
 from ..errors import ToolkitError
 
@@ -164,28 +164,62 @@ def _descendants(root: int) -> list[int]:
     return out
 
 
-def _own_seconds() -> float:
-    """This process and its reaped children (resource), plus each live descendant's time and its reaped children's
-    (utime, stime, cutime, cstime): a child that exits within a window moves from one sum to the other, whole."""
+def _process_seconds(pid: int) -> float:
+    """A live process's time and its reaped children's (utime, stime, cutime, cstime); 0 once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
+    return sum(int(x) for x in fields[11:15]) / _TICK
+
+
+def _own_seconds(also: Sequence[int] = ()) -> float:
+    """This process and its reaped children (resource), plus each live descendant's time and its reaped children's:
+    a child that exits within a window moves from one sum to the other, whole. `also`: processes that are not our
+    children but are part of the measurement (the server a check drives), with theirs."""
     me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     total = me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
-    for pid in _descendants(os.getpid()):
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        total += sum(int(x) for x in fields[11:15]) / _TICK
-    return total
+    mine = set(_descendants(os.getpid()))
+    for root in also:
+        if root != os.getpid() and root not in mine:
+            mine |= {root, *_descendants(root)}
+    return total + sum(_process_seconds(pid) for pid in mine)
 
 
-def read() -> Reading:
-    """The host's and our own CPU-seconds now."""
+def read(also: Sequence[int] = ()) -> Reading:
+    """The host's and our own CPU-seconds now (`also`: processes counted as ours, with their descendants)."""
     limit = _cgroup_limit()
     if limit is not None:
         folder, cores = limit
-        return Reading(time.monotonic(), _cgroup_busy(folder), _own_seconds(), cores, "cgroup cpu.stat")
+        return Reading(time.monotonic(), _cgroup_busy(folder), _own_seconds(also), cores, "cgroup cpu.stat")
     cpus = _usable_cpus()
-    return Reading(time.monotonic(), _proc_stat_busy(cpus), _own_seconds(), float(len(cpus)), "/proc/stat")
+    return Reading(time.monotonic(), _proc_stat_busy(cpus), _own_seconds(also), float(len(cpus)), "/proc/stat")
+
+
+def listening(port: int) -> list[int]:
+    """The processes on this host listening on TCP `port` (/proc/net/tcp and tcp6, state LISTEN, matched to their
+    sockets through /proc/<pid>/fd); empty where none is, or where they are another user's and cannot be read."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            cols = line.split()
+            if len(cols) > 9 and cols[3] == "0A" and int(cols[1].rsplit(":", 1)[1], 16) == port:
+                inodes.add(f"socket:[{cols[9]}]")
+    pids = []
+    for entry in os.scandir("/proc") if inodes else ():
+        if not entry.name.isdigit():
+            continue
+        try:
+            with os.scandir(f"/proc/{entry.name}/fd") as fds:
+                if any(os.readlink(fd.path) in inodes for fd in fds):
+                    pids.append(int(entry.name))
+        except OSError:
+            continue
+    return pids
 
 
 def between(before: Reading, after: Reading) -> Disturbance:
@@ -219,14 +253,14 @@ LEDGER = Ledger()
 T = TypeVar("T")
 
 
-def wait_quiet(limit_s: float = QUIET_WAIT_S) -> Disturbance:
+def wait_quiet(limit_s: float = QUIET_WAIT_S, also: Sequence[int] = ()) -> Disturbance:
     """Wait, one probe second at a time, for a second in which the neighbours are under the rule's share; returns
-    the last probe (disturbed if none was quiet within `limit_s`)."""
+    the last probe (disturbed if none was quiet within `limit_s`). `also`: as for `read`."""
     deadline = time.monotonic() + limit_s
     while True:
-        start = read()
+        start = read(also)
         time.sleep(QUIET_PROBE_S)
-        probe = between(start, read())
+        probe = between(start, read(also))
         if not probe.disturbed or time.monotonic() >= deadline:
             return probe
 
@@ -260,4 +294,4 @@ def until_quiet(run: Callable[[], T], what: str, label: str, remeasure: bool = T
 
 
 __all__ = ["DISTURBED_SHARE", "Disturbance", "HostDisturbed", "LEDGER", "Ledger", "MAX_REMEASURES", "POLICY_ENV",
-           "Policy", "Reading", "between", "policy", "read", "until_quiet", "wait_quiet"]
+           "Policy", "Reading", "between", "listening", "policy", "read", "until_quiet", "wait_quiet"]

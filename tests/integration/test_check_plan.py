@@ -113,7 +113,8 @@ def test_a_plan_the_server_carries_holds_and_says_so_per_group_and_model(server,
     for words in ("### double-ids", "### text", "| round ", "target/s", "offered/s", "answered/s", "p99 ms",
                   "within SLO", "client CPU", "(group)", "**double-ids: holds** (held in 2 of 2",
                   "**text: holds**", "text as text_pipeline", "3 request(s) from", "4 seeded random request(s)",
-                  "check-plan: 2 of 2 group(s) hold at 1x the planned per-replica rates", "(exit 0)"):
+                  "check-plan: 2 of 2 group(s) hold at 1x the planned per-replica rates", "(exit 0)",
+                  "host's others", "Neighbours: the server's processes (pid", "tritonserver, and those below it"):
         assert words in out, words
     doc = json.loads((tmp_path / "check" / "check.json").read_text())
     assert doc["holds"] is True and [g["verdict"] for g in doc["groups"]] == ["holds", "holds"]

@@ -283,3 +283,65 @@ def test_a_server_that_does_not_answer_is_one_line_before_any_load(tmp_path, cap
 
 def test_user_errors_are_the_toolkits():
     assert issubclass(UserInputError, UserError)
+
+
+def _host(others: float):
+    from deployment_toolkit.perf.neighbours import Disturbance
+
+    return Disturbance(6.0, others, 2.0, "/proc/stat")
+
+
+def test_a_round_the_hosts_other_processes_disturbed_is_void_where_judged_and_run_again_once_quiet(monkeypatch):
+    from deployment_toolkit.deployment import checkplan_run
+    from deployment_toolkit.perf import neighbours
+
+    failing = (_model(100, 100, p99=999.0),)
+    busy = GroupRound(1, 1, failing, 0.1, _host(0.73), judged=True)
+    assert busy.disturbed and busy.verdict is V
+    assert busy.void_text() == "the host's other processes took 0.73 of 2 cores (36%) for 6.0 s (/proc/stat)"
+    assert GroupRound(1, 1, failing, 0.1, _host(0.73), judged=False).verdict is F  # recorded, not judged
+    assert GroupRound(1, 1, failing, 0.1, _host(0.4), judged=True).verdict is F  # 20%: under the rule's share
+    assert GroupRound(1, 1, failing, 0.9).void_text().startswith("the load generator used 0.90 of a core")
+
+    waits = []
+    monkeypatch.setattr(neighbours, "wait_quiet", lambda **kw: waits.append(kw))
+    target = checkplan_run._Target(_check([]), {"m": 50.0}, {}, (4242,), True)
+    assert [checkplan_run._again(busy, a, target) for a in (1, 2, 3, 4)] == [True, True, True, False]
+    assert waits == [{"also": (4242,)}] * 3  # each time after waiting for a quiet host, the server counted as ours
+    client_busy = GroupRound(1, 1, failing, 0.9)
+    assert [checkplan_run._again(client_busy, a, target) for a in (1, 2)] == [True, False] and len(waits) == 3
+    assert not checkplan_run._again(GroupRound(1, 1, failing, 0.1), 1, target)
+
+
+def test_the_report_names_the_hosts_load_and_why_a_round_was_void(tmp_path):
+    check = _check([GroupRound(1, 1, (_model(100, 100, p99=99.0),), 0.1, _host(0.9), judged=True),
+                    GroupRound(1, 2, (_model(100, 100),), 0.1, _host(0.02), judged=True)])
+    check.server = "the server's processes (pid 7, tritonserver, and those below it) count as the measurement's"
+    result = PlanCheck(read_plan(_plan(tmp_path / "plan")), CheckSettings(url=("h:1",), rounds=1), [check])
+    text = report.markdown(result)
+    for words in ("host's others", "0.90 cores", "0.02 cores", "Neighbours: the server's processes (pid 7",
+                  "- round 1: void, the host's other processes took 0.90 of 2 cores (45%)", "**m: holds**",
+                  "other processes took more than 25% of its cores"):
+        assert words in text, words
+    doc = report.to_dict(result)
+    assert doc["groups"][0]["rounds"][0]["host_others"]["disturbed"] is True
+    assert doc["groups"][0]["neighbours"].startswith("the server's processes")
+
+
+def test_the_server_is_told_from_the_hosts_other_processes_by_its_listening_port():
+    import os
+    import socket
+
+    from deployment_toolkit.client.url import ServerUrl
+    from deployment_toolkit.deployment.checkplan_run import server_processes
+    from deployment_toolkit.perf.neighbours import listening
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        port = sock.getsockname()[1]
+        assert os.getpid() in listening(port)
+        pids, judged, how = server_processes(ServerUrl.parse(f"127.0.0.1:{port}"))
+        assert pids == () and not judged and f"port {port} is held by " in how and "not a tritonserver" in how
+    assert listening(port) == []
+    assert server_processes(ServerUrl.parse("triton.example:8001"))[1] is True  # elsewhere: this host is the client
