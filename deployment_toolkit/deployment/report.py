@@ -3,6 +3,7 @@ held or not) and the Kubernetes manifests of each replica group (one Deployment 
 the group's models from the shared repository)."""
 from __future__ import annotations
 
+import logging
 import math
 import os
 import shutil
@@ -18,6 +19,8 @@ from ..sizing.replicas import ReplicaSet
 from ..spec import atomic_write_text
 from ..tables import markdown_table
 from .groups import bound_by_sharing
+
+log = logging.getLogger(__name__)
 
 
 def _ms(value: float) -> str:
@@ -231,8 +234,25 @@ def _searches(plan) -> list[str]:
     return md
 
 
+def queue_and_compute(plan, models: tuple[str, ...]) -> tuple[float, float]:
+    """The server's queue and compute time per request (ms) over the group's confirmation at its planned rates, as
+    Triton's metrics counted them (nv_inference_queue_duration_us, nv_inference_compute_infer_duration_us: what a
+    queue-ratio autoscaler divides), weighted by each model's answered rate; NaN where none was scraped."""
+    confirmation = next((c for c in plan.confirmations if c.models == models and c.rounds), None)
+    queue = compute = weight = 0.0
+    for mix in confirmation.points if confirmation is not None else ():
+        for point in mix.points.values():
+            q, c, a = (point.row.get(k) for k in ("server_queue_us", "server_compute_us", "answered"))
+            if all(isinstance(v, (int, float)) and math.isfinite(v) for v in (q, c, a)) and c > 0 and a > 0:
+                queue, compute, weight = queue + q * a, compute + c * a, weight + a
+    if not weight:
+        return math.nan, math.nan
+    return queue / weight / 1000, compute / weight / 1000
+
+
 def replica_sets(plan) -> dict[tuple[str, ...], ReplicaSet]:
-    """Each replica group of the plan as the manifests read it: its replicas, what one carries, its tightest SLO."""
+    """Each replica group of the plan as the manifests read it: its replicas, what one carries, its tightest SLO,
+    and the server's queue over compute time at its confirmed rates (for a queue-ratio autoscaler)."""
     from ..repository.config import host_has_gpu
 
     cores = (hardware().get("cpu") or {}).get("usable_cores")
@@ -240,8 +260,21 @@ def replica_sets(plan) -> dict[tuple[str, ...], ReplicaSet]:
                                  min(plan.deployment.model(m).p99_ms for m in g.models),
                                  max(plan.margin(m) for m in g.models),
                                  ("mix capacity" if g.shared else "capacity") + " held k of k, confirmed",
-                                 gpu=host_has_gpu(), device=plan.device, usable_cores=cores)
+                                 gpu=host_has_gpu(), device=plan.device, usable_cores=cores,
+                                 queue_ms=(qc := queue_and_compute(plan, g.models))[0], compute_ms=qc[1],
+                                 level="the group's confirmed per-replica rates")
             for g in plan.groups}
+
+
+def _autoscale_on(plan, replicas: ReplicaSet) -> str:
+    """--autoscale-on as asked, except queue-ratio for a group whose confirmation scraped no queue and compute time
+    (--no-confirm, or no metrics endpoint): that group scales on requests, and the log says so."""
+    asked = plan.settings.deploy.autoscale_on
+    if asked == "queue-ratio" and not math.isfinite(replicas.queue_ms):
+        log.warning(f"warning: {replicas.label}: no queue and compute time was measured at its confirmed rates "
+                    "(confirmation off, or the server's metrics not scraped); its autoscaler scales on requests")
+        return "requests"
+    return asked
 
 
 def write_manifests(plan) -> dict[str, Path]:
@@ -256,7 +289,7 @@ def write_manifests(plan) -> dict[str, Path]:
     for models, replicas in groups.items():
         name = plan.deployment.name if len(groups) == 1 else f"{plan.deployment.name}-{replicas.label}"
         spec = FleetSpec(name=dns_name(f"triton-{name}"), pvc=deploy.pvc, namespace=deploy.namespace,
-                         autoscale=deploy.autoscale_on,
+                         autoscale=_autoscale_on(plan, replicas),
                          extra_args=["--model-control-mode=explicit", *[f"--load-model={n}" for m in models
                                                                          for n in served[m]]],
                          **({"image": deploy.image} if deploy.image else {}))
