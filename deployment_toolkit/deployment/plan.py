@@ -268,7 +268,8 @@ def plan_deployment(deployment: Deployment, out_dir: str | Path, settings: Deplo
     settings, job and perf options; the model, the budget and the folders are the entry's). `only`: run only that
     entry's search (an index of a fan-out job: fanout.py) and return; its steps are recorded in its own folder, as
     the indexes share `out_dir`. `gather`: every search must be in its folder already (said in one line if not)."""
-    from ..results.runinfo import cpu_info
+    from ..repository.config import host_has_gpu
+    from ..results.runinfo import serving_device
     from ..server.local import LocalTritonServer, ServerConfig
     from . import pipelines
     from .fanout import searches_done
@@ -305,7 +306,7 @@ def plan_deployment(deployment: Deployment, out_dir: str | Path, settings: Deplo
         return plan
     plan.check_some_planned()
     headroom(plan)
-    plan.device = str(cpu_info().get("model", ""))
+    plan.device = serving_device(host_has_gpu())  # prices are keyed on it: the GPU's name on a GPU host
     plan.price_per_replica = price(plan)
     limits = plan.deployment.limits
     if limits.max_replicas is not None:  # before a server starts: the bound at the capacities found, over the limit

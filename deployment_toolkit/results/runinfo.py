@@ -83,6 +83,15 @@ def gpu_info() -> list[dict[str, str]] | str:
     return gpus or "none"
 
 
+def serving_device(gpu: bool) -> str:
+    """The device a replica runs on, as prices (costs.by_device) are keyed: the first GPU's name as nvidia-smi gives
+    it on a GPU host, else the CPU's model."""
+    gpus = gpu_info() if gpu else "none"
+    if isinstance(gpus, list) and gpus:
+        return gpus[0]["name"]
+    return str(cpu_info().get("model", ""))
+
+
 def hardware() -> dict[str, Any]:
     return {
         "cpu": cpu_info(),
