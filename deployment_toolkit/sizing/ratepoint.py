@@ -40,6 +40,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+import numpy as np
+
 from .. import committed
 from ..errors import UserError, UserInputError, reason_line
 from ..perf import neighbours, telemetry

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from .samples import (VOCAB as _VOCAB, SampleMaker, floats as _floats, image_text_pairs as _image_text_pairs,
                       images as _images, log_mel as _log_mel, masks as _masks, sample_maker as _samples,
                       seq2seq as _seq2seq, text as _text, waveforms as _waveforms)
-from .torch_models import (torch_dict_outputs, torch_image_metadata, torch_lazy_mlp, torch_lstm_tagger,
+from .torch_models import (_torch_classes, torch_dict_outputs, torch_image_metadata, torch_lazy_mlp, torch_lstm_tagger,
                            torch_mask_positions, torch_namedtuple_outputs, torch_set_attention,
                            torch_text_transformer, torch_underflow_segmenter)
 
