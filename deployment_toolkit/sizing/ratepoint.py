@@ -46,7 +46,7 @@ from .. import committed
 from ..errors import UserError, UserInputError, reason_line
 from ..perf import neighbours, telemetry
 from ..perf.analyzer import (ARRIVALS, PerfOptions, PerfTarget, Schedule, ScheduleLatency, run_point,
-                             write_schedule)
+                             window_dispersion, write_schedule)
 from ..perf.analyzer.errors import EMPTY_WINDOW, PerfAnalyzerError, PerfAnalyzerTimeout
 from ..perf.analyzer.point import PointResult
 from ..perf.analyzer.schedule import schedule_length_s
@@ -178,14 +178,20 @@ class RatePoint:
 
     @property
     def required(self) -> float:
-        """Answered inferences/s needed to count as keeping up (see the module docstring)."""
+        """Answered inferences/s needed to count as keeping up (see the module docstring). Recorded bursts: the
+        three reported windows' count varies by their dispersion, so the allowance is 2 sqrt(dispersion / count)
+        below KEEP_UP of what was sent (a server that keeps up with bursts must not fail on where they fell)."""
+        try:
+            options = json.loads(self.key.options)
+        except ValueError:
+            options = {}
+        expected = self.key.request_rate * 3 * options.get("measurement_interval_ms", 0) / 1000.0
+        if self.key.distribution == "recorded":
+            spread = float(options.get("window_dispersion", 1.0))
+            noise = 2.0 * math.sqrt(spread / expected) if expected > 0 else 0.0
+            return max(0.0, KEEP_UP - noise) * self.sent
         if not math.isnan(self.send_rate) and self.send_rate > 0 or self.key.distribution != "poisson":
             return KEEP_UP * self.sent
-        try:
-            window_s = json.loads(self.key.options).get("measurement_interval_ms", 0) / 1000.0
-        except ValueError:
-            window_s = 0.0
-        expected = self.key.request_rate * 3 * window_s  # requests in the three reported windows
         noise = 2.0 / math.sqrt(expected) if expected > 0 else 0.0
         return max(0.0, KEEP_UP - noise) * self.offered
 
@@ -329,12 +335,22 @@ def arrival_band(target: Target, rate: float) -> Target:
     if (target.driving != DRIVING or target.distribution not in ("poisson", "recorded")
             or options.measurement_mode != "time_windows" or not rate > 0):
         return target
-    # recorded bursts: windows differ by sqrt(dispersion) more than Poisson arrivals' do
-    requests = rate * options.measurement_interval_ms / 1000.0 / max(1.0, target.dispersion)
+    # recorded bursts: windows differ by sqrt(their counts' dispersion) more than Poisson arrivals' do
+    requests = rate * options.measurement_interval_ms / 1000.0 / windows_dispersion(target, rate)
     band = math.ceil(1000.0 * poisson_band(requests)) / 10.0
     if band <= options.stability_percentage:
         return target
     return replace(target, options=replace(options, stability_percentage=band))
+
+
+def windows_dispersion(target: Target, rate: float) -> float:
+    """How much more than Poisson a measuring window's request count varies under the target's arrivals: 1 for
+    Poisson and constant ones; for recorded ones, the dispersion of the replayed log's counts in windows of the
+    measurement interval at `rate` (the log's own per-second figure overstates it where the scaling packs several
+    bursts into a window)."""
+    if target.distribution != "recorded" or not target.gaps:
+        return 1.0
+    return window_dispersion(np.asarray(target.gaps), rate, target.options.measurement_interval_ms / 1000.0)
 
 
 def point_key(target: Target, rate: float, trial: int = 1) -> RateKey:
@@ -344,6 +360,8 @@ def point_key(target: Target, rate: float, trial: int = 1) -> RateKey:
     target = arrival_band(target, rate)
     fields = {**key_fields(target.options.measurement_fields()), "driving": target.driving,
               "schedule_seed": target.schedule_seed}
+    if target.distribution == "recorded":  # the answered count's allowance (RatePoint.required) reads it back
+        fields["window_dispersion"] = round(windows_dispersion(target, rate), 2)
     return RateKey(target.config, target.distribution, round_rate(rate), target.batch, options_key(fields), trial)
 
 

@@ -25,7 +25,7 @@ from .parse import CSV_TO_SEED, OutputDiagnosis, diagnose_output, parse_csv
 from .point import PointResult, run_point
 from .schedule import (ARRIVALS, LATE_TOLERANCE_MS, Arrivals, ProfileExport, ScheduleLatency, intended_send_ns,
                        make_schedule, read_profile_export, read_schedule, schedule_latency, trim_profile_export,
-                       write_schedule)
+                       window_dispersion, write_schedule)
 from .shm_lock import (SHM_DIR, SHM_LOCK_NAME, ShmRun, concurrent_message, conflicting_runs, parse_shm_run,
                        perf_regions_removed, running_shm_runs, shared_memory_guard, shm_free_bytes, shm_lock_path,
                        sigbus_message)
@@ -34,7 +34,7 @@ __all__ = [
     "Concurrency", "Load", "RequestRate", "Schedule",
     "ARRIVALS", "LATE_TOLERANCE_MS", "Arrivals", "ProfileExport", "ScheduleLatency", "intended_send_ns",
     "make_schedule", "read_profile_export", "read_schedule", "schedule_latency", "trim_profile_export",
-    "write_schedule",
+    "window_dispersion", "write_schedule",
     "CSV_TO_SEED", "DEFAULT_OUTPUT_SHM_BYTES", "SHM_DIR", "SHM_LOCK_NAME", "HasSignature", "OutputDiagnosis",
     "MeasurementMode", "PerfAnalyzerError", "PerfOptions", "PerfTarget", "PointResult", "ShmRun", "add_perf_arguments",
     "build_command", "load_args", "shared_memory_for",

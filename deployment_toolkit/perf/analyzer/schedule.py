@@ -111,6 +111,23 @@ def _recorded(gaps: np.ndarray | None, n: int, seed: int) -> np.ndarray:
     return np.resize(np.roll(g, -(int(seed) % len(g))), n)
 
 
+def window_dispersion(gaps: np.ndarray, rate: float, window_s: float) -> float:
+    """The index of dispersion (variance over mean) of request counts in windows of `window_s` when the log's gaps
+    are replayed at `rate` (make_schedule's scaling): how much more than Poisson arrivals (1) a measuring window's
+    count varies. Bursts that the scaling packs several to a window average out; bursts longer than one do not.
+    At least 1; 1 where the log is too short for three windows even cycled once."""
+    g = np.asarray(gaps, dtype=float)
+    g = g[np.isfinite(g) & (g >= 0)]
+    if not len(g) or g.sum() <= 0 or not rate > 0 or not window_s > 0:
+        return 1.0
+    times = np.cumsum(np.tile(g / g.mean() / rate, 2))
+    windows = int(times[-1] // window_s)
+    if windows < 3:
+        return 1.0
+    counts = np.bincount((times[times < windows * window_s] // window_s).astype(np.int64), minlength=windows)
+    return max(1.0, float(counts.var() / counts.mean())) if counts.mean() > 0 else 1.0
+
+
 def write_schedule(path: str | Path, rate: float, duration_s: float, distribution: str = "poisson",
                    seed: int = 0, gaps: np.ndarray | None = None) -> Arrivals:
     """make_schedule written as a `--request-intervals` file (one integer µs per line), atomically."""
