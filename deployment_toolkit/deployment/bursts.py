@@ -55,7 +55,7 @@ def bursts_of(deployment: Deployment) -> dict[str, Burst]:
 def recorded(target: Any, burst: Burst) -> Any:
     """A model's target sent its recorded arrivals instead of Poisson ones (its points stored apart: the
     distribution is part of a point's key)."""
-    return dataclasses.replace(target, distribution="recorded", gaps=burst.gaps, dispersion=burst.dispersion)
+    return dataclasses.replace(target, distribution="recorded", gaps=burst.gaps)
 
 
 def with_bursts(targets: Mapping[str, Any], bursts: Mapping[str, Burst]) -> dict[str, Any]:

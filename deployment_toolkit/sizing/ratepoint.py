@@ -319,7 +319,6 @@ class Target:
     driving: str = DRIVING  # what sends the requests, part of a point's key (a mix may be driven by one process)
     remeasure: bool = True  # a disturbed window is measured again here; False: its mix re-measures it whole
     gaps: tuple[float, ...] | None = None  # distribution "recorded": a request log's inter-arrival times (s)
-    dispersion: float = 1.0  # the index of dispersion of those arrivals' per-second counts (1: Poisson)
 
 
 def arrival_band(target: Target, rate: float) -> Target:

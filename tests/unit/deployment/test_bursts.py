@@ -94,7 +94,7 @@ def test_a_recorded_point_that_answered_what_its_windows_held_keeps_up():
 
     options = PerfOptions(measurement_mode="time_windows", measurement_interval_ms=1000)
     target = Target("cfg", "m", "localhost:8001", 1, None, options)
-    bursty = dataclasses.replace(target, distribution="recorded", gaps=tuple(_burst_gaps()), dispersion=30.0)
+    bursty = dataclasses.replace(target, distribution="recorded", gaps=tuple(_burst_gaps()))
     key, plain = point_key(bursty, 60.0), point_key(target, 60.0)
     row = {"offered": 60.0, "answered": 0.9 * 60.0, "send_rate": 60.0, "queue_growing": False}
     assert RatePoint(key, dict(row)).kept_up  # 90% of sent, within a bursty window's allowance
