@@ -9,7 +9,6 @@ import os
 import shutil
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
 
 from ..report.sections import plan_page
 from ..results.run_folder import RunFolder
