@@ -116,11 +116,12 @@ def window_dispersion(gaps: np.ndarray, rate: float, window_s: float) -> float:
     are replayed at `rate` (make_schedule's scaling): how much more than Poisson arrivals (1) a measuring window's
     count varies. Bursts that the scaling packs several to a window average out; bursts longer than one do not.
     At least 1; 1 where the log is too short for three windows even cycled once."""
-    g = np.asarray(gaps, dtype=float)
-    g = g[np.isfinite(g) & (g >= 0)]
-    if not len(g) or g.sum() <= 0 or not rate > 0 or not window_s > 0:
+    if not rate > 0 or not window_s > 0:
         return 1.0
-    times = np.cumsum(np.tile(g / g.mean() / rate, 2))
+    try:  # the log twice over, scaled as make_schedule scales it
+        times = np.cumsum(_recorded(gaps, 2 * len(gaps), 0)) / rate
+    except ValueError:  # no usable gaps
+        return 1.0
     windows = int(times[-1] // window_s)
     if windows < 3:
         return 1.0
