@@ -23,20 +23,17 @@ endif
 
 install: $(INSTALL_DEPS)
 
-# perf_analyzer links libb64 (Debian libb64-0d); the tests lint the docker scripts with shellcheck; the fleet
-# check (size_fleet.py --confirm-fleet) puts nginx in front of the replicas as a gRPC load balancer (it is run
-# from a temp folder on loopback, never as the system service). Install what is missing (needs root, as on CI);
-# without root, libb64 is required, shellcheck and nginx optional.
+# perf_analyzer links libb64 (Debian libb64-0d); the tests lint the docker scripts with shellcheck. Install what is
+# missing (needs root, as on CI); without root, libb64 is required, shellcheck optional.
 system-deps:
 	@missing=""; \
 	ldconfig -p | grep -q 'libb64.so.0d' || missing="$$missing libb64-0d"; \
 	command -v shellcheck >/dev/null || missing="$$missing shellcheck"; \
-	command -v nginx >/dev/null || test -x /usr/sbin/nginx || missing="$$missing nginx"; \
 	if [ -n "$$missing" ]; then \
 		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 		elif ! ldconfig -p | grep -q 'libb64.so.0d'; then \
 			echo "perf_analyzer needs libb64: run 'sudo apt-get install$$missing'"; exit 1; \
-		else echo "not installed:$$missing (shellcheck: the docker-script lint tests skip; nginx: the fleet check and its test skip) - 'sudo apt-get install$$missing'"; fi; \
+		else echo "not installed:$$missing (shellcheck: the docker-script lint tests skip) - 'sudo apt-get install$$missing'"; fi; \
 	fi
 
 # The test, hf and docs extras (pytest; transformers; mkdocs for `make docs` and the test that builds the site): two
@@ -78,9 +75,9 @@ endef
 #   tests on the real tritonserver, perf_analyzer and tritonclient, and one plan from a model to confirmed
 #   replicas and manifests (within 15 minutes on 2 cores);
 # - `make test-e2e`: tests/e2e, the documented runs end to end as a user starts them (the README's worked example,
-#   the docs' Python example, the pipeline examples, `make demo`, `make accuracy`, `make gpu-check`'s steps on CPU)
-#   and a two-model fleet planned, confirmed under mixed traffic and fanned out as Kubernetes jobs;
-# - `make test-lab`: the lab's tests (below).
+#   the docs' Python example, the pipeline examples, `make demo`, `make accuracy`) and a two-model fleet planned,
+#   confirmed under mixed traffic and fanned out as Kubernetes jobs;
+# - `make test-lab`: the lab's tests (below), `make gpu-check`'s steps on CPU among them.
 test: install
 	$(call two_phases,tests/unit tests/integration,make test)
 
@@ -117,9 +114,10 @@ doctor: install
 clean:
 	rm -rf workspace model_repository/*/ .pytest_cache site
 
-# GPU acceptance in one command: results/gpu-<device-slug>/ (GPU_CHECK_ARGS, e.g. --max-minutes 10 --dry-run).
+# GPU acceptance in one command: results/gpu-<device-slug>/ (GPU_CHECK_ARGS, e.g. --max-minutes 10 --dry-run). The lab's
+# command (`deployment-toolkit-lab gpu-check`): it measures the toolkit itself.
 gpu-check: install
-	$(PY) triton/gpu_acceptance.py $(GPU_CHECK_ARGS)
+	$(PY) -m deployment_toolkit_lab gpu-check $(GPU_CHECK_ARGS)
 
 # No index: the toolkit's pins minus torch/torchvision from WHEELHOUSE, then this checkout (editable, no build env).
 $(VENV)/.wheelhouse-stamp: pyproject.toml

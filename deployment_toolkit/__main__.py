@@ -62,7 +62,8 @@ COMMANDS: dict[str, Command] = {c.name: c for c in (
     Command("report", "commands.report", "build report.md/html for a results folder, or compare two", M, "report"),
     Command("search", "commands.search_config",
             "search the serving config with the most throughput within a p99 budget", D, "search_config"),
-    Command("size", "commands.size_fleet", "size a fleet (replicas, GPUs, cost) from measured runs", D, "size_fleet"),
+    Command("size", "commands.size_fleet",
+            "plan a fleet from a search already run: plan's front end, nothing searched again", D, "size_fleet"),
     Command("traffic", "commands.traffic",
             "each model's peak, mean and bursts from a Prometheus export, a request log or rates; the fleet's sum", D),
     Command("plan", "commands.plan_fleet",
@@ -78,7 +79,6 @@ COMMANDS: dict[str, Command] = {c.name: c for c in (
     Command("diffusion-speedup", "commands.run_diffusion_speedup", "diffusion speedup of the converted formats", P,
             "run_diffusion_speedup"),
     Command("doctor", "commands.doctor", "report what this host has and what to install", H),
-    Command("gpu-check", "commands.gpu_acceptance", "GPU acceptance in one command", H, "gpu_acceptance"),
 )}
 PROG = "deployment-toolkit"
 LAB = "deployment-toolkit-lab"  # the toolkit's own benchmarks and result housekeeping (deployment_toolkit_lab/)

@@ -1,7 +1,7 @@
-"""One step runner for every composite job (the demo, the accuracy demo, gpu-check, the plan), as Model Navigator
-runs its pipeline: each step ends ok, failed (with the reason), skipped (with the reason) or stopped (Ctrl-C or
-SIGTERM while it ran), timed, with the command that does the same from a shell, and, where its output went to a
-file, that log. Statuses are `config.StepStatus`: a str enum, so steps.json keeps their plain values.
+"""One step runner for every composite job (the demo, the accuracy demo, the plan, the lab's gpu-check), as Model
+Navigator runs its pipeline: each step ends ok, failed (with the reason), skipped (with the reason) or stopped
+(Ctrl-C or SIGTERM while it ran), timed, with the command that does the same from a shell, and, where its output went
+to a file, that log. Statuses are `config.StepStatus`: a str enum, so steps.json keeps their plain values.
 
 A step is either a function called in this process (its typed result comes back in memory) or a command run as a
 child process in its own process group, held to a time budget (a hung TensorRT build or perf_analyzer is killed

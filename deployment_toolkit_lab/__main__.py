@@ -35,6 +35,9 @@ B, H = Group  # short names for the table below, in Group's order
 COMMANDS: dict[str, Command] = {c.name: c for c in (
     Command("bench", "commands.bench", "benchmark the framework itself (precisions, compile)", B,
             "run_framework_benchmark"),
+    Command("gpu-check", "commands.gpu_check",
+            "GPU acceptance: the toolkit's own scripts as timed steps on a CUDA host (`make gpu-check`)", B,
+            "gpu_acceptance"),
     Command("bench-overhead", "commands.benchmark_overhead", "Triton's overhead over the same runtime in-process",
             B, "benchmark_overhead"),
     Command("bench-ragged", "commands.benchmark_ragged",

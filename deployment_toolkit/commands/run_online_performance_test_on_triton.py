@@ -12,7 +12,7 @@ import argparse  # noqa: E402
 from deployment_toolkit import cli  # noqa: E402
 from deployment_toolkit.perf.analyzer import add_perf_arguments  # noqa: E402
 from deployment_toolkit.perf.online import parse_range  # noqa: E402
-from deployment_toolkit.perf.cli import add_target_arguments, run_cli  # noqa: E402
+from deployment_toolkit.commands.perf_sweep import add_target_arguments, run_cli  # noqa: E402
 
 EXAMPLE = """example:
   deployment-toolkit perf-online \\

@@ -1,5 +1,5 @@
 """A replica group confirmed under its mixed open-loop traffic, derated where it fails, then its burst check: the
-rules of a single model's confirmation (sizing.confirm) for a group of one or more models on one server.
+rules of a confirmation for a group of one or more models on one server.
 
 - a round drives one replica at the group's planned per-replica rates (every model at once, each its own seeded
   schedule and SLO, p99 from the intended send time); it passes when most of its `trials` pass, a trial passing when
@@ -26,9 +26,9 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
-from ..sizing.confirm import derated_capacity
+from ..perf.openloop.capacity import derated_capacity
 from ..perf.neighbours import HostDisturbed
-from ..sizing.ratepoint import ClientLimited
+from ..perf.openloop.ratepoint import ClientLimited
 from ..tables import markdown_table
 from .mixed import Mix, MixPoint
 
@@ -233,7 +233,8 @@ def per_replica(load: Mapping[str, float], replicas: int) -> dict[str, float]:
 
 def derate_factor(points: list[MixPoint]) -> float:
     """The share of what was offered that the replica did carry: per failed trial, the lowest over its models
-    (sizing.confirm.derated_capacity; a model that held carries all of its share), the median over the trials."""
+    (perf.openloop.capacity.derated_capacity; a model that held carries all of its share), the median over the
+    trials."""
     shares = []
     for p in points:
         if p.passes():

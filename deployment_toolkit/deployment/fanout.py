@@ -7,7 +7,7 @@ search of the file's i-th model (`JOB_COMPLETION_INDEX`, set from the pod's comp
 has the same image, command and shape, a node selector for the target device (a search's points are reused only on
 the host identity they were measured on: CPU model, usable cores, GPUs), the results volume (read-write, shared by
 every pod: each writes its own folder) and the inputs volume (the deployment file and the model sources it names,
-read-only). The manifests are validated against the Kubernetes schema as the fleet's are (sizing.k8s.validate_all).
+read-only). The manifests are validated against the Kubernetes schema as the fleet's are (kube.manifests.validate_all).
 
 The gathering run is the same plan command without --search-only, on the same results volume and the same kind
 of host (`gather_job`, one pod of the same template): each search replays from its folder and measures nothing
@@ -18,7 +18,7 @@ refused, naming the index and model).
 
 Bad input is refused in one line before anything is written (UserInputError): the folder (`job_folder`), the node
 selectors by Kubernetes' label rules (`node_selector_of`), the image by the distribution reference grammar
-(JobSpec, sizing.k8s), and a job file there that was edited by hand (replaced only with --force: `write_jobs`,
+(JobSpec, kube.manifests), and a job file there that was edited by hand (replaced only with --force: `write_jobs`,
 deployment.jobfiles). What `plan --write-job` writes around these two jobs (the staged inputs, the claims, the pod
 that loads them) is deployment.joboutput's.
 """
@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from ..errors import UserInputError
 from ..search.store import search_complete
-from ..sizing.k8s import GPU_PRODUCT_KEY, dns_name, gpu_product_label, image_problem, label_problem
+from ..kube.manifests import GPU_PRODUCT_KEY, dns_name, gpu_product_label, image_problem, label_problem
 from . import owner
 from .errors import DeploymentPlanError
 from .jobfiles import check_jobs, job_folder, manifest_text, write_jobs  # noqa: F401  (re-exported)
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 INDEX_ENV = "JOB_COMPLETION_INDEX"  # what the Job controller sets; declared from the annotation as well
 INDEX_ANNOTATION = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
 INDEX_REF = f"$({INDEX_ENV})"  # expanded by the kubelet in command and args from the container's env
-GPU_PRODUCT_LABEL = GPU_PRODUCT_KEY  # GPU feature discovery's label (sizing.k8s's)
+GPU_PRODUCT_LABEL = GPU_PRODUCT_KEY  # GPU feature discovery's label (kube.manifests's)
 RESULTS_VOLUME, INPUTS_VOLUME, SHM_VOLUME = "results", "inputs", "dshm"
 JOB_FILE, GATHER_FILE = "search-job.yaml", "gather-job.yaml"
 _ENV_REF = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")

@@ -39,7 +39,7 @@ from ..config.yamlfile import load_yaml
 from ..errors import UserFileNotFoundError, UserInputError
 from ..inputfile import MIB, NO_LIMIT, TEXT_LIMIT, Expect, Limit, check_path, read_text
 from ..repository.names import check_model_name
-from ..sizing.k8s import dns_name
+from ..kube.manifests import dns_name
 from .traffic import reading
 from ..traffic.prometheus import SeriesKind
 from ..traffic.read import DEFAULT_SLICE_S, ReadOptions, read_model
@@ -105,6 +105,11 @@ class Costs:
             if not isinstance(price, (int, float)) or isinstance(price, bool):
                 raise UserInputError(f"costs.by_device[{device!r}] must be a price in $/h, got {price!r}")
             check_number(price, price_flag, f"costs.by_device[{device!r}]")
+
+    def price_for(self, device: str, gpu: bool) -> float | None:
+        """$/h on `device`: its name in by_device, else the longest key in its name (any case), else the flat price."""
+        hits = sorted((k for k in self.by_device if k.lower() in device.lower()), key=lambda k: (k != device, -len(k)))
+        return float(self.by_device[hits[0]]) if hits else (self.gpu_hour if gpu else self.host_hour)
 
 
 @dataclass(frozen=True)
@@ -325,7 +330,7 @@ def _check_names(entries: tuple[ModelEntry, ...], where: str) -> None:
 
 def _check_kube_names(entries: tuple[ModelEntry, ...], where: str) -> None:
     """Names that differ only in case, '_', '-' or '.' (`Scorer`/`scorer`, `fraud_eu`/`fraud-eu`) become the same
-    Kubernetes object name (sizing.k8s.dns_name): one replica group's manifests would replace the other's."""
+    Kubernetes object name (kube.manifests.dns_name): one replica group's manifests would replace the other's."""
     seen: dict[str, tuple[int, str]] = {}
     for i, entry in enumerate(entries):
         for name in (entry.name, *generated_names(entry)):

@@ -11,7 +11,10 @@ The settings tried for a group of n models on c usable cores: "as searched alone
 "intra-op threads split" (each member that takes a thread count and had more than max(1, c // n), or the runtime's
 default, gets max(1, c // n)). Each is measured as the group runs (its mixed traffic, held k of k); the split is kept
 only where its held capacity beats the solo winners' by more than the search's resolution (moving only where the mix
-gains). A setting lives in the one repository: it is applied (config.pbtxt rewritten, model reloaded) before the
+gains). Where the solo winners run SPLIT_FIRST_AT times the replica's cores in intra-op threads or more, the split is
+measured first and the solo winners only re-tested k times at the rate it held less the resolution: holding it, they
+are kept (at that rate); not holding it, the split gains by more than the resolution: the same rule, with one bisection
+instead of two (groups.py). A setting lives in the one repository: it is applied (config.pbtxt rewritten, model reloaded) before the
 group is measured or confirmed, and each model's own winner is put back for any group it is in without a setting."""
 from __future__ import annotations
 
@@ -21,11 +24,14 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..repository.config import parse_text, to_text
-from ..sizing.fleet import usable_cores
+from ..perf.neighbours import usable_cores
 
 log = logging.getLogger(__name__)
 SOLO = "as searched alone"
 SPLIT = "intra-op threads split"
+# the solo winners' intra-op threads over the replica's cores from which the split is measured first (issue 55: a
+# fleet of twelve spent 3 minutes a shared group bisecting the solo winners of groups running 4x their cores)
+SPLIT_FIRST_AT = 2.0
 THREAD_KEYS = {"onnxruntime": "intra_op_thread_count", "pytorch": "INTRA_OP_THREAD_COUNT",
                "python": "intra_op_threads"}  # each backend's intra-op thread parameter (repository.config)
 
@@ -51,12 +57,18 @@ class SettingTried:
     predicted: float
     held: float | None
     reason: str = ""
+    below: float | None = None  # not bisected: it did not hold this rate (the split's, less the resolution)
+    measured: bool = True  # False: other processes kept it from being measured (reason says so)
 
     @property
     def factor(self) -> float | None:
         return self.held / self.predicted if self.held is not None and self.predicted > 0 else None
 
     def text(self) -> str:
+        if not self.measured:
+            return f"{self.setting.text()}: not measured ({self.reason})"
+        if self.held is None and self.below is not None:
+            return f"{self.setting.text()}: below {self.below:,.1f} inf/s ({self.reason})"
         if self.held is None:
             return f"{self.setting.text()}: held no rate ({self.reason})"
         return f"{self.setting.text()}: {self.held:,.1f} inf/s held, sharing factor x {self.factor:.2f}"
@@ -74,6 +86,14 @@ def _backend(cfg: Any) -> str:
 def _own_threads(plan: Any, name: str) -> int:
     """The model's winner's intra-op threads (0: the runtime's default, one per core)."""
     return int(plan.models[name].search.outcome.decision.winner.candidate.threads)
+
+
+def oversubscription(plan: Any, models: tuple[str, ...], cores: int | None = None) -> float:
+    """The intra-op threads the group's solo winners run (instances x threads, a default counted as one per core)
+    over the replica's cores."""
+    cores = cores or usable_cores()
+    used = sum(plan.models[n].search.outcome.decision.winner.candidate.threads_used(cores) for n in models)
+    return used / cores
 
 
 def split_setting(plan: Any, models: tuple[str, ...], cores: int | None = None) -> GroupSetting | None:
@@ -121,4 +141,5 @@ def kept(tried: list[SettingTried], resolution: float) -> SettingTried:
     return best
 
 
-__all__ = ["GroupSetting", "SOLO", "SPLIT", "SettingTried", "apply", "kept", "split_setting"]
+__all__ = ["GroupSetting", "SOLO", "SPLIT", "SPLIT_FIRST_AT", "SettingTried", "apply", "kept", "oversubscription",
+           "split_setting"]

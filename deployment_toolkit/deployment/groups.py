@@ -15,11 +15,12 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from ..perf import neighbours
-from ..sizing.holding import Holding, hold
+from ..perf.openloop.holding import Holding, Retest, hold
 from .bursts import Burst, with_bursts
 from .errors import DeploymentPlanError
 from .file import Deployment
-from .groupconfig import SOLO, GroupSetting, SettingTried, apply, kept, split_setting
+from .groupconfig import SOLO, SPLIT_FIRST_AT, GroupSetting, SettingTried, apply, kept, oversubscription, \
+    split_setting
 from .mixed import Member, Mix, member_target
 from .packing import (ModelLoad, PackedGroup, PackLimits, Packing, SharingFit, fit_sharing, lower_bound, pack,
                       time_shared)
@@ -28,6 +29,7 @@ from .traffic import Traffic, align, entry_series
 log = logging.getLogger(__name__)
 MIX_FLOOR = 0.05  # a shared group's mix search goes down to this share of its predicted capacity
 MAX_PACKINGS = 3  # packings in a row, each measuring the groups it chose that were not measured yet
+SOLO_TRIALS = 201  # the solo winners' re-tests after the split (trials apart from the bisection's and the hold's)
 
 
 @dataclass
@@ -124,28 +126,80 @@ def mix_of(plan: Any, models: tuple[str, ...], split: dict[str, float], tag: str
 def _measure_group(plan: Any, group: PackedGroup, loads: tuple[ModelLoad, ...], server: Any = None) -> MeasuredGroup:
     """A shared group measured with each model's solo winner, then with the threads split between its models
     (groupconfig.py), each as the group runs; the setting kept is the solo winners unless the split held more by
-    more than the search's resolution."""
+    more than the search's resolution. Where the solo winners oversubscribe the cores (SPLIT_FIRST_AT), the split
+    is measured first and the solo winners only re-tested at the rate they would have to hold (_split_first)."""
+    threads = split_setting(plan, group.models) if server is not None else None
+    if threads is not None and oversubscription(plan, group.models) >= SPLIT_FIRST_AT:
+        return _split_first(plan, group, loads, server, threads)
     solo = _measure_setting(plan, group, loads, "mix")
-    threads = split_setting(plan, group.models) if server is not None and not solo.disturbed else None
-    if threads is None:
+    if threads is None or solo.disturbed:
         return solo
+    other = _with_setting(plan, group, loads, server, threads)
+    return _chosen(plan, solo, other, threads)
+
+
+def _with_setting(plan: Any, group: PackedGroup, loads: tuple[ModelLoad, ...], server: Any,
+                  threads: GroupSetting) -> MeasuredGroup:
+    """The group measured with `threads` applied, each model's own winner put back after."""
     apply(plan, server, group.models, threads)
     try:
-        other = _measure_setting(plan, group, loads, "mix-threads")
+        return _measure_setting(plan, group, loads, "mix-threads")
     finally:
         apply(plan, server, group.models, None)
-    tried = (SettingTried(GroupSetting(SOLO), solo.predicted, solo.held, solo.reason),
+
+
+def _chosen(plan: Any, solo: MeasuredGroup, other: MeasuredGroup, threads: GroupSetting,
+            solo_tried: SettingTried | None = None) -> MeasuredGroup:
+    """The setting kept (groupconfig.kept) with both settings' figures."""
+    tried = (solo_tried or SettingTried(GroupSetting(SOLO), solo.predicted, solo.held, solo.reason),
              SettingTried(threads, other.predicted, other.held, other.reason))
     best = kept(list(tried), plan.resolution)
     chosen = other if best.setting is threads else solo
     return dataclasses.replace(chosen, tried=tried, setting=threads if chosen is other else None)
 
 
+def _split_first(plan: Any, group: PackedGroup, loads: tuple[ModelLoad, ...], server: Any,
+                 threads: GroupSetting) -> MeasuredGroup:
+    """The split measured first; the solo winners then re-tested k of k at the split's held rate less the search's
+    resolution, the least they must hold for the split not to gain by more than it: held, they are kept at that
+    rate; not held, the split is (the rule of `kept`, one bisection instead of two). A split that held nothing, or
+    that other processes kept from being measured, leaves the solo winners measured as usual."""
+    split = _with_setting(plan, group, loads, server, threads)
+    if split.held is None:
+        return split if split.disturbed else _chosen(plan, _measure_setting(plan, group, loads, "mix"), split, threads)
+    at = split.held / (1 + plan.resolution)
+    k = max(plan.settings.checks.retests, 1)
+    mix = mix_of(plan, group.models, split.split, "mix")
+    holding = Holding(at, at, k)
+    ran = f"the split first: the solo winners run {oversubscription(plan, group.models):.1f}x the cores in threads"
+    try:
+        for trial in range(SOLO_TRIALS, SOLO_TRIALS + k):
+            point = mix.measure(at, trial, "hold")
+            holding.retests.append(Retest(at, trial, bool(point.passes()), point.verdict()))
+            if not point.passes():
+                holding.rate = None
+                break
+    except neighbours.HostDisturbed as err:  # nothing concluded of the solo winners: the split, which held, is kept
+        solo = SettingTried(GroupSetting(SOLO), split.predicted, None, f"{err}; {ran}", measured=False)
+        return dataclasses.replace(split, tried=(solo, SettingTried(threads, split.predicted, split.held)),
+                                   setting=threads)
+    if holding.rate is None:
+        last = holding.retests[-1]
+        solo = SettingTried(GroupSetting(SOLO), split.predicted, None, f"re-test {len(holding.retests)} of {k} at "
+                            f"the split's rate less the resolution: {last.verdict}; {ran}", below=at)
+        return dataclasses.replace(split, tried=(solo, SettingTried(threads, split.predicted, split.held)),
+                                   setting=threads)
+    reason = f"held {k} of {k} re-tests at the split's rate less the resolution; {ran}"
+    fit = fit_sharing(loads, split.split, at) if at < split.predicted * (1 - 1e-9) else None
+    solo = MeasuredGroup(group.models, split.split, split.predicted, holding, fit=fit)
+    return _chosen(plan, solo, split, threads, SettingTried(GroupSetting(SOLO), solo.predicted, at, reason))
+
+
 def _measure_setting(plan: Any, group: PackedGroup, loads: tuple[ModelLoad, ...], tag: str) -> MeasuredGroup:
     """A shared group's mix capacity at the packing's split, as its models are served now: bisected from the
-    time-sharing prediction, then held k of k (sizing.capacity.search on mix points)."""
-    from ..sizing.capacity import search
-    from ..sizing.ratepoint import ClientLimited
+    time-sharing prediction, then held k of k (perf.openloop.capacity.search on mix points)."""
+    from ..perf.openloop.capacity import search
+    from ..perf.openloop.ratepoint import ClientLimited
 
     split = {n: group.rates[n] for n in group.models}
     predicted = time_shared(loads, split)

@@ -10,7 +10,7 @@
 
 Every object is named after the deployment (`<base>-search`, `-gather`, `-inputs`, `-results`, `-files`; the base
 is the deployment's name when it is a DNS label of at most 40 characters, else its DNS form and a digest of the
-name: sizing.k8s.unique_dns_name), so two deployments' jobs never replace each other. Every manifest is validated
+name: kube.manifests.unique_dns_name), so two deployments' jobs never replace each other. Every manifest is validated
 against the Kubernetes schema and every file there checked (one edited by hand is kept unless --force) before
 anything is written. Nothing of this machine reaches a pod: the pods read /inputs/deployment.yaml, whose paths are
 relative to it, and run the plan flags built from the parsed settings (deployment.jobargs).
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 from ..errors import UserInputError
-from ..sizing.k8s import GPU_PRODUCT_KEY, quantity_of_bytes, unique_dns_name
+from ..kube.manifests import GPU_PRODUCT_KEY, quantity_of_bytes, unique_dns_name
 from .fanout import GATHER_FILE, JOB_FILE, JobSpec, gather_job, search_job
 from .jobfiles import check_jobs, job_folder, write_jobs
 from .jobinputs import DEPLOYMENT_FILE, INPUTS, SUMS_FILE, InputsPlan, inputs_problem, plan_inputs, stage_inputs

@@ -3,7 +3,7 @@ against its own SLO from the intended send time.
 
 What drives a mix is the load generator (LoadGenerator): one perf_analyzer per model at the same time against the
 same server (perf_analyzer drives one model), or one process for several models (perf.multistream, through
-sizing.together), so a group of many models does not need more load-generator processes than the host has cores.
+perf.openloop.together), so a group of many models does not need more load-generator processes than the host has cores.
 `auto` shares one process once a group has more models than half the host's cores (at least 2), among its lightest
 models up to SHARED_PROCESS_RPS together; a busier model keeps its own perf_analyzer (one Python process sending
 1,100 requests/s beside a busy server fell behind its schedule here). Either way each model keeps its own seeded
@@ -11,7 +11,7 @@ schedule and its latency from the intended send time, and the client's CPU is me
 They send over the network, not shared memory: perf_analyzer unregisters every shared-memory region of its server
 when it starts, so two at once corrupt each other (perf.analyzer.shm_lock). A mix point passes only when every
 model's point passes; its rate is the total inferences/s, split between the models as their peaks are, so the one
-number `sizing.capacity.search` bisects is the group's mix capacity.
+number `perf.openloop.capacity.search` bisects is the group's mix capacity.
 """
 from __future__ import annotations
 
@@ -28,10 +28,10 @@ from typing import Mapping, Sequence
 from ..config import Choice, Protocol, SharedMemory
 from ..perf import neighbours
 from ..errors import UserInputError
-from ..sizing.fleet import usable_cores
-from ..sizing.ratepoint import RatePoint, Target, auto_window_ms, measure, round_rate, settling_window_ms
-from ..sizing.ratestore import FreshStore, RateStore
-from ..sizing.together import measure_together
+from ..perf.neighbours import usable_cores
+from ..perf.openloop.ratepoint import RatePoint, Target, auto_window_ms, measure, round_rate, settling_window_ms
+from ..perf.openloop.ratestore import FreshStore, RateStore
+from ..perf.openloop.together import measure_together
 
 
 MEASURED_S = 1.0  # a mix point shorter than this was replayed from its stores, not measured
@@ -79,7 +79,7 @@ def member_target(target: Target, group: str) -> Target:
 
 @dataclass
 class MixPoint:
-    """Every model's point at one total rate; duck-types RatePoint for sizing.capacity.search."""
+    """Every model's point at one total rate; duck-types RatePoint for perf.openloop.capacity.search."""
 
     rate: float  # total inferences/s offered
     points: dict[str, RatePoint]

@@ -17,13 +17,13 @@ from .groups import mix_of, pack_measured, setting_of, split_missed
 from .mixed import windowed
 from .packing import PackedGroup
 from ..perf.neighbours import HostDisturbed
-from ..sizing.holding import Holding, Judged, hold
+from ..perf.openloop.holding import Holding, Judged, hold
 
 log = logging.getLogger(__name__)
 
 
 def _target(model: Any, url: str, metrics_url: str | None, window_ms: int):
-    from ..sizing.ratepoint import Target, open_loop_options
+    from ..perf.openloop.ratepoint import Target, open_loop_options
 
     fmt = model.search.outcome.decision.winner.candidate.format
     manifest = next(f.manifest for f in model.search.formats if f.format == fmt)
@@ -39,10 +39,10 @@ def _held_alone(model: Any, out_dir: Path, retests: int, resolution: float) -> H
     so its search starts from its own closed-loop measurements (never above its network's capacity), not from the
     network's capacity re-tested downward (a Python step in front of an 8,000 inf/s network held 600); a bare
     network starts from what its search found."""
-    from ..sizing.capacity import search
-    from ..sizing.ratepoint import measure
-    from ..sizing.seed import closed_loop_seed
-    from ..sizing.ratestore import RateStore
+    from ..perf.openloop.capacity import search
+    from ..perf.openloop.ratepoint import measure
+    from ..perf.openloop.seed import closed_loop_seed
+    from ..perf.openloop.ratestore import RateStore
 
     store = RateStore(out_dir)
     slo = model.entry.p99_ms
@@ -88,19 +88,17 @@ def _confirm(plan: Any, group: PackedGroup, server: Any) -> GroupConfirmation:
 
 
 def price(plan: Any) -> float | None:
-    """$/h of one replica: sizing's price rule (a device named in by_device, else the GPU or host price)."""
+    """$/h of one replica on the serving device (Costs.price_for)."""
     from ..repository.config import host_has_gpu
-    from ..sizing.plan import Prices
 
-    costs = plan.deployment.costs
-    return Prices(dict(costs.by_device), costs.gpu_hour, costs.host_hour).price_for(plan.device, host_has_gpu())
+    return plan.deployment.costs.price_for(plan.device, host_has_gpu())
 
 
 def headroom(plan: Any) -> None:
     """One rule: the headroom given (limits.headroom, --headroom) for every model, else each model's own from its
     capacity's spread (max(spread of its searches, the search's resolution)), so a steady model does not pay for a
     noisy one, in a group or alone; a shared group's margin is then its members' own, each on its own rate."""
-    from ..sizing.openloop import derived_headroom
+    from ..perf.openloop.capacity import derived_headroom
 
     given = plan.deployment.limits.headroom
     if given is not None:

@@ -7,7 +7,7 @@ each replica group's mixed open-loop traffic. `plan` for one model is a deployme
    Kubernetes Indexed Job: fanout.py) and the gathering run replays them;
 2. pipelines written around their winners (pre/post-processing as an ensemble or fused);
 3. one embedded server holding every winner: each model's resident memory, pipelines verified against their steps
-   in-process, each capacity alone held k of k at the rate itself (sizing.holding);
+   in-process, each capacity alone held k of k at the rate itself (perf.openloop.holding);
 4. which models share a replica and how many replicas each group needs: a MILP (packing.py, HiGHS) on the held
    capacities, memory and each model's traffic over time; only the shared groups of the chosen packing are
    measured under their mixed traffic and held; a group that falls short lowers its members' sharing factors and
@@ -42,7 +42,7 @@ from .onserver import headroom, on_server, price
 from .packing import PackedGroup, Packing
 from .settings import DeploymentSettings
 from .traffic import Traffic
-from ..sizing.holding import Holding
+from ..perf.openloop.holding import Holding
 
 if TYPE_CHECKING:
     from ..search.request import SearchRequest
@@ -89,7 +89,7 @@ class ModelPlan:
     search: Any  # search.trials.SearchRun
     found: float  # the search's open-loop capacity (inferences/s per replica)
     holding: Holding | None = None
-    target: Any = None  # sizing.ratepoint.Target on the deployment's server (a pipeline's: its ensemble)
+    target: Any = None  # perf.openloop.ratepoint.Target on the deployment's server (a pipeline's: its ensemble)
     pipeline: Any = None  # pipelines.ServedPipeline: pre/post-processing around the network
     data: str = ""  # where its measuring inputs came from (DataSpec.describe)
 

@@ -12,14 +12,34 @@ from pathlib import Path
 
 from ..report.sections import plan_page
 from ..results.run_folder import RunFolder
-from ..results.runinfo import hardware
-from ..sizing.k8s import FleetSpec, dns_name, fleet_manifests, validate_all, write_manifests as write_k8s
-from ..sizing.replicas import ReplicaSet
+from ..results.runinfo import hardware, invocation
+from ..kube.manifests import FleetSpec, dns_name, fleet_manifests, validate_all, write_manifests as write_k8s
+from ..kube.replicas import ReplicaSet
 from ..spec import atomic_write_text
 from ..tables import markdown_table
 from .groups import bound_by_sharing
 
 log = logging.getLogger(__name__)
+
+# every section plan.md has, in the order it writes them; True: in every plan. A committed plan is held to it
+# (tests_lab/unit/test_committed_plans.py), so a plan written by an older planner is found and regenerated.
+SECTIONS = (("The fleet", True), ("The packing", False), ("Left out of the plan", False),
+            ("Not confirmed: no quiet window", False), ("Per model", True),
+            ("Confirmation under mixed open-loop traffic", False), ("What was tried", True), ("Kubernetes", False),
+            ("Measuring windows and the host's other processes", False), ("Stages", True))
+
+
+def sections_problem(headings: list[str]) -> str | None:
+    """Why a plan.md's `## ` headings are not what this writer writes (None: they are): one it does not write, one
+    out of order, or one it always writes missing."""
+    order = [name for name, _ in SECTIONS]
+    unknown = [h for h in headings if h not in order]
+    if unknown:
+        return f"sections this planner no longer writes: {unknown}"
+    if headings != sorted(headings, key=order.index):
+        return f"sections out of the writer's order: {headings}"
+    missing = [name for name, always in SECTIONS if always and name not in headings]
+    return f"sections every plan has are missing: {missing}" if missing else None
 
 
 def _ms(value: float) -> str:
@@ -93,7 +113,7 @@ def plan_markdown(plan) -> str:
              f"# Fleet plan: {d.models[0].name}, peak {d.models[0].peak_rps:,.6g} inf/s at p99 <= "
              f"{d.models[0].p99_ms:g} ms")
     md = [title, ""]
-    command = plan.steps.folder and RunFolder(plan.out_dir).run_json().get("command")
+    command = plan.steps.folder and invocation()  # this run's, as run.json records it (not the folder's last run's)
     if command:
         md += [f"Command: `{command}`", ""]
     md += _fleet(plan) + _unplanned(plan) + _per_model(plan) + _confirmation(plan) + _searches(plan)
@@ -327,7 +347,8 @@ def write_report(plan) -> dict[str, Path]:
             "sharing_factors": {n: f for n, f in plan.sharing.items() if n in plan.models},
             "group_settings": [{"models": list(g), "kept": m.setting.text() if m.setting else "as searched alone",
                                 "tried": [{"setting": t.setting.name, "threads": dict(t.setting.threads),
-                                           "predicted": t.predicted, "held": t.held, "sharing_factor": t.factor}
+                                           "predicted": t.predicted, "held": t.held, "below": t.below,
+                                           "sharing_factor": t.factor}
                                           for t in m.tried]}
                                for g, m in plan.measured.items() if m.tried]},
         "splits": [{"models": list(s.models), "missed": list(s.missed), "parts": [list(g.models) for g in s.parts]}

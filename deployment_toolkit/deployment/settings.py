@@ -8,11 +8,14 @@ from dataclasses import dataclass, field
 from ..config import check_numbers, setting
 from ..config.fields import MAX_HEADROOM, MAX_HOUR_COST, MAX_LATENCY_MS, MAX_MEMORY_GB, MAX_RATE
 from ..errors import UserInputError
-from ..sizing.request import (DEFAULT_BURST_FACTOR, DEFAULT_BURST_SECONDS, DEFAULT_ROUNDS, DEFAULT_TRIALS,
-                              K8sSpec)
+from ..kube.fleet_spec import FleetSpec
 from .mixed import LoadGenerator
 from .packing import SolverSettings
 
+DEFAULT_ROUNDS = 3  # confirm, derate on failure, confirm again: at most this often
+DEFAULT_TRIALS = 3  # open-loop runs per round; a round passes when most of them pass
+DEFAULT_BURST_FACTOR = 1.5  # the burst check at peak x this after a passing confirmation (0 skips it)
+DEFAULT_BURST_SECONDS = 6.0
 RESULTS_SIZE = "50Gi"  # the results claim's default: every search's folder, the artifacts, the plan
 MIN_JOB_MEMORY = 2 ** 30  # a pod runs tritonserver, perf_analyzer and the model: under 1 GiB is a unit forgotten
 
@@ -29,7 +32,6 @@ class Demand:
                                           "searches)")
     max_replicas: int | None = setting(None, flag="--max-replicas", low=1, high=100_000,
                                        help="refuse a plan that needs more replicas than this")
-    gpus_per_node: int = setting(8, flag="--gpus-per-node", low=1, high=64)
     host_hour_cost: float | None = setting(None, flag="--host-hour-cost", unit="$/h", low=0, high=MAX_HOUR_COST,
                                            help="$ per host-hour (CPU hosts)")
     gpu_hour_cost: float | None = setting(None, flag="--gpu-hour-cost", unit="$/h", low=0, high=MAX_HOUR_COST,
@@ -78,10 +80,10 @@ class Deploy:
     """The Kubernetes manifests of the confirmed plan."""
 
     k8s: bool = setting(True, flag="--no-k8s", action="store_false", help="no manifests")
-    pvc: str = setting(K8sSpec.pvc, flag="--pvc", help="PVC holding the model repository")
+    pvc: str = setting(FleetSpec.pvc, flag="--pvc", help="PVC holding the model repository")
     image: str | None = setting(None, flag="--image", help="default: the NGC tritonserver image")
     namespace: str | None = setting(None, flag="--namespace")
-    autoscale_on: str = setting(K8sSpec.autoscale_on, flag="--autoscale-on", choices=("requests", "queue-ratio"),
+    autoscale_on: str = setting(FleetSpec.autoscale, flag="--autoscale-on", choices=("requests", "queue-ratio"),
                                 help="what the HPA scales on: requests/s per pod, or Triton's queue-to-compute time "
                                      "ratio per pod")
 
@@ -167,7 +169,7 @@ class FanOut:
     def _check_job_flags(self) -> None:
         """The image, node selectors, quantities and names as the API server would take them, said now (one line
         naming the flag) rather than at `kubectl apply` after the jobs were written."""
-        from ..sizing.k8s import image_problem, quantity_value, subdomain_problem
+        from ..kube.manifests import image_problem, quantity_value, subdomain_problem
         from .fanout import node_selector_of
 
         if self.job_image is not None and (problem := image_problem(self.job_image)):

@@ -3,7 +3,7 @@
 Why: mixed traffic used to take one perf_analyzer per model (deployment/mixed.py); six models on a 2-core host were
 six load-generator processes competing with the server they measure. Here one child process drives every stream
 from one asyncio loop over one gRPC channel (client/aio.py), and its per-model results become the same
-store rows perf_analyzer's points become (sizing/together.py), so sizing.ratepoint.RatePoint judges them
+store rows perf_analyzer's points become (perf/openloop/together.py), so perf.openloop.ratepoint.RatePoint judges them
 unchanged.
 
 How a run goes (the child, `python -m deployment_toolkit.perf.multistream SPEC.json OUT.json`):

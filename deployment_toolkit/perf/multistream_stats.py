@@ -80,7 +80,8 @@ POISSON_SIGMAS = 3.0  # a window of n requests may differ from the next by this 
 
 def poisson_band(requests: float) -> float:
     """The relative band within which windows of `requests` Poisson arrivals each agree: POISSON_SIGMAS / sqrt(n)
-    (0 for no requests). Our generator's settling rule and perf_analyzer's widened band (sizing.ratepoint) use it."""
+    (0 for no requests). Our generator's settling rule and perf_analyzer's widened band (perf.openloop.ratepoint) use
+    it."""
     return POISSON_SIGMAS / math.sqrt(requests) if requests > 0 else 0.0
 
 

@@ -108,6 +108,11 @@ def _usable_cpus() -> set[int]:
         return set(range(os.cpu_count() or 1))
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity): what a CPU replica's threads and pods are sized by."""
+    return len(_usable_cpus())
+
+
 def _proc_stat_busy(cpus: set[int]) -> float:
     """Busy seconds (user, nice, system, irq, softirq, steal) summed over `cpus`, from /proc/stat."""
     total = 0

@@ -39,8 +39,8 @@ STORE_COLUMNS = (
 INT_COLUMNS = {"Client Batch Size", "Concurrent client requests", "Triton Instances", "attempts"}
 BOOL_COLUMNS = {"stable", "residual_clamped"}
 
-# The framework bench's `<device>.csv` (perf.framework): what identifies a configuration (a rerun skips rows with
-# these values), every column, and the prefix of the km^2/s coverage columns added after them.
+# The framework bench's `<device>.csv` (the lab's framework_bench): what identifies a configuration (a rerun skips
+# rows with these values), every column, and the prefix of the km^2/s coverage columns added after them.
 BENCH_KEY_COLUMNS = (
     "model", "preset", "runtime", "precision", "compile_mode", "requested_batch_size", "threads_requested",
 )

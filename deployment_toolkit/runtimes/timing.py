@@ -2,10 +2,10 @@
 calls or a time budget, with the share of the machine's CPU other processes took meanwhile.
 
 Why one: the runtime comparison (export/speed), the serving-overhead reference (perf/overhead), the framework bench
-(perf/framework) and the diffusion latency table (diffusion/latency) each had their own loop; they differed in
-what they could do (interleaving, a time budget, the background probe), not in what they measured. Several callables
-are interleaved round by round (a, b, a, b, ...), so background load on a shared host hits them alike and their
-ratio stays meaningful even when the absolute numbers drift.
+(the lab's framework_bench now) and the diffusion latency table (diffusion/latency) each had their own loop; they
+differed in what they could do (interleaving, a time budget, the background probe), not in what they measured.
+Several callables are interleaved round by round (a, b, a, b, ...), so background load on a shared host hits them
+alike and their ratio stays meaningful even when the absolute numbers drift.
 
 Part of `runtimes`, which imports nothing of the toolkit: anything that times a call can use it.
 """

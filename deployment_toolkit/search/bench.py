@@ -14,7 +14,7 @@ from .trials import CandidateFailed, Measurer, Trial
 
 T = TypeVar("T")
 if TYPE_CHECKING:
-    from ..sizing.ratepoint import RatePoint
+    from ..perf.openloop.ratepoint import RatePoint
 
 
 class Bench:

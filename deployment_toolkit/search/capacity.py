@@ -2,7 +2,7 @@
 
 The exploration stays closed-loop (cheap points that prune the space and seed the rates). Then the best
 CAPACITY_FINALISTS non-dominated configs within the budget and the default each get their open-loop capacity under
-the SLO measured with the sizing's machinery (sizing.capacity: the highest Poisson arrival rate one replica
+the SLO measured with the sizing's machinery (perf.openloop.capacity: the highest Poisson arrival rate one replica
 sustains, answered >= 97%, queue not growing, p99 from the intended send time within the budget), seeded at
 their closed-loop throughput. The searches are taken in turns (trial 1 of every finalist, then trial 2, ...), so
 a change in the host's load hits them alike; the capacity is the median of a config's searches and its spread
@@ -16,8 +16,8 @@ import statistics
 from dataclasses import dataclass
 from typing import Protocol
 
-from ..sizing.capacity import OpenLoopCapacity, Search as RateSearch, search as rate_search
-from ..sizing.ratepoint import ClientLimited, RatePoint, auto_window_ms
+from ..perf.openloop.capacity import OpenLoopCapacity, Search as RateSearch, search as rate_search
+from ..perf.openloop.ratepoint import ClientLimited, RatePoint, auto_window_ms
 from .bench import Bench
 from .clock import SearchClock
 from .decide import Standings, verdicts
@@ -58,7 +58,7 @@ class RateMeasurer(Protocol):
 
 @dataclass
 class CapacityMeasurement:
-    """One config's open-loop capacity (sizing.capacity.OpenLoopCapacity) and why it has none."""
+    """One config's open-loop capacity (perf.openloop.capacity.OpenLoopCapacity) and why it has none."""
 
     result: OpenLoopCapacity
     error: str = ""  # e.g. the client could not generate the rate

@@ -114,7 +114,7 @@ def search_step(request: SearchRequest) -> SearchRun:
 
 def _measure(run: _Run, store: SearchStore) -> Any:
     """The search on the embedded server (explicit model control), its open-loop rates stored beside its points."""
-    from ..sizing.ratestore import RateStore
+    from ..perf.openloop.ratestore import RateStore
     from .engine import Search
     from .triton import RATE_FILE, TritonMeasurer
 

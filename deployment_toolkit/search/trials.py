@@ -9,7 +9,7 @@ from typing import Any, Protocol
 from ..config import Objective, check_numbers, setting
 from ..config.fields import MAX_LATENCY_MS, int_list
 from ..errors import ToolkitError, UserError, UserInputError
-from ..sizing.ratepoint import AUTO_WINDOW_MS
+from ..perf.openloop.ratepoint import AUTO_WINDOW_MS
 from ..repository.config import ConfigError, build_config
 from ..spec import Manifest
 from .space import DEFAULT_QUEUE_DELAYS_US, Candidate, host_cores

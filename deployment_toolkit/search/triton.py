@@ -38,7 +38,7 @@ from .space import Candidate
 from .store import Point
 
 if TYPE_CHECKING:
-    from ..sizing.ratepoint import RatePoint
+    from ..perf.openloop.ratepoint import RatePoint
 
 
 log = logging.getLogger(__name__)
@@ -71,7 +71,7 @@ class TritonMeasurer:
         """`server`: its ports, log level, how often its metrics endpoint is scraped during a point (None or 0:
         never) and its start-up limit. `rate_store`: where open-loop rates are stored and resumed (a sizing
         RateStore; default: the work folder's search_openloop.csv); `open_loop_window_ms`: the perf_analyzer
-        window of an open-loop rate (None: sized to the rate, sizing.ratepoint.auto_window_ms)."""
+        window of an open-loop rate (None: sized to the rate, perf.openloop.ratepoint.auto_window_ms)."""
         server = server or SearchServer()
         self.formats = formats
         self.base_name = check_model_name(base_name)
@@ -188,10 +188,10 @@ class TritonMeasurer:
         return point_figures(summary)
 
     def _rate_target(self, candidate: Candidate, rate: float, store_key: str) -> Any:
-        """The open-loop target of a candidate at `rate` (sizing.ratepoint.Target; its window follows the rate). The
+        """The open-loop target of a candidate at `rate` (perf.openloop.ratepoint.Target; its window follows the rate). The
         server's URLs are not part of a stored rate's key: without a server yet they are left empty."""
-        from ..sizing.ratepoint import Target, auto_window_ms, open_loop_options
-        from ..sizing.ratestore import RateStore
+        from ..perf.openloop.ratepoint import Target, auto_window_ms, open_loop_options
+        from ..perf.openloop.ratestore import RateStore
 
         if self._rate_store is None:
             self._rate_store = RateStore(self.work_dir, RATE_FILE)
@@ -206,18 +206,18 @@ class TritonMeasurer:
                       else None)
 
     def stored_rate(self, candidate: Candidate, rate: float, trial: int, store_key: str) -> "RatePoint | None":
-        """The rate as stored in the result folder (the key sizing.ratepoint.measure looks up), or None: read
+        """The rate as stored in the result folder (the key perf.openloop.ratepoint.measure looks up), or None: read
         without a server or the candidate loaded."""
-        from ..sizing.ratepoint import RatePoint, point_key, round_rate
+        from ..perf.openloop.ratepoint import RatePoint, point_key, round_rate
 
         key = point_key(self._rate_target(candidate, rate, store_key), round_rate(rate), trial)
         row = self._rate_store.get(key)
         return RatePoint(key, row) if row is not None else None
 
     def rate_point(self, candidate: Candidate, rate: float, trial: int, store_key: str) -> "RatePoint":
-        """One open-loop rate (sizing.ratepoint: the toolkit's seeded Poisson schedule, p99 also from the intended
+        """One open-loop rate (perf.openloop.ratepoint: the toolkit's seeded Poisson schedule, p99 also from the intended
         send time), stored under the candidate's key and resumed from the store."""
-        from ..sizing.ratepoint import measure
+        from ..perf.openloop.ratepoint import measure
 
         target = self._rate_target(candidate, rate, store_key)
         try:

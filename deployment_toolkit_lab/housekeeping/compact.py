@@ -24,7 +24,7 @@ from deployment_toolkit.perf.analyzer import Arrivals, read_schedule
 from deployment_toolkit.perf.analyzer.profile_summary import (GZ_SUFFIX, RAW_SUFFIX, finish_point, gzip_file,
                                                               schedule_record, stem, summarise, summary_path,
                                                               write_gzip, write_summary)
-from deployment_toolkit.sizing.ratestore import read_rows
+from deployment_toolkit.perf.openloop.ratestore import read_rows
 
 
 @dataclass

@@ -41,7 +41,7 @@ _log = logging.getLogger(__name__)
 
 def time_inprocess(session: Callable[[dict], Any], inputs: dict, warmup: int, seconds: float) -> dict[str, float]:
     """Back-to-back calls for `seconds` after `warmup` calls (runtimes.timing); the framework bench's statistics."""
-    from deployment_toolkit.perf.framework import latency_stats
+    from ..framework_bench import latency_stats
 
     batch = len(next(iter(inputs.values())))
     timing = time_call(lambda: session(inputs), Budget.for_seconds(seconds, warmup=warmup, min_iterations=3))

@@ -175,8 +175,8 @@ def _slug(side: Side, group: Judged) -> str:
 def _judge_group(versus: DeploymentVersus, side: Side, group: Judged, trial: int) -> None:
     """One group's round: its own server with its models, at its rates, then its mix capacity."""
     from deployment_toolkit.server.local import LocalTritonServer, ServerConfig
-    from deployment_toolkit.sizing.capacity import search
-    from deployment_toolkit.sizing.ratepoint import ClientLimited
+    from deployment_toolkit.perf.openloop.capacity import search
+    from deployment_toolkit.perf.openloop.ratepoint import ClientLimited
 
     plan, slug = versus.plan, _slug(side, group)
     served = plan.served()

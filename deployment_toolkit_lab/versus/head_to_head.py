@@ -4,7 +4,7 @@ Each tool reports its best point as it measured it: Model Analyzer one sample wi
 a median of re-measurements. Those figures are not comparable, so the comparison re-measures both winning
 configs with the same perf_analyzer settings, alternating config by config for a few rounds (a change in the
 host's load hits both alike), each at the concurrency its tool chose. With a budget, each round also measures
-each config's open-loop capacity under it (the highest Poisson arrival rate it sustains, sizing.capacity), the
+each config's open-loop capacity under it (the highest Poisson arrival rate it sustains, perf.openloop.capacity), the
 figure a fleet plan uses: the closed-loop numbers say what each tool optimised, the capacity what each pick is worth.
 """
 from __future__ import annotations
@@ -52,7 +52,7 @@ def remeasure(contenders: list[Contender], formats: dict[str, FormatInfo], work_
               rounds: int = 3, base_name: str = "h2h", budget_ms: float | None = None) -> list[Contender]:
     """Measure every contender `rounds` times in turns (A B A B ...); a contender that fails keeps its error. With
     `budget_ms`, also each one's open-loop capacity under it, in turns, measured afresh every round."""
-    from deployment_toolkit.sizing.ratestore import FreshStore, RateStore
+    from deployment_toolkit.perf.openloop.ratestore import FreshStore, RateStore
     from deployment_toolkit.search.triton import TritonMeasurer
 
     rates = FreshStore(RateStore(work_dir, "head_to_head_openloop.csv"))
@@ -86,8 +86,8 @@ def remeasure(contenders: list[Contender], formats: dict[str, FormatInfo], work_
 
 def _capacities(live: list[Contender], measurer, rounds: int, budget_ms: float) -> None:
     """Each contender's open-loop capacity, `rounds` searches in turns, seeded below its closed-loop figure."""
-    from deployment_toolkit.sizing.capacity import search as rate_search
-    from deployment_toolkit.sizing.ratepoint import ClientLimited
+    from deployment_toolkit.perf.openloop.capacity import search as rate_search
+    from deployment_toolkit.perf.openloop.ratepoint import ClientLimited
     from deployment_toolkit.search.capacity import MAX_POINTS, SEED_SHARE
     from deployment_toolkit.search.trials import CAPACITY_RESOLUTION
 

@@ -19,9 +19,9 @@ from conftest import require_triton_tools
 from deployment_toolkit.errors import UserError
 from deployment_toolkit.perf.analyzer import make_schedule, write_input_data_json
 from deployment_toolkit.perf.multistream import DriveError, DriveSpec, Stream, drive, reported, schedule_seconds
-from deployment_toolkit.sizing.together import row_of
-from deployment_toolkit.sizing.ratepoint import RatePoint
-from deployment_toolkit.sizing.ratestore import RateKey
+from deployment_toolkit.perf.openloop.together import row_of
+from deployment_toolkit.perf.openloop.ratepoint import RatePoint
+from deployment_toolkit.perf.openloop.ratestore import RateKey
 
 # not exclusive: 40 and 25 requests/s of tiny models, judged against the offered rates, not a capacity
 pytestmark = [pytest.mark.integration]
@@ -130,8 +130,8 @@ def test_a_mix_driven_by_one_process_is_judged_stored_and_replayed(served, tmp_p
     RatePoint, and a rerun on the same folder replays the stored points without starting anything."""
     from deployment_toolkit.deployment.mixed import LoadGenerator, Member, Mix, member_target
     from deployment_toolkit.perf.analyzer import PerfOptions
-    from deployment_toolkit.sizing.ratepoint import Target, open_loop_options, point_key
-    from deployment_toolkit.sizing.together import MULTISTREAM
+    from deployment_toolkit.perf.openloop.ratepoint import Target, open_loop_options, point_key
+    from deployment_toolkit.perf.openloop.together import MULTISTREAM
 
     # a loose stability bar (as the driven fixture's): this checks the plumbing, not whether a busy 2-core host
     # lets three windows agree within 30 % (in a parallel `make test` they once did not)

@@ -7,6 +7,7 @@ resumes."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -29,16 +30,28 @@ def _plan(out: Path, ws: Path, *extra: str) -> subprocess.CompletedProcess:
                            "--workspace", str(ws), *extra], capture_output=True, text=True, cwd=ROOT, timeout=900)
 
 
+def expected_code(run_json: Path) -> int:
+    """The exit code the plan whose run.json this is must have given (README): 0 confirmed with every model
+    planned, else 1. The first plan's is read from the copy its fixture took: later tests plan into its folder."""
+    run = json.loads(run_json.read_text())["config"]
+    return 0 if run["confirmed"] is not False and not run["unplanned"] else 1
+
+
 @pytest.fixture(scope="module")
 def planned(tmp_path_factory):
     base = tmp_path_factory.mktemp("plan")
     out, ws = base / "plan", base / "ws"
-    return out, ws, _plan(out, ws, "--peak-rps", "300")
+    proc = _plan(out, ws, "--peak-rps", "300")
+    if (out / "run.json").exists():  # what the plan recorded, before later tests plan into the same folder
+        shutil.copy(out / "run.json", base / "first-run.json")
+    return out, ws, proc
 
 
 def test_plan_from_a_model_to_confirmed_replicas_and_manifests(planned):
     out, _, proc = planned
-    assert proc.returncode in (0, 1), proc.stdout[-4000:] + proc.stderr[-4000:]  # 1: the confirmation missed
+    assert (out / "run.json").exists(), proc.stdout[-4000:] + proc.stderr[-4000:]
+    first = out.parent / "first-run.json"
+    assert proc.returncode == expected_code(first), proc.stdout[-4000:] + proc.stderr[-4000:]  # 1: confirmation missed
     text = (out / "plan.md").read_text()
     assert text.startswith("# Fleet plan: resnet18, peak 300 inf/s at p99 <= 200 ms")
     for section in ("## The fleet", "## The packing", "## Per model", "## What was tried",
@@ -58,6 +71,36 @@ def test_plan_from_a_model_to_confirmed_replicas_and_manifests(planned):
     (model,) = run["models"].values()
     assert model["capacity_held"] <= model["capacity_found"]
 
+
+
+def _headings(plan_md: Path) -> list[str]:
+    return [line for line in plan_md.read_text().splitlines() if line.startswith("## ")]
+
+
+def test_size_on_the_plans_search_plans_the_same_fleet_with_the_same_report(planned):
+    """Issue 56: `size` is plan's front end on a search already run. On this plan's search, with its holds copied
+    (the same measurements: fresh ones would compare two noisy runs), it replays the search without measuring it
+    and gives the same winner, the same packing and the same report sections, with plan's exit-code rule."""
+    out, _, proc = planned
+    sized = out.parent / "size"
+    sized.mkdir()
+    shutil.copytree(out / "alone", sized / "alone")
+    search = out / "models" / "resnet18" / "search"
+    flags = ["--peak-rps", "300", "--host-hour-cost", "0.4", "--confirm-rounds", "1", "--confirm-trials", "1",
+             "--confirm-window-ms", "500", "--burst-factor", "0", "--retests", "1", "--result-path", str(sized)]
+    size = subprocess.run([sys.executable, "-m", "deployment_toolkit", "size", str(search), *flags],
+                          capture_output=True, text=True, cwd=ROOT, timeout=900)
+    log = size.stdout + size.stderr
+    assert (sized / "run.json").exists(), log[-4000:]
+    assert size.returncode == expected_code(sized / "run.json"), log[-4000:]
+    assert "measured 0 new ones" in log, "size searched again instead of replaying the stored search"
+    planned_run = json.loads((out.parent / "first-run.json").read_text())["config"]
+    sized_run = json.loads((sized / "run.json").read_text())["config"]
+    assert sized_run["models"]["resnet18"]["config"] == planned_run["models"]["resnet18"]["config"]
+    assert sized_run["packing"]["replicas"] == planned_run["packing"]["replicas"]
+    assert _headings(sized / "plan.md") == _headings(out / "plan.md")
+    command = json.loads((sized / "run.json").read_text())["command"]
+    assert command.startswith("deployment-toolkit size ") and f"Command: `{command}`" in (sized / "plan.md").read_text()
 
 def test_a_peak_beyond_max_replicas_is_refused_and_the_rerun_resumes(planned):
     out, ws, _ = planned
@@ -81,7 +124,7 @@ def test_the_python_api_plans_from_the_commands_points(planned):
     from deployment_toolkit.perf.analyzer import PerfOptions
 
     out, ws, proc = planned
-    assert proc.returncode in (0, 1), proc.stderr[-3000:]
+    assert proc.returncode == expected_code(out.parent / "first-run.json"), proc.stderr[-3000:]
     options = PerfOptions(protocol="grpc", shared_memory="system", measurement_mode="time_windows",
                           measurement_interval_ms=500, measurement_request_count=40, stability_percentage=100,
                           max_trials=3, max_attempts=1)
@@ -91,8 +134,6 @@ def test_the_python_api_plans_from_the_commands_points(planned):
     api_out.mkdir()
     # the command's checkpoint and holds, copied: the API's plan must find every point there rather than measure
     # again (a fresh hold, beside the other test worker, once answered 60 of 109 inf/s and stopped the plan)
-    import shutil
-
     shutil.copytree(out / "models", api_out / "models")
     shutil.copytree(out / "alone", api_out / "alone")
     result = dt.plan("resnet18", dt.Demand(peak_rps=300, p99_ms=200, host_hour_cost=0.4),

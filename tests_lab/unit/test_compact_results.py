@@ -13,7 +13,7 @@ from deployment_toolkit import committed
 from deployment_toolkit.perf.analyzer import read_profile_export, read_schedule, schedule_latency
 from deployment_toolkit.perf.analyzer.profile_summary import read_summary
 from deployment_toolkit.results.server_metrics import read_series
-from deployment_toolkit.sizing.ratestore import RateKey, RateStore
+from deployment_toolkit.perf.openloop.ratestore import RateKey, RateStore
 from deployment_toolkit_lab.housekeeping.compact import compact_run
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[2]
 WRITES_A_RUN_FOLDER = {  # command -> the spelling it had before, still accepted
     "bench": "--result-dir", "bench-overhead": None, "bench-runtimes": "--result-dir", "bench-corpus": "--output",
     "bench-vs-model-analyzer": None, "bench-ragged": None, "bench-telemetry": None, "pack-bench": None,
-    "bench-neighbour": None, "bench-check-plan": None, "bench-group-config": None,
+    "bench-neighbour": None, "bench-check-plan": None, "bench-group-config": None, "gpu-check": None,
 }
 
 

@@ -13,10 +13,9 @@ import pytest
 from deployment_toolkit.errors import UserInputError
 from deployment_toolkit.deployment.settings import Demand
 from deployment_toolkit.search.trials import SearchSettings
-from deployment_toolkit.sizing.plan import Demand as SizingDemand
 
 ROOT = Path(__file__).resolve().parents[3]
-RUN = ROOT / "tests" / "fixtures" / "sizing" / "gpu_a100_onnx_x1"
+RUN = ROOT / "tests" / "fixtures" / "stored_search"  # a search's run.json, as size reads it first
 
 
 @pytest.mark.parametrize(("flag", "value", "message"), [
@@ -29,7 +28,7 @@ RUN = ROOT / "tests" / "fixtures" / "sizing" / "gpu_a100_onnx_x1"
 def test_size_refuses_numbers_that_are_not_numbers(tmp_path, flag, value, message):
     args = {"--peak-rps": "100", "--p99-ms": "50", flag: value}
     proc = subprocess.run([sys.executable, str(ROOT / "triton" / "size_fleet.py"), str(RUN),
-                           *[x for kv in args.items() for x in kv], "--output", str(tmp_path / "out")],
+                           *[x for kv in args.items() for x in kv], "--result-path", str(tmp_path / "out")],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert proc.stderr.strip().splitlines() == [f"error: {message}"]
@@ -44,7 +43,7 @@ def test_size_refuses_numbers_that_are_not_numbers(tmp_path, flag, value, messag
     lambda: SearchSettings(budget_ms=50, queue_delays_us=(100, -5)),
     lambda: Demand(peak_rps=math.nan, p99_ms=50),
     lambda: Demand(peak_rps=100, p99_ms=50, headroom=math.inf),
-    lambda: SizingDemand(peak_rps=1e308, slo_ms=50),
+    lambda: Demand(peak_rps=1e308, p99_ms=50),
 ])
 def test_the_api_refuses_the_same_numbers(make):
     with pytest.raises(UserInputError, match=r"^--[a-z0-9-]+ must be .*, got "):

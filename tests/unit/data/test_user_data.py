@@ -251,18 +251,6 @@ def test_search_writes_the_real_samples_and_its_identity_follows_them(tmp_path):
                               tmp_path / "r2")
 
 
-def test_sizing_confirms_with_the_runs_real_samples(tmp_path):
-    from deployment_toolkit.commands.size_fleet import confirm_input_data  # noqa: PLC0415  (was triton/size_fleet.py)
-    sample = tmp_path / "input_data_abc.json"
-    sample.write_text('{"data": []}')
-    cfg = {"sweeps": {"online": {"perf_options": {"input_data": str(sample)}}}}
-    assert confirm_input_data(None, cfg) == str(sample)
-    assert confirm_input_data("zero", cfg) == "zero"
-    assert confirm_input_data(None, {"sweeps": {"online": {"perf_options": {"input_data": "random"}}}}) == "random"
-    sample.unlink()
-    assert confirm_input_data(None, cfg) == "random"
-
-
 def test_a_dataloader_may_define_dataclasses_and_import_its_neighbours(tmp_path):
     (tmp_path / "helpers.py").write_text("SCALE = 2.0\n")
     loader = write_loader(tmp_path / "dc.py", (

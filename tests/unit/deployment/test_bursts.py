@@ -38,7 +38,7 @@ def test_a_bursty_log_is_replayed_and_a_poisson_log_is_not(tmp_path):
     assert list(found) == ["a"] and found["a"].dispersion > BURSTY and len(found["a"].gaps) == len(bursty) - 1
     assert "a (index of dispersion" in found["a"].text()
     from deployment_toolkit.perf.analyzer import PerfOptions
-    from deployment_toolkit.sizing.ratepoint import Target, arrival_band, point_key
+    from deployment_toolkit.perf.openloop.ratepoint import Target, arrival_band, point_key
 
     poisson = Target("mix[a]/a", "a", "localhost:8001", 1, None, PerfOptions(measurement_interval_ms=1000))
     replay = recorded(poisson, found["a"])
@@ -90,7 +90,7 @@ def test_a_recorded_point_that_answered_what_its_windows_held_keeps_up():
     import dataclasses
 
     from deployment_toolkit.perf.analyzer import PerfOptions
-    from deployment_toolkit.sizing.ratepoint import KEEP_UP, RatePoint, Target, point_key
+    from deployment_toolkit.perf.openloop.ratepoint import KEEP_UP, RatePoint, Target, point_key
 
     options = PerfOptions(measurement_mode="time_windows", measurement_interval_ms=1000)
     target = Target("cfg", "m", "localhost:8001", 1, None, options)

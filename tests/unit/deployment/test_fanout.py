@@ -12,8 +12,8 @@ from deployment_toolkit.deployment.fanout import (INDEX_ENV, JobSpec, gather_job
                                                   search_dir, search_job, searches_done, write_jobs)
 from deployment_toolkit.errors import UserInputError
 from deployment_toolkit.search.store import POINTS_FILE
-from deployment_toolkit.sizing.k8s import validate_all
-from deployment_toolkit.sizing.runs import SizingError
+from deployment_toolkit.kube.manifests import validate_all
+from deployment_toolkit.kube.fleet_spec import ManifestError
 
 SPEC = JobSpec(image="registry.example/deployment-toolkit:0.9",
                node_selector=gpu_node_selector("NVIDIA H100 80GB HBM3"), namespace="ml", parallelism=4,
@@ -100,7 +100,7 @@ def test_an_invalid_manifest_is_refused_and_not_written(tmp_path):
     bad = JobSpec(image="img:1", node_selector={"kubernetes.io/arch": "amd64"})
     job = search_job("/inputs/d.yaml", 2, "/results/r", bad)
     job["spec"]["template"]["spec"]["containers"][0]["unknownField"] = 1  # strict: unknown fields fail
-    with pytest.raises(SizingError, match="search-job.yaml is not a valid Job"):
+    with pytest.raises(ManifestError, match="search-job.yaml is not a valid Job"):
         write_jobs({"search-job.yaml": job}, tmp_path / "out")
     assert not (tmp_path / "out" / "search-job.yaml").exists()
     with pytest.raises(UserInputError, match="at least one model"):

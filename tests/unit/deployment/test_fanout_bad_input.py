@@ -22,7 +22,7 @@ from deployment_toolkit.deployment.owner import model_definition
 from deployment_toolkit.deployment.settings import FanOut
 from deployment_toolkit.errors import UserError, UserInputError
 from deployment_toolkit.search.store import POINTS_FILE, search_complete
-from deployment_toolkit.sizing.k8s import image_problem, label_key_problem, label_value_problem
+from deployment_toolkit.kube.manifests import image_problem, label_key_problem, label_value_problem
 
 ROOT = Path(__file__).resolve().parents[3]
 IMAGE = "registry.example/deployment-toolkit:1"

@@ -24,7 +24,7 @@ from deployment_toolkit.deployment.joboutput import (FILES_POD_FILE, INPUTS_CLAI
                                                      RESULTS_CLAIM_FILE, JobNames)
 from deployment_toolkit.deployment.owner import model_definition
 from deployment_toolkit.errors import UserInputError
-from deployment_toolkit.sizing.k8s import unique_dns_name
+from deployment_toolkit.kube.manifests import unique_dns_name
 
 ROOT = Path(__file__).resolve().parents[3]
 IMAGE = "registry.example/deployment-toolkit:1"

@@ -8,8 +8,8 @@ import pytest
 
 from deployment_toolkit.deployment.confirm import confirm_group, derate_factor
 from deployment_toolkit.deployment.mixed import MixPoint
-from deployment_toolkit.sizing.ratepoint import RatePoint
-from deployment_toolkit.sizing.ratestore import RateKey, options_key
+from deployment_toolkit.perf.openloop.ratepoint import RatePoint
+from deployment_toolkit.perf.openloop.ratestore import RateKey, options_key
 
 OPTS = options_key({"measurement_interval_ms": 1000})
 
@@ -164,7 +164,7 @@ def test_auto_drives_a_group_from_one_process_once_it_has_more_models_than_half_
     from deployment_toolkit.deployment.mixed import LoadGenerator, Member, one_process
     from deployment_toolkit.errors import UserInputError
     from deployment_toolkit.perf.analyzer import PerfOptions
-    from deployment_toolkit.sizing.ratepoint import Target
+    from deployment_toolkit.perf.openloop.ratepoint import Target
 
     def members(n, protocol=Protocol.GRPC):
         target = Target("c", "m", "localhost:8001", 1, None, PerfOptions(protocol=protocol))
@@ -189,7 +189,7 @@ def test_auto_shares_one_process_among_the_lightest_models_and_a_busy_one_keeps_
     from deployment_toolkit.deployment import mixed
     from deployment_toolkit.deployment.mixed import SHARED_PROCESS_RPS, LoadGenerator, Member, Mix
     from deployment_toolkit.perf.analyzer import PerfOptions
-    from deployment_toolkit.sizing.ratepoint import Target
+    from deployment_toolkit.perf.openloop.ratepoint import Target
 
     monkeypatch.setattr(mixed, "usable_cores", lambda: 2)
     target = Target("c", "m", "localhost:8001", 1, None, PerfOptions())

@@ -10,7 +10,7 @@ from deployment_toolkit.deployment.errors import DeploymentPlanError
 from deployment_toolkit.deployment.groups import MeasuredGroup, _as_measured
 from deployment_toolkit.deployment.packing import PackedGroup, Packing, SolveStatus
 from deployment_toolkit.deployment.packing_milp import BoundSource
-from deployment_toolkit.sizing.holding import Holding
+from deployment_toolkit.perf.openloop.holding import Holding
 
 
 def _group(models, replicas, rates):

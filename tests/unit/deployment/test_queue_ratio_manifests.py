@@ -58,12 +58,12 @@ def test_a_group_without_a_confirmation_scales_on_requests_and_says_so(tmp_path,
 def test_a_replica_is_priced_by_the_device_that_serves_it(monkeypatch):
     """On a GPU host a replica's price is keyed on the GPU's name (it was the CPU's, so by_device never matched)."""
     from deployment_toolkit.results import runinfo
-    from deployment_toolkit.sizing.plan import Prices
+    from deployment_toolkit.deployment.file import Costs
 
     monkeypatch.setattr(runinfo, "gpu_info", lambda: [{"name": "NVIDIA H100 80GB HBM3", "memory": "81559 MiB",
                                                         "driver": "550"}])
     monkeypatch.setattr(runinfo, "cpu_info", lambda: {"model": "AMD EPYC 9654"})
-    prices = Prices({"H100": 4.5, "EPYC": 1.0}, gpu_hour=3.0, host_hour=0.5)
+    prices = Costs(host_hour=0.5, gpu_hour=3.0, by_device={"H100": 4.5, "EPYC": 1.0})
     assert runinfo.serving_device(True) == "NVIDIA H100 80GB HBM3"
     assert prices.price_for(runinfo.serving_device(True), True) == 4.5
     assert runinfo.serving_device(False) == "AMD EPYC 9654" and prices.price_for("AMD EPYC 9654", False) == 1.0

@@ -13,9 +13,9 @@ from deployment_toolkit.errors import UserInputError
 from deployment_toolkit.perf.analyzer import write_input_data_json
 from deployment_toolkit.perf.multistream import (DriveSpec, Stream, StreamResult, Trace, reported, request_arrays,
                                                  settled, summarise, window_figures)
-from deployment_toolkit.sizing.together import row_of
-from deployment_toolkit.sizing.ratepoint import RatePoint
-from deployment_toolkit.sizing.ratestore import RateKey
+from deployment_toolkit.perf.openloop.together import row_of
+from deployment_toolkit.perf.openloop.ratepoint import RatePoint
+from deployment_toolkit.perf.openloop.ratestore import RateKey
 from deployment_toolkit.spec import ModelSignature, TensorSpec
 
 MS = 1_000_000

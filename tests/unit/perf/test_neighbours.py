@@ -91,8 +91,8 @@ class _Windows:
 
 
 def _point(monkeypatch, shares, tmp_path):
-    from deployment_toolkit.sizing import ratepoint
-    from deployment_toolkit.sizing.ratestore import RateStore
+    from deployment_toolkit.perf.openloop import ratepoint
+    from deployment_toolkit.perf.openloop.ratestore import RateStore
 
     windows = _Windows(shares)
     measured = []
@@ -109,7 +109,7 @@ def _point(monkeypatch, shares, tmp_path):
 
 def _options():
     from deployment_toolkit.search.request import DEFAULT_PERF_OPTIONS
-    from deployment_toolkit.sizing.ratepoint import open_loop_options
+    from deployment_toolkit.perf.openloop.ratepoint import open_loop_options
 
     return open_loop_options(DEFAULT_PERF_OPTIONS)
 

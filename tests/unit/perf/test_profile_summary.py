@@ -10,9 +10,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
-import math
 import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +21,6 @@ from deployment_toolkit.perf.analyzer import read_profile_export, read_schedule,
 from deployment_toolkit.perf.analyzer.profile_summary import (compress_raw, finish_point, read_summary,
                                                               regenerate_schedule, stem, summarise, summary_path,
                                                               write_summary)
-from deployment_toolkit.sizing.ratestore import RateStore, read_rows
 
 ROOT = Path(__file__).resolve().parents[3]
 DATA = ROOT / "tests" / "data" / "schedule_latency"
@@ -116,8 +113,8 @@ def test_finish_point_drops_the_raw_file_unless_kept(tmp_path):
 def _measure(tmp_path: Path, monkeypatch) -> dict:
     """One open-loop point through ratepoint.measure, perf_analyzer replaced by the recorded export."""
     from deployment_toolkit.perf.analyzer import PerfOptions, PointResult
-    from deployment_toolkit.sizing import ratepoint
-    from deployment_toolkit.sizing.ratestore import RateStore
+    from deployment_toolkit.perf.openloop import ratepoint
+    from deployment_toolkit.perf.openloop.ratestore import RateStore
 
     def fake_run_point(target, batch, load, *args, profile_export=None, **kw):
         assert Path(load.intervals).is_file()  # perf_analyzer gets its schedule file
@@ -159,63 +156,3 @@ def test_keep_raw_keeps_the_export_compressed_and_the_schedule(tmp_path, monkeyp
     again = summarise(read_schedule(tmp_path / "cfg_t1_poisson_r40.intervals"),
                       tmp_path / "cfg_t1_poisson_r40.profile.json.gz", "t")  # re-analysis from what was kept
     assert again.latency.sched_p99_ms == pytest.approx(row["sched_p99_ms"], abs=5e-4)
-
-
-# ---- the committed runs --------------------------------------------------------------------------------------
-
-def _committed_stores() -> list[Path]:
-    """The committed open-loop stores: CSVs (tracked or to be committed) with a profile_export column."""
-    files = subprocess.run(["git", "-C", str(ROOT), "ls-files", "--cached", "--others", "--exclude-standard",
-                            "results"], capture_output=True, text=True, check=True).stdout.split()
-    stores = []
-    for f in files:
-        path = ROOT / f
-        if f.endswith(".csv") and path.is_file():
-            with open(path) as fh:
-                if "profile_export" in fh.readline().split(","):
-                    stores.append(path)
-    return stores
-
-
-def test_no_raw_per_request_file_is_committed():
-    files = subprocess.run(["git", "-C", str(ROOT), "ls-files", "--cached", "--others", "--exclude-standard",
-                            "results"], capture_output=True, text=True, check=True).stdout.split()
-    raw = [f for f in files if f.endswith((".profile.json", ".profile.json.gz", ".intervals"))]
-    assert not raw, f"{len(raw)} raw per-request files would be committed, e.g. {raw[:3]}"
-
-
-def test_every_committed_open_loop_row_has_the_summary_its_figures_came_from():
-    """The rows' latency from the intended send time was computed from the raw exports when the runs were made;
-    the raw files are no longer committed, so each row's summary (derived from that raw file, whose SHA-256 it
-    records) must give the same figures. Where the raw file is still on disk (the checkout that compacted the
-    run), one point per store is derived again from it."""
-    stores = _committed_stores()
-    assert len(stores) >= 8
-    missing, checked = set(), 0
-    for store in stores:
-        rederived = False
-        for row in read_rows(store):
-            export = row.get("profile_export")
-            if not export:
-                continue
-            path = ROOT / export
-            if not summary_path(path).is_file():
-                missing.add(export)
-                continue
-            s = read_summary(path)
-            checked += 1
-            assert s.schedule.get("seed") == row["schedule_seed"] and s.schedule.get("rate") == row["request_rate"]
-            sched = row.get("sched_p99_ms")
-            if sched is not None and not math.isnan(sched):
-                assert s.latency.sched_p99_ms == pytest.approx(sched, rel=1e-5, abs=1e-3), export
-                assert s.latency.late_pct == pytest.approx(row["late_pct"], rel=1e-5, abs=1e-3), export
-            assert sum(s.windows["requests"][-s.reported_windows:]) == s.latency.requests
-            assert len(regenerate_schedule(s.schedule).intervals_us) == s.schedule["intervals"]  # the dropped file
-            gz = path.with_name(stem(path) + ".profile.json.gz")
-            intervals = path.with_name(stem(path) + ".intervals")
-            if not rederived and gz.is_file() and intervals.is_file():
-                again = summarise(read_schedule(intervals), gz, s.derived_by, s.schedule)
-                assert again.as_json() == s.as_json(), export
-                rederived = True
-    assert not missing, f"committed rows whose profile summary is missing: {sorted(missing)}"
-    assert checked >= 250

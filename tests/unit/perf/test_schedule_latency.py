@@ -166,8 +166,8 @@ def test_bad_schedules_are_refused():
 def test_an_empty_export_leaves_the_point_on_perf_analyzers_p99(tmp_path, monkeypatch):
     """perf_analyzer left a 0-byte export on a short burst run: the point keeps perf_analyzer's own figures."""
     from deployment_toolkit.perf.analyzer import PerfOptions, PointResult
-    from deployment_toolkit.sizing import ratepoint
-    from deployment_toolkit.sizing.ratestore import RateStore
+    from deployment_toolkit.perf.openloop import ratepoint
+    from deployment_toolkit.perf.openloop.ratestore import RateStore
 
     def fake_run_point(*args, profile_export=None, **kw):
         Path(profile_export).write_text("")

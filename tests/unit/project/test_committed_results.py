@@ -41,7 +41,7 @@ def test_the_guard_refuses_a_tracked_folder_and_lets_an_untracked_one_through(tm
 
 @pytest.mark.parametrize("script, args", [
     ("report.py", [COMMITTED_RUN]),
-    ("size_fleet.py", [COMMITTED_RUN, "--peak-rps", "10", "--p99-ms", "500"]),
+    ("size_fleet.py", [ROOT / "tests" / "fixtures" / "stored_search", "--peak-rps", "10", "--result-path", COMMITTED_RUN]),
     ("run_online_performance_test_on_triton.py", ["--server-url", "127.0.0.1:1", "--model-name", "resnet50",
                                                   "--result-path", COMMITTED_RUN]),
 ])

@@ -110,6 +110,6 @@ def test_test_only_packages_are_in_the_test_extra():
 def test_the_checks_can_fail():
     """The scan sees lazy imports (inside functions) and maps import names to distributions."""
     imports = _imports()
-    assert "deployment_toolkit/sizing/k8s.py" in imports["kubernetes_validate"]  # imported inside a function
+    assert "deployment_toolkit/kube/manifests.py" in imports["kubernetes_validate"]  # imported inside a function
     assert _distributions_of("yaml") == {"pyyaml"} and _distributions_of("google") >= {"protobuf"}
     assert _name("tritonclient[all]==2.50.0") == "tritonclient" and _name("PyYAML==6.0.3") == "pyyaml"

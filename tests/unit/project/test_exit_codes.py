@@ -6,7 +6,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
 PACKAGE = ROOT / "deployment_toolkit"
-ENTRY_POINTS = [*sorted((PACKAGE / "commands").glob("*.py")), PACKAGE / "perf" / "cli.py",
+ENTRY_POINTS = [*sorted((PACKAGE / "commands").glob("*.py")),
                 PACKAGE / "demo.py", PACKAGE / "doctor.py", PACKAGE / "cli.py"]
 NAMED = {"EXIT_NOT_MET": 1, "EXIT_USER_ERROR": 2, "EXIT_NO_CONFIG": 1, "EXIT_SIGTERM": 143}
 

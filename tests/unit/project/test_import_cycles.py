@@ -197,34 +197,53 @@ def package_imports(graph: dict[str, set[str]]) -> dict[str, set[str]]:
     return out
 
 
-def documented_imports(text: str) -> dict[str, set[str]]:
-    """The 'may import' table of ARCHITECTURE.md: | `package` | `a`, `b` |."""
-    table = text.split("## What each package may import", 1)[1]
-    rows = {}
-    for line in table.splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) == 2 and cells[0].startswith("`"):
-            rows[cells[0].strip("`")] = {c.strip().strip("`") for c in cells[1].split(",") if c.strip()}
-    return rows
+def documented_layers(text: str) -> dict[str, int]:
+    """ARCHITECTURE.md's ranked list of layers, from the bottom: `0. `a`, `b`: why` -> {a: 0, b: 0}."""
+    section = text.split("## Layers, from the bottom", 1)[1].split("\n## ", 1)[0]
+    layers: dict[str, int] = {}
+    for line in section.splitlines():
+        rank, dot, rest = line.partition(". ")
+        if dot and rank.strip().isdigit():
+            names = rest.split(":", 1)[0]
+            for name in (n.strip().strip("`") for n in names.split(",")):
+                if name:
+                    layers[name] = int(rank)
+    return layers
 
 
-def test_architecture_page_lists_every_package_and_what_it_imports():
+def layer_violations(imports: dict[str, set[str]], layers: dict[str, int]) -> list[str]:
+    """Each import of a package in its own layer or one above it, in words."""
+    return [f"{p} (layer {layers[p]}) imports {q} (layer {layers[q]})" for p in sorted(imports)
+            for q in sorted(imports[p]) if p in layers and q in layers and layers[q] >= layers[p]]
+
+
+def test_every_package_imports_only_the_layers_below_it():
+    """The ranked list in docs/ARCHITECTURE.md is the rule: a package imports only packages of lower layers,
+    imports inside functions included (issue 56)."""
     actual = package_imports(import_graph(module_files()))
-    documented = documented_imports(ARCHITECTURE.read_text())
-    assert sorted(documented) == sorted(actual), "docs/ARCHITECTURE.md's table lists other packages than exist"
-    undeclared = {p: sorted(actual[p] - documented[p]) for p in actual if actual[p] - documented[p]}
-    assert not undeclared, (f"imports that docs/ARCHITECTURE.md does not allow (add them there, with a reason, or "
-                            f"remove them): {undeclared}")
-    stale = {p: sorted(documented[p] - actual[p]) for p in actual if documented[p] - actual[p]}
-    assert not stale, f"docs/ARCHITECTURE.md allows imports that no longer exist (remove them): {stale}"
+    layers = documented_layers(ARCHITECTURE.read_text())
+    assert sorted(layers) == sorted(actual), (f"docs/ARCHITECTURE.md's layers list other packages than exist: "
+                                              f"missing {sorted(set(actual) - set(layers))}, "
+                                              f"gone {sorted(set(layers) - set(actual))}")
+    wrong = layer_violations(actual, layers)
+    assert not wrong, "imports against the layers of docs/ARCHITECTURE.md:\n" + "\n".join(wrong)
 
 
-def test_the_page_check_sees_a_new_import():
-    documented = documented_imports("## What each package may import\n| package | may import |\n|---|---|\n"
-                                    "| `report` | `results`, `tables` |\n")
-    actual = package_imports({"deployment_toolkit.report.build": {"deployment_toolkit.perf.sweep",
-                                                                  "deployment_toolkit.results.store"}})
-    assert actual["report"] - documented["report"] == {"perf"}
+def test_the_layer_check_fails_when_a_lower_package_imports_a_higher_one(fake_package):
+    """perf (a measuring layer) reaching up into search inside a function is found, and so is a same-layer import."""
+    (fake_package / "search").mkdir()
+    (fake_package / "search" / "__init__.py").write_text("")
+    (fake_package / "search" / "engine.py").write_text("from ..perf import sweep\n")
+    (fake_package / "perf" / "sweep.py").write_text("def run():\n    from ..search.engine import x\n")
+    (fake_package / "report" / "build.py").write_text("from ..perf import sweep\n")
+    text = "## Layers, from the bottom\n\n0. `report`: tables\n1. `perf`: measuring\n2. `search`: the search\n"
+    layers = documented_layers(text)
+    assert layers == {"report": 0, "perf": 1, "search": 2}
+    imports = package_imports(import_graph(module_files(fake_package)))
+    assert layer_violations(imports, layers) == ["perf (layer 1) imports search (layer 2)",
+                                                 "report (layer 0) imports perf (layer 1)"]
+    del imports["perf"], imports["report"]
+    assert layer_violations(imports, layers) == []
 
 
 def test_no_package_imports_another_that_imports_it_back():

@@ -55,8 +55,9 @@ def test_gpu_check_installs_from_the_wheelhouse_then_runs_the_acceptance(tmp_pat
     text = make_n("gpu-check", "WHEELHOUSE=/srv/wheels", f"VENV={venv}", "GPU_CHECK_ARGS=--max-minutes 10")
     lines = text.splitlines()
     install = next(i for i, ln in enumerate(lines) if "--no-index" in ln)
-    run = next(i for i, ln in enumerate(lines) if "triton/gpu_acceptance.py" in ln)
-    assert install < run and lines[run].strip() == f"{venv}/bin/python triton/gpu_acceptance.py --max-minutes 10"
+    run = next(i for i, ln in enumerate(lines) if "deployment_toolkit_lab gpu-check" in ln)  # the lab's command
+    assert install < run
+    assert lines[run].strip() == f"{venv}/bin/python -m deployment_toolkit_lab gpu-check --max-minutes 10"
 
 
 def test_wheelhouse_target_builds_for_the_chosen_python_without_torch(tmp_path):
@@ -156,7 +157,7 @@ def test_toolkit_wheel_installs_with_no_index_and_carries_its_data(installed):
             "print('\\n'.join(files))")
     files = subprocess.run([str(installed), "-c", code], capture_output=True, text=True, cwd="/", check=True,
                            timeout=60).stdout.splitlines()
-    assert "deployment_toolkit/acceptance/seed001_nnunet_online.csv" in files
+    assert "deployment_toolkit_lab/acceptance/seed001_nnunet_online.csv" in files
     assert "deployment_toolkit/repository/python_runtime/model.py" in files
     assert not [f for f in files if f.startswith("triton/")]  # the scripts folder is not a package of the wheel
 
@@ -190,7 +191,7 @@ def _replica(tmp_path: Path) -> Path:
     (repo / "triton").mkdir(parents=True)
     os.symlink(ROOT / "deployment_toolkit", repo / "deployment_toolkit")
     shutil.copy(ROOT / "triton" / "convert_model.py", repo / "triton" / "convert_model.py")
-    header = (ROOT / "triton" / "gpu_acceptance.py").read_text()
+    header = (ROOT / "triton" / "convert_model.py").read_text()
     start = header.index("sys.path.insert")
     (repo / "triton" / "probe.py").write_text(
         "import sys\nfrom pathlib import Path\n\n" + header[start:header.index("\n", start) + 1] + PROBE

@@ -21,11 +21,11 @@ from deployment_toolkit.results.run_folder import RunFolder, add_result_path_arg
 from deployment_toolkit.results.schema import INT_COLUMNS, STORE_COLUMNS
 from deployment_toolkit.results.store import ResultsStore, read_store_csv, rows_to_csv as store_csv
 from deployment_toolkit.search.store import SearchStore
-from deployment_toolkit.sizing.ratestore import RateKey, RateStore, read_rows, rows_to_csv as rate_csv
+from deployment_toolkit.perf.openloop.ratestore import RateKey, RateStore, read_rows, rows_to_csv as rate_csv
 from deployment_toolkit.spec import atomic_write
 
 ROOT = Path(__file__).resolve().parents[3]
-RESULTS = ROOT / "results"
+RESULTS = ROOT / "tests" / "fixtures" / "stores"  # committed runs of earlier formats, copied
 
 SCHEMA = RowSchema(columns=("name", "batch", "rate", "ok", "series", "note", "identity", "measured_at"),
                    key=("name", "batch"), sort_by=("name", "batch"),

@@ -46,15 +46,15 @@ def test_bad_counts_are_refused():
 
 
 def test_the_loops_that_time_in_process_all_use_it():
-    """The lab's runtime-speed and overhead benchmarks, perf/framework and diffusion/latency time through
-    runtimes.timing, not a loop of their own (issue 37: one in-process timer). The lab's files are read, not imported."""
+    """The lab's runtime-speed, overhead and framework benchmarks and diffusion/latency time through runtimes.timing,
+    not a loop of their own (issue 37: one in-process timer). The lab's files are read, not imported."""
     from pathlib import Path
 
     import deployment_toolkit
 
     root = Path(deployment_toolkit.__file__).parent
     for rel in ("../deployment_toolkit_lab/runtime_speed.py", "../deployment_toolkit_lab/overhead/bench.py",
-                "perf/framework/measuring.py", "diffusion/latency.py"):
+                "../deployment_toolkit_lab/framework_bench/measuring.py", "diffusion/latency.py"):
         text = (root / rel).read_text()
         assert "runtimes.timing import" in text, rel
         assert "time.perf_counter() - " not in text.replace("exported in {time.perf_counter() - t0", ""), rel

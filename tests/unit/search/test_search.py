@@ -820,8 +820,8 @@ def test_a_search_whose_finalists_all_break_steps_down_past_the_limit_rather_tha
 def open_loop_model(closed_loop_share: dict[str, float]):
     """An open-loop replica: capacity = closed-loop capacity x a per-config share (bursts queue more in some
     configs than others), p99 rising as the offered rate nears it (M/M/1-like)."""
-    from deployment_toolkit.sizing.ratepoint import RatePoint
-    from deployment_toolkit.sizing.ratestore import RateKey
+    from deployment_toolkit.perf.openloop.ratepoint import RatePoint
+    from deployment_toolkit.perf.openloop.ratestore import RateKey
 
     def rate_point(cand, rate, trial, key):
         thr, p99_1 = cpu_model(cand, 1)

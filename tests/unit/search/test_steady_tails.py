@@ -6,9 +6,9 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from deployment_toolkit.search.capacity import TAIL_SPREAD, CapacityMeasurement, _steadier_first
-from deployment_toolkit.sizing.capacity import OpenLoopCapacity, Search
-from deployment_toolkit.sizing.ratepoint import RatePoint
-from deployment_toolkit.sizing.ratestore import RateKey
+from deployment_toolkit.perf.openloop.capacity import OpenLoopCapacity, Search
+from deployment_toolkit.perf.openloop.ratepoint import RatePoint
+from deployment_toolkit.perf.openloop.ratestore import RateKey
 
 SLO = 20.0
 

@@ -1,1 +1,0 @@
-"""GPU acceptance in one command (`make gpu-check`, triton/gpu_acceptance.py): plan, step runner, README."""

@@ -1,0 +1,81 @@
+"""Capacity that holds (issue 36, item 3): the rate a plan rests on is re-tested before it is used.
+
+A bisection ends on the highest rate that passed once; a rate at that edge passes and fails by turns, so a plan
+built on it misses its SLO when re-tested (the committed single-model plan's "Predicted capacity check" showed
+p99 767 ms against 50 ms at exactly that rate). Here the found rate is re-tested `k` times (independent arrival
+schedules, longer windows); any failure steps it down and the re-test starts again, so the capacity returned
+passed k of k at the rate itself.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+STEP = 0.9  # each failed re-test lowers the rate by 10 %
+MAX_STEPS = 6  # 0.9^6 = 53 % of the found rate: past that the bisection itself was wrong, say so
+
+
+@dataclass
+class Retest:
+    rate: float
+    trial: int
+    passed: bool
+    verdict: str
+
+
+@dataclass
+class Judged:
+    """A single model's open-loop point judged against its own SLO: what `hold` asks of a point."""
+
+    point: Any  # perf.openloop.ratepoint.RatePoint
+    slo_ms: float
+
+    def passes(self) -> bool:
+        return self.point.passes(self.slo_ms)
+
+    def verdict(self) -> str:
+        return self.point.verdict(self.slo_ms)
+
+
+@dataclass
+class Holding:
+    found: float  # what the bisection found
+    rate: float | None  # what held k of k (None: nothing within MAX_STEPS)
+    k: int
+    retests: list[Retest] = field(default_factory=list)
+
+    @property
+    def derated(self) -> bool:
+        return self.rate is not None and self.rate < self.found
+
+    def text(self) -> str:
+        if self.rate is None:
+            return (f"{self.found:,.1f} inf/s did not hold: no rate down to {self.found * STEP ** MAX_STEPS:,.1f} "
+                    f"passed {self.k} of {self.k} re-tests")
+        tail = f" (found {self.found:,.1f}, derated after failed re-tests)" if self.derated else ""
+        return f"{self.rate:,.1f} inf/s held {self.k} of {self.k} re-tests{tail}"
+
+
+def hold(measure_at: Callable[[float, int], Any], found: float, k: int = 3, first_trial: int = 101) -> Holding:
+    """Re-test `found` (inferences/s) with `measure_at(rate, trial)` (a point with passes() and verdict()), trials
+    numbered from `first_trial` so they are never the bisection's own stored points."""
+    result = Holding(found, None, k)
+    rate, trial = found, first_trial
+    for _ in range(MAX_STEPS + 1):
+        ok = True
+        for _ in range(k):
+            point = measure_at(rate, trial)
+            passed = bool(point.passes())
+            result.retests.append(Retest(rate, trial, passed, point.verdict()))
+            trial += 1
+            if not passed:
+                ok = False
+                break
+        if ok:
+            result.rate = rate
+            return result
+        rate *= STEP
+    return result
+
+
+__all__ = ["Holding", "Judged", "MAX_STEPS", "Retest", "STEP", "hold"]
