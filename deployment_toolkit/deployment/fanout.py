@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
+from ..config.keyvalue import parse_pairs
 from ..errors import UserInputError
 from ..search.store import search_complete
 from ..kube.manifests import GPU_PRODUCT_KEY, dns_name, gpu_product_label, image_problem, label_problem
@@ -125,20 +126,17 @@ def gpu_node_selector(device: str) -> dict[str, str]:
 
 
 def node_selector_of(items: Sequence[str], flag: str = "--node-selector") -> dict[str, str]:
-    """KEY=VALUE items (the repeatable flag's) as a node selector, each checked by Kubernetes' label rules as it is
-    read: a selector the API server would refuse is said now, naming the item, not at `kubectl apply`."""
-    selector: dict[str, str] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
+    """KEY=VALUE items (the repeatable flag's) as a node selector, read by the one KEY=VALUE reader as text (a label
+    value is a string: `zone=1` is '1') and each checked by Kubernetes' label rules as it is read: a selector the API
+    server would refuse is said now, naming the item, not at `kubectl apply`."""
+    for item in items:  # the reader's own line, with the example a node selector needs
+        if "=" not in item or not item.partition("=")[0].strip():
             raise UserInputError(f"{flag} {item!r}: give KEY=VALUE, e.g. {GPU_PRODUCT_LABEL}=NVIDIA-H100-80GB-HBM3")
+    selector = parse_pairs(items, flag, text=True)
+    for key, value in selector.items():
         if problem := label_problem(key, value):
-            raise UserInputError(f"{flag} {item!r}: {problem}; give a label as the nodes carry it (kubectl get nodes "
-                                 "--show-labels)")
-        if selector.get(key, value) != value:
-            raise UserInputError(f"{flag}: {key} is given twice ({selector[key]!r} and {value!r}): a node has one "
-                                 "value per label; give it once")
-        selector[key] = value
+            raise UserInputError(f"{flag} {f'{key}={value}'!r}: {problem}; give a label as the nodes carry it "
+                                 "(kubectl get nodes --show-labels)")
     return selector
 
 
