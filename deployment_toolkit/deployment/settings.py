@@ -31,7 +31,8 @@ class Demand:
                                      help="spare capacity on top of the peak (default: from the spread of the capacity "
                                           "searches)")
     max_replicas: int | None = setting(None, flag="--max-replicas", low=1, high=100_000,
-                                       help="refuse a plan that needs more replicas than this")
+                                       help="refuse a plan that needs more replicas than this (each group's "
+                                            "autoscaler scales up to twice its planned replicas)")
     host_hour_cost: float | None = setting(None, flag="--host-hour-cost", unit="$/h", low=0, high=MAX_HOUR_COST,
                                            help="$ per host-hour (CPU hosts)")
     gpu_hour_cost: float | None = setting(None, flag="--gpu-hour-cost", unit="$/h", low=0, high=MAX_HOUR_COST,

@@ -60,3 +60,18 @@ def test_bad_input_is_one_line_before_anything_is_written(tmp_path):
         (line,) = proc.stderr.strip().splitlines()
         assert line.startswith("error: ") and message in line, line
     assert not (tmp_path / "out").exists()
+
+
+def test_size_and_plan_declare_their_shared_flags_once_with_one_meaning():
+    """Issue 56: --max-replicas (and every demand, confirmation and Kubernetes flag) means the same in both."""
+    from deployment_toolkit.commands.plan_fleet import build_parser as plan_parser
+    from deployment_toolkit.commands.size_fleet import build_parser as size_parser
+
+    def flags(parser):
+        return {a.option_strings[0]: (a.help, a.default) for a in parser._actions if a.option_strings}
+
+    plan, size = flags(plan_parser()), flags(size_parser())
+    for flag in ("--max-replicas", "--peak-rps", "--headroom", "--host-hour-cost", "--retests", "--autoscale-on"):
+        assert size[flag] == plan[flag], flag
+    assert "refuse a plan that needs more replicas" in size["--max-replicas"][0]
+    assert "--gpus-per-node" not in plan and "--gpus-per-node" not in size  # read by neither: gone
