@@ -45,7 +45,7 @@ def test_every_committed_open_loop_row_has_the_summary_its_figures_came_from():
     records) must give the same figures. Where the raw file is still on disk (the checkout that compacted the
     run), one point per store is derived again from it."""
     stores = _committed_stores()
-    assert len(stores) >= 8
+    assert len(stores) >= 5  # the head-to-head and search runs against Model Analyzer keep theirs
     missing, checked = set(), 0
     for store in stores:
         rederived = False
@@ -73,4 +73,4 @@ def test_every_committed_open_loop_row_has_the_summary_its_figures_came_from():
                 assert again.as_json() == s.as_json(), export
                 rederived = True
     assert not missing, f"committed rows whose profile summary is missing: {sorted(missing)}"
-    assert checked >= 250
+    assert checked >= 200
