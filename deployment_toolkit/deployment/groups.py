@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from ..perf import neighbours
-from ..perf.openloop.holding import Holding, Retest, hold
+from ..perf.openloop.holding import Holding, hold
 from .bursts import Burst, with_bursts
 from .errors import DeploymentPlanError
 from .file import Deployment
@@ -170,15 +170,9 @@ def _split_first(plan: Any, group: PackedGroup, loads: tuple[ModelLoad, ...], se
     at = split.held / (1 + plan.resolution)
     k = max(plan.settings.checks.retests, 1)
     mix = mix_of(plan, group.models, split.split, "mix")
-    holding = Holding(at, at, k)
     ran = f"the split first: the solo winners run {oversubscription(plan, group.models):.1f}x the cores in threads"
     try:
-        for trial in range(SOLO_TRIALS, SOLO_TRIALS + k):
-            point = mix.measure(at, trial, "hold")
-            holding.retests.append(Retest(at, trial, bool(point.passes()), point.verdict()))
-            if not point.passes():
-                holding.rate = None
-                break
+        holding = hold(lambda total, trial: mix.measure(total, trial, "hold"), at, k, SOLO_TRIALS, max_steps=0)
     except neighbours.HostDisturbed as err:  # nothing concluded of the solo winners: the split, which held, is kept
         solo = SettingTried(GroupSetting(SOLO), split.predicted, None, f"{err}; {ran}", measured=False)
         return dataclasses.replace(split, tried=(solo, SettingTried(threads, split.predicted, split.held)),

@@ -56,12 +56,14 @@ class Holding:
         return f"{self.rate:,.1f} inf/s held {self.k} of {self.k} re-tests{tail}"
 
 
-def hold(measure_at: Callable[[float, int], Any], found: float, k: int = 3, first_trial: int = 101) -> Holding:
+def hold(measure_at: Callable[[float, int], Any], found: float, k: int = 3, first_trial: int = 101,
+         max_steps: int = MAX_STEPS) -> Holding:
     """Re-test `found` (inferences/s) with `measure_at(rate, trial)` (a point with passes() and verdict()), trials
-    numbered from `first_trial` so they are never the bisection's own stored points."""
+    numbered from `first_trial` so they are never the bisection's own stored points; `max_steps` 0: the rate itself
+    only, no step down (a verdict at one rate)."""
     result = Holding(found, None, k)
     rate, trial = found, first_trial
-    for _ in range(MAX_STEPS + 1):
+    for _ in range(max_steps + 1):
         ok = True
         for _ in range(k):
             point = measure_at(rate, trial)
