@@ -56,7 +56,7 @@ class MeasuredGroup:
             return f"{' + '.join(self.models)}: {what} ({self.reason}); kept apart"
         said = (f"{' + '.join(self.models)}: {self.held:,.1f} inf/s held (time sharing predicted "
                 f"{self.predicted:,.1f})")
-        said += f"; sharing factor x {self.fit.ratio:.2f}, packed again" if self.fit else ""
+        said += f"; sharing factor x {self.fit.ratio:.2f} of the prediction, packed again" if self.fit else ""
         if len(self.tried) > 1:
             said += ("; settings tried: " + "; ".join(t.text() for t in self.tried) + "; kept: "
                      + (self.setting.text() if self.setting is not None else SOLO))
@@ -69,11 +69,30 @@ def traffic_of(deployment: Deployment) -> Traffic:
     return align({m.name: entry_series(m) for m in deployment.models})
 
 
-def _loads(plan: Any) -> tuple[ModelLoad, ...]:
+def _loads(plan: Any, size: int) -> tuple[ModelLoad, ...]:
+    """Every model's load, each at its sharing factor in a group of `size` (sharing.SharingTable)."""
     prints = plan.memory
     return tuple(ModelLoad(n, m.capacity, plan.traffic.rates[n],
                            (prints.models.get(n, 0.0) / 1e9) if prints is not None else 0.0,
-                           plan.sharing.get(n, 1.0), plan.margin(n)) for n, m in plan.models.items())
+                           plan.sharing.factor(n, size), plan.margin(n)) for n, m in plan.models.items())
+
+
+def _pack(plan: Any, limits: PackLimits | None = None) -> Packing:
+    """The cheapest packing over the size bands of the sharing factors (sharing.SharingTable.caps): each band
+    packed with the factors of its largest group and no group larger; on a tie the larger band, whose factors are
+    no higher: the same replicas on the more cautious figures."""
+    limits = limits or _limits(plan)
+    caps = plan.sharing.caps(limits.max_models, len(plan.models))
+    solver = plan.settings.solver  # the solver's time, shared between the bands
+    solver = dataclasses.replace(solver, time_limit_s=max(solver.time_limit_s / len(caps), 0.5))
+    best = None
+    for cap in caps:
+        most = cap if cap < len(plan.models) or limits.max_models is not None else None
+        packing = pack(_loads(plan, cap), dataclasses.replace(limits, max_models=most), solver, apart=plan.apart)
+        if best is None or packing.cost <= best.cost:
+            best = packing
+    assert best is not None  # caps lists one size at least
+    return best
 
 
 def _limits(plan: Any) -> PackLimits:
@@ -91,11 +110,14 @@ def _limits(plan: Any) -> PackLimits:
 
 def bound_by_sharing(plan: Any) -> tuple[int, int]:
     """The replicas no packing goes under with perfect time sharing (every sharing factor 1), and with the factors
-    measured: how far the fleet is from perfect time sharing, and how much of that the measured sharing explains."""
-    loads = _loads(plan)
+    measured (the lowest over the size bands the planner packs in, each at its largest group's factors): how far the
+    fleet is from perfect time sharing, and how much of that the measured sharing explains."""
     limits = dataclasses.replace(_limits(plan), max_replicas=None)
-    perfect = tuple(dataclasses.replace(m, sharing=1.0) for m in loads)
-    return lower_bound(perfect, limits), lower_bound(loads, limits)
+    n = len(plan.models)
+    perfect = tuple(dataclasses.replace(m, sharing=1.0) for m in _loads(plan, n))
+    measured = min(lower_bound(_loads(plan, cap), dataclasses.replace(limits, max_models=cap))
+                   for cap in plan.sharing.caps(limits.max_models, n))
+    return lower_bound(perfect, limits), measured
 
 
 def refuse_over_limit(plan: Any) -> None:
@@ -184,9 +206,16 @@ def _split_first(plan: Any, group: PackedGroup, loads: tuple[ModelLoad, ...], se
         return dataclasses.replace(split, tried=(solo, SettingTried(threads, split.predicted, split.held)),
                                    setting=threads)
     reason = f"held {k} of {k} re-tests at the split's rate less the resolution; {ran}"
-    fit = fit_sharing(loads, split.split, at) if at < split.predicted * (1 - 1e-9) else None
+    fit = _fit(loads, split.split, at)
     solo = MeasuredGroup(group.models, split.split, split.predicted, holding, fit=fit)
     return _chosen(plan, solo, split, threads, SettingTried(GroupSetting(SOLO), solo.predicted, at, reason))
+
+
+def _fit(loads: tuple[ModelLoad, ...], split: dict[str, float], held: float) -> SharingFit | None:
+    """What the held rate changes in the members' factors (None: nothing, it held what was predicted)."""
+    fit = fit_sharing(loads, split, held)
+    by_name = {m.name: m.sharing for m in loads}
+    return fit if any(abs(f - by_name[n]) > 1e-9 for n, f in fit.factors.items()) else None
 
 
 def _measure_setting(plan: Any, group: PackedGroup, loads: tuple[ModelLoad, ...], tag: str) -> MeasuredGroup:
@@ -212,7 +241,7 @@ def _measure_setting(plan: Any, group: PackedGroup, loads: tuple[ModelLoad, ...]
             else Holding(found, found, 0))
     if held.rate is None:
         return MeasuredGroup(group.models, split, predicted, held, held.text())
-    fit = fit_sharing(loads, split, held.rate) if held.rate < predicted * (1 - 1e-9) else None
+    fit = _fit(loads, split, held.rate)
     return MeasuredGroup(group.models, split, predicted, held, fit=fit)
 
 
@@ -230,8 +259,7 @@ def pack_measured(plan: Any, server: Any = None) -> Packing:
     and the new groups left to the confirmation, which measures and derates each), so the measurements stay within
     MAX_PACKINGS x the groups, never every grouping."""
     for round_ in range(1, MAX_PACKINGS + 1):
-        loads = _loads(plan)
-        packing = pack(loads, _limits(plan), plan.settings.solver, apart=plan.apart)
+        packing = _pack(plan)
         plan.packings.append(packing)
         if packing.misfits:
             raise DeploymentPlanError("; ".join(f"{m.name} does not fit one replica alone: {m.reason}"
@@ -251,20 +279,20 @@ def pack_measured(plan: Any, server: Any = None) -> Packing:
             measured = plan.steps.call(
                 f"{' + '.join(group.models)}: mix capacity under their mixed traffic, held "
                 f"{plan.settings.checks.retests} of {plan.settings.checks.retests}",
-                lambda g=group: _measure_group(plan, g, loads, server))
+                lambda g=group: _measure_group(plan, g, _loads(plan, len(g.models)), server))
             plan.measured[group.models] = measured
             if measured.held is None:  # kept apart, and no later group as large: another set of that size was
                 plan.apart.append(group.models)  # as likely to fail (twelve models: six groups of six held nothing)
                 if not measured.disturbed:  # (a group the neighbours kept from measuring says nothing of its size)
                     plan.most_shared = min(plan.most_shared or len(group.models), len(group.models) - 1)
             elif measured.fit is not None:
-                plan.sharing.update(measured.fit.factors)
+                plan.sharing.record(measured.fit.factors, len(group.models))
         if round_ == MAX_PACKINGS:
             if not any(g.models not in plan.measured or plan.measured[g.models].held is None for g in todo):
                 return _as_measured(plan, packing)
             # a group that held nothing is kept apart once more; the new groups are left to the confirmation,
             # which measures each under its mixed traffic and derates it where it falls short
-            packing = pack(_loads(plan), _limits(plan), plan.settings.solver, apart=plan.apart)
+            packing = _pack(plan)
             plan.packings.append(packing)
             return _as_measured(plan, packing)
     raise AssertionError("not reached")
@@ -292,7 +320,7 @@ def split_missed(plan: Any, models: tuple[str, ...], missed: tuple[str, ...]) ->
     """`models`, a shared group whose confirmation failed, packed again with every model in `missed` apart."""
     if len(models) < 2 or not missed or not set(missed) <= set(models):
         raise ValueError(f"a split needs a shared group and the models of it that missed: {models}, {missed}")
-    loads = tuple(m for m in _loads(plan) if m.name in models)
+    loads = tuple(m for m in _loads(plan, len(models)) if m.name in models)
     apart = [(a, b) for i, a in enumerate(models) for b in models[i + 1:] if a in missed or b in missed]
     limits = dataclasses.replace(_limits(plan), max_replicas=None)  # the fleet's limit is checked on the whole
     packing = pack(loads, limits, plan.settings.solver, apart=apart)

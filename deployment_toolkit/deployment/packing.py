@@ -299,7 +299,7 @@ class SharingFit:
     models: tuple[str, ...]
     predicted_rps: float  # the total one replica holds by time sharing with the factors the packing used
     held_rps: float  # what the mix held, measured
-    ratio: float  # held / predicted, clipped to (0, 1]
+    ratio: float  # held / predicted (at least MIN_SHARING)
     factors: Mapping[str, float]  # each member's new sharing factor
 
     def apply(self, models: Sequence[ModelLoad]) -> tuple[ModelLoad, ...]:
@@ -319,8 +319,8 @@ def fit_sharing(models: Sequence[ModelLoad], split: Mapping[str, float], held_rp
     """A shared group measured under mixed traffic split as planned (`split`: each member's rate, e.g.
     PackedGroup.rates) held `held_rps` in total per replica. Time sharing with the current factors predicts
     1 / sum_i (f_i / (c_i s_i)) (f_i: member i's share of the split); each member's factor is scaled by
-    held / predicted when that is under 1, so packing again predicts what was measured for this group, and a
-    factor is never raised (a fit only lowers what an earlier one set)."""
+    held / predicted, so packing again predicts what was measured for this group; above the prediction (the factors
+    were estimated: sharing.SharingTable) a factor is raised, never above 1."""
     by_name = {m.name: m for m in models}
     missing = sorted(set(split) - set(by_name))
     if missing or len(split) < 2:
@@ -330,8 +330,8 @@ def fit_sharing(models: Sequence[ModelLoad], split: Mapping[str, float], held_rp
         raise ValueError(f"a fit needs a planned split > 0 and a held rate > 0 (got {total!r}, {held_rps!r}); a "
                          "mix that held nothing is kept apart (pack's `apart`)")
     predicted = time_shared(models, split)
-    ratio = min(1.0, max(MIN_SHARING, held_rps / predicted))
-    factors = {n: max(MIN_SHARING, by_name[n].sharing * ratio) for n in split}
+    ratio = max(MIN_SHARING, held_rps / predicted)
+    factors = {n: min(1.0, max(MIN_SHARING, by_name[n].sharing * ratio)) for n in split}
     return SharingFit(tuple(split), predicted, held_rps, ratio, factors)
 
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
@@ -41,6 +40,7 @@ from .groups import MeasuredGroup, Split, refuse_over_limit, traffic_of
 from .onserver import headroom, on_server, price
 from .packing import PackedGroup, Packing
 from .settings import DeploymentSettings
+from .sharing import SharingTable
 from .traffic import Traffic
 from ..perf.openloop.holding import Holding
 
@@ -122,7 +122,7 @@ class DeploymentPlan:
     most_shared: int | None = None  # after a group held no rate: the most models a later packing puts on a replica
     unmeasured: list[tuple[str, ...]] = field(default_factory=list)  # groups skipped: as large as one that held none
     splits: list[Split] = field(default_factory=list)  # groups whose confirmation failed, packed again (groups.Split)
-    sharing: dict[str, float] = field(default_factory=dict)  # each model's sharing factor, as last fitted
+    sharing: SharingTable = field(default_factory=SharingTable)  # each model's sharing factors, by group size
     memory: Any = None  # memory.Footprints: each model's share of a replica's memory
     confirmations: list[GroupConfirmation] = field(default_factory=list)
     manifests: dict[str, Path] = field(default_factory=dict)

@@ -90,12 +90,13 @@ def _fleet(plan) -> list[str]:
                   else ""), ""]
         perfect, measured = bound_by_sharing(plan)
         md += [f"Bound with perfect time sharing (every sharing factor 1): **{perfect}** replica(s); with the sharing "
-               f"factors measured ({_factors(plan)}): **{measured}**; the fleet: **{plan.replicas}**. What lies "
+               f"factors measured ({plan.sharing.text(list(plan.models))}): **{measured}**; the fleet: **{plan.replicas}**. What lies "
                "between the first two is what sharing a replica really costs on this host (the shared groups "
                "measured below); what lies above the second is the packing's and the confirmation's.", ""]
         shared = [m for m in plan.measured.values()]
-        md += [f"Packings: {len(plan.packings)}; shared groups measured: {len(shared)}, shared groups in the final "
-               f"packing: {sum(g.shared for g in packing.groups)}."
+        md += [f"Packings: {len(plan.packings)}, each the cheapest over the group sizes the factors change at (a "
+               "factor measured in a group of k models holds for groups of k or more, not fewer); shared groups "
+               f"measured: {len(shared)}, shared groups in the final packing: {sum(g.shared for g in packing.groups)}."
                + (" " + "; ".join(m.text() for m in shared) + "." if shared else "")
                + (f" After a group held no rate, later packings put at most {plan.most_shared} model(s) on a "
                   "replica" + (f", and {len(plan.unmeasured)} group(s) of more were not measured"
@@ -180,12 +181,6 @@ def _confirmation(plan) -> list[str]:
         if c.burst is not None:
             md += [c.burst.text(), ""]
     return md
-
-
-def _factors(plan) -> str:
-    """Each model's sharing factor where a measurement lowered it, or that none did."""
-    low = {n: f for n, f in plan.sharing.items() if f < 1 and n in plan.models}
-    return ", ".join(f"{n} x{f:.2f}" for n, f in low.items()) if low else "none below 1"
 
 
 def _unplanned(plan) -> list[str]:
@@ -333,7 +328,8 @@ def write_report(plan) -> dict[str, Path]:
         "models": {n: {"reference": m.entry.model, "peak_rps": m.entry.peak_rps, "p99_ms": m.entry.p99_ms,
                        "traffic": str(m.entry.traffic) if m.entry.traffic else None, "config": m.config,
                        "capacity_found": m.found, "capacity_held": m.capacity,
-                       "sharing": plan.sharing.get(n, 1.0)} for n, m in plan.models.items()},
+                       "sharing": {str(k): f for k, f in plan.sharing.measured.get(n, {}).items()}}  # by group size
+                   for n, m in plan.models.items()},
         "groups": [{"models": list(g.models), "replicas": g.replicas, "rates": dict(g.rates),
                     "peak_of_sum_rps": g.peak_of_sum_rps, "sum_of_peaks_rps": g.sum_of_peaks_rps}
                    for g in plan.groups],
@@ -344,7 +340,8 @@ def write_report(plan) -> dict[str, Path]:
             "packings": len(plan.packings), "measured_groups": [list(g) for g in plan.measured],
             "unmeasured_groups": [list(g) for g in plan.unmeasured],
             "bound_perfect_sharing": bound_by_sharing(plan)[0], "bound_measured_sharing": bound_by_sharing(plan)[1],
-            "sharing_factors": {n: f for n, f in plan.sharing.items() if n in plan.models},
+            "sharing_factors": {n: {str(k): f for k, f in by_size.items()}  # by group size
+                                for n, by_size in plan.sharing.lowered().items() if n in plan.models},
             "group_settings": [{"models": list(g), "kept": m.setting.text() if m.setting else "as searched alone",
                                 "tried": [{"setting": t.setting.name, "threads": dict(t.setting.threads),
                                            "predicted": t.predicted, "held": t.held, "below": t.below,

@@ -2,14 +2,16 @@
 its measured capacity needs, one that held nothing is one line, the rest stand as packed."""
 from __future__ import annotations
 
+import dataclasses
 from types import SimpleNamespace
 
 import pytest
 
 from deployment_toolkit.deployment.errors import DeploymentPlanError
 from deployment_toolkit.deployment.groups import MeasuredGroup, _as_measured
-from deployment_toolkit.deployment.packing import PackedGroup, Packing, SolveStatus
+from deployment_toolkit.deployment.packing import PackedGroup, Packing, SolveStatus, time_shared
 from deployment_toolkit.deployment.packing_milp import BoundSource
+from deployment_toolkit.deployment.sharing import SharingTable
 from deployment_toolkit.perf.openloop.holding import Holding
 
 
@@ -79,7 +81,7 @@ def _plan(names, capacity=1000.0, rate=10.0, **extra):
         memory=None, headroom=0.2, margin=lambda name: 0.2, price_per_replica=1.0,
         deployment=SimpleNamespace(limits=limits),
         models={n: SimpleNamespace(capacity=capacity) for n in names},
-        traffic=SimpleNamespace(rates={n: (rate,) for n in names}), sharing={}, packings=[], measured={}, apart=[],
+        traffic=SimpleNamespace(rates={n: (rate,) for n in names}), sharing=SharingTable(), packings=[], measured={}, apart=[],
         most_shared=None, unmeasured=[],
         settings=SimpleNamespace(solver=SolverSettings(), checks=SimpleNamespace(retests=1)),
         steps=SimpleNamespace(call=lambda label, work: work()), **extra)
@@ -156,9 +158,9 @@ def test_a_group_the_neighbours_kept_from_measuring_is_kept_apart_and_says_nothi
 
     monkeypatch.setattr(groups, "mix_of", lambda *a, **k: Disturbed())
     plan = _plan(["a", "b"], capacity=100.0, rate=10.0, resolution=0.1)
-    group = groups.pack(groups._loads(plan), groups._limits(plan), plan.settings.solver).groups[0]
+    group = groups.pack(groups._loads(plan, 2), groups._limits(plan), plan.settings.solver).groups[0]
     assert group.shared
-    measured = groups._measure_group(plan, group, groups._loads(plan))
+    measured = groups._measure_group(plan, group, groups._loads(plan, 2))
     assert measured.held is None and measured.disturbed
     assert measured.text().startswith("a + b: not measured (a + b at 10 requests/s: no quiet window")
     monkeypatch.setattr(groups, "_measure_group", lambda p, g, loads, server=None: measured)
@@ -175,6 +177,55 @@ def test_the_bound_is_stated_with_perfect_sharing_and_with_the_factors_measured(
     plan = _plan(["a", "b", "c", "d"], capacity=100.0, rate=60.0)
     perfect, measured = groups.bound_by_sharing(plan)
     assert perfect == measured == 3
-    plan.sharing.update({n: 0.5 for n in "abcd"})
+    plan.sharing.record({n: 0.5 for n in "abcd"}, 2)
     perfect, measured = groups.bound_by_sharing(plan)
     assert perfect == 3 and measured > perfect
+
+
+def _measured_by_size(monkeypatch, truth) -> list[tuple[str, ...]]:
+    """Measuring a shared group, faked: it holds `truth(size)` of what perfect time sharing predicts (the host's
+    real sharing), whatever factors the plan predicted with. Returns the groups measured, in order."""
+    import dataclasses
+
+    from deployment_toolkit.deployment import groups
+
+    seen: list[tuple[str, ...]] = []
+
+    def measure(plan, group, loads, server=None):
+        seen.append(group.models)
+        split = {n: group.rates[n] for n in group.models}
+        perfect = time_shared([dataclasses.replace(m, sharing=1.0) for m in loads], split)
+        held = perfect * truth(len(group.models))
+        return MeasuredGroup(group.models, split, time_shared(loads, split), Holding(held, held, 1),
+                             fit=groups._fit(loads, split, held))
+
+    monkeypatch.setattr(groups, "_measure_group", measure)
+    return seen
+
+
+def test_a_large_group_that_shared_badly_does_not_rule_out_smaller_ones(monkeypatch):
+    """The fleet of issue 55 in small: eight models of 0.12 replicas' worth each fit one replica by time sharing,
+    but the group of eight holds x0.3 of it, groups of four x0.9. One factor per model fell to x0.3 for every group
+    (4 replicas: 8 x 0.12 / 0.3, each model nearly alone); by size, the smaller groups are estimated from the eight
+    (each co-runner costing the same), measured, and 2 replicas of four carry the eight."""
+    from deployment_toolkit.deployment import groups
+
+    seen = _measured_by_size(monkeypatch, lambda size: 0.9 if size <= 4 else 0.3)
+    plan = _plan([f"m{i}" for i in range(8)], capacity=1000.0, rate=100.0)
+    packing = groups.pack_measured(plan)
+    assert len(seen[0]) == 8, seen
+    assert abs(plan.sharing.factor("m0", 8) - 0.3) < 1e-9 and abs(plan.sharing.factor("m0", 4) - 0.9) < 1e-9
+    assert packing.replicas == 2 and max(len(g.models) for g in packing.groups) == 4, packing.groups
+    perfect, measured = groups.bound_by_sharing(plan)
+    assert perfect == 1 and measured == 2
+
+
+def test_a_measured_group_holding_more_than_its_estimate_raises_the_factor_never_above_one():
+    from deployment_toolkit.deployment import groups
+
+    plan = _plan(["a", "b"], capacity=100.0, rate=10.0)
+    loads = tuple(dataclasses.replace(m, sharing=0.5) for m in groups._loads(plan, 2))
+    fit = groups._fit(loads, {"a": 12.0, "b": 12.0}, 80.0)  # predicted 50 at x0.5: held 1.6 x the prediction
+    assert fit is not None and abs(fit.ratio - 1.6) < 1e-9 and fit.factors == {"a": 0.8, "b": 0.8}
+    assert groups._fit(loads, {"a": 12.0, "b": 12.0}, 200.0).factors == {"a": 1.0, "b": 1.0}
+    assert groups._fit(loads, {"a": 12.0, "b": 12.0}, 50.0) is None  # held the prediction: nothing changes

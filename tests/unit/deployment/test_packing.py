@@ -113,12 +113,12 @@ def test_a_group_that_fell_short_is_repacked_with_the_fitted_factor():
     assert not together(again, "a", "b") and again.replicas == 2  # 0.4/0.6 x 2 = 1.33: sharing no longer pays
 
 
-def test_a_fit_only_lowers_factors_and_a_third_model_changes_the_split():
+def test_a_fit_never_raises_a_factor_above_one_and_a_third_model_changes_the_split():
     models = [flat("a", 0.3), flat("b", 0.3), flat("c", 0.3)]
     first = pack(models, PackLimits(headroom=0.0))
     assert first.replicas == 1 and len(first.groups) == 1
     better = fit_sharing(models, first.groups[0].rates, held_rps=500.0)
-    assert better.ratio == 1.0 and better.factors == pytest.approx({"a": 1.0, "b": 1.0, "c": 1.0})
+    assert better.ratio == pytest.approx(5.0) and better.factors == pytest.approx({"a": 1.0, "b": 1.0, "c": 1.0})
     short = fit_sharing(models, first.groups[0].rates, held_rps=75.0)  # predicted 100: 0.75
     again = pack(short.apply(models), PackLimits(headroom=0.0))
     assert again.replicas == 2 and len(again.groups) == 2  # 0.9 / 0.75 = 1.2 in one group: a pair shares, one alone

@@ -60,7 +60,7 @@ def test_solo_winners_that_cannot_hold_the_splits_rate_leave_the_split_without_a
 def test_solo_winners_that_hold_it_are_kept_at_that_rate(group_of_two, monkeypatch):
     plan, group, calls, _ = group_of_two
     monkeypatch.setattr(groups, "oversubscription", lambda plan, models: 2.0)
-    monkeypatch.setattr(groups, "fit_sharing", lambda loads, split, held: ("fit at", held))
+    monkeypatch.setattr(groups, "_fit", lambda loads, split, held: ("fit at", held))
     plan.solo = 95.0
     measured = groups._measure_group(plan, group, (), server=object())
     assert calls[-3:] == ["re-test 90.9 #201", "re-test 90.9 #202", "re-test 90.9 #203"]

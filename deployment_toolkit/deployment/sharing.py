@@ -1,0 +1,94 @@
+"""Sharing factors by group size: what a measured shared group says holds for groups as large as it or larger, not
+for smaller ones.
+
+Why: one factor per model, only ever lowered, let one large group that shared badly rule out every smaller one. On
+2 cores, twelve models: groups of four scorers held x0.54 and x0.46 of time sharing, then a group of six held x0.24
+of what those factors predicted, and every scorer's one factor fell to x0.11-0.13: the solver gave each scorer a
+replica of its own (10 replicas) though the groups of four had held. Interference grows with the models on a
+replica (threads, caches, the server's queues), so a factor is kept per model and group size: model i's factor in a
+group of k is the lowest measured for it in a group of k or fewer (a larger group never shares better than a smaller
+one did). Between the sizes it was measured at (and one model alone, factor 1), each co-runner is taken to cost the
+same: 1 / factor interpolated linearly in the size, an estimate the next measurement replaces (up or down); past the
+largest size measured, that size's factor; 1 where it was never measured.
+
+The packing stays one MILP with one factor per model: it is solved once per size band (`caps`), each band's models
+at their factors for groups of the band's largest size and no group larger (a smaller group in it is counted at the
+larger size's factor, never under what it costs), and the cheapest is kept. Where factors are estimated they change
+at every size, so the bands there are sizes 2, 3, 4, 6, 8, 12, ... (a few solves, not one per size)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+ESTIMATED_BANDS = (2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)  # the caps tried where factors are estimated
+
+
+@dataclass
+class SharingTable:
+    """Each model's sharing factors, by the size of the group they were measured in."""
+
+    measured: dict[str, dict[int, float]] = field(default_factory=dict)  # model -> {group size: factor}
+
+    def factor(self, model: str, size: int) -> float:
+        """The model's factor in a group of `size`: the lowest measured in a group of that size or smaller; between
+        the sizes it was measured at (and 1 model, factor 1), each co-runner's cost interpolated (1 / factor
+        linear in the size); past the largest, that one's."""
+        by_size = self.measured.get(model, {})
+        if size < 2 or not by_size:
+            return 1.0
+        if size in by_size:
+            return self._lowest(by_size, size)
+        points = [(1, 1.0)] + [(k, self._lowest(by_size, k)) for k in sorted(by_size)]
+        for (k1, f1), (k2, f2) in zip(points, points[1:]):
+            if size <= k2:
+                cost = 1 / f1 + (size - k1) * (1 / f2 - 1 / f1) / (k2 - k1)
+                return min(f1, 1 / cost)
+        return points[-1][1]
+
+    @staticmethod
+    def _lowest(by_size: Mapping[int, float], size: int) -> float:
+        return min(f for k, f in by_size.items() if k <= size)
+
+    def factors(self, models: list[str], size: int) -> dict[str, float]:
+        return {n: self.factor(n, size) for n in models}
+
+    def record(self, factors: Mapping[str, float], size: int) -> None:
+        """A group of `size` measured: its members' factors at that size (a second group of the same size lowers
+        them, never raises them)."""
+        for name, f in factors.items():
+            sizes = self.measured.setdefault(name, {})
+            sizes[size] = min(f, sizes.get(size, 1.0))
+
+    def caps(self, most: int | None, models: int) -> list[int]:
+        """The group sizes to pack with, up to `most` (None: every model on one replica): each measured size and
+        the one below it, and ESTIMATED_BANDS where the factors are interpolated (each band's models at its top's
+        factor: no group counted under what it costs); past the largest measured size a larger cap only allows
+        more, so the top is the one."""
+        top = min(most or models, models)
+        sizes = {k for by_size in self.measured.values() for k in by_size}
+        largest = max(sizes, default=0)
+        wanted = {top} | {k for s in sizes for k in (s - 1, s)} | {k for k in ESTIMATED_BANDS if k < largest}
+        return sorted(k for k in wanted if 2 <= k <= top)
+
+    def lowered(self) -> dict[str, dict[int, float]]:
+        """Each model's factors under 1, by group size, smallest size first."""
+        return {n: {k: f for k, f in sorted(by_size.items()) if f < 1}
+                for n, by_size in self.measured.items() if any(f < 1 for f in by_size.values())}
+
+    def text(self, names: list[str] | None = None) -> str:
+        """'scorer x0.54 (4 models or more), x0.24 (6 or more); ...', or that no measurement lowered one."""
+        low = {n: s for n, s in self.lowered().items() if names is None or n in names}
+        if not low:
+            return "none below 1"
+        parts = []
+        for n, by_size in low.items():
+            running, said = 1.0, []
+            for k, f in by_size.items():
+                if f < running:  # a size whose factor is no lower than a smaller size's changes nothing
+                    said.append(f"x{f:.2f} ({k} models or more)" if not said else f"x{f:.2f} ({k} or more)")
+                    running = f
+            parts.append(f"{n} " + ", ".join(said))
+        return "; ".join(parts)
+
+
+__all__ = ["ESTIMATED_BANDS", "SharingTable"]
