@@ -8,13 +8,15 @@ replica of its own (10 replicas) though the groups of four had held. Interferenc
 replica (threads, caches, the server's queues), so a factor is kept per model and group size: model i's factor in a
 group of k is the lowest measured for it in a group of k or fewer (a larger group never shares better than a smaller
 one did). Between the sizes it was measured at (and one model alone, factor 1), each co-runner is taken to cost the
-same: 1 / factor interpolated linearly in the size, an estimate the next measurement replaces (up or down); past the
-largest size measured, that size's factor; 1 where it was never measured.
+same: 1 / factor interpolated linearly in the size, and extrapolated past the largest size measured (a group of six
+is not taken to share as well as the four measured), an estimate the next measurement replaces (up or down); 1 where
+it was never measured.
 
 The packing stays one MILP with one factor per model: it is solved once per size band (`caps`), each band's models
 at their factors for groups of the band's largest size and no group larger (a smaller group in it is counted at the
-larger size's factor, never under what it costs), and the cheapest is kept. Where factors are estimated they change
-at every size, so the bands there are sizes 2, 3, 4, 6, 8, 12, ... (a few solves, not one per size)."""
+larger size's factor, never under what it costs), and the cheapest is kept. Estimated factors change at every size,
+so the bands are the sizes measured, the ones below them and 2, 3, 4, 6, 8, 12, ... (a few solves, not one per
+size)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -32,18 +34,17 @@ class SharingTable:
     def factor(self, model: str, size: int) -> float:
         """The model's factor in a group of `size`: the lowest measured in a group of that size or smaller; between
         the sizes it was measured at (and 1 model, factor 1), each co-runner's cost interpolated (1 / factor
-        linear in the size); past the largest, that one's."""
+        linear in the size); past the largest, extrapolated on the last two."""
         by_size = self.measured.get(model, {})
         if size < 2 or not by_size:
             return 1.0
         if size in by_size:
             return self._lowest(by_size, size)
         points = [(1, 1.0)] + [(k, self._lowest(by_size, k)) for k in sorted(by_size)]
-        for (k1, f1), (k2, f2) in zip(points, points[1:]):
-            if size <= k2:
-                cost = 1 / f1 + (size - k1) * (1 / f2 - 1 / f1) / (k2 - k1)
-                return min(f1, 1 / cost)
-        return points[-1][1]
+        pairs = list(zip(points, points[1:]))
+        (k1, f1), (k2, f2) = next(((a, b) for a, b in pairs if size <= b[0]), pairs[-1])
+        cost = 1 / f1 + (size - k1) * (1 / f2 - 1 / f1) / (k2 - k1)
+        return min(f1, 1 / cost)
 
     @staticmethod
     def _lowest(by_size: Mapping[int, float], size: int) -> float:
@@ -61,13 +62,11 @@ class SharingTable:
 
     def caps(self, most: int | None, models: int) -> list[int]:
         """The group sizes to pack with, up to `most` (None: every model on one replica): each measured size and
-        the one below it, and ESTIMATED_BANDS where the factors are interpolated (each band's models at its top's
-        factor: no group counted under what it costs); past the largest measured size a larger cap only allows
-        more, so the top is the one."""
+        the one below it, and ESTIMATED_BANDS where the factors are estimated (each band's models at its top's
+        factor: no group counted under what it costs); with nothing measured, the top alone (every factor 1)."""
         top = min(most or models, models)
         sizes = {k for by_size in self.measured.values() for k in by_size}
-        largest = max(sizes, default=0)
-        wanted = {top} | {k for s in sizes for k in (s - 1, s)} | {k for k in ESTIMATED_BANDS if k < largest}
+        wanted = {top} | ({k for s in sizes for k in (s - 1, s)} | set(ESTIMATED_BANDS) if sizes else set())
         return sorted(k for k in wanted if 2 <= k <= top)
 
     def lowered(self) -> dict[str, dict[int, float]]:
