@@ -92,7 +92,8 @@ def _fleet(plan) -> list[str]:
         md += [f"Bound with perfect time sharing (every sharing factor 1): **{perfect}** replica(s); with the sharing "
                f"factors measured ({plan.sharing.text(list(plan.models))}; between and past the sizes measured, "
                f"each co-runner costing the same): **{measured}**; the fleet: **{plan.replicas}**. What lies between "
-               "the first two is what sharing a replica really costs on this host (the shared groups measured below); what lies above the second is the packing's and the confirmation's.", ""]
+               "the first two is what sharing a replica really costs on this host (the shared groups measured "
+               "below); what lies above the second is the packing's and the confirmation's.", ""]
         shared = [m for m in plan.measured.values()]
         md += [f"Packings: {len(plan.packings)}, each the cheapest over the group sizes the factors change at (a "
                "factor measured in a group of k models holds for groups of k or more, not fewer); shared groups "
