@@ -1,7 +1,8 @@
 """Which models share a replica, settled on what was measured: the solver packs the models (packing.py) on their
 held capacities, memory and traffic over time; only the shared groups of the packing are measured under their mixed
 traffic (split as the packing planned it) and held k of k; a group that falls short lowers its members' sharing
-factors (packing.fit_sharing), one that holds nothing is kept apart and later groups are smaller than it (groups of
+factors for groups of its size or larger (packing.fit_sharing, sharing.SharingTable; the packing is the cheapest
+over the size bands, `_pack`), one that holds nothing is kept apart and later groups are smaller than it (groups of
 its size not measured yet are skipped), and the models are packed again, until every shared group of the packing
 rests on a measurement. A group whose confirmation fails is split with the models that missed apart (`Split`).
 Measurement grows with the groups chosen, never with the groupings possible. `plan` is the planner's DeploymentPlan
