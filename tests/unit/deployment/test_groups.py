@@ -229,3 +229,21 @@ def test_a_measured_group_holding_more_than_its_estimate_raises_the_factor_never
     assert fit is not None and abs(fit.ratio - 1.6) < 1e-9 and fit.factors == {"a": 0.8, "b": 0.8}
     assert groups._fit(loads, {"a": 12.0, "b": 12.0}, 200.0).factors == {"a": 1.0, "b": 1.0}
     assert groups._fit(loads, {"a": 12.0, "b": 12.0}, 50.0) is None  # held the prediction: nothing changes
+
+
+def test_the_last_packing_is_packed_once_more_where_what_it_showed_costs_less(monkeypatch):
+    """Twelve models: the third packing's group of three held x0.17 of its estimate and took 3 replicas as measured.
+    Packed once more on what it showed, the models cost fewer: that packing is kept, its new groups left to the
+    confirmation (which measures and derates each)."""
+    from deployment_toolkit.deployment import groups
+
+    # pairs share at x0.9, larger groups at x0.2: whatever the first packings chose, the last one as measured
+    # must not cost more than packing once more on the factors it showed
+    seen = _measured_by_size(monkeypatch, lambda size: 0.9 if size <= 2 else 0.2)
+    plan = _plan([f"m{i}" for i in range(6)], capacity=1000.0, rate=120.0)  # 0.144 replicas' worth each
+    monkeypatch.setattr(groups, "MAX_PACKINGS", 1)
+    packing = groups.pack_measured(plan)
+    assert len(seen) == 1 and len(seen[0]) == 6, seen  # one packing measured: all six on one replica, x0.2
+    assert len(plan.packings) == 2, "not packed once more after the last packing's group fell short"
+    as_measured = groups._as_measured(plan, plan.packings[0]).replicas
+    assert packing.replicas < as_measured and max(len(g.models) for g in packing.groups) < 6
