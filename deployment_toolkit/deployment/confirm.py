@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
 from ..perf.openloop.capacity import derated_capacity
+from ..perf.openloop.holding import STUCK  # the same rule as a step-down that leaves the p99 as it was
 from ..perf.neighbours import HostDisturbed
 from ..perf.openloop.ratepoint import ClientLimited
 from ..tables import markdown_table
@@ -211,7 +212,6 @@ class GroupConfirmation:
 
 
 MIN_DERATE = 0.1  # the lowest share of its load a failed round derates a group to
-STUCK = 0.9  # a derated round whose missing model's p99 is above this share of the round before: no better
 
 
 def stuck(before: GroupRound, after: GroupRound) -> str:

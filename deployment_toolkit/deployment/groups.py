@@ -229,14 +229,16 @@ def _measure_setting(plan: Any, group: PackedGroup, loads: tuple[ModelLoad, ...]
     predicted = time_shared(loads, split)
     mix = mix_of(plan, group.models, split, tag)
     try:
-        found = search(lambda total: mix.measure(total), predicted, 1.0, 1, plan.resolution,
-                       min_fraction=MIX_FLOOR).capacity
+        searched = search(lambda total: mix.measure(total), predicted, 1.0, 1, plan.resolution,
+                          min_fraction=MIX_FLOOR)
     except ClientLimited as err:
         raise DeploymentPlanError(f"{' + '.join(group.models)}: the client could not send the mix: {err}") from None
     except neighbours.HostDisturbed as err:  # nothing is concluded of the group: it is kept apart, unmeasured
         return MeasuredGroup(group.models, split, predicted, None, str(err), disturbed=True)
+    found = searched.capacity
     if found is None:
-        return MeasuredGroup(group.models, split, predicted, None, "no total rate kept every model within its SLO")
+        return MeasuredGroup(group.models, split, predicted, None, "no total rate kept every model within its SLO"
+                             + (f" ({searched.stopped})" if searched.stopped else ""))
     retests = plan.settings.checks.retests
     held = (hold(lambda total, trial: mix.measure(total, trial, "hold"), found, retests) if retests
             else Holding(found, found, 0))

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Callable
 
 from ...errors import UserInputError
+from .holding import stuck
 from .ratepoint import KEEP_UP, ClientLimited, RatePoint, Target, measure, round_rate
 from .ratestore import RateStore
 
@@ -38,6 +39,7 @@ class Search:
     batch: int
     points: list[RatePoint] = field(default_factory=list)
     resolution: float = DEFAULT_RESOLUTION
+    stopped: str = ""  # why the step-down stopped above the floor, with no rate passed ('' when it did not)
     client_limit: RatePoint | None = None
 
     @property
@@ -98,6 +100,9 @@ def search(measure_at: Callable[[float], RatePoint], seed_rate: float, slo_ms: f
         f = s.lowest_failing
         hi = f.rate if f else None
         if lo is None:  # only failures so far: step down, below what the server managed when it fell behind
+            if stuck(s.points):  # twice a lower rate, the same tail: no rate will pass (holding.no_better)
+                s.stopped = "the p99 did not come down with the rate (twice) though every request was answered"
+                break
             nxt = hi * STEP_DOWN
             if not p.kept_up and not math.isnan(p.answered) and p.answered > 0:
                 nxt = min(nxt, p.answered / batch * KEEP_UP)

@@ -8,11 +8,28 @@ passed k of k at the rate itself.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 STEP = 0.9  # each failed re-test lowers the rate by 10 %
 MAX_STEPS = 6  # 0.9^6 = 53 % of the found rate: past that the bisection itself was wrong, say so
+STUCK = 0.9  # a failure at a lower rate whose p99 is above this share of the one before: the rate did not help
+
+
+def no_better(before: Any, after: Any) -> bool:
+    """Two failures, `after` at the lower rate: both answered all they were offered (no growing queue) and the p99
+    fell by less than a tenth. The load is not why it misses (a slow neighbour, the host): a lower rate will not
+    pass either. Points with `p99` and `kept_up` (a RatePoint, a shared group's MixPoint, Judged)."""
+    p99, was = after.p99, before.p99
+    return (bool(before.kept_up) and bool(after.kept_up) and not math.isnan(p99) and not math.isnan(was)
+            and p99 > STUCK * was)
+
+
+def stuck(failures: list[Any]) -> bool:
+    """The last two step-downs of `failures` (failed points, each at a lower rate than the one before) both
+    no_better: stop stepping down (twice, so one noisy tail does not end it)."""
+    return len(failures) >= 3 and no_better(failures[-3], failures[-2]) and no_better(failures[-2], failures[-1])
 
 
 @dataclass
@@ -33,6 +50,14 @@ class Judged:
     def passes(self) -> bool:
         return self.point.passes(self.slo_ms)
 
+    @property
+    def p99(self) -> float:
+        return self.point.p99
+
+    @property
+    def kept_up(self) -> bool:
+        return self.point.kept_up
+
     def verdict(self) -> str:
         return self.point.verdict(self.slo_ms)
 
@@ -43,12 +68,15 @@ class Holding:
     rate: float | None  # what held k of k (None: nothing within MAX_STEPS)
     k: int
     retests: list[Retest] = field(default_factory=list)
+    stopped: str = ""  # why the step-down stopped before MAX_STEPS ('' when it did not)
 
     @property
     def derated(self) -> bool:
         return self.rate is not None and self.rate < self.found
 
     def text(self) -> str:
+        if self.rate is None and self.stopped:
+            return f"{self.found:,.1f} inf/s did not hold: {self.stopped}"
         if self.rate is None:
             return (f"{self.found:,.1f} inf/s did not hold: no rate down to {self.found * STEP ** MAX_STEPS:,.1f} "
                     f"passed {self.k} of {self.k} re-tests")
@@ -62,7 +90,7 @@ def hold(measure_at: Callable[[float, int], Any], found: float, k: int = 3, firs
     numbered from `first_trial` so they are never the bisection's own stored points; `max_steps` 0: the rate itself
     only, no step down (a verdict at one rate)."""
     result = Holding(found, None, k)
-    rate, trial = found, first_trial
+    rate, trial, failures = found, first_trial, []
     for _ in range(max_steps + 1):
         ok = True
         for _ in range(k):
@@ -72,12 +100,18 @@ def hold(measure_at: Callable[[float, int], Any], found: float, k: int = 3, firs
             trial += 1
             if not passed:
                 ok = False
+                failures.append(point)
                 break
         if ok:
             result.rate = rate
+            return result
+        if stuck(failures):
+            result.stopped = (f"no rate down to {rate:,.1f} passed {k} of {k} re-tests, and the last two steps "
+                              "down left the p99 as it was though every request was answered: the load is not "
+                              "why it misses; stopped stepping down")
             return result
         rate *= STEP
     return result
 
 
-__all__ = ["Holding", "Judged", "MAX_STEPS", "Retest", "STEP", "hold"]
+__all__ = ["Holding", "Judged", "MAX_STEPS", "Retest", "STEP", "STUCK", "hold", "no_better", "stuck"]

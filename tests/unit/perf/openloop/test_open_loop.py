@@ -25,6 +25,7 @@ from deployment_toolkit.perf.openloop.ratepoint import (
     queue_growing,
     row_from_outputs,
 )
+from deployment_toolkit.perf.openloop.holding import Judged, hold
 from deployment_toolkit.perf.openloop.ratestore import RateKey, RateStore, options_key
 
 ROOT = Path(__file__).resolve().parents[4]
@@ -434,3 +435,30 @@ def test_a_rate_perf_analyzer_cannot_finish_is_a_failing_rate_not_the_end_of_the
     point = ratepoint.measure(target, 8068, store, tmp_path)
     assert not point.passes(300.0) and not point.kept_up and not point.client_limited
     assert store.get(point.key) is not None  # a rerun replays the verdict instead of waiting 114 s again
+
+
+# ---- a tail the rate does not move ----------------------------------------------------------------
+
+def flat_tail(rate: float, p99_ms: float = 100.0, trial: int = 1) -> RatePoint:
+    """A replica that answers everything at any rate, its p99 the same (a slow neighbour, not the load)."""
+    row = {"answered": rate, "p99_ms": p99_ms, "avg_ms": 5.0, "window_latency_ms": [5, 5, 5], "send_rate": None,
+           "queue_growing": False, "client_limited": False, "stable": True}
+    return RatePoint(RateKey("flat", "constant", rate, 1, options_key({"measurement_interval_ms": 3000}), trial), row)
+
+
+def test_a_search_stops_stepping_down_when_a_lower_rate_twice_leaves_the_tail_as_it_was():
+    """Twelve models: a group of five whose scorer missed its 10 ms beside a 30 ms classifier at every rate took
+    ten points down to 5 % of its prediction, and its hold seven more (9 minutes); the load was not why it missed."""
+    s = search(flat_tail, 1000.0, slo_ms=50.0)
+    assert s.capacity is None and len(s.points) == 3 and "did not come down" in s.stopped
+    noisy = iter([100.0, 97.0, 60.0, 58.0, 57.0])  # one step that changed nothing, then one that helped: go on
+    s = search(lambda r: flat_tail(r, next(noisy)), 1000.0, slo_ms=50.0)
+    assert len(s.points) == 5 and s.capacity is None
+
+
+def test_a_hold_stops_stepping_down_when_a_lower_rate_twice_leaves_the_tail_as_it_was():
+    held = hold(lambda rate, trial: Judged(flat_tail(rate, trial=trial), 50.0), 1000.0, k=1)
+    assert held.rate is None and len(held.retests) == 3
+    assert "the load is not why it misses" in held.text() and "did not hold" in held.text()
+    falling = hold(lambda rate, trial: Judged(flat_tail(rate, 50.0 * rate / 700.0, trial), 50.0), 1000.0, k=1)
+    assert falling.rate is not None and falling.rate < 700.0  # a tail that follows the rate steps down to a pass
