@@ -230,7 +230,7 @@ def _measure_setting(plan: Any, group: PackedGroup, loads: tuple[ModelLoad, ...]
     mix = mix_of(plan, group.models, split, tag)
     try:
         searched = search(lambda total: mix.measure(total), predicted, 1.0, 1, plan.resolution,
-                          min_fraction=MIX_FLOOR)
+                          min_fraction=MIX_FLOOR, until_stuck=True)
     except ClientLimited as err:
         raise DeploymentPlanError(f"{' + '.join(group.models)}: the client could not send the mix: {err}") from None
     except neighbours.HostDisturbed as err:  # nothing is concluded of the group: it is kept apart, unmeasured
@@ -240,8 +240,8 @@ def _measure_setting(plan: Any, group: PackedGroup, loads: tuple[ModelLoad, ...]
         return MeasuredGroup(group.models, split, predicted, None, "no total rate kept every model within its SLO"
                              + (f" ({searched.stopped})" if searched.stopped else ""))
     retests = plan.settings.checks.retests
-    held = (hold(lambda total, trial: mix.measure(total, trial, "hold"), found, retests) if retests
-            else Holding(found, found, 0))
+    held = (hold(lambda total, trial: mix.measure(total, trial, "hold"), found, retests, until_stuck=True)
+            if retests else Holding(found, found, 0))
     if held.rate is None:
         return MeasuredGroup(group.models, split, predicted, held, held.text())
     fit = _fit(loads, split, held.rate)

@@ -78,8 +78,11 @@ class Search:
 
 
 def search(measure_at: Callable[[float], RatePoint], seed_rate: float, slo_ms: float, batch: int = 1,
-           resolution: float = DEFAULT_RESOLUTION, max_points: int = 10, min_fraction: float = 0.05) -> Search:
+           resolution: float = DEFAULT_RESOLUTION, max_points: int = 10, min_fraction: float = 0.05,
+           until_stuck: bool = False) -> Search:
     """Bracket and bisect the highest passing request rate (requests/s; capacities are in inferences/s).
+    `until_stuck`: stop stepping down when a lower rate twice left the tail as it was (holding.stuck; a shared
+    group's mix, whose points cost half a minute each).
 
     `measure_at(rate)` measures (or replays) one point. Deterministic given the points, so replaying a
     stored search takes the same path and measures nothing. Raises ClientLimited when the client could not
@@ -100,7 +103,7 @@ def search(measure_at: Callable[[float], RatePoint], seed_rate: float, slo_ms: f
         f = s.lowest_failing
         hi = f.rate if f else None
         if lo is None:  # only failures so far: step down, below what the server managed when it fell behind
-            if stuck(s.points):  # twice a lower rate, the same tail: no rate will pass (holding.no_better)
+            if until_stuck and stuck(s.points):  # twice a lower rate, the same tail: no rate will pass (holding.no_better)
                 s.stopped = "the p99 did not come down with the rate (twice) though every request was answered"
                 break
             nxt = hi * STEP_DOWN

@@ -85,10 +85,11 @@ class Holding:
 
 
 def hold(measure_at: Callable[[float, int], Any], found: float, k: int = 3, first_trial: int = 101,
-         max_steps: int = MAX_STEPS) -> Holding:
+         max_steps: int = MAX_STEPS, until_stuck: bool = False) -> Holding:
     """Re-test `found` (inferences/s) with `measure_at(rate, trial)` (a point with passes() and verdict()), trials
     numbered from `first_trial` so they are never the bisection's own stored points; `max_steps` 0: the rate itself
-    only, no step down (a verdict at one rate)."""
+    only, no step down (a verdict at one rate). `until_stuck`: stop stepping down when `stuck` (a shared group's
+    mix, whose points cost half a minute each; a model alone steps all the way, its points are cheap)."""
     result = Holding(found, None, k)
     rate, trial, failures = found, first_trial, []
     for _ in range(max_steps + 1):
@@ -105,7 +106,7 @@ def hold(measure_at: Callable[[float, int], Any], found: float, k: int = 3, firs
         if ok:
             result.rate = rate
             return result
-        if stuck(failures):
+        if until_stuck and stuck(failures):
             result.stopped = (f"no rate down to {rate:,.1f} passed {k} of {k} re-tests, and the last two steps "
                               "down left the p99 as it was though every request was answered: the load is not "
                               "why it misses; stopped stepping down")

@@ -448,17 +448,24 @@ def flat_tail(rate: float, p99_ms: float = 100.0, trial: int = 1) -> RatePoint:
 
 def test_a_search_stops_stepping_down_when_a_lower_rate_twice_leaves_the_tail_as_it_was():
     """Twelve models: a group of five whose scorer missed its 10 ms beside a 30 ms classifier at every rate took
-    ten points down to 5 % of its prediction, and its hold seven more (9 minutes); the load was not why it missed."""
-    s = search(flat_tail, 1000.0, slo_ms=50.0)
+    ten points down to 5 % of its prediction, and its hold seven more (9 minutes); the load was not why it missed.
+    A shared group's mix stops (until_stuck); a model alone, whose points are cheap, steps to the floor as before
+    (the rule stopped a 10 ms scorer's hold at 73 % of its rate where the floor is 53 %)."""
+    s = search(flat_tail, 1000.0, slo_ms=50.0, until_stuck=True)
     assert s.capacity is None and len(s.points) == 3 and "did not come down" in s.stopped
     noisy = iter([100.0, 97.0, 60.0, 58.0, 57.0])  # one step that changed nothing, then one that helped: go on
-    s = search(lambda r: flat_tail(r, next(noisy)), 1000.0, slo_ms=50.0)
+    s = search(lambda r: flat_tail(r, next(noisy)), 1000.0, slo_ms=50.0, until_stuck=True)
     assert len(s.points) == 5 and s.capacity is None
+    alone = search(flat_tail, 1000.0, slo_ms=50.0)  # a model alone: its points are cheap, it steps to the floor
+    assert len(alone.points) == 10 and not alone.stopped
 
 
 def test_a_hold_stops_stepping_down_when_a_lower_rate_twice_leaves_the_tail_as_it_was():
-    held = hold(lambda rate, trial: Judged(flat_tail(rate, trial=trial), 50.0), 1000.0, k=1)
+    held = hold(lambda rate, trial: Judged(flat_tail(rate, trial=trial), 50.0), 1000.0, k=1, until_stuck=True)
     assert held.rate is None and len(held.retests) == 3
     assert "the load is not why it misses" in held.text() and "did not hold" in held.text()
-    falling = hold(lambda rate, trial: Judged(flat_tail(rate, 50.0 * rate / 700.0, trial), 50.0), 1000.0, k=1)
+    falling = hold(lambda rate, trial: Judged(flat_tail(rate, 50.0 * rate / 700.0, trial), 50.0), 1000.0, k=1,
+                   until_stuck=True)
     assert falling.rate is not None and falling.rate < 700.0  # a tail that follows the rate steps down to a pass
+    alone = hold(lambda rate, trial: Judged(flat_tail(rate, trial=trial), 50.0), 1000.0, k=1)
+    assert len(alone.retests) == 7 and not alone.stopped  # a model alone steps all the way
