@@ -80,12 +80,14 @@ def _plan(deployment: Path, plan_dir: Path, workspace: Path, flags: list[str]) -
 
 def _check(plan_dir: Path, repository: Path, samples: Path | None, args, out: Path) -> int:
     """The plan's repository on the embedded server, and check-plan against it from another process."""
+    from deployment_toolkit.committed import is_allowed
     from deployment_toolkit.server.local import LocalTritonServer, ServerConfig
 
     with LocalTritonServer(ServerConfig(repository, log_dir=out / "server-logs")) as server:
         command = [sys.executable, "-m", "deployment_toolkit", "check-plan", str(plan_dir), "--url",
                    server.grpc_url, "--rounds", str(args.rounds), "--window-s", f"{args.window_s:g}",
-                   "--result-path", str(out / "check"), *(["--samples", str(samples)] if samples else [])]
+                   "--result-path", str(out / "check"), *(["--samples", str(samples)] if samples else []),
+                   *(["--update-committed"] if is_allowed() else [])]  # the committed check it regenerates
         return subprocess.run(command).returncode
 
 
