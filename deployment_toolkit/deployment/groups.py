@@ -29,6 +29,7 @@ from .traffic import Traffic, align, entry_series
 
 log = logging.getLogger(__name__)
 MIX_FLOOR = 0.05  # a shared group's mix search goes down to this share of its predicted capacity
+SLOW_NEIGHBOUR = 1.0  # a co-runner whose full batch takes this share of a model's SLO or more is kept apart from it
 MAX_PACKINGS = 3  # packings in a row, each measuring the groups it chose that were not measured yet
 SOLO_TRIALS = 201  # the solo winners' re-tests after the split (trials apart from the bisection's and the hold's)
 
@@ -78,6 +79,25 @@ def _loads(plan: Any, size: int) -> tuple[ModelLoad, ...]:
                            plan.sharing.factor(n, size), plan.margin(n)) for n, m in plan.models.items())
 
 
+def batch_ms(plan: Any, name: str) -> float | None:
+    """How long one full batch of the model holds the replica: its winner's max batch over its held capacity."""
+    model = plan.models[name]
+    winner = model.search.outcome.decision.winner if model.capacity else None
+    return 1000.0 * winner.candidate.max_batch_size / model.capacity if winner is not None else None
+
+
+def slow_neighbours(plan: Any) -> list[tuple[str, str]]:
+    """Pairs kept from sharing a replica: one model's full batch takes the other's whole SLO or more
+    (SLOW_NEIGHBOUR), so the other's requests wait behind it at any rate, which no sharing factor describes.
+    (Twelve models on 2 cores: scorer_apac, 20 ms, beside photos, whose 8 images take 28 ms, missed in 3 of 3
+    rounds of check-plan at 46-87 ms, though its confirmation's one trial passed.)"""
+    took = {n: batch_ms(plan, n) for n in plan.models}
+    slo = {n: plan.deployment.model(n).p99_ms for n in plan.models}
+    names = list(plan.models)
+    return [(a, b) for i, a in enumerate(names) for b in names[i + 1:]
+            if (took[b] or 0.0) >= SLOW_NEIGHBOUR * slo[a] or (took[a] or 0.0) >= SLOW_NEIGHBOUR * slo[b]]
+
+
 def _pack(plan: Any, limits: PackLimits | None = None) -> Packing:
     """The cheapest packing over the size bands of the sharing factors (sharing.SharingTable.caps): each band
     packed with the factors of its largest group and no group larger; on a tie the larger band, whose factors are
@@ -89,7 +109,8 @@ def _pack(plan: Any, limits: PackLimits | None = None) -> Packing:
     best = None
     for cap in caps:
         most = cap if cap < len(plan.models) or limits.max_models is not None else None
-        packing = pack(_loads(plan, cap), dataclasses.replace(limits, max_models=most), solver, apart=plan.apart)
+        packing = pack(_loads(plan, cap), dataclasses.replace(limits, max_models=most), solver,
+                       apart=[*plan.apart, *slow_neighbours(plan)])
         if best is None or packing.cost <= best.cost:
             best = packing
     assert best is not None  # caps lists one size at least
@@ -358,5 +379,6 @@ def _as_measured(plan: Any, packing: Packing) -> Packing:
     return dataclasses.replace(packing, groups=tuple(groups))
 
 
-__all__ = ["MAX_PACKINGS", "MIX_FLOOR", "MeasuredGroup", "Split", "bound_by_sharing", "mix_of", "pack_measured", "refuse_over_limit",
-           "setting_of", "split_missed", "traffic_of"]
+__all__ = ["MAX_PACKINGS", "MIX_FLOOR", "SLOW_NEIGHBOUR", "MeasuredGroup", "Split", "batch_ms", "bound_by_sharing",
+           "mix_of", "pack_measured", "refuse_over_limit", "setting_of", "slow_neighbours", "split_missed",
+           "traffic_of"]

@@ -17,7 +17,7 @@ from ..kube.manifests import FleetSpec, dns_name, fleet_manifests, validate_all,
 from ..kube.replicas import ReplicaSet
 from ..spec import atomic_write_text
 from ..tables import markdown_table
-from .groups import bound_by_sharing
+from .groups import batch_ms, bound_by_sharing, slow_neighbours
 
 log = logging.getLogger(__name__)
 
@@ -102,11 +102,22 @@ def _fleet(plan) -> list[str]:
                + (f" After a group held no rate, later packings put at most {plan.most_shared} model(s) on a "
                   "replica" + (f", and {len(plan.unmeasured)} group(s) of more were not measured"
                                if plan.unmeasured else "") + "." if plan.most_shared else ""), ""]
+        if pairs := slow_neighbours(plan):
+            md += ["Kept from sharing a replica, one model's full batch (its max batch over its held capacity) taking "
+                   "the other's whole SLO or more, so the other waits behind it at any rate: " + "; ".join(
+                       _slow_pair(plan, a, b) for a, b in pairs) + ".", ""]
         if plan.splits:
             md += [f"After the confirmation: {len(plan.splits)} group(s) that missed an SLO were packed again with the "
                    f"models that missed apart (below); the fleet is {plan.replicas} replica(s), "
                    f"{(plan.replicas - packing.lower_bound) / plan.replicas:.1%} over the bound.", ""]
     return md
+
+
+def _slow_pair(plan, a: str, b: str) -> str:
+    took = {n: batch_ms(plan, n) or 0.0 for n in (a, b)}
+    slow, tight = (b, a) if took[b] >= took[a] else (a, b)
+    slo = plan.deployment.model(tight).p99_ms
+    return f"{tight} / {slow} ({slow}'s batch {took[slow]:.1f} ms, {tight}'s SLO {slo:g} ms)"
 
 
 def plan_markdown(plan) -> str:
