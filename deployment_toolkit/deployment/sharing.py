@@ -50,9 +50,6 @@ class SharingTable:
     def _lowest(by_size: Mapping[int, float], size: int) -> float:
         return min(f for k, f in by_size.items() if k <= size)
 
-    def factors(self, models: list[str], size: int) -> dict[str, float]:
-        return {n: self.factor(n, size) for n in models}
-
     def record(self, factors: Mapping[str, float], size: int) -> None:
         """A group of `size` measured: its members' factors at that size (a second group of the same size lowers
         them, never raises them)."""
