@@ -103,7 +103,7 @@ def search(measure_at: Callable[[float], RatePoint], seed_rate: float, slo_ms: f
         f = s.lowest_failing
         hi = f.rate if f else None
         if lo is None:  # only failures so far: step down, below what the server managed when it fell behind
-            if until_stuck and stuck(s.points):  # twice a lower rate, the same tail: no rate will pass (holding.no_better)
+            if until_stuck and stuck(s.points):  # twice a lower rate, the same tail: no rate will pass
                 s.stopped = "the p99 did not come down with the rate (twice) though every request was answered"
                 break
             nxt = hi * STEP_DOWN
