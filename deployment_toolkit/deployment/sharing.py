@@ -60,11 +60,12 @@ class SharingTable:
     def caps(self, most: int | None, models: int) -> list[int]:
         """The group sizes to pack with, up to `most` (None: every model on one replica): each measured size and
         the one below it, and ESTIMATED_BANDS where the factors are estimated (each band's models at its top's
-        factor: no group counted under what it costs); with nothing measured, the top alone (every factor 1)."""
-        top = min(most or models, models)
+        factor: no group counted under what it costs); with nothing measured, or no two models that may share (one
+        model, at most one a server), the top alone."""
+        top = max(1, min(most or models, models))
         sizes = {k for by_size in self.measured.values() for k in by_size}
         wanted = {top} | ({k for s in sizes for k in (s - 1, s)} | set(ESTIMATED_BANDS) if sizes else set())
-        return sorted(k for k in wanted if 2 <= k <= top)
+        return sorted(k for k in wanted if 2 <= k <= top) or [top]
 
     def lowered(self) -> dict[str, dict[int, float]]:
         """Each model's factors under 1, by group size, smallest size first."""

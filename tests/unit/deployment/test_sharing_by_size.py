@@ -29,6 +29,7 @@ def test_a_factor_holds_for_its_size_and_larger_and_is_interpolated_between():
 def test_the_caps_are_each_size_measured_the_one_below_and_bands_where_estimated():
     table = SharingTable()
     assert table.caps(None, 12) == [12] and table.caps(4, 12) == [4]
+    assert table.caps(None, 1) == [1] and table.caps(1, 12) == [1]  # one model, or one a server: no sharing
     table.record({"a": 0.5}, 4)
     assert table.caps(None, 12) == [2, 3, 4, 6, 8, 12]
     table.record({"b": 0.2}, 6)
@@ -36,6 +37,7 @@ def test_the_caps_are_each_size_measured_the_one_below_and_bands_where_estimated
     assert table.caps(5, 12) == [2, 3, 4, 5]
     table.record({"c": 0.3}, 10)
     assert table.caps(None, 12) == [2, 3, 4, 5, 6, 8, 9, 10, 12]
+    assert table.caps(1, 12) == [1]  # after a pair held nothing, no sharing at all
 
 
 def test_the_text_says_each_factor_and_the_size_it_holds_from():
