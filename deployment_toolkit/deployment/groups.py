@@ -106,11 +106,10 @@ def _pack(plan: Any, limits: PackLimits | None = None) -> Packing:
     caps = plan.sharing.caps(limits.max_models, len(plan.models))
     solver = plan.settings.solver  # the solver's time, shared between the bands
     solver = dataclasses.replace(solver, time_limit_s=max(solver.time_limit_s / len(caps), 0.5))
-    best = None
+    apart, best = [*plan.apart, *slow_neighbours(plan)], None
     for cap in caps:
         most = cap if cap < len(plan.models) or limits.max_models is not None else None
-        packing = pack(_loads(plan, cap), dataclasses.replace(limits, max_models=most), solver,
-                       apart=[*plan.apart, *slow_neighbours(plan)])
+        packing = pack(_loads(plan, cap), dataclasses.replace(limits, max_models=most), solver, apart=apart)
         if best is None or packing.cost <= best.cost:
             best = packing
     assert best is not None  # caps lists one size at least
