@@ -1,8 +1,8 @@
 """Which models share a replica, settled on what was measured: the solver packs the models (packing.py) on their
 held capacities, memory and traffic over time; only the shared groups of the packing are measured under their mixed
-traffic (split as the packing planned it) and held k of k; a group that falls short lowers its members' sharing
-factors for groups of its size or larger (packing.fit_sharing, sharing.SharingTable; the packing is the cheapest
-over the size bands, `_pack`), one that holds nothing is kept apart and later groups are smaller than it (groups of
+traffic (split as the packing planned it) and held k of k; what each group held is fitted, with every group
+measured before it, into the models' sharing factors for groups of its size or larger (sharing.SharingTable,
+sharing_fit.py; the packing is the cheapest over the size bands, `_pack`), one that holds nothing is kept apart and later groups are smaller than it (groups of
 its size not measured yet are skipped), and the models are packed again, until every shared group of the packing
 rests on a measurement. A group whose confirmation fails is split with the models that missed apart (`Split`).
 Measurement grows with the groups chosen, never with the groupings possible. `plan` is the planner's DeploymentPlan
@@ -25,6 +25,7 @@ from .groupconfig import SOLO, SPLIT_FIRST_AT, GroupSetting, SettingTried, apply
 from .mixed import Member, Mix, member_target
 from .packing import (ModelLoad, PackedGroup, PackLimits, Packing, SharingFit, fit_sharing, lower_bound, pack,
                       time_shared)
+from .sharing_fit import Observation
 from .traffic import Traffic, align, entry_series
 
 log = logging.getLogger(__name__)
@@ -309,8 +310,9 @@ def pack_measured(plan: Any, server: Any = None) -> Packing:
                 plan.apart.append(group.models)  # as likely to fail (twelve models: six groups of six held nothing)
                 if not measured.disturbed:  # (a group the neighbours kept from measuring says nothing of its size)
                     plan.most_shared = min(plan.most_shared or len(group.models), len(group.models) - 1)
-            elif measured.fit is not None:
-                plan.sharing.record(measured.fit.factors, len(group.models))
+            else:
+                capacity = {n: plan.models[n].capacity for n in group.models}
+                plan.sharing.observe(Observation.of(measured.split, capacity, measured.held))
         if round_ == MAX_PACKINGS:
             return _last(plan, packing, todo)
     raise AssertionError("not reached")

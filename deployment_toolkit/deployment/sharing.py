@@ -7,7 +7,8 @@ of what those factors predicted, and every scorer's one factor fell to x0.11-0.1
 replica of its own (10 replicas) though the groups of four had held. Interference grows with the models on a
 replica (threads, caches, the server's queues), so a factor is kept per model and group size: model i's factor in a
 group of k is the lowest measured for it in a group of k or fewer (a larger group never shares better than a smaller
-one did). Between the sizes it was measured at (and one model alone, factor 1), each co-runner is taken to cost the
+one did). The factors are fitted to every group measured at once (sharing_fit.py), so a model that shared well
+in one group is not blamed for the one beside it that missed in another. Between the sizes it was measured at (and one model alone, factor 1), each co-runner is taken to cost the
 same: 1 / factor interpolated linearly in the size, and extrapolated past the largest size measured (a group of six
 is not taken to share as well as the four measured), an estimate the next measurement replaces (up or down); 1 where
 it was never measured.
@@ -22,6 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from .sharing_fit import Observation, fit_factors
+
 ESTIMATED_BANDS = (2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)  # the caps tried where factors are estimated
 
 
@@ -30,6 +33,7 @@ class SharingTable:
     """Each model's sharing factors, by the size of the group they were measured in."""
 
     measured: dict[str, dict[int, float]] = field(default_factory=dict)  # model -> {group size: factor}
+    observations: list[Observation] = field(default_factory=list)  # every shared group measured, in order
 
     def factor(self, model: str, size: int) -> float:
         """The model's factor in a group of `size`: the lowest measured in a group of that size or smaller; between
@@ -50,12 +54,10 @@ class SharingTable:
     def _lowest(by_size: Mapping[int, float], size: int) -> float:
         return min(f for k, f in by_size.items() if k <= size)
 
-    def record(self, factors: Mapping[str, float], size: int) -> None:
-        """A group of `size` measured: its members' factors at that size (a second group of the same size lowers
-        them, never raises them)."""
-        for name, f in factors.items():
-            sizes = self.measured.setdefault(name, {})
-            sizes[size] = min(f, sizes.get(size, 1.0))
+    def observe(self, observation: Observation) -> None:
+        """A shared group measured: every model's factors fitted again to all the groups measured so far."""
+        self.observations.append(observation)
+        self.measured = fit_factors(self.observations)
 
     def caps(self, most: int | None, models: int) -> list[int]:
         """The group sizes to pack with, up to `most` (None: every model on one replica): each measured size and

@@ -179,7 +179,7 @@ def test_the_bound_is_stated_with_perfect_sharing_and_with_the_factors_measured(
     plan = _plan(["a", "b", "c", "d"], capacity=100.0, rate=60.0)
     perfect, measured = groups.bound_by_sharing(plan)
     assert perfect == measured == 3
-    plan.sharing.record({n: 0.5 for n in "abcd"}, 2)
+    plan.sharing.measured.update({n: {2: 0.5} for n in "abcd"})
     perfect, measured = groups.bound_by_sharing(plan)
     assert perfect == 3 and measured > perfect
 
