@@ -8,10 +8,10 @@ replica of its own (10 replicas) though the groups of four had held. Interferenc
 replica (threads, caches, the server's queues), so a factor is kept per model and group size: model i's factor in a
 group of k is the lowest measured for it in a group of k or fewer (a larger group never shares better than a smaller
 one did). The factors are fitted to every group measured at once (sharing_fit.py), so a model that shared well
-in one group is not blamed for the one beside it that missed in another. Between the sizes it was measured at (and one model alone, factor 1), each co-runner is taken to cost the
-same: 1 / factor interpolated linearly in the size, and extrapolated past the largest size measured (a group of six
-is not taken to share as well as the four measured), an estimate the next measurement replaces (up or down); 1 where
-it was never measured.
+in one group is not blamed for the one beside it that missed in another. Between the sizes it was measured at (and
+one model alone, factor 1), each co-runner is taken to cost the same: 1 / factor interpolated linearly in the size,
+and extrapolated past the largest size measured (a group of six is not taken to share as well as the four
+measured), an estimate the next measurement replaces (up or down); 1 where it was never measured.
 
 The packing stays one MILP with one factor per model: it is solved once per size band (`caps`), each band's models
 at their factors for groups of the band's largest size and no group larger (a smaller group in it is counted at the
