@@ -244,22 +244,21 @@ def _measure_setting(plan: Any, group: PackedGroup, loads: tuple[ModelLoad, ...]
     """A shared group's mix capacity at the packing's split, as its models are served now: bisected from the
     time-sharing prediction, then held k of k (perf.openloop.capacity.search on mix points)."""
     from ..perf.openloop.capacity import search
-    from ..perf.openloop.ratepoint import ClientLimited
 
     split = {n: group.rates[n] for n in group.models}
     predicted = time_shared(loads, split)
     mix = mix_of(plan, group.models, split, tag)
     try:
         searched = search(lambda total: mix.measure(total), predicted, 1.0, 1, plan.resolution,
-                          min_fraction=MIX_FLOOR, until_stuck=True)
-    except ClientLimited as err:
-        raise DeploymentPlanError(f"{' + '.join(group.models)}: the client could not send the mix: {err}") from None
+                          min_fraction=MIX_FLOOR, until_stuck=True, limited_fails=True)
     except neighbours.HostDisturbed as err:  # nothing is concluded of the group: it is kept apart, unmeasured
         return MeasuredGroup(group.models, split, predicted, None, str(err), disturbed=True)
     found = searched.capacity
     if found is None:
+        limited = searched.client_limit
         return MeasuredGroup(group.models, split, predicted, None, "no total rate kept every model within its SLO"
-                             + (f" ({searched.stopped})" if searched.stopped else ""))
+                             + (f" ({searched.stopped})" if searched.stopped else "")
+                             + (f"; the client fell behind at {limited.rate:,.1f} inf/s" if limited else ""))
     retests = plan.settings.checks.retests
     held = (hold(lambda total, trial: mix.measure(total, trial, "hold"), found, retests, until_stuck=True)
             if retests else Holding(found, found, 0))

@@ -469,3 +469,23 @@ def test_a_hold_stops_stepping_down_when_a_lower_rate_twice_leaves_the_tail_as_i
     assert falling.rate is not None and falling.rate < 700.0  # a tail that follows the rate steps down to a pass
     alone = hold(lambda rate, trial: Judged(flat_tail(rate, trial=trial), 50.0), 1000.0, k=1)
     assert len(alone.retests) == 7 and not alone.stopped  # a model alone steps all the way
+
+
+def starved_client(rate: float) -> RatePoint:
+    """A replica on the client's host: above 600/s its runtimes take the cores and the client falls behind, sending
+    half the rate; below, every request answered within 10 ms."""
+    over = rate > 600.0
+    row = {"answered": rate / 2 if over else rate, "p99_ms": 900.0 if over else 10.0, "avg_ms": 5.0,
+           "window_latency_ms": [5, 5, 5], "send_rate": rate / 2 if over else None, "queue_growing": False,
+           "client_limited": over, "stable": True}
+    return RatePoint(RateKey("starved", "poisson", rate, 1, options_key({"measurement_interval_ms": 3000}), 1), row)
+
+
+def test_a_mix_steps_down_from_a_rate_the_client_could_not_send_and_a_model_alone_stops():
+    """Twelve models on 2 cores: a shared group's mix at its time-sharing prediction left the client behind at
+    293 inf/s, and the whole plan ended (exit 2) after 19 minutes. A mix counts the point as failing and steps down
+    (limited_fails); a model alone still stops, the client being the limit of what it measured."""
+    mix = search(starved_client, 1000.0, slo_ms=50.0, limited_fails=True)
+    assert mix.capacity is not None and 500.0 < mix.capacity <= 600.0 and mix.client_limit is not None
+    with pytest.raises(ClientLimited):
+        search(starved_client, 1000.0, slo_ms=50.0)
