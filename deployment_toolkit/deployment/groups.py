@@ -250,7 +250,7 @@ def _measure_setting(plan: Any, group: PackedGroup, loads: tuple[ModelLoad, ...]
     mix = mix_of(plan, group.models, split, tag)
     try:
         searched = search(lambda total: mix.measure(total), predicted, 1.0, 1, plan.resolution,
-                          min_fraction=MIX_FLOOR, until_stuck=True, limited_fails=True)
+                          min_fraction=MIX_FLOOR, mix=True)
     except neighbours.HostDisturbed as err:  # nothing is concluded of the group: it is kept apart, unmeasured
         return MeasuredGroup(group.models, split, predicted, None, str(err), disturbed=True)
     found = searched.capacity

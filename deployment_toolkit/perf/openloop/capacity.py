@@ -79,13 +79,13 @@ class Search:
 
 def search(measure_at: Callable[[float], RatePoint], seed_rate: float, slo_ms: float, batch: int = 1,
            resolution: float = DEFAULT_RESOLUTION, max_points: int = 10, min_fraction: float = 0.05,
-           until_stuck: bool = False, limited_fails: bool = False) -> Search:
+           mix: bool = False) -> Search:
     """Bracket and bisect the highest passing request rate (requests/s; capacities are in inferences/s).
-    `until_stuck`: stop stepping down when a lower rate twice left the tail as it was (holding.stuck; a shared
-    group's mix, whose points cost half a minute each). `limited_fails`: a rate the client could not send is a
-    failing point, stepped down from, not the end of the search (a shared group's mix on the server's own host:
-    past what the group serves, its runtimes' threads take the cores and the client falls behind at a few hundred
-    requests/s; twelve models on 2 cores: a plan ended, exit 2, after 19 minutes on one such point).
+    `mix`: a shared group's mix, driven on the server's own host, whose points cost half a minute each:
+    - stop stepping down when a lower rate twice left the tail as it was (holding.stuck);
+    - a rate the client could not send is a failing point, stepped down from, not the end of the search: past what
+      the group serves, its runtimes' threads take the cores and the client falls behind at a few hundred
+      requests/s (twelve models on 2 cores: a plan ended, exit 2, after 19 minutes on one such point).
 
     `measure_at(rate)` measures (or replays) one point. Deterministic given the points, so replaying a
     stored search takes the same path and measures nothing. Raises ClientLimited when the client could not
@@ -101,17 +101,17 @@ def search(measure_at: Callable[[float], RatePoint], seed_rate: float, slo_ms: f
         s.points.append(p)
         if p.client_limited:
             s.client_limit = p
-            if not limited_fails:
+            if not mix:
                 raise ClientLimited(p.client_limit_text())
         lo = s.best.rate if s.best else None
         f = s.lowest_failing
         hi = f.rate if f else None
         if lo is None:  # only failures so far: step down, below what the server managed when it fell behind
-            if until_stuck and stuck(s.points):  # twice a lower rate, the same tail: no rate will pass
+            if mix and stuck(s.points):  # twice a lower rate, the same tail: no rate will pass
                 s.stopped = "the p99 did not come down with the rate (twice) though every request was answered"
                 break
             nxt = hi * STEP_DOWN
-            if not p.kept_up and not math.isnan(p.answered) and p.answered > 0:
+            if (not p.kept_up or p.client_limited) and not math.isnan(p.answered) and p.answered > 0:
                 nxt = min(nxt, p.answered / batch * KEEP_UP)
             if nxt < floor:
                 break

@@ -20,9 +20,11 @@ STUCK = 0.9  # a failure at a lower rate whose p99 is above this share of the on
 def no_better(before: Any, after: Any) -> bool:
     """Two failures, `after` at the lower rate: both answered all they were offered (no growing queue) and the p99
     fell by less than a tenth. The load is not why it misses (a slow neighbour, the host): a lower rate will not
-    pass either. Points with `p99` and `kept_up` (a RatePoint, a shared group's MixPoint, Judged)."""
+    pass either. A point the client could not send says nothing of that (the host was the load). Points with `p99`
+    and `kept_up` (a RatePoint, a shared group's MixPoint, Judged)."""
     p99, was = after.p99, before.p99
-    return (bool(before.kept_up) and bool(after.kept_up) and not math.isnan(p99) and not math.isnan(was)
+    sent = not getattr(before, "client_limited", False) and not getattr(after, "client_limited", False)
+    return (sent and bool(before.kept_up) and bool(after.kept_up) and not math.isnan(p99) and not math.isnan(was)
             and p99 > STUCK * was)
 
 

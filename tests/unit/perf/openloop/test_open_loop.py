@@ -449,12 +449,12 @@ def flat_tail(rate: float, p99_ms: float = 100.0, trial: int = 1) -> RatePoint:
 def test_a_search_stops_stepping_down_when_a_lower_rate_twice_leaves_the_tail_as_it_was():
     """Twelve models: a group of five whose scorer missed its 10 ms beside a 30 ms classifier at every rate took
     ten points down to 5 % of its prediction, and its hold seven more (9 minutes); the load was not why it missed.
-    A shared group's mix stops (until_stuck); a model alone, whose points are cheap, steps to the floor as before
+    A shared group's mix stops (mix=True); a model alone, whose points are cheap, steps to the floor as before
     (the rule stopped a 10 ms scorer's hold at 73 % of its rate where the floor is 53 %)."""
-    s = search(flat_tail, 1000.0, slo_ms=50.0, until_stuck=True)
+    s = search(flat_tail, 1000.0, slo_ms=50.0, mix=True)
     assert s.capacity is None and len(s.points) == 3 and "did not come down" in s.stopped
     noisy = iter([100.0, 97.0, 60.0, 58.0, 57.0])  # one step that changed nothing, then one that helped: go on
-    s = search(lambda r: flat_tail(r, next(noisy)), 1000.0, slo_ms=50.0, until_stuck=True)
+    s = search(lambda r: flat_tail(r, next(noisy)), 1000.0, slo_ms=50.0, mix=True)
     assert len(s.points) == 5 and s.capacity is None
     alone = search(flat_tail, 1000.0, slo_ms=50.0)  # a model alone: its points are cheap, it steps to the floor
     assert len(alone.points) == 10 and not alone.stopped
@@ -484,8 +484,8 @@ def starved_client(rate: float) -> RatePoint:
 def test_a_mix_steps_down_from_a_rate_the_client_could_not_send_and_a_model_alone_stops():
     """Twelve models on 2 cores: a shared group's mix at its time-sharing prediction left the client behind at
     293 inf/s, and the whole plan ended (exit 2) after 19 minutes. A mix counts the point as failing and steps down
-    (limited_fails); a model alone still stops, the client being the limit of what it measured."""
-    mix = search(starved_client, 1000.0, slo_ms=50.0, limited_fails=True)
+    (mix=True); a model alone still stops, the client being the limit of what it measured."""
+    mix = search(starved_client, 1000.0, slo_ms=50.0, mix=True)
     assert mix.capacity is not None and 500.0 < mix.capacity <= 600.0 and mix.client_limit is not None
     with pytest.raises(ClientLimited):
         search(starved_client, 1000.0, slo_ms=50.0)
