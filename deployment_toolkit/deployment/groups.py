@@ -4,9 +4,9 @@ traffic (split as the packing planned it) and held k of k; what each group held 
 measured before it, into the models' sharing factors for groups of its size or larger (sharing.SharingTable,
 sharing_fit.py; the packing is the cheapest over the size bands, `_pack`), one that holds nothing is kept apart
 and later groups are smaller than it (groups of its size not measured yet are skipped), and the models are packed
-again, until every shared group of the packing rests on a measurement. A group whose confirmation fails is split with the models that missed apart (`Split`).
-Measurement grows with the groups chosen, never with the groupings possible. `plan` is the planner's DeploymentPlan
-(plan.py imports this module, not the other way)."""
+again, until every shared group of the packing rests on a measurement. A group whose confirmation fails is split
+with the models that missed apart (`Split`). Measurement grows with the groups chosen, never with the groupings
+possible. `plan` is the planner's DeploymentPlan (plan.py imports this module, not the other way)."""
 from __future__ import annotations
 
 import dataclasses

@@ -89,7 +89,7 @@ def search(measure_at: Callable[[float], RatePoint], seed_rate: float, slo_ms: f
 
     `measure_at(rate)` measures (or replays) one point. Deterministic given the points, so replaying a
     stored search takes the same path and measures nothing. Raises ClientLimited when the client could not
-    send a rate (the result would describe the client, not the server).
+    send a rate (the result would describe the client, not the server), except for a mix (above).
     """
     if seed_rate <= 0:
         raise UserInputError("the seed rate must be positive")
