@@ -7,7 +7,7 @@ import math
 import time
 from dataclasses import dataclass, replace
 from enum import Enum
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -72,6 +72,17 @@ class Problem:
 
     def cost(self, groups: Sequence[Sequence[int]]) -> int:
         return sum(self.replicas(g) for g in groups)
+
+
+def add_rows(h: Any, rows: Sequence[tuple[float, float, list[int], list[float]]]) -> None:
+    """Rows (lower, upper, columns, values) added to a HiGHS model as one CSR block."""
+    if not rows:
+        return
+    starts = np.cumsum([0] + [len(r[2]) for r in rows[:-1]]).astype(np.int32)
+    index = np.fromiter((c for r in rows for c in r[2]), dtype=np.int32)
+    value = np.fromiter((v for r in rows for v in r[3]), dtype=float)
+    h.addRows(len(rows), np.array([r[0] for r in rows]), np.array([r[1] for r in rows]), len(index), starts,
+              index, value)
 
 
 def greedy(p: Problem) -> list[list[int]]:
@@ -164,13 +175,7 @@ class Milp:
         return ok
 
     def _add(self, rows: list[tuple[float, float, list[int], list[float]]]) -> None:
-        if not rows:
-            return
-        starts = np.cumsum([0] + [len(r[2]) for r in rows[:-1]]).astype(np.int32)
-        index = np.fromiter((c for r in rows for c in r[2]), dtype=np.int32)
-        value = np.fromiter((v for r in rows for v in r[3]), dtype=float)
-        self.h.addRows(len(rows), np.array([r[0] for r in rows]), np.array([r[1] for r in rows]), len(index),
-                       starts, index, value)
+        add_rows(self.h, rows)
 
     def _static_rows(self) -> None:
         p, n, inf, col = self.p, self.p.n, self.inf, self.col
@@ -358,4 +363,4 @@ def bounds(p: Problem) -> dict[BoundSource, int]:
     return {BoundSource.LOAD: max(load, 1 if p.n else 0), BoundSource.PLACES: places}
 
 
-__all__ = ["BoundSource", "Problem", "SolverSettings", "TOL", "bounds", "greedy", "improve", "isolate", "solve"]
+__all__ = ["BoundSource", "Problem", "SolverSettings", "TOL", "add_rows", "bounds", "greedy", "improve", "isolate", "solve"]

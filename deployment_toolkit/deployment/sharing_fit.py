@@ -21,6 +21,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from .packing import MIN_SHARING
+from .packing_milp import add_rows
 
 OVER = 100.0  # the cost of a group's prediction above what it held, per unit of 1 / held
 UNDER = 1.0  # the cost of a prediction under what it held
@@ -82,11 +83,7 @@ def fit_factors(observations: Sequence[Observation]) -> dict[str, dict[int, floa
     lp.num_col_, lp.num_row_ = nw + 3 * m, 0
     lp.col_cost_, lp.col_lower_, lp.col_upper_ = cost, lower, upper
     h.passModel(lp)
-    starts = np.cumsum([0] + [len(r[2]) for r in rows[:-1]]).astype(np.int32)
-    index = np.fromiter((c for r in rows for c in r[2]), dtype=np.int32)
-    value = np.fromiter((v for r in rows for v in r[3]), dtype=float)
-    h.addRows(len(rows), np.array([r[0] for r in rows]), np.array([r[1] for r in rows]), len(index), starts, index,
-              value)
+    add_rows(h, rows)
     h.run()
     if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
         raise RuntimeError(f"the sharing fit did not solve: {h.modelStatusToString(h.getModelStatus())}")
